@@ -1,0 +1,110 @@
+# llm170 — build, test and run. Two entry points for users: `make run`, `make test`.
+#
+# Layout: common/ + worker/ + proto/ build into one static library that every
+# program links; each program's own main lives in client/, daemon/, worker/bin,
+# gateway/. Tests are C programs in tests/ (one binary per test_*.c) plus shell
+# tests (tests/*.sh); tests/run.sh runs them all and prints "N passed, N failed".
+
+CC      ?= cc
+BUILD   ?= build
+BIN     ?= bin
+OPT     ?= -O2
+CFLAGS  ?=
+CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -pthread -MMD -MP
+LDLIBS  += -lm -ldl -pthread
+PKGCONF := pkg-config
+MODEL   ?= $(firstword $(wildcard ../shared/data/models/stories260K.gguf))
+
+# libraries from Debian packages (scripts/deps.sh lists them)
+DEP_CFLAGS := $(shell $(PKGCONF) --cflags libpcre2-8 2>/dev/null)
+DEP_LIBS   := $(shell $(PKGCONF) --libs libpcre2-8 2>/dev/null) -lutf8proc
+NET_LIBS   := -lnng -lmsgpack-c -ljansson -lmicrohttpd -lsystemd
+
+LIB_SRC  := $(wildcard common/*.c) $(filter-out worker/worker_main.c,$(wildcard worker/*.c)) $(wildcard proto/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libllm170.a
+
+CLI_SRC  := $(wildcard client/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c)
+WORKER_SRC := worker/worker_main.c
+GATEWAY_SRC := $(wildcard gateway/*.c)
+PROGRAMS := $(BIN)/llm170
+# the service programs appear as their sources land
+ifneq ($(DAEMON_SRC),)
+PROGRAMS += $(BIN)/llm170d
+endif
+ifneq ($(wildcard $(WORKER_SRC)),)
+PROGRAMS += $(BIN)/llm170-worker
+endif
+ifneq ($(GATEWAY_SRC),)
+PROGRAMS += $(BIN)/llm170-gateway
+endif
+
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_TOOL_SRC := $(wildcard tests/tools/*.c)
+TEST_TOOLS := $(TEST_TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
+
+.SECONDARY:
+.PHONY: all deps test run asan fuzz clean check-deps
+all: deps $(PROGRAMS) $(TEST_BIN) $(TEST_TOOLS)
+
+# Install missing Debian packages when root, else print the apt-get line.
+deps:
+	@scripts/deps.sh install
+
+# SIMD kernels: one file per instruction set, chosen at run time.
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -mavx2 -mfma -mf16c -c $< -o $@
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c -c $< -o $@
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(DEP_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/llm170: $(CLI_SRC:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
+
+$(BIN)/llm170d: $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
+
+$(BIN)/llm170-worker: $(WORKER_SRC:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
+
+$(BIN)/llm170-gateway: $(GATEWAY_SRC:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
+
+test: all
+	@tests/run.sh $(BUILD) $(BIN)
+
+# The whole suite again under AddressSanitizer + UBSan, in its own build tree.
+asan:
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	        LDLIBS="-lm -ldl -pthread -fsanitize=address,undefined" all
+	ASAN_OPTIONS=detect_leaks=1 tests/run.sh build-asan build-asan/bin
+
+run: all
+	@scripts/run.sh "$(MODEL)"
+
+clean:
+	rm -rf build build-asan bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

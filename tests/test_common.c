@@ -1,0 +1,72 @@
+/* test_common.c — err and fp16 helpers. */
+#include "../common/err.h"
+#include "../common/fp16.h"
+#include "../worker/threadpool.h"
+#include "check.h"
+
+static void err_messages(void)
+{
+    struct err e;
+    err_clear(&e);
+    CHECK_EQ_INT(e.code, ERR_OK);
+    int rc = err_set(&e, ERR_FORMAT, "bad magic at offset %d", 0);
+    CHECK_EQ_INT(rc, ERR_FORMAT);
+    CHECK(!strcmp(e.msg, "bad magic at offset 0"), "msg '%s'", e.msg);
+    err_prefix(&e, "cannot open '%s'", "x.gguf");
+    CHECK(!strcmp(e.msg, "cannot open 'x.gguf': bad magic at offset 0"), "msg '%s'", e.msg);
+    CHECK_EQ_INT(e.code, ERR_FORMAT);
+}
+
+static void fp16_roundtrip(void)
+{
+    /* every finite half converts to f32 and back unchanged */
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
+            continue; /* NaN payloads are only kept quiet */
+        if (fp16_from_f32(fp16_to_f32((uint16_t)h)) != h)
+            bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* known values: 1.0, -2.0, max half, smallest subnormal, RNE tie to even */
+    CHECK_EQ_INT(fp16_from_f32(1.0f), 0x3c00);
+    CHECK_EQ_INT(fp16_from_f32(-2.0f), 0xc000);
+    CHECK_EQ_INT(fp16_from_f32(65504.0f), 0x7bff);
+    CHECK_EQ_INT(fp16_from_f32(65520.0f), 0x7c00);
+    CHECK_EQ_INT(fp16_from_f32(5.9604645e-8f), 0x0001);
+    CHECK_EQ_INT(fp16_from_f32(1.0f + 1.0f / 2048), 0x3c00);          /* tie → even (down) */
+    CHECK_EQ_INT(fp16_from_f32(1.0f + 3.0f / 2048), 0x3c02);          /* tie → even (up) */
+    CHECK_NEAR(fp16_to_f32(0x3555), 0.333251953125, 0);
+    CHECK_EQ_INT(bf16_from_f32(1.00390625f), 0x3f80);                 /* tie → even */
+    CHECK_EQ_INT(bf16_from_f32(1.01171875f), 0x3f82);
+}
+
+struct sum_ctx { int64_t hits[1000]; };
+static void add_one(void *p, int64_t i, int worker)
+{
+    (void)worker;
+    struct sum_ctx *c = p;
+    c->hits[i]++;
+}
+
+static void threadpool_covers_all(void)
+{
+    struct tpool *tp = tpool_create(4);
+    CHECK(tp != NULL, "create");
+    static struct sum_ctx c;
+    for (int rep = 0; rep < 50; rep++)
+        tpool_run(tp, add_one, &c, 1000);
+    int bad = 0;
+    for (int i = 0; i < 1000; i++)
+        bad += c.hits[i] != 50;
+    CHECK_EQ_INT(bad, 0);
+    tpool_destroy(tp);
+}
+
+int main(void)
+{
+    RUN(err_messages);
+    RUN(fp16_roundtrip);
+    RUN(threadpool_covers_all);
+    CHECK_EXIT();
+}

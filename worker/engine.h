@@ -1,0 +1,82 @@
+/* engine.h — the inference API every front end uses (CLI, worker scheduler).
+ *
+ * A `struct model` is the loaded GGUF: hyperparameters, the vocabulary and
+ * the weight tensors (still in the mapping for the CPU backend). A
+ * `struct engine_ctx` holds what one backend needs to run it: KV cache /
+ * recurrent state for n_seq sequences of up to n_ctx positions, scratch, the
+ * thread pool. One call to engine_decode runs a batch of tokens that may mix
+ * sequences (prefill chunks and single decode tokens together) and returns
+ * logits for the tokens that asked for them. */
+#ifndef LLM170_ENGINE_H
+#define LLM170_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+#include "gguf.h"
+#include "tokenizer.h"
+
+struct model;
+struct engine_ctx;
+
+enum backend_kind { BACKEND_CPU = 0, BACKEND_HIP = 1, BACKEND_VULKAN = 2 };
+
+struct model_info {
+    const char *arch;     /* general.architecture */
+    const char *name;     /* general.name or the file's base name */
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    uint64_t n_params;    /* elements over all tensors */
+    uint64_t n_bytes;     /* bytes of tensor data */
+};
+
+/* Load and validate a model (GGUF + hyperparameters + every required tensor
+ * with its expected shape). Errors name the file and the tensor or key. */
+int model_load(struct model **out, const char *path, struct err *e);
+void model_free(struct model *m);
+const struct model_info *model_info(const struct model *m);
+const struct tok_vocab *model_vocab(const struct model *m);
+const struct gguf *model_gguf(const struct model *m);
+
+struct engine_params {
+    enum backend_kind backend;
+    int n_ctx;      /* positions per sequence; 0 = min(n_ctx_train, 4096) */
+    int n_seq;      /* sequences that may be live at once (1 for a single stream) */
+    int n_batch;    /* most tokens per engine_decode call; 0 = 512 */
+    int n_threads;  /* CPU threads; 0 = all cores */
+    bool kv_f32;    /* f32 KV cache instead of the default f16 */
+};
+void engine_params_default(struct engine_params *p);
+
+int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *p,
+                  struct err *e);
+void engine_free(struct engine_ctx *c);
+int engine_n_ctx(const struct engine_ctx *c);
+
+/* One token of a batch. */
+struct engine_tok {
+    int32_t token;  /* vocabulary id */
+    int32_t pos;    /* position in its sequence (0-based, contiguous after the cached ones) */
+    int32_t seq;    /* sequence id in [0, n_seq) */
+    bool logits;    /* return logits for this token */
+};
+
+/* Run n tokens (n <= n_batch). Logits rows are written to `logits` in batch
+ * order, one n_vocab row per token that asked. Tokens of a sequence must come
+ * in position order; a sequence's first new position must equal its cached
+ * length. */
+int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits,
+                  struct err *e);
+
+/* Sequence state: forget all positions >= pos (pos 0 clears it). */
+void engine_seq_truncate(struct engine_ctx *c, int seq, int pos);
+/* Cached length of a sequence. */
+int engine_seq_len(const struct engine_ctx *c, int seq);
+/* Copy the first n positions of src's state into dst (prefix reuse / n > 1). */
+int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e);
+
+#endif

@@ -1,0 +1,27 @@
+/* matmul.h — Y = W·X on the CPU, threaded, for any weight type.
+ *
+ * W: n_out rows of n_in elements of type wt (a GGUF 2-D weight, ggml order
+ * [n_in, n_out]). X: n_tok rows of n_in f32 (row-major). Y: n_tok rows of
+ * n_out f32. Activations are quantized once per call into wt's vec_dot type,
+ * so results match llama.cpp's CPU mul_mat. */
+#ifndef LLM170_MATMUL_H
+#define LLM170_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+#include "threadpool.h"
+
+/* Reusable scratch for the quantized activations; zero-initialise, free with matmul_scratch_free. */
+struct matmul_scratch {
+    void *buf;
+    size_t cap;
+};
+
+void matmul(struct tpool *tp, struct matmul_scratch *s, enum qtype wt, const void *W,
+            int64_t n_in, int64_t n_out, const float *X, int64_t n_tok, float *Y);
+
+void matmul_scratch_free(struct matmul_scratch *s);
+
+#endif
