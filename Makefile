@@ -18,7 +18,7 @@ MODEL   ?= $(firstword $(wildcard ../shared/data/models/stories260K.gguf))
 # libraries from Debian packages (scripts/deps.sh lists them)
 DEP_CFLAGS := $(shell $(PKGCONF) --cflags libpcre2-8 2>/dev/null)
 DEP_LIBS   := $(shell $(PKGCONF) --libs libpcre2-8 2>/dev/null) -lutf8proc
-NET_LIBS   := -lnng -lmsgpack-c -ljansson -lmicrohttpd -lsystemd
+NET_LIBS   := -lnng -lmsgpackc -ljansson -lmicrohttpd -lsystemd
 
 LIB_SRC  := $(wildcard common/*.c) $(filter-out worker/worker_main.c,$(wildcard worker/*.c)) $(wildcard proto/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
