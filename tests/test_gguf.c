@@ -339,6 +339,18 @@ static void writer_roundtrip_every_accessor(void)
     CHECK(kv && kv->type == GGUF_ARRAY && kv->arr_n == 0, "empty array");
     kv = gguf_find_kv(g, "a.emptystr");
     CHECK(kv && kv->arr_type == GGUF_STRING && kv->arr_n == 0, "empty string array");
+    /* checked array access */
+    const struct gguf_kv *ak = NULL;
+    CHECK(gguf_get_arr(g, "a.str", GGUF_STRING, &ak, &e) == 0 && ak && ak->arr_n == 5, "arr str");
+    CHECK(gguf_get_arr(g, "a.i64", GGUF_INT32, &ak, &e) == 0 && ak->arr_type == GGUF_INT64, "arr int");
+    CHECK(gguf_get_arr(g, "a.bool", GGUF_UINT32, &ak, &e) == 0, "bool array as integers");
+    CHECK(gguf_get_arr(g, "a.u8", GGUF_FLOAT32, &ak, &e) == 0, "int array as numbers");
+    CHECK_EQ_INT(gguf_get_arr(g, "a.f32", GGUF_INT32, &ak, &e), ERR_FORMAT);
+    CHECK(strstr(e.msg, "key 'a.f32' has type array[float32], expected an array of integers"), "msg %s", e.msg);
+    CHECK_EQ_INT(gguf_get_arr(g, "a.str", GGUF_FLOAT32, &ak, &e), ERR_FORMAT);
+    CHECK_EQ_INT(gguf_get_arr(g, "a.i32", GGUF_STRING, &ak, &e), ERR_FORMAT);
+    CHECK_EQ_INT(gguf_get_arr(g, "t.u32", GGUF_UINT32, &ak, &e), ERR_FORMAT);
+    CHECK_EQ_INT(gguf_get_arr(g, "nope", GGUF_UINT32, &ak, &e), ERR_NOTFOUND);
     /* per-layer */
     CHECK(gguf_get_layer_i64(g, "layer.scalar", 2, &i64, &e) == 0 && i64 == 8, "layer scalar");
     CHECK(gguf_get_layer_i64(g, "layer.arr", 1, &i64, &e) == 0 && i64 == 8, "layer arr 1");
@@ -1264,6 +1276,41 @@ static void stories260k_facts(void)
     gguf_close(g);
 }
 
+/* Every GGUF under ../shared/data (llama.cpp's vocab files, the models)
+ * opens: they were written by llama.cpp's own tools. */
+static void shared_gguf_files_open(void)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        SKIP("../shared/data not present");
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "ls '%s'/models/*.gguf '%s'/tokenizer/*.gguf 2>/dev/null", dir, dir);
+    FILE *ls = popen(cmd, "r");
+    if (!ls)
+        SKIP("cannot list ../shared/data");
+    char path[4200];
+    int n = 0;
+    while (fgets(path, sizeof path, ls)) {
+        path[strcspn(path, "\n")] = '\0';
+        struct gguf *g;
+        struct err e;
+        int rc = gguf_open(&g, path, &e);
+        CHECK(rc == 0, "%s", e.msg);
+        if (rc)
+            continue;
+        n++;
+        const struct gguf_kv *tok = gguf_find_kv(g, "tokenizer.ggml.tokens");
+        CHECK(tok && tok->arr_type == GGUF_STRING && tok->arr_n > 0, "%s: tokens", path);
+        FILE *out = fopen("/dev/null", "w");
+        CHECK_EQ_INT(gguf_dump(out, g, false, -1), 0);
+        fclose(out);
+        gguf_close(g);
+    }
+    pclose(ls);
+    if (n == 0)
+        SKIP("no .gguf files under ../shared/data");
+}
+
 /* ------------------------------------------------------------ main */
 
 static void rm_dir(const char *dir)
@@ -1299,6 +1346,7 @@ int main(void)
     RUN(split_sets);
     RUN(dump_format);
     RUN(stories260k_facts);
+    RUN(shared_gguf_files_open);
     rm_dir(g_dir);
     CHECK_EXIT();
 }
