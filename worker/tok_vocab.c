@@ -191,14 +191,6 @@ static bool text_is(const struct tok_vocab *v, int32_t id, const char *s)
     return v->len[id] == n && !memcmp(v->text[id], s, n);
 }
 
-static bool text_in(const struct tok_vocab *v, int32_t id, const char *const *list)
-{
-    for (; *list; list++)
-        if (text_is(v, id, *list))
-            return true;
-    return false;
-}
-
 static const char *const k_eot_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
     "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
@@ -253,20 +245,24 @@ static void eog_remove(struct tok_vocab *v, int32_t id)
         }
 }
 
-/* Find the first token (lowest id) whose text is in `list` when *slot is
- * unset; the found token is forced CONTROL (llama.cpp's auto-detection). */
+/* Find the token (lowest id) whose text is in `list` when *slot is unset;
+ * the found token is forced CONTROL (llama.cpp's auto-detection). Looked up
+ * by text, so a 150k vocabulary costs a few hash probes, not a scan. */
 static void detect(struct tok_vocab *v, int32_t *slot, const char *const *list)
 {
     if (*slot != TOK_NULL)
         return;
-    for (int32_t id = 0; id < v->n_tokens; id++)
-        if (text_in(v, id, list)) {
-            *slot = id;
-            v->attr[id] |= TA_CONTROL;
-            return;
-        }
+    int32_t best = TOK_NULL;
+    for (; *list; list++) {
+        int32_t id = tok_map_find(v, *list, strlen(*list));
+        if (id >= 0 && (best < 0 || id < best))
+            best = id;
+    }
+    if (best >= 0) {
+        *slot = best;
+        v->attr[best] |= TA_CONTROL;
+    }
 }
-
 
 static int cmp_special(const void *a, const void *b, void *ctx)
 {
@@ -522,16 +518,20 @@ int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e)
     /* EOG set */
     if ((rc = eog_add(v, fim_pad)) || (rc = eog_add(v, fim_rep)) || (rc = eog_add(v, fim_sep)))
         goto oom;
-    for (int32_t id = 0; id < n; id++)
-        if (text_in(v, id, k_eog_texts)) {
+    for (const char *const *t = k_eog_texts; *t; t++) {
+        int32_t id = tok_map_find(v, *t, strlen(*t));
+        if (id >= 0) {
             if ((rc = eog_add(v, id)))
                 goto oom;
             v->attr[id] |= TA_CONTROL;
         }
-    for (int32_t id = 0; id < n; id++) /* gpt-oss: always rendered */
-        if (text_is(v, id, "<|channel|>") || text_is(v, id, "<|message|>") || text_is(v, id, "<|start|>") ||
-            text_is(v, id, "<|constrain|>"))
+    }
+    static const char *const k_render[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL};
+    for (const char *const *t = k_render; *t; t++) { /* gpt-oss: always rendered */
+        int32_t id = tok_map_find(v, *t, strlen(*t));
+        if (id >= 0)
             v->attr[id] = TA_USER_DEFINED;
+    }
     if ((rc = eog_add(v, v->eos)) || (rc = eog_add(v, v->eot)) || (rc = eog_add(v, v->eom)))
         goto oom;
     {
