@@ -140,7 +140,8 @@ int stop_feed(struct stop_matcher *m, const char *text, size_t len, struct stop_
         m->buf = nb;
         m->cap = cap;
     }
-    memcpy(m->buf + m->len, text, len);
+    if (len)
+        memcpy(m->buf + m->len, text, len);
     m->len += len;
 
     const char *p = m->buf;
