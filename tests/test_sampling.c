@@ -396,6 +396,73 @@ static void typical_p_small(void)
     CHECK_IDS(n, ids, 0, 1, 2);
 }
 
+/* typical_p on 5000 distinct logits against the §3.4 rule written out here
+ * (qsort by logit, float softmax summed in sorted order, float entropy,
+ * scores ascending, strict cumulative cut). */
+struct ref_tok {
+    int id;
+    float logit, p, score;
+};
+static int ref_by_logit(const void *a, const void *b)
+{
+    const struct ref_tok *x = a, *y = b;
+    return (x->logit < y->logit) - (x->logit > y->logit);
+}
+static int ref_by_score(const void *a, const void *b)
+{
+    const struct ref_tok *x = a, *y = b;
+    return (x->score > y->score) - (x->score < y->score);
+}
+
+static void typical_p_large(void)
+{
+    enum { N = 5000 };
+    static float l[N];
+    static struct ref_tok ref[N];
+    uint32_t s = 21;
+    for (int i = 0; i < N; i++) {
+        l[i] = (float)i * 0.0013f - (float)(lcg(&s) % 1000) * 0.004f; /* distinct enough */
+        ref[i].id = i;
+        ref[i].logit = l[i];
+    }
+    qsort(ref, N, sizeof ref[0], ref_by_logit);
+    float sum = 0.0f;
+    for (int i = 0; i < N; i++)
+        sum += (ref[i].p = expf(ref[i].logit - ref[0].logit));
+    float ent = 0.0f;
+    for (int i = 0; i < N; i++) {
+        ref[i].p /= sum;
+        ent += -ref[i].p * logf(ref[i].p);
+    }
+    for (int i = 0; i < N; i++)
+        ref[i].score = fabsf(-logf(ref[i].p) - ent);
+    qsort(ref, N, sizeof ref[0], ref_by_score);
+    float cum = 0.0f;
+    int want = N;
+    for (int i = 0; i < N; i++) {
+        cum += ref[i].p;
+        if (cum > 0.6f) {
+            want = i + 1;
+            break;
+        }
+    }
+    CHECK(want > 100 && want < N, "test setup: cut at %d", want);
+    const enum smp_type t[] = {SMP_TYPICAL_P};
+    struct smp_params p = only(1, t);
+    p.typical_p = 0.6f;
+    struct err e;
+    struct smp_chain *c = smp_new(&p, N, &e);
+    smp_sample(c, l);
+    const struct smp_cand *cand;
+    int n = smp_candidates(c, &cand, NULL);
+    CHECK_EQ_INT(n, want);
+    int bad = 0;
+    for (int i = 0; i < n && i < want; i++)
+        bad += cand[i].id != ref[i].id;
+    CHECK_EQ_INT(bad, 0);
+    smp_free(c);
+}
+
 static void temperature(void)
 {
     const enum smp_type t[] = {SMP_TEMPERATURE};
@@ -796,6 +863,7 @@ int main(void)
     RUN(top_p_large_cut);
     RUN(min_p_small);
     RUN(typical_p_small);
+    RUN(typical_p_large);
     RUN(temperature);
     RUN(temp0_is_argmax);
     RUN(penalties);

@@ -173,7 +173,7 @@ static void keyed_sift(struct keyed *h, int32_t n, int32_t i)
     }
 }
 
-static void keyed_sort(struct keyed *a, int32_t n)
+static void keyed_heapsort(struct keyed *a, int32_t n)
 {
     for (int32_t i = n / 2 - 1; i >= 0; i--)
         keyed_sift(a, n, i);
@@ -185,10 +185,75 @@ static void keyed_sort(struct keyed *a, int32_t n)
     }
 }
 
+static inline bool keyed_before(const struct keyed *a, const struct keyed *b) { return keyed_after(b, a); }
+static inline void keyed_swap(struct keyed *a, struct keyed *b)
+{
+    struct keyed t = *a;
+    *a = *b;
+    *b = t;
+}
+static void cand_heapsort(struct smp_cand *a, int32_t n) { cand_partial_sort(a, n, n); }
+
+/* Introsort (quicksort, median of three, heapsort past the depth limit,
+ * insertion sort for short runs): in place, no allocation, and much kinder
+ * to the cache than a heapsort over 150k entries. Both orders are total
+ * (ties broken by id / position), so the result does not depend on the
+ * algorithm. */
+#define DEFINE_INTROSORT(NAME, T, BEFORE, SWAP, HEAPSORT)                         \
+    static void NAME##_rec(T *a, int32_t n, int depth)                            \
+    {                                                                             \
+        while (n > 16) {                                                          \
+            if (depth-- == 0) {                                                   \
+                HEAPSORT(a, n);                                                   \
+                return;                                                           \
+            }                                                                     \
+            int32_t mid = n / 2;                                                  \
+            if (BEFORE(&a[mid], &a[0]))                                           \
+                SWAP(&a[mid], &a[0]);                                             \
+            if (BEFORE(&a[n - 1], &a[0]))                                         \
+                SWAP(&a[n - 1], &a[0]);                                           \
+            if (BEFORE(&a[n - 1], &a[mid]))                                       \
+                SWAP(&a[n - 1], &a[mid]);                                         \
+            SWAP(&a[mid], &a[n - 2]); /* pivot; a[0] ≤ pivot ≤ a[n-1] */         \
+            T piv = a[n - 2];                                                     \
+            int32_t i = 0, j = n - 2;                                             \
+            for (;;) {                                                            \
+                while (BEFORE(&a[++i], &piv)) {}                                  \
+                while (BEFORE(&piv, &a[--j])) {}                                  \
+                if (i >= j)                                                       \
+                    break;                                                        \
+                SWAP(&a[i], &a[j]);                                               \
+            }                                                                     \
+            SWAP(&a[i], &a[n - 2]);                                               \
+            /* recurse into the smaller side, loop on the larger */              \
+            if (i < n - 1 - i) {                                                  \
+                NAME##_rec(a, i, depth);                                          \
+                a += i + 1;                                                       \
+                n -= i + 1;                                                       \
+            } else {                                                              \
+                NAME##_rec(a + i + 1, n - i - 1, depth);                          \
+                n = i;                                                            \
+            }                                                                     \
+        }                                                                         \
+        for (int32_t i = 1; i < n; i++)                                           \
+            for (int32_t j = i; j > 0 && BEFORE(&a[j], &a[j - 1]); j--)           \
+                SWAP(&a[j], &a[j - 1]);                                           \
+    }                                                                             \
+    static void NAME(T *a, int32_t n)                                             \
+    {                                                                             \
+        int depth = 2;                                                            \
+        for (int32_t m = n; m > 1; m >>= 1)                                       \
+            depth += 2;                                                           \
+        NAME##_rec(a, n, depth);                                                  \
+    }
+
+DEFINE_INTROSORT(cand_sort, struct smp_cand, cand_before, cand_swap, cand_heapsort)
+DEFINE_INTROSORT(keyed_sort, struct keyed, keyed_before, keyed_swap, keyed_heapsort)
+
 static void sort_all(struct smp_chain *c)
 {
     if (!c->sorted) {
-        cand_partial_sort(c->cur, c->size, c->size);
+        cand_sort(c->cur, c->size);
         c->sorted = true;
     }
 }
@@ -323,7 +388,7 @@ static void apply_top_p(struct smp_chain *c, float p, int32_t min_keep)
         }
         if (i == k - 1 && k < n) {
             /* the first k are already in place; order the rest behind them */
-            cand_partial_sort(c->cur + k, n - k, n - k);
+            cand_sort(c->cur + k, n - k);
             k = n;
         }
     }
