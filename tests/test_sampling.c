@@ -797,11 +797,15 @@ static void model_values(void)
     CHECK(p.samplers[0] == SMP_TOP_K && p.samplers[1] == SMP_TOP_P && p.samplers[2] == SMP_MIN_P &&
               p.samplers[3] == SMP_TEMPERATURE,
           "sequence parsed wrong");
-    CHECK_EQ_INT(smp_params_set_sequence(&p, "temp;nucleus;typical;top-k;penalties", &e), 0);
+    /* llama.cpp's aliases, case-insensitive; unknown names are skipped */
+    CHECK_EQ_INT(smp_params_set_sequence(&p, "temp;nucleus;typ;Top-K;bogus;penalties", &e), 0);
     CHECK_EQ_INT(p.n_samplers, 5);
-    CHECK(p.samplers[0] == SMP_TEMPERATURE && p.samplers[2] == SMP_TYPICAL_P, "aliases");
-    CHECK(smp_params_set_sequence(&p, "top_k;bogus", &e) == ERR_INVALID, "bogus accepted");
-    CHECK(strstr(e.msg, "bogus") != NULL, "msg '%s'", e.msg);
+    CHECK(p.samplers[0] == SMP_TEMPERATURE && p.samplers[1] == SMP_TOP_P &&
+              p.samplers[2] == SMP_TYPICAL_P && p.samplers[3] == SMP_TOP_K &&
+              p.samplers[4] == SMP_PENALTIES,
+          "aliases");
+    CHECK(smp_params_set_sequence(&p, "top_k;infill", &e) == ERR_UNSUPPORTED, "infill accepted");
+    CHECK(strstr(e.msg, "infill") != NULL, "msg '%s'", e.msg);
 
     /* the order matters: temperature first, then top_p on the tempered list */
     struct smp_params q = smp_params_default();

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -676,23 +677,27 @@ const char *smp_type_name(enum smp_type t)
     return (unsigned)t < SMP_TYPE_COUNT ? type_names[t] : "?";
 }
 
-/* llama.cpp's canonical names plus the alternative spellings it accepts. */
+/* llama.cpp's names (common_sampler_types_from_names): canonical, kebab-case,
+ * without underscores, and three short aliases; matched case-insensitively.
+ * Returns the type, -1 for an unknown name, -2 for a sampler llama.cpp
+ * knows but we do not implement (infill, adaptive_p). */
 static int type_from_name(const char *s, size_t n)
 {
-    static const struct { const char *name; enum smp_type t; } names[] = {
-        {"penalties", SMP_PENALTIES}, {"dry", SMP_DRY},
+    static const struct { const char *name; int t; } names[] = {
+        {"dry", SMP_DRY}, {"top_k", SMP_TOP_K}, {"top-k", SMP_TOP_K}, {"topk", SMP_TOP_K},
+        {"top_p", SMP_TOP_P}, {"top-p", SMP_TOP_P}, {"topp", SMP_TOP_P}, {"nucleus", SMP_TOP_P},
         {"top_n_sigma", SMP_TOP_N_SIGMA}, {"top-n-sigma", SMP_TOP_N_SIGMA},
-        {"top_k", SMP_TOP_K}, {"top-k", SMP_TOP_K},
-        {"typ_p", SMP_TYPICAL_P}, {"typical_p", SMP_TYPICAL_P}, {"typical-p", SMP_TYPICAL_P},
-        {"typical", SMP_TYPICAL_P}, {"typ-p", SMP_TYPICAL_P}, {"typ", SMP_TYPICAL_P},
-        {"top_p", SMP_TOP_P}, {"top-p", SMP_TOP_P}, {"nucleus", SMP_TOP_P},
-        {"min_p", SMP_MIN_P}, {"min-p", SMP_MIN_P},
-        {"xtc", SMP_XTC},
+        {"topnsigma", SMP_TOP_N_SIGMA},
+        {"typ_p", SMP_TYPICAL_P}, {"typ-p", SMP_TYPICAL_P}, {"typp", SMP_TYPICAL_P},
+        {"typ", SMP_TYPICAL_P},
+        {"min_p", SMP_MIN_P}, {"min-p", SMP_MIN_P}, {"minp", SMP_MIN_P},
         {"temperature", SMP_TEMPERATURE}, {"temp", SMP_TEMPERATURE},
+        {"xtc", SMP_XTC}, {"penalties", SMP_PENALTIES},
+        {"infill", -2}, {"adaptive_p", -2}, {"adaptive-p", -2}, {"adaptivep", -2},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i].name) == n && !strncmp(names[i].name, s, n))
-            return (int)names[i].t;
+        if (strlen(names[i].name) == n && !strncasecmp(names[i].name, s, n))
+            return names[i].t;
     return -1;
 }
 
@@ -705,9 +710,15 @@ int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *
         size_t len = strcspn(s, ";, ");
         if (len > 0) {
             int t = type_from_name(s, len);
-            if (t < 0)
-                return err_set(e, ERR_INVALID, "sampler sequence '%s': unknown sampler '%.*s'",
+            if (t == -2)
+                return err_set(e, ERR_UNSUPPORTED, "sampler sequence '%s': sampler '%.*s' is not supported",
                                text, (int)len, s);
+            if (t < 0) { /* llama.cpp skips unknown names (with a warning) */
+                s += len;
+                if (*s)
+                    s++;
+                continue;
+            }
             if (n == SMP_MAX_SAMPLERS)
                 return err_set(e, ERR_RANGE, "sampler sequence '%s': more than %d samplers", text,
                                SMP_MAX_SAMPLERS);
@@ -717,8 +728,6 @@ int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *
         if (*s)
             s++;
     }
-    if (n == 0)
-        return err_set(e, ERR_INVALID, "sampler sequence '%s' names no sampler", text);
     memcpy(p->samplers, out, (size_t)n * sizeof out[0]);
     p->n_samplers = n;
     return 0;

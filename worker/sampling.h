@@ -120,7 +120,9 @@ int smp_params_apply_model_value(struct smp_params *p, const char *name, const c
                                  struct err *e);
 
 /* Parse a sampler sequence ("top_k;top_p;min_p;temperature", separator any of
- * ';' ',' ' ') into p->samplers. Accepts llama.cpp's names and aliases. */
+ * ';' ',' ' ') into p->samplers. Accepts llama.cpp's names and aliases
+ * (case-insensitive); unknown names are skipped as llama.cpp does; infill and
+ * adaptive_p give ERR_UNSUPPORTED. */
 int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *e);
 
 /* Name of a sampler type ("top_k" …). */
