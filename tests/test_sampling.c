@@ -854,6 +854,108 @@ static void bad_params(void)
     smp_free(c);
 }
 
+/* ---------------------------------------------------------------- llama.cpp goldens */
+
+/* tests/golden/sampling_chain.txt: tokens llama.cpp's own chain (libllama
+ * 80fb11a through its C API) chose for random logits, parameters, seeds,
+ * histories and biases; the format is described in gen_sampling.py. */
+static int parse_ids(char *s, int32_t *out, int cap)
+{
+    int n = 0;
+    if (!strcmp(s, "-"))
+        return 0;
+    for (char *tok = strtok(s, ","); tok && n < cap; tok = strtok(NULL, ","))
+        out[n++] = (int32_t)strtol(tok, NULL, 10);
+    return n;
+}
+
+static void llama_goldens(void)
+{
+    FILE *f = fopen("tests/golden/sampling_chain.txt", "r");
+    if (!f)
+        SKIP("tests/golden/sampling_chain.txt not found (run from the repository root)");
+    static char line[65536];
+    static float logits[8192];
+    int n_cases = 0, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        char *fld[18];
+        int nf = 0;
+        for (char *tok = strtok(line, " \n"); tok && nf < 18; tok = strtok(NULL, " \n"))
+            fld[nf++] = tok;
+        if (nf != 18) {
+            CHECK(0, "golden line with %d fields", nf);
+            continue;
+        }
+        struct smp_params p = smp_params_default();
+        int32_t n_vocab = (int32_t)strtol(fld[0], NULL, 10);
+        uint32_t lseed = (uint32_t)strtoul(fld[1], NULL, 10);
+        p.seed = (uint32_t)strtoul(fld[2], NULL, 10);
+        p.top_k = (int32_t)strtol(fld[3], NULL, 10);
+        p.top_p = strtof(fld[4], NULL);
+        p.min_p = strtof(fld[5], NULL);
+        p.typical_p = strtof(fld[6], NULL);
+        p.temp = strtof(fld[7], NULL);
+        p.repeat_penalty = strtof(fld[8], NULL);
+        p.frequency_penalty = strtof(fld[9], NULL);
+        p.presence_penalty = strtof(fld[10], NULL);
+        p.repeat_last_n = (int32_t)strtol(fld[11], NULL, 10);
+        p.min_keep = (int32_t)strtol(fld[12], NULL, 10);
+        struct err e;
+        p.n_samplers = 0;
+        if (strcmp(fld[13], "-"))
+            smp_params_set_sequence(&p, fld[13], &e);
+        char order_text[256];
+        snprintf(order_text, sizeof order_text, "%s", fld[13]);
+        static int32_t hist[64], want[64];
+        int n_hist = parse_ids(fld[14], hist, 64);
+        static struct smp_bias bias[8];
+        int n_bias = 0;
+        if (strcmp(fld[15], "-"))
+            for (char *tok = strtok(fld[15], ","); tok && n_bias < 8; tok = strtok(NULL, ",")) {
+                char *colon = strchr(tok, ':');
+                bias[n_bias].token = (int32_t)strtol(tok, NULL, 10);
+                bias[n_bias++].bias = colon ? strtof(colon + 1, NULL) : 0.0f;
+            }
+        p.logit_bias = bias;
+        p.n_logit_bias = n_bias;
+        int steps = (int)strtol(fld[16], NULL, 10);
+        int n_want = parse_ids(fld[17], want, 64);
+        if (n_want != steps || n_vocab > 8192) {
+            CHECK(0, "golden line: %d tokens for %d steps", n_want, steps);
+            continue;
+        }
+        struct smp_chain *c = smp_new(&p, n_vocab, &e);
+        if (!c) {
+            CHECK(0, "case %d: smp_new: %s", n_cases, e.msg);
+            continue;
+        }
+        for (int i = 0; i < n_hist; i++)
+            smp_accept(c, hist[i]);
+        uint32_t st = lseed;
+        for (int s = 0; s < steps; s++) {
+            for (int i = 0; i < n_vocab; i++) {
+                st = st * 1664525u + 1013904223u;
+                logits[i] = (float)((int32_t)(st >> 8) - (1 << 23)) / (float)(1 << 20);
+            }
+            int32_t tok = smp_sample(c, logits);
+            if (tok != want[s]) {
+                if (bad++ < 5)
+                    printf("#   case %d step %d: token %d, llama.cpp %d (n_vocab %d order %s)\n",
+                           n_cases, s, (int)tok, (int)want[s], (int)n_vocab, order_text);
+                break;
+            }
+            smp_accept(c, tok);
+        }
+        smp_free(c);
+        n_cases++;
+    }
+    fclose(f);
+    CHECK(n_cases >= 400, "only %d golden cases", n_cases);
+    CHECK_EQ_INT(bad, 0);
+}
+
 int main(void)
 {
     RUN(rng_reference_values);
@@ -877,5 +979,6 @@ int main(void)
     RUN(reported_probs);
     RUN(model_values);
     RUN(bad_params);
+    RUN(llama_goldens);
     CHECK_EXIT();
 }

@@ -303,7 +303,7 @@ static void apply_logit_bias(struct smp_chain *c)
 static void apply_penalties(struct smp_chain *c)
 {
     const struct smp_params *p = &c->p;
-    if (c->last_n == 0 || c->ring_len == 0 ||
+    if (c->last_n == 0 ||
         (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
         return;
     for (int32_t i = 0; i < c->size; i++) {
@@ -826,6 +826,9 @@ static int validate(const struct smp_params *p, int32_t n_vocab, struct err *e)
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
         if (!isfinite(fl[i].v))
             return err_set(e, ERR_INVALID, "sampler: %s is not a finite number", fl[i].name);
+    if (p->repeat_penalty <= 0.0f || !isfinite(1.0f / p->repeat_penalty))
+        return err_set(e, ERR_INVALID, "sampler: repeat_penalty %g must be greater than 0",
+                       (double)p->repeat_penalty);
     if (p->repeat_last_n < -1)
         return err_set(e, ERR_INVALID, "sampler: repeat_last_n %d must be ≥ −1", (int)p->repeat_last_n);
     if (p->repeat_last_n == -1 && p->n_ctx <= 0)
