@@ -769,6 +769,16 @@ static void reported_probs(void)
     CHECK_NEAR(chosen.p, 0.0, 0);
     CHECK(isinf(chosen.logprob) && chosen.logprob < 0, "logprob %g", (double)chosen.logprob);
     smp_free(c);
+    /* greedy: only the chosen token has p > 0, the list stops there */
+    p.temp = 0.0f;
+    c = smp_new(&p, 4, &e);
+    tok = smp_sample(c, l);
+    CHECK_EQ_INT(tok, 3);
+    n = smp_probs(c, NULL, tok, &chosen, top, 3);
+    CHECK_EQ_INT(n, 1);
+    CHECK_NEAR(chosen.p, 1.0, 0);
+    CHECK_NEAR(chosen.logprob, 0.0, 0);
+    smp_free(c);
 }
 
 /* ---------------------------------------------------------------- params */

@@ -598,9 +598,14 @@ int smp_probs(struct smp_chain *c, const float *logits, int32_t token, struct sm
             c->tmp[i].logit = c->tmp[i].p;
         int32_t k = n_top < n ? n_top : n;
         cand_partial_sort(c->tmp, n, k);
-        for (int32_t i = 0; i < k; i++)
-            top[i] = make_prob(c->tmp[i].id, c->tmp[i].p);
-        return k;
+        /* llama-server stops the list at the first zero probability (e.g.
+         * the −inf candidates of greedy sampling) */
+        int32_t m = 0;
+        while (m < k && c->tmp[m].p != 0.0f) {
+            top[m] = make_prob(c->tmp[m].id, c->tmp[m].p);
+            m++;
+        }
+        return m;
     }
     if (!logits)
         return ERR_INVALID;

@@ -162,7 +162,8 @@ struct smp_prob {
  * (spec §6.2). Default: softmax of the raw logits[n_vocab] over the whole
  * vocabulary (before bias, penalties, temperature and truncation). When the
  * chain's params set post_sampling_probs: the candidate probabilities left by
- * the last smp_sample (only survivors; logits is then unused).
+ * the last smp_sample (only survivors, the top list ends before the first
+ * p == 0 as in llama-server; logits is then unused).
  * Writes the chosen token's probability to *chosen and the n_top most
  * probable tokens, descending, to top[]; returns how many were written
  * (≤ n_top), or a negative ERR_* code. No allocation: the chain's scratch
