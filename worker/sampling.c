@@ -377,7 +377,10 @@ static void apply_top_p(struct smp_chain *c, float p, int32_t min_keep)
         /* most of the mass usually sits in a few hundred tokens: sort those
          * first and fall back to a full sort only if the cut lies beyond */
         k = n > 1024 ? 256 : n;
-        cand_partial_sort(c->cur, n, k);
+        if (k < n)
+            cand_partial_sort(c->cur, n, k);
+        else
+            cand_sort(c->cur, n);
     }
     float cum = 0.0f;
     int32_t last = n;
