@@ -33,8 +33,9 @@ struct gguf_kv {
     enum gguf_vtype type;     /* value type; GGUF_ARRAY for arrays */
     enum gguf_vtype arr_type; /* element type when type == GGUF_ARRAY */
     uint64_t arr_n;           /* element count when type == GGUF_ARRAY */
-    const uint8_t *val;       /* payload in the mapping (scalar, string, or first array element) */
+    const uint8_t *val;       /* payload in the mapping (scalar, string's u64 length, or first array element) */
     uint64_t file_off;        /* offset of the key in its file, for messages */
+    const struct gguf_str *arr_strs; /* [arr_n] elements when arr_type == GGUF_STRING, else NULL */
 };
 
 #define GGUF_MAX_DIMS 4
@@ -97,6 +98,13 @@ int gguf_get_cstr(const struct gguf *g, const char *key, char *buf, size_t cap, 
 int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i);
 float gguf_arr_f32(const struct gguf_kv *kv, uint64_t i);
 struct gguf_str gguf_arr_str(const struct gguf_kv *kv, uint64_t i);
+
+/* Array-valued key, checked: want = GGUF_STRING (a string array), an integer
+ * type (any integer or bool elements), or GGUF_FLOAT32 / GGUF_FLOAT64 (any
+ * numeric elements). ERR_NOTFOUND when absent, ERR_FORMAT when the key is
+ * not such an array. */
+int gguf_get_arr(const struct gguf *g, const char *key, enum gguf_vtype want, const struct gguf_kv **out,
+                 struct err *e);
 
 /* Per-layer hyperparameter: scalar, or array of length n (value i). */
 int gguf_get_layer_i64(const struct gguf *g, const char *key, uint32_t layer, int64_t *out, struct err *e);
