@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/chat.h"
+#include "../worker/model_chat.h"
 #include "../worker/sampling.h"
 #include "cli.h"
 
@@ -60,8 +60,8 @@ int cmd_infer(int argc, char **argv)
     long n_predict = 128, n_threads = 0, n_ctx = 0;
     struct engine_params ep;
     engine_params_default(&ep);
-    struct smp_params sp;
-    smp_params_default(&sp);
+    struct smp_params sp = smp_params_default();
+    bool seeded = false;
     sp.temp = 0.0f;
     int rc = 1;
 
@@ -124,9 +124,10 @@ int cmd_infer(int argc, char **argv)
                 return cli_usage_error("infer", "--repeat-penalty wants a number, got '%s'", v);
             sp.repeat_penalty = (float)d;
         } else if (!missing && cli_opt(argc, argv, &i, "--seed", &v, &missing) && !missing) {
-            if (!cli_parse_u64(v, &u))
-                return cli_usage_error("infer", "--seed wants a non-negative integer, got '%s'", v);
-            sp.seed = u;
+            if (!cli_parse_u64(v, &u) || u >= SMP_DEFAULT_SEED)
+                return cli_usage_error("infer", "--seed wants an integer in 0..4294967294, got '%s'", v);
+            sp.seed = (uint32_t)u;
+            seeded = true;
         } else if (!missing && !strcmp(a, "--chat")) {
             chat = true;
         } else if (!missing && !strcmp(a, "--kv-f32")) {
@@ -163,7 +164,7 @@ int cmd_infer(int argc, char **argv)
     if (prompt) {
         char *text = NULL;
         if (chat) {
-            if (chat_render_prompt(model_gguf(m), vocab, prompt, &text, &e) != 0) {
+            if (model_chat_render_prompt(m, prompt, &text, &e) != 0) {
                 cli_error("%s", e.msg);
                 goto out;
             }
@@ -226,7 +227,8 @@ int cmd_infer(int argc, char **argv)
         seqs[s].prompt = prompts[s];
         seqs[s].n_prompt = n_prompts[s];
         struct smp_params p = sp;
-        p.seed = sp.seed + (uint64_t)s; /* distinct streams per sequence, reproducible */
+        if (seeded) /* distinct, reproducible streams per sequence */
+            p.seed = (uint32_t)((sp.seed + (uint32_t)s) % SMP_DEFAULT_SEED);
         seqs[s].smp = smp_new(&p, n_vocab, &e);
         if (!seqs[s].smp) {
             cli_error("%s", e.msg);
