@@ -1265,6 +1265,26 @@ static void stories260k_facts(void)
     CHECK(strstr(text, "\ntoken_embd.weight  f32  [64, 512]  offset 0\n"), "tensor line");
     free(text);
 
+    /* tensor bytes: stories260K.bin is the same model as a llama2.c checkpoint
+     * (PROVENANCE.md: tensor bytes identical): a 28-byte header, then the
+     * token embedding [512 x 64] f32, then the 5 attention norms [5 x 64]. */
+    snprintf(path, sizeof path, "%s/models/stories260K.bin", dir);
+    FILE *bf = fopen(path, "rb");
+    if (bf) {
+        static float bin[28 / 4 + 512 * 64 + 5 * 64];
+        size_t got = fread(bin, 4, sizeof bin / 4, bf);
+        fclose(bf);
+        CHECK_EQ_INT(got, sizeof bin / 4);
+        const struct gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
+        CHECK(emb && !memcmp(emb->data, bin + 7, 512 * 64 * 4), "token_embd bytes equal the llama2.c checkpoint");
+        for (int l = 0; l < 5; l++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.attn_norm.weight", l);
+            const struct gguf_tensor *t = gguf_find_tensor(g, name);
+            CHECK(t && !memcmp(t->data, bin + 7 + 512 * 64 + l * 64, 64 * 4), "%s bytes", name);
+        }
+    }
+
     /* truncated copies of the real file fail cleanly at every header offset */
     const uint8_t *img = g->parts[0].map;
     int bad = 0;
