@@ -46,7 +46,7 @@ TEST_TOOL_SRC := $(wildcard tests/tools/*.c)
 TEST_TOOLS := $(TEST_TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 .SECONDARY:
-.PHONY: all deps test run asan fuzz clean check-deps
+.PHONY: all deps test run asan fuzz clean
 all: deps $(PROGRAMS) $(TEST_BIN) $(TEST_TOOLS)
 
 # Install missing Debian packages when root, else print the apt-get line.
@@ -100,6 +100,10 @@ asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	        LDLIBS="-lm -ldl -pthread -fsanitize=address,undefined" all
 	ASAN_OPTIONS=detect_leaks=1 tests/run.sh build-asan build-asan/bin
+
+# A longer fuzzing session than the one the suite runs.
+fuzz:
+	FUZZ_RUNS=$${FUZZ_RUNS:-2000000} tests/fuzz.sh
 
 run: all
 	@scripts/run.sh "$(MODEL)"
