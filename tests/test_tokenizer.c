@@ -963,6 +963,195 @@ static void stream_split_utf8(void)
     free(ids);
 }
 
+
+/* ------------------------------------------------------------- robustness */
+
+/* Random bytes (deterministic) never crash, and byte-level BPE / SPM byte
+ * fallback always produce ids in range. */
+static void random_bytes_every_vocab(void)
+{
+    if (!check_shared_dir())
+        SKIP("../shared/data is absent");
+    const char *names[] = {"llama-spm", "phi-3", "stories260K", "gpt-2", "qwen2", "llama-bpe", "deepseek-llm",
+                           "deepseek-coder", "falcon", "starcoder", "mpt", "refact"};
+    uint64_t x = 88172645463325252ull;
+    char buf[300];
+    int tried = 0;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        struct tok_vocab *v = vocab_by_name(names[k]);
+        if (!v)
+            continue;
+        for (int r = 0; r < 40; r++) {
+            size_t len = 0;
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            len = x % sizeof buf;
+            for (size_t i = 0; i < len; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                /* mostly ASCII/space/markup with some high bytes */
+                unsigned c = (unsigned)(x >> 24) & 0xFF;
+                static const char mark[] = " <|>s/\n";
+                if ((x & 3) == 0)
+                    buf[i] = (char)c;
+                else if ((x & 3) == 1)
+                    buf[i] = mark[c % 8];
+                else
+                    buf[i] = (char)('a' + c % 26);
+            }
+            int32_t *ids;
+            size_t n;
+            struct err e;
+            int rc = tok_encode(v, buf, len, (r & 1) != 0, (r & 2) != 0, &ids, &n, &e);
+            if (rc) {
+                /* only F5..F7 leads (codepoints above U+10FFFF) are refused, as llama.cpp throws */
+                CHECK(rc == ERR_INVALID, "%s: %s", names[k], e.msg);
+                continue;
+            }
+            for (size_t i = 0; i < n; i++)
+                CHECK(ids[i] >= 0 && ids[i] < tok_n_vocab(v), "%s: id %d out of range", names[k], (int)ids[i]);
+            size_t dl;
+            char *d = tok_detokenize(v, ids, n, r & 1, &dl);
+            CHECK(d != NULL, "detokenize");
+            free(d);
+            free(ids);
+            tried++;
+        }
+    }
+    int32_t bad[] = {-5, 1 << 30};
+    struct tok_vocab *v = vocab_by_name("gpt-2");
+    if (v) {
+        size_t dl;
+        char *d = tok_detokenize(v, bad, 2, true, &dl);
+        CHECK(d && dl == 0, "out-of-range ids detokenize to nothing");
+        free(d);
+        char c;
+        CHECK_EQ_INT(tok_piece(v, -1, true, &c, 1), 0);
+    }
+    CHECK(tried > 0, "no vocab available");
+}
+
+/* A tiny GGUF writer for malformed-metadata cases. */
+struct gw {
+    unsigned char b[4096];
+    size_t n;
+    uint64_t n_kv;
+};
+static void gw_raw(struct gw *w, const void *p, size_t n)
+{
+    memcpy(w->b + w->n, p, n);
+    w->n += n;
+}
+static void gw_u32(struct gw *w, uint32_t x) { gw_raw(w, &x, 4); }
+static void gw_u64(struct gw *w, uint64_t x) { gw_raw(w, &x, 8); }
+static void gw_str(struct gw *w, const char *s)
+{
+    gw_u64(w, strlen(s));
+    gw_raw(w, s, strlen(s));
+}
+static void gw_key(struct gw *w, const char *k, uint32_t type)
+{
+    gw_str(w, k);
+    gw_u32(w, type);
+    w->n_kv++;
+}
+static void gw_strarr(struct gw *w, const char *k, const char *const *v, int n)
+{
+    gw_key(w, k, GGUF_ARRAY);
+    gw_u32(w, GGUF_STRING);
+    gw_u64(w, (uint64_t)n);
+    for (int i = 0; i < n; i++)
+        gw_str(w, v[i]);
+}
+static void gw_i32arr(struct gw *w, const char *k, uint32_t t, const int32_t *v, int n)
+{
+    gw_key(w, k, GGUF_ARRAY);
+    gw_u32(w, t);
+    gw_u64(w, (uint64_t)n);
+    gw_raw(w, v, 4 * (size_t)n);
+}
+static void gw_begin(struct gw *w)
+{
+    w->n = 0;
+    w->n_kv = 0;
+    gw_raw(w, "GGUF", 4);
+    gw_u32(w, 3);
+    gw_u64(w, 0); /* tensors */
+    gw_u64(w, 0); /* kv count, patched */
+}
+static int gw_load(struct gw *w, struct err *e)
+{
+    memcpy(w->b + 16, &w->n_kv, 8);
+    struct gguf *g;
+    int rc = gguf_open_buffer(&g, w->b, w->n, "mem.gguf", e);
+    if (rc) {
+        printf("#   gguf_open_buffer: %s\n", e->msg);
+        return 1;
+    }
+    struct tok_vocab *v = NULL;
+    rc = tok_load(&v, g, e);
+    tok_free(v);
+    gguf_close(g);
+    return rc;
+}
+
+static void malformed_tokenizer_keys(void)
+{
+    static const char *toks[] = {"<unk>", "<s>", "</s>", "a", "b", "ab"};
+    static const char *merges[] = {"a b"};
+    int32_t types[] = {2, 3, 3, 1, 1, 1};
+    struct gw w;
+    struct err e;
+    /* well-formed SPM and BPE first */
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "llama");
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    gw_i32arr(&w, "tokenizer.ggml.token_type", GGUF_INT32, types, 6);
+    CHECK_EQ_INT(gw_load(&w, &e), 0);
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "gpt2");
+    gw_key(&w, "tokenizer.ggml.pre", GGUF_STRING);
+    gw_str(&w, "qwen2");
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    gw_strarr(&w, "tokenizer.ggml.merges", merges, 1);
+    CHECK_EQ_INT(gw_load(&w, &e), 0);
+    /* token_type of the wrong element type */
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "llama");
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    gw_i32arr(&w, "tokenizer.ggml.token_type", GGUF_FLOAT32, types, 6);
+    CHECK_EQ_INT(gw_load(&w, &e), ERR_FORMAT);
+    CHECK(strstr(e.msg, "token_type") != NULL, "msg '%s'", e.msg);
+    /* scores shorter than tokens */
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "llama");
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    gw_i32arr(&w, "tokenizer.ggml.scores", GGUF_FLOAT32, types, 3);
+    CHECK_EQ_INT(gw_load(&w, &e), ERR_FORMAT);
+    CHECK(strstr(e.msg, "scores") != NULL, "msg '%s'", e.msg);
+    /* tokens not an array of strings */
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "llama");
+    gw_i32arr(&w, "tokenizer.ggml.tokens", GGUF_INT32, types, 6);
+    CHECK_EQ_INT(gw_load(&w, &e), ERR_FORMAT);
+    /* gpt2 without merges */
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "gpt2");
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    CHECK_EQ_INT(gw_load(&w, &e), ERR_NOTFOUND);
+    CHECK(strstr(e.msg, "merges") != NULL, "msg '%s'", e.msg);
+    /* model key of the wrong type */
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_UINT32);
+    gw_u32(&w, 7);
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    CHECK(gw_load(&w, &e) != 0, "model as uint32 is refused");
+}
+
 int main(void)
 {
     RUN(byte_level_alphabet);
@@ -1002,6 +1191,8 @@ int main(void)
     RUN(phi3_rstrip);
     RUN(detokenize_roundtrip);
     RUN(stream_split_utf8);
+    RUN(random_bytes_every_vocab);
+    RUN(malformed_tokenizer_keys);
     printf("# llama.cpp vectors total: %d/%d\n", g_vec_pass, g_vec_total);
     for (int k = 0; k < 32 && g_vocabs[k].name; k++)
         tok_free(g_vocabs[k].v);
