@@ -849,6 +849,27 @@ static void llama3_bos_eog(void)
     CHECK(tok_is_eog(v, 128001) && tok_is_eog(v, 128009) && !tok_is_eog(v, 128000), "llama3 EOG");
 }
 
+static void qwen3_specials(void)
+{
+    struct tok_vocab *v = vocab_by_name("qwen3");
+    if (!v)
+        SKIP("Qwen3 vocab GGUF not built (run tests/scripts/tok_qwen3_vocab.sh)");
+    int32_t think = tok_lookup(v, "<think>", 7), ims = tok_lookup(v, "<|im_start|>", 12);
+    CHECK_EQ_INT(tok_attr_of(v, think), TOK_USER_DEFINED);
+    size_t n;
+    /* USER_DEFINED is matched even with parse_special off; CONTROL is not */
+    int32_t *ids = encode(v, "<think>x", false, false, &n);
+    CHECK(n == 2 && ids[0] == think, "<think> parsed: %zu ids", n);
+    free(ids);
+    ids = encode(v, "<|im_start|>x", false, false, &n);
+    CHECK(n > 2 && ids[0] != ims, "<|im_start|> not parsed");
+    free(ids);
+    CHECK(tok_is_eog(v, 151645) && tok_is_eog(v, 151643) && !tok_is_eog(v, ims), "Qwen3 EOG");
+    CHECK(!tok_add_bos(v), "Qwen3 adds no BOS");
+    char buf[16];
+    CHECK_EQ_INT(tok_piece(v, think, false, buf, sizeof buf), 7); /* USER_DEFINED always rendered */
+}
+
 static void phi3_rstrip(void)
 {
     struct tok_vocab *v = vocab_by_name("phi-3");
@@ -1144,6 +1165,30 @@ static void malformed_tokenizer_keys(void)
     gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
     CHECK_EQ_INT(gw_load(&w, &e), ERR_NOTFOUND);
     CHECK(strstr(e.msg, "merges") != NULL, "msg '%s'", e.msg);
+    /* suppress_tokens: int32 ids kept when in range; any other type is a load error */
+    int32_t supp[] = {4, 99, -1};
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "llama");
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    gw_i32arr(&w, "tokenizer.ggml.suppress_tokens", GGUF_INT32, supp, 3);
+    memcpy(w.b + 16, &w.n_kv, 8);
+    struct gguf *g;
+    if (gguf_open_buffer(&g, w.b, w.n, "mem.gguf", &e) == 0) {
+        struct tok_vocab *v = NULL;
+        CHECK_EQ_INT(tok_load(&v, g, &e), 0);
+        size_t ns = 0;
+        const int32_t *sp = v ? tok_suppress_tokens(v, &ns) : NULL;
+        CHECK(ns == 1 && sp && sp[0] == 4, "suppress: %zu ids", ns);
+        tok_free(v);
+        gguf_close(g);
+    }
+    gw_begin(&w);
+    gw_key(&w, "tokenizer.ggml.model", GGUF_STRING);
+    gw_str(&w, "llama");
+    gw_strarr(&w, "tokenizer.ggml.tokens", toks, 6);
+    gw_i32arr(&w, "tokenizer.ggml.suppress_tokens", GGUF_UINT32, supp, 3);
+    CHECK_EQ_INT(gw_load(&w, &e), ERR_FORMAT);
     /* model key of the wrong type */
     gw_begin(&w);
     gw_key(&w, "tokenizer.ggml.model", GGUF_UINT32);
@@ -1189,6 +1234,7 @@ int main(void)
     RUN(special_tokens_on_off);
     RUN(llama3_bos_eog);
     RUN(phi3_rstrip);
+    RUN(qwen3_specials);
     RUN(detokenize_roundtrip);
     RUN(stream_split_utf8);
     RUN(random_bytes_every_vocab);

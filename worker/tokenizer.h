@@ -32,6 +32,9 @@ bool tok_is_eog(const struct tok_vocab *v, int32_t id);
 enum tok_attr tok_attr_of(const struct tok_vocab *v, int32_t id);
 /* Token text as stored in the vocab (e.g. "Ġthe", "▁the", "<0x0A>"); NUL-terminated. */
 const char *tok_text(const struct tok_vocab *v, int32_t id);
+/* tokenizer.ggml.suppress_tokens (ids the sampler must never pick; out-of-range
+ * ids dropped). NULL with *n = 0 when the key is absent. */
+const int32_t *tok_suppress_tokens(const struct tok_vocab *v, size_t *n);
 /* Id of an exact token text, -1 when absent. */
 int32_t tok_lookup(const struct tok_vocab *v, const char *text, size_t len);
 
