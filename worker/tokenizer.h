@@ -1,7 +1,10 @@
 /* tokenizer.h — llama.cpp-exact tokenization from a GGUF vocabulary:
  * byte-level BPE ("gpt2", with the pre-tokenizer named by tokenizer.ggml.pre)
  * and SentencePiece ("llama"), special-token partition, BOS/EOS rules, token
- * pieces and streaming detokenization (shared spec tokenizers.md). */
+ * pieces and streaming detokenization (shared spec tokenizers.md).
+ *
+ * A tok_vocab is read-only once built: every function below that takes a
+ * const vocab may run concurrently from several threads. */
 #ifndef LLM170_TOKENIZER_H
 #define LLM170_TOKENIZER_H
 
