@@ -9,6 +9,7 @@
  * vocab is used when a vocab GGUF built by tests/scripts/tok_qwen3_vocab.sh
  * exists (LLM170_BUILD/tok/). Every case SKIPs when its data is absent. */
 #include "../worker/gguf.h"
+#include "../worker/gguf_write.h"
 #include "../worker/tok_internal.h"
 #include "../worker/tokenizer.h"
 #include "check.h"
@@ -108,6 +109,49 @@ static int32_t *encode(const struct tok_vocab *v, const char *s, bool add_specia
 
 /* --------------------------------------------- built vocabularies (shared) */
 
+/* Write a description as a vocab-only GGUF image and load it back through
+ * gguf_open_buffer + tok_load, the path real model files take. */
+static struct tok_vocab *vocab_via_gguf(const struct tok_desc *d)
+{
+    struct gguf_w *w = gguf_w_new();
+    if (!w)
+        return NULL;
+    gguf_w_str(w, "general.architecture", "llama");
+    if (d->name)
+        gguf_w_str(w, "general.name", d->name);
+    gguf_w_str(w, "tokenizer.ggml.model", d->model);
+    if (d->pre)
+        gguf_w_str(w, "tokenizer.ggml.pre", d->pre);
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", (uint64_t)d->n_tokens, d->tokens);
+    if (d->types)
+        gguf_w_arr_i32(w, "tokenizer.ggml.token_type", (uint64_t)d->n_tokens, d->types);
+    if (d->scores)
+        gguf_w_arr_f32(w, "tokenizer.ggml.scores", (uint64_t)d->n_tokens, d->scores);
+    if (d->merges)
+        gguf_w_arr_str(w, "tokenizer.ggml.merges", (uint64_t)d->n_merges, d->merges);
+    if (d->bos >= 0)
+        gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)d->bos);
+    if (d->eos >= 0)
+        gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)d->eos);
+    if (d->add_bos >= 0)
+        gguf_w_bool(w, "tokenizer.ggml.add_bos_token", d->add_bos);
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    struct err e;
+    struct tok_vocab *v = NULL;
+    struct gguf *g = NULL;
+    if (gguf_w_to_buffer(w, &buf, &size, &e))
+        printf("# gguf writer: %s\n", e.msg);
+    else if (gguf_open_buffer(&g, buf, size, d->name ? d->name : "vocab", &e))
+        printf("# gguf reader: %s\n", e.msg);
+    else if (tok_load(&v, g, &e))
+        printf("# %s: %s\n", d->name ? d->name : "vocab", e.msg);
+    gguf_close(g);
+    free(buf);
+    gguf_w_free(w);
+    return v;
+}
+
 /* Qwen2: vocab.json + every line of merges.txt + 3 CONTROL specials. */
 static struct tok_vocab *build_qwen2(const char *pre)
 {
@@ -168,14 +212,13 @@ static struct tok_vocab *build_qwen2(const char *pre)
     d.eos = 151645;
     d.add_bos = 0;
     struct tok_vocab *v = NULL;
-    struct err e;
     bool missing = false;
     for (int32_t i = 0; i < n; i++)
         missing |= !toks[i];
     if (missing || !mt)
         printf("# qwen2-hf: incomplete vocab.json or merges.txt\n");
-    else if (tok_build(&v, &d, &e))
-        printf("# qwen2 build: %s\n", e.msg);
+    else
+        v = vocab_via_gguf(&d);
     free(toks);
     free(types);
     free(merges);
@@ -327,8 +370,7 @@ static struct tok_vocab *build_llama_bpe(void)
     d.bos = 128000;
     d.eos = 128009;
     d.add_bos = 1;
-    if (tok_build(&v, &d, &e))
-        printf("# llama-bpe build: %s\n", e.msg);
+    v = vocab_via_gguf(&d);
     for (size_t i = 0; i < nm; i++)
         free(ms[i]);
     free(ms);
