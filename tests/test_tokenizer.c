@@ -1036,12 +1036,13 @@ static void random_bytes_every_vocab(void)
     if (!check_shared_dir())
         SKIP("../shared/data is absent");
     const char *names[] = {"llama-spm", "phi-3", "stories260K", "gpt-2", "qwen2", "llama-bpe", "deepseek-llm",
-                           "deepseek-coder", "falcon", "starcoder", "mpt", "refact"};
+                           "deepseek-coder", "falcon", "starcoder", "mpt", "refact", "gpt-neox", "baichuan"};
     uint64_t x = 88172645463325252ull;
     char buf[300];
     int tried = 0;
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         struct tok_vocab *v = vocab_by_name(names[k]);
+        CHECK(v != NULL, "%s did not load", names[k]);
         if (!v)
             continue;
         for (int r = 0; r < 40; r++) {
