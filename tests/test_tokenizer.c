@@ -5,7 +5,8 @@
  * by llama.cpp 80fb11a (tokenizer/stress/expected-*.json), the stories260K
  * vectors, and the worked examples of shared/spec/tokenizers.md. The qwen2
  * and llama-bpe vocab GGUFs are not stored (> 4 MiB); they are rebuilt here
- * from the upstream tokenizer files as stress/README.md describes. The Qwen3
+ * from the upstream tokenizer files as stress/README.md describes (set
+ * LLM170_TOK_WRITE_VOCABS=DIR to keep those GGUFs). The Qwen3
  * vocab is used when a vocab GGUF built by tests/scripts/tok_qwen3_vocab.sh
  * exists (LLM170_BUILD/tok/). Every case SKIPs when its data is absent. */
 #include "../worker/gguf.h"
@@ -140,6 +141,13 @@ static struct tok_vocab *vocab_via_gguf(const struct tok_desc *d)
     struct err e;
     struct tok_vocab *v = NULL;
     struct gguf *g = NULL;
+    const char *keep = getenv("LLM170_TOK_WRITE_VOCABS"); /* a folder: also save the image there */
+    if (keep && d->name) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s-vocab.gguf", keep, d->name);
+        if (gguf_w_write(w, path, &e))
+            printf("# %s\n", e.msg);
+    }
     if (gguf_w_to_buffer(w, &buf, &size, &e))
         printf("# gguf writer: %s\n", e.msg);
     else if (gguf_open_buffer(&g, buf, size, d->name ? d->name : "vocab", &e))
@@ -632,6 +640,176 @@ STRESS(stress_qwen2, "qwen2")
 STRESS(stress_llama_bpe, "llama-bpe")
 STRESS(stress_qwen3, "qwen3")
 STRESS(stress_qwen3_pre_qwen35, "qwen3-pre-qwen35")
+
+
+/* ----------------------------- llama.cpp goldens (tests/golden/tok_llamacpp_*) */
+
+static void to_hex(char *out, const char *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)sprintf(out + k, "%02x", (unsigned char)s[i]);
+    if (!n)
+        out[k++] = '-';
+    out[k] = 0;
+}
+
+/* EOG set, every piece (via a hash), ids in two modes and llama_detokenize
+ * with remove_special / unparse_special, all as llama.cpp printed them. */
+static void run_llamacpp_golden(const char *name)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        SKIP("../shared/data is absent");
+    char p[4300];
+    snprintf(p, sizeof p, "tests/golden/tok_llamacpp_%s.txt", name);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        SKIP("golden file absent");
+    struct tok_vocab *v = vocab_by_name(name);
+    if (!v) {
+        fclose(f);
+        if (!strncmp(name, "qwen3", 5))
+            SKIP("Qwen3 vocab GGUF not built (run tests/scripts/tok_qwen3_vocab.sh)");
+        SKIP("vocab not available");
+    }
+    char *line = NULL, *hx = NULL, *want_hex = NULL;
+    size_t cap = 0;
+    int32_t *gold0 = NULL;
+    size_t n_gold0 = 0;
+    int ids_ok = 0, ids_n = 0, det_ok = 0, det_n = 0;
+    char last_file[256] = "";
+    char *text = NULL;
+    size_t tl = 0;
+    while (getline(&line, &cap, f) > 0) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "eog", 3)) {
+            int32_t n = tok_n_vocab(v), k = 0, bad = 0;
+            char *q = line + 3;
+            for (;;) {
+                char *e2;
+                long id = strtol(q, &e2, 10);
+                if (e2 == q)
+                    break;
+                q = e2;
+                k++;
+                bad += !tok_is_eog(v, (int32_t)id);
+            }
+            int mine = 0;
+            for (int32_t i = 0; i < n; i++)
+                mine += tok_is_eog(v, i);
+            CHECK(!bad && mine == k, "%s: EOG set differs (%d listed, %d of ours, %d missing)", name, k, mine, bad);
+        } else if (!strncmp(line, "pieces_fnv64 ", 13)) {
+            uint64_t h = 1469598103934665603ull;
+            size_t pcap = tok_piece_max(v) + 1;
+            char *pb = malloc(pcap), *ph = malloc(4 * pcap + 64);
+            for (int32_t i = 0; i < tok_n_vocab(v); i++) {
+                int k = sprintf(ph, "%d ", (int)i);
+                to_hex(ph + k, pb, tok_piece(v, i, false, pb, pcap));
+                k += (int)strlen(ph + k);
+                ph[k++] = ' ';
+                to_hex(ph + k, pb, tok_piece(v, i, true, pb, pcap));
+                k += (int)strlen(ph + k);
+                ph[k++] = '\n';
+                for (int j = 0; j < k; j++) {
+                    h ^= (unsigned char)ph[j];
+                    h *= 1099511628211ull;
+                }
+            }
+            free(pb);
+            free(ph);
+            char mine[32];
+            snprintf(mine, sizeof mine, "%016llx", (unsigned long long)h);
+            CHECK(!strcmp(mine, line + 13), "%s: pieces hash %s, llama.cpp %s", name, mine, line + 13);
+        } else if (!strncmp(line, "ids ", 4) || !strncmp(line, "detok ", 6)) {
+            bool is_ids = line[0] == 'i';
+            char *q = line + (is_ids ? 4 : 6), *sp = strchr(q, ' ');
+            if (!sp)
+                continue;
+            *sp = 0;
+            if (strcmp(q, last_file)) {
+                snprintf(last_file, sizeof last_file, "%s", q);
+                free(text);
+                snprintf(p, sizeof p, "%s/tokenizer/stress/%s", dir, q);
+                text = slurp(p, &tl);
+            }
+            q = sp + 1;
+            if (!text)
+                continue;
+            if (is_ids) {
+                int mode = (int)strtol(q, &q, 10);
+                size_t nw = 0, wcap = 64;
+                int32_t *want = malloc(wcap * sizeof *want);
+                for (;;) {
+                    char *e2;
+                    long x = strtol(q, &e2, 10);
+                    if (e2 == q)
+                        break;
+                    q = e2;
+                    if (nw == wcap)
+                        want = realloc(want, (wcap *= 2) * sizeof *want);
+                    want[nw++] = (int32_t)x;
+                }
+                char label[300];
+                snprintf(label, sizeof label, "%s %s mode %d", name, last_file, mode);
+                ids_n++;
+                ids_ok += expect_ids(v, label, text, tl, mode == 0, true, want, nw);
+                if (mode == 0) {
+                    free(gold0);
+                    gold0 = want;
+                    n_gold0 = nw;
+                } else {
+                    free(want);
+                }
+            } else {
+                int rs = (int)strtol(q, &q, 10), us = (int)strtol(q, &q, 10);
+                q += *q == ' ';
+                if (rs == 0 && us == 0) {
+                    free(want_hex);
+                    want_hex = strdup(q);
+                }
+                const char *want = !strcmp(q, "=") ? want_hex : q;
+                size_t dl;
+                char *d = tok_detokenize_ex(v, gold0, n_gold0, rs, us, &dl);
+                hx = realloc(hx, 2 * dl + 2);
+                to_hex(hx, d, dl);
+                det_n++;
+                bool ok = want && !strcmp(hx, want);
+                det_ok += ok;
+                if (!ok)
+                    printf("#   %s %s detok rs=%d us=%d: got %.60s, want %.60s\n", name, last_file, rs, us, hx,
+                           want ? want : "?");
+                free(d);
+            }
+        }
+    }
+    printf("# llama.cpp golden %-16s ids %d/%d, detokenize %d/%d\n", name, ids_ok, ids_n, det_ok, det_n);
+    CHECK(ids_n > 0 && ids_ok == ids_n && det_ok == det_n, "%s", name);
+    free(line);
+    free(hx);
+    free(want_hex);
+    free(gold0);
+    free(text);
+    fclose(f);
+}
+
+#define GOLD(fn, name) static void fn(void) { run_llamacpp_golden(name); }
+GOLD(golden_llama_spm, "llama-spm")
+GOLD(golden_phi_3, "phi-3")
+GOLD(golden_stories260k, "stories260K")
+GOLD(golden_gpt_2, "gpt-2")
+GOLD(golden_qwen2, "qwen2")
+GOLD(golden_llama_bpe, "llama-bpe")
+GOLD(golden_qwen3, "qwen3")
+GOLD(golden_qwen3_pre_qwen35, "qwen3-pre-qwen35")
+GOLD(golden_deepseek_coder, "deepseek-coder")
+GOLD(golden_deepseek_llm, "deepseek-llm")
+GOLD(golden_falcon, "falcon")
+GOLD(golden_mpt, "mpt")
+GOLD(golden_refact, "refact")
+GOLD(golden_starcoder, "starcoder")
+GOLD(golden_gpt_neox, "gpt-neox")
+GOLD(golden_baichuan, "baichuan")
 
 /* ------------------------------------------------------ unit tests (no files) */
 
@@ -1274,6 +1452,22 @@ int main(void)
     RUN(stress_llama_bpe);
     RUN(stress_qwen3);
     RUN(stress_qwen3_pre_qwen35);
+    RUN(golden_llama_spm);
+    RUN(golden_phi_3);
+    RUN(golden_stories260k);
+    RUN(golden_gpt_2);
+    RUN(golden_qwen2);
+    RUN(golden_llama_bpe);
+    RUN(golden_qwen3);
+    RUN(golden_qwen3_pre_qwen35);
+    RUN(golden_deepseek_coder);
+    RUN(golden_deepseek_llm);
+    RUN(golden_falcon);
+    RUN(golden_mpt);
+    RUN(golden_refact);
+    RUN(golden_starcoder);
+    RUN(golden_gpt_neox);
+    RUN(golden_baichuan);
     RUN(special_tokens_on_off);
     RUN(llama3_bos_eog);
     RUN(phi3_rstrip);

@@ -57,6 +57,11 @@ size_t tok_piece_max(const struct tok_vocab *v);
 /* llama_detokenize(ids, remove_special = false, unparse_special): malloc'ed,
  * NUL-terminated text; *len gets its length. NULL on allocation failure. */
 char *tok_detokenize(const struct tok_vocab *v, const int32_t *ids, size_t n, bool special, size_t *len);
+/* The same with llama_detokenize's remove_special: drop a leading BOS (when
+ * the vocab adds one; the first piece then keeps its space) and a trailing
+ * EOS (when the vocab adds one). */
+char *tok_detokenize_ex(const struct tok_vocab *v, const int32_t *ids, size_t n, bool remove_special, bool special,
+                        size_t *len);
 
 /* Streaming detokenizer: feed tokens one at a time, get only complete UTF-8
  * (bytes of a character split across tokens are held back until whole). */
