@@ -3,7 +3,9 @@
  * Expected ids come from llama.cpp: its own vocab vectors (.inp/.out) next to
  * the vocab GGUFs in ../shared/data/tokenizer, the stress corpus ids produced
  * by llama.cpp 80fb11a (tokenizer/stress/expected-*.json), the stories260K
- * vectors, and the worked examples of shared/spec/tokenizers.md. The qwen2
+ * vectors, llama.cpp goldens in tests/golden/tok_llamacpp_*.txt (EOG sets,
+ * every piece, ids and llama_detokenize; see tok_llamacpp_README.md there),
+ * and the worked examples of shared/spec/tokenizers.md. The qwen2
  * and llama-bpe vocab GGUFs are not stored (> 4 MiB); they are rebuilt here
  * from the upstream tokenizer files as stress/README.md describes (set
  * LLM170_TOK_WRITE_VOCABS=DIR to keep those GGUFs). The Qwen3
