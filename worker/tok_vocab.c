@@ -120,6 +120,7 @@ void tok_free(struct tok_vocab *v)
     free(v->str_merge_rank);
     free(v->special);
     free(v->eog);
+    free(v->suppress);
     tok_pretok_free(v->pretok);
     free(v);
 }
@@ -502,6 +503,15 @@ int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e)
         goto fail;
     }
 
+    /* ids the sampler always suppresses; out-of-range ones are dropped */
+    if (d->n_suppress > 0) {
+        if (!(v->suppress = malloc((size_t)d->n_suppress * sizeof *v->suppress)))
+            goto oom;
+        for (int32_t i = 0; i < d->n_suppress; i++)
+            if (d->suppress[i] >= 0 && d->suppress[i] < n)
+                v->suppress[v->n_suppress++] = d->suppress[i];
+    }
+
     /* auto-detect special tokens by text (forced CONTROL) */
     detect(v, &v->eot, k_eot_texts);
     detect(v, &v->eom, k_eom_texts);
@@ -557,7 +567,9 @@ int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e)
         }
     }
 
-    /* special-token cache: longest text first */
+    /* special-token cache: longest text first. llama.cpp uses std::sort, so
+     * its order among equal lengths is unspecified; ours is by id. It only
+     * matters when two equal-length special texts overlap in the input. */
     v->special = malloc((size_t)n * sizeof *v->special);
     if (!v->special)
         goto oom;
@@ -653,7 +665,7 @@ int tok_load(struct tok_vocab **out, const struct gguf *g, struct err *e)
     const char **toks = NULL, **merges = NULL;
     uint32_t *tlen = NULL, *mlen = NULL;
     float *scores = NULL;
-    int32_t *types = NULL;
+    int32_t *types = NULL, *supp = NULL;
 
     model = dup_str(g, "tokenizer.ggml.model", &rc, e);
     if (!rc && !model)
@@ -750,6 +762,20 @@ int tok_load(struct tok_vocab **out, const struct gguf *g, struct err *e)
         d.merges = merges;
         d.merge_len = mlen;
     }
+    const struct gguf_kv *kq = gguf_find_kv(g, "tokenizer.ggml.suppress_tokens");
+    if (kq) {
+        if (kq->type != GGUF_ARRAY || kq->arr_type != GGUF_INT32 || kq->arr_n > INT32_MAX / 2) {
+            rc = err_set(e, ERR_FORMAT, "tokenizer: tokenizer.ggml.suppress_tokens must be an array of int32");
+            goto done;
+        }
+        int32_t nq = (int32_t)kq->arr_n;
+        if (!(supp = malloc((size_t)(nq ? nq : 1) * sizeof *supp)))
+            goto oom;
+        for (int32_t i = 0; i < nq; i++)
+            supp[i] = (int32_t)gguf_arr_i64(kq, (uint64_t)i);
+        d.suppress = supp;
+        d.n_suppress = nq;
+    }
     if ((rc = get_id(g, "tokenizer.ggml.bos_token_id", &d.bos, e)) ||
         (rc = get_id(g, "tokenizer.ggml.eos_token_id", &d.eos, e)) ||
         (rc = get_id(g, "tokenizer.ggml.eot_token_id", &d.eot, e)) ||
@@ -777,6 +803,7 @@ done:
     free(mlen);
     free(scores);
     free(types);
+    free(supp);
     return rc;
 }
 
@@ -819,6 +846,12 @@ const char *tok_text(const struct tok_vocab *v, int32_t id)
     if (id < 0 || id >= v->n_tokens)
         return "";
     return v->text[id];
+}
+
+const int32_t *tok_suppress_tokens(const struct tok_vocab *v, size_t *n)
+{
+    *n = (size_t)v->n_suppress;
+    return v->suppress;
 }
 
 int32_t tok_lookup(const struct tok_vocab *v, const char *text, size_t len)
