@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 void cli_error(const char *fmt, ...)
 {
@@ -27,7 +29,7 @@ int cli_usage_error(const char *verb, const char *fmt, ...)
     if (verb)
         fprintf(stderr, "%s: ", verb);
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see 'llm170 %s--help')\n", verb ? verb : "");
+    fprintf(stderr, " (see 'llm170 %s%s--help')\n", verb ? verb : "", verb ? " " : "");
     va_end(ap);
     return EXIT_USAGE;
 }
@@ -196,6 +198,41 @@ double cli_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Fault the weights in now, with a progress line on a terminal, so the first
+ * token does not pay for page faults and a slow disk shows as such. */
+static void prefault(const struct model *m)
+{
+    const struct gguf *g = model_gguf(m);
+    bool tty = isatty(2);
+    uint64_t total = 0, done = 0;
+    for (int p = 0; p < g->n_parts; p++)
+        total += g->parts[p].size;
+    double t0 = cli_now(), last = t0;
+    volatile uint8_t sink = 0;
+    for (int p = 0; p < g->n_parts; p++) {
+        const uint8_t *base = g->parts[p].map;
+        uint64_t size = g->parts[p].size;
+        if (!base)
+            continue;
+        madvise((void *)base, size, MADV_WILLNEED);
+        for (uint64_t off = 0; off < size; off += 4096) {
+            sink ^= base[off];
+            done += off + 4096 <= size ? 4096 : size - off;
+            if (tty && (done & ((64u << 20) - 1)) == 0) {
+                double now = cli_now();
+                if (now - last > 0.2) {
+                    fprintf(stderr, "\rloading model: %llu / %llu MB (%.0f MB/s)   ", (unsigned long long)(done >> 20),
+                            (unsigned long long)(total >> 20), (double)done / 1e6 / (now - t0));
+                    last = now;
+                }
+            }
+        }
+    }
+    (void)sink;
+    if (tty && last > t0)
+        fprintf(stderr, "\rloading model: %llu MB in %.1f s%30s\n", (unsigned long long)(total >> 20), cli_now() - t0, "");
+}
+
 struct model *cli_load_model(const char *path)
 {
     struct err e;
@@ -203,11 +240,14 @@ struct model *cli_load_model(const char *path)
     struct model *m = NULL;
     if (model_load(&m, path, &e) != 0) {
         /* the loader's messages already name the file; add it only when they don't */
-        if (strstr(e.msg, path))
+        if (e.code == ERR_IO && access(path, R_OK) != 0)
+            cli_error("cannot open model '%s': %s", path, strerror(errno));
+        else if (strstr(e.msg, path))
             cli_error("%s", e.msg);
         else
             cli_error("cannot load model '%s': %s", path, e.msg);
         return NULL;
     }
+    prefault(m);
     return m;
 }
