@@ -267,15 +267,21 @@ static void stories_golden(bool kv_f32)
         CHECK(r5 <= (kv_f32 ? 1e-5 : 1e-3), "case %zu last-prompt top5 rel err %.3g", ci, r5);
         printf("#   stories260K case %zu (kv %s): pos0 rel err %.3g, top5 rel err %.3g, %d/%d ids\n", ci,
                kv_f32 ? "f32" : "f16", r0, r5, n, nw);
-        CHECK_EQ_INT(n, nw);
+        if (kv_f32)
+            CHECK_EQ_INT(n, nw);
         int first_diff = -1;
         for (int i = 0; i < n && i < nw; i++)
             if (got[i] != want[i]) {
                 first_diff = i;
                 break;
             }
-        CHECK(first_diff < 0, "case %zu: greedy ids differ first at %d (%d vs %d)", ci, first_diff,
-              first_diff >= 0 ? got[first_diff] : 0, first_diff >= 0 ? want[first_diff] : 0);
+        /* the golden is an f32/f64 computation: an f16 cache may legitimately take the other branch of a
+         * near-tie late in a run (test_llama_greedy checks f16 ids against llama.cpp's own f16 run) */
+        if (kv_f32)
+            CHECK(first_diff < 0, "case %zu: greedy ids differ first at %d (%d vs %d)", ci, first_diff,
+                  first_diff >= 0 ? got[first_diff] : 0, first_diff >= 0 ? want[first_diff] : 0);
+        else if (first_diff >= 0)
+            printf("#   (f16 KV leaves the f64 golden's greedy path at position %d)\n", first_diff);
         free(pl);
         engine_free(c);
     }
