@@ -167,10 +167,10 @@ static void test_attn_simd(void)
         SKIP("no AVX2/FMA/F16C");
     static float tab[65536];
     ops_f16_table_init(tab);
-    const int hds[] = { 8, 64, 128, 20 };
-    for (int hi = 0; hi < 4; hi++) {
+    const int hds[] = { 8, 64, 128, 20, 16, 32 };
+    for (int hi = 0; hi < 6; hi++) {
         const int hd = hds[hi], nq = 3, nkv = 37, stride = hd * 2;
-        float q[3 * 128], kf[37 * 256], vf[37 * 256], o1[3 * 128], o2[3 * 128], sc[64];
+        float q[3 * 128], kf[37 * 256], vf[37 * 256], o1[3 * 128], o2[3 * 128], sc[3 * 64];
         uint16_t kh[37 * 256], vh[37 * 256];
         unsigned st = 12345u + (unsigned)hi;
         for (int i = 0; i < nq * hd; i++)

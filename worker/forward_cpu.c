@@ -38,7 +38,8 @@ struct engine_ctx {
     float *fg;                /* [B][n_ff_max or n_ff_exp] gate */
     float *fu;                /* [B][n_ff_max or n_ff_exp] up */
     float *cs;                /* [B][n_rot] rope cos/sin per token */
-    float *att;               /* [n_threads][n_ctx] attention scores */
+    float *att;               /* [n_threads][att_per] attention scores */
+    size_t att_per;           /* n_gqa_max · n_ctx: scores of one KV head group */
     /* MoE */
     float *rl;                /* [B][n_expert] router logits → probabilities */
     int *sel;                 /* [B][n_expert_used] selected experts */
@@ -159,7 +160,12 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     c->fg = alloc_f(B * nff, &ok);
     c->fu = alloc_f(B * nff, &ok);
     c->cs = alloc_f(B * (size_t)hp->n_rot, &ok);
-    c->att = alloc_f((size_t)c->p.n_threads * (size_t)p.n_ctx, &ok);
+    int n_gqa_max = 1;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].n_head / m->layers[il].n_head_kv > n_gqa_max)
+            n_gqa_max = m->layers[il].n_head / m->layers[il].n_head_kv;
+    c->att_per = (size_t)n_gqa_max * (size_t)p.n_ctx;
+    c->att = alloc_f((size_t)c->p.n_threads * c->att_per, &ok);
     if (X) {
         c->rl = alloc_f(B * X, &ok);
         c->sel = calloc(B * K, sizeof(int));
@@ -223,7 +229,7 @@ static void attn_task(void *ctx, int64_t i, int worker)
     const float *q = c->q + (size_t)t * nq + (size_t)g * (size_t)n_gqa * (size_t)hd;
     float *o = c->o + (size_t)t * nq + (size_t)g * (size_t)n_gqa * (size_t)hd;
     ops_attn(q, n_gqa, hd, K, V, (size_t)c->kv.dim_k[j->il], tk->pos + 1, c->m->hp.kq_scale, c->f16tab, o,
-             c->att + (size_t)worker * (size_t)c->p.n_ctx);
+             c->att + (size_t)worker * c->att_per);
 }
 
 static void attn_block(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *toks, int n)

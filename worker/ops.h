@@ -45,7 +45,7 @@ void ops_f16_table_init(float *tab);
 
 /* Causal attention of n_q query heads that share one KV head, over n_kv cached positions.
  * q: [n_q][hd]; K, V: position p's row at K + p·stride (elements, f16 or f32); out: [n_q][hd].
- * scratch: n_kv floats. With an f16 cache (f16tab != NULL) q is rounded to f16 for K·q and the
+ * scratch: n_q·n_kv floats. With an f16 cache (f16tab != NULL) q is rounded to f16 for K·q and the
  * probabilities to f16 for V·p, as llama.cpp's CPU does without flash attention. */
 void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
               float scale, const float *f16tab, float *out, float *scratch);

@@ -15,85 +15,80 @@ static inline float hsum256(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-static inline float dot_f16(const float *q, const uint16_t *k, int n)
-{
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i + 8))), a1);
-    }
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), a0);
-    float s = hsum256(_mm256_add_ps(a0, a1));
-    for (; i < n; i++)
-        s += q[i] * _cvtsh_ss(k[i]);
-    return s;
-}
-
-static inline float dot_f32(const float *q, const float *k, int n)
-{
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), a1);
-    }
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), a0);
-    float s = hsum256(_mm256_add_ps(a0, a1));
-    for (; i < n; i++)
-        s += q[i] * k[i];
-    return s;
-}
-
 #define ATTN_MAX_HD 1024
+#define ATTN_MAX_Q 64 /* query heads per KV head handled together */
 
+/* Round n floats to f16 and back (RNE). */
+static void round_f16(float *dst, const float *src, int n)
+{
+    int d = 0;
+    for (; d + 8 <= n; d += 8)
+        _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + d), _MM_FROUND_TO_NEAREST_INT)));
+    for (; d < n; d++)
+        dst[d] = _cvtsh_ss(_cvtss_sh(src[d], _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* 8 elements of a cache row as f32 */
+static inline __m256 load8(const void *row, int d, bool f16)
+{
+    if (f16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+    return _mm256_loadu_ps((const float *)row + d);
+}
+
+/* All n_q heads of one KV head at once: every K and V row is read (and converted) once for the group.
+ * Scores of head h live at scratch[h·n_kv …]; V·p is accumulated in register tiles of 16 dims. */
 void ops_attn_avx2(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
                    float scale, const float *f16tab, float *out, float *scratch)
 {
-    float qr[ATTN_MAX_HD];
     const bool f16 = f16tab != NULL;
+    const size_t es = f16 ? 2 : 4, rs = stride * es;
+    if (n_q > ATTN_MAX_Q || (hd & 15)) { /* unusual shapes: one head at a time, scalar tails */
+        for (int h = 0; h < n_q; h++)
+            ops_attn_ref(q + (size_t)h * hd, 1, hd, K, V, stride, n_kv, scale, f16tab, out + (size_t)h * hd, scratch);
+        return;
+    }
+    float qr[ATTN_MAX_HD];
+    /* scores, head by head (the q row stays in L1; K rows come from L1/L2 after the first head) */
     for (int h = 0; h < n_q; h++) {
         const float *qh = q + (size_t)h * hd;
-        float *oh = out + (size_t)h * hd;
-        float *s = scratch;
         if (f16) {
-            int d = 0;
-            for (; d + 8 <= hd; d += 8)
-                _mm256_storeu_ps(qr + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(qh + d), _MM_FROUND_TO_NEAREST_INT)));
-            for (; d < hd; d++)
-                qr[d] = _cvtsh_ss(_cvtss_sh(qh[d], _MM_FROUND_TO_NEAREST_INT));
-            const uint16_t *k = K;
-            for (int p = 0; p < n_kv; p++)
-                s[p] = dot_f16(qr, k + (size_t)p * stride, hd) * scale;
-        } else {
-            const float *k = K;
-            for (int p = 0; p < n_kv; p++)
-                s[p] = dot_f32(qh, k + (size_t)p * stride, hd) * scale;
+            round_f16(qr, qh, hd);
+            qh = qr;
+        }
+        float *s = scratch + (size_t)h * n_kv;
+        const char *k = K;
+        for (int p = 0; p < n_kv; p++, k += rs) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+            for (int d = 0; d < hd; d += 16) {
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), load8(k, d, f16), a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), load8(k, d + 8, f16), a1);
+            }
+            s[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
         }
         ops_softmax(s, n_kv);
-        memset(oh, 0, sizeof(float) * (size_t)hd);
-        const int hd8 = hd & ~7;
-        for (int p = 0; p < n_kv; p++) {
-            if (f16) {
-                const float w = _cvtsh_ss(_cvtss_sh(s[p], _MM_FROUND_TO_NEAREST_INT)); /* probabilities to f16 */
-                const uint16_t *vr = (const uint16_t *)V + (size_t)p * stride;
-                const __m256 wv = _mm256_set1_ps(w);
-                for (int d = 0; d < hd8; d += 8)
-                    _mm256_storeu_ps(oh + d, _mm256_fmadd_ps(wv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + d))),
-                                                             _mm256_loadu_ps(oh + d)));
-                for (int d = hd8; d < hd; d++)
-                    oh[d] += w * _cvtsh_ss(vr[d]);
-            } else {
-                const float w = s[p];
-                const float *vr = (const float *)V + (size_t)p * stride;
-                const __m256 wv = _mm256_set1_ps(w);
-                for (int d = 0; d < hd8; d += 8)
-                    _mm256_storeu_ps(oh + d, _mm256_fmadd_ps(wv, _mm256_loadu_ps(vr + d), _mm256_loadu_ps(oh + d)));
-                for (int d = hd8; d < hd; d++)
-                    oh[d] += w * vr[d];
+        if (f16)
+            round_f16(s, s, n_kv); /* probabilities go to f16 for V·p */
+    }
+    /* out[h][d] = Σ_p s[h][p] · V[p][d], in tiles of 16 dims × up to 4 heads */
+    for (int h0 = 0; h0 < n_q; h0 += 4) {
+        const int nh = n_q - h0 < 4 ? n_q - h0 : 4;
+        for (int d = 0; d < hd; d += 16) {
+            __m256 acc[4][2];
+            for (int h = 0; h < 4; h++)
+                acc[h][0] = acc[h][1] = _mm256_setzero_ps();
+            const char *v = V;
+            for (int p = 0; p < n_kv; p++, v += rs) {
+                const __m256 v0 = load8(v, d, f16), v1 = load8(v, d + 8, f16);
+                for (int h = 0; h < nh; h++) {
+                    const __m256 w = _mm256_broadcast_ss(scratch + (size_t)(h0 + h) * n_kv + p);
+                    acc[h][0] = _mm256_fmadd_ps(w, v0, acc[h][0]);
+                    acc[h][1] = _mm256_fmadd_ps(w, v1, acc[h][1]);
+                }
+            }
+            for (int h = 0; h < nh; h++) {
+                _mm256_storeu_ps(out + (size_t)(h0 + h) * hd + d, acc[h][0]);
+                _mm256_storeu_ps(out + (size_t)(h0 + h) * hd + d + 8, acc[h][1]);
             }
         }
     }
