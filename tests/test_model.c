@@ -192,6 +192,47 @@ static void test_attn_simd(void)
     }
 }
 
+/* SIMD softmax / SwiGLU against the references, extremes included. */
+static void test_softmax_swiglu_simd(void)
+{
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        SKIP("no AVX2/FMA/F16C");
+    float a[203], b[203], src[203], g1[203], g2[203], u[203];
+    unsigned st = 777;
+    for (int i = 0; i < 203; i++) {
+        a[i] = b[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 60 - 30;
+        g1[i] = g2[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 40 - 20;
+        u[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 2 - 1;
+    }
+    a[5] = b[5] = -INFINITY;
+    a[17] = b[17] = -1000.0f;
+    memcpy(src, a, sizeof src);
+    g1[3] = g2[3] = -120.0f;
+    g1[4] = g2[4] = 120.0f;
+    g1[9] = g2[9] = 0.0f;
+    for (int n = 1; n <= 203; n += 101) {
+        memcpy(a, src, sizeof a);
+        memcpy(b, src, sizeof b);
+        ops_softmax_ref(a, n);
+        ops_softmax_avx2(b, n);
+        double worst = 0;
+        for (int i = 0; i < n; i++) {
+            double d = fabs((double)a[i] - (double)b[i]) / (fabs((double)a[i]) + 1e-30);
+            if (a[i] > 1e-30f && d > worst)
+                worst = d;
+            CHECK(isfinite(b[i]) && b[i] >= 0, "softmax lane %d = %g", i, (double)b[i]);
+        }
+        CHECK(worst < 2e-6, "softmax n %d: worst rel %.3g", n, worst);
+    }
+    CHECK(b[5] == 0.0f && b[17] == 0.0f, "masked lanes %g %g", (double)b[5], (double)b[17]);
+    ops_swiglu_ref(g1, u, 203);
+    ops_swiglu_avx2(g2, u, 203);
+    for (int i = 0; i < 203; i++)
+        CHECK(fabs((double)g1[i] - (double)g2[i]) <= 2e-6 * (fabs((double)g1[i]) + 1e-6), "swiglu %d: %g vs %g", i,
+              (double)g2[i], (double)g1[i]);
+}
+
 /* ---------------------------------------------------------------- stories260K */
 
 static void stories_path(char *buf, size_t cap) { snprintf(buf, cap, "%s/stories260K.gguf", g_models); }
@@ -913,6 +954,7 @@ int main(void)
     RUN(test_rope_vectors);
     RUN(test_small_ops);
     RUN(test_attn_simd);
+    RUN(test_softmax_swiglu_simd);
     RUN(test_stories_golden_f32);
     RUN(test_stories_golden_f16);
     RUN(test_stories_invariants);

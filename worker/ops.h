@@ -54,5 +54,9 @@ void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V,
                   float scale, const float *f16tab, float *out, float *scratch);
 void ops_attn_avx2(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
                    float scale, const float *f16tab, float *out, float *scratch);
+void ops_softmax_ref(float *x, int n);
+void ops_softmax_avx2(float *x, int n);
+void ops_swiglu_ref(float *g, const float *u, int n);
+void ops_swiglu_avx2(float *g, const float *u, int n);
 
 #endif

@@ -2,6 +2,7 @@
  * Same roundings as the reference in ops.c (q and the probabilities go to
  * f16 with an f16 cache); products are fused (FMA), as ggml's SIMD does. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "ops.h"
@@ -13,6 +14,80 @@ static inline float hsum256(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* e^x for 8 lanes: Cody–Waite reduction x = n·ln2 + r, degree-7 Taylor for e^r (< 0.1 ulp of
+ * truncation error), scale by 2^n. x < −87.3 gives 0, x > 88.7 is clamped (finite). */
+static inline __m256 exp256(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.7f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n in two halves so that n = 128 (x near 88.7) stays finite */
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+    return _mm256_andnot_ps(under, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+}
+
+/* ops_softmax with 8-lane exp: lane sums in f32 per block of 8, blocks summed in double (as ggml). */
+void ops_softmax_avx2(float *x, int n)
+{
+    int i = 0;
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= n; i += 8)
+        mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float max = _mm_cvtss_f32(m4);
+    for (; i < n; i++)
+        if (x[i] > max)
+            max = x[i];
+    double sum = 0.0;
+    const __m256 vmax = _mm256_set1_ps(max);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+        _mm256_storeu_ps(x + i, v);
+        sum += (double)hsum256(v);
+    }
+    for (; i < n; i++) {
+        float v = expf(x[i] - max);
+        sum += (double)v;
+        x[i] = v;
+    }
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= (float)(1.0 / sum);
+}
+
+/* g = silu(g)·u = g/(1 + e^−g)·u */
+void ops_swiglu_avx2(float *g, const float *u, int n)
+{
+    int i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = ops_silu(g[i]) * u[i];
 }
 
 #define ATTN_MAX_HD 1024
@@ -66,7 +141,7 @@ void ops_attn_avx2(const float *q, int n_q, int hd, const void *K, const void *V
             }
             s[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
         }
-        ops_softmax(s, n_kv);
+        ops_softmax_avx2(s, n_kv);
         if (f16)
             round_f16(s, s, n_kv); /* probabilities go to f16 for V·p */
     }
