@@ -189,6 +189,28 @@ static void test_attn_simd(void)
         ops_attn_avx2(q, nq, hd, kh, vh, (size_t)stride, nkv, 0.3f, tab, o2, sc);
         r = rel_l2(o2, o1, (size_t)(nq * hd));
         CHECK(r < 1e-6, "f16 hd %d: rel %.3g", hd, r);
+        /* several queries with their own causal lengths (a block of consecutive tokens), 1–7 queries */
+        for (int m = 1; m <= 7; m += 3) {
+            const float *qs[8];
+            float *outs[8], om[8][128];
+            float sc2[8 * 64];
+            int nk[8];
+            for (int jq = 0; jq < m; jq++) {
+                qs[jq] = q + (size_t)(jq % nq) * hd;
+                outs[jq] = om[jq];
+                nk[jq] = nkv - 2 * jq;
+            }
+            for (int f = 0; f < 2; f++) {
+                ops_attn_multi_avx2(m, qs, outs, nk, hd, f ? (const void *)kh : kf, f ? (const void *)vh : vf,
+                                    (size_t)stride, 0.3f, f ? tab : NULL, sc2);
+                for (int jq = 0; jq < m; jq++) {
+                    ops_attn_ref(qs[jq], 1, hd, f ? (const void *)kh : kf, f ? (const void *)vh : vf, (size_t)stride,
+                                 nk[jq], 0.3f, f ? tab : NULL, o1, sc);
+                    r = rel_l2(om[jq], o1, (size_t)hd);
+                    CHECK(r < 1e-6, "multi m %d q %d hd %d f16 %d: rel %.3g", m, jq, hd, f, r);
+                }
+            }
+        }
     }
 }
 
