@@ -112,51 +112,85 @@ static inline __m256 load8(const void *row, int d, bool f16)
 }
 
 /* Scores of M query rows (qr: [M][hd], already f16-rounded for an f16 cache) against rows [0, P) of K:
- * every K chunk is loaded and converted once for all M queries. s: [M][P]. */
-#define DEF_SCORES(M)                                                                                     \
-    static void scores_##M(const float *qr, int hd, const char *K, size_t rs, int P, bool f16, float scale, \
-                           float *s)                                                                      \
+ * every K chunk is loaded and converted once for all M queries; C independent partial sums per query
+ * (over interleaved 8-dim chunks) keep the FMA pipes busy when M is small. s: [M][P]. */
+#define DEF_SCORES(M, C)                                                                                  \
+    static void scores_##M##_##C(const float *qr, int hd, const char *K, size_t rs, int P, bool f16,       \
+                                 float scale, float *s)                                                   \
     {                                                                                                     \
         for (int p = 0; p < P; p++, K += rs) {                                                            \
-            __m256 acc[M];                                                                                \
-            for (int j = 0; j < M; j++)                                                                   \
-                acc[j] = _mm256_setzero_ps();                                                             \
-            for (int d = 0; d < hd; d += 8) {                                                             \
-                const __m256 kv = load8(K, d, f16);                                                       \
-                for (int j = 0; j < M; j++)                                                               \
-                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qr + (size_t)j * hd + d), kv, acc[j]);       \
+            __m256 acc[M][C];                                                                             \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[j][c] = _mm256_setzero_ps();      \
+            for (int d = 0; d < hd; d += 8 * C) {                                                         \
+                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                       \
+                {                                                                                         \
+                    const __m256 kv = load8(K, d + 8 * c, f16);                                           \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[j][c] =                       \
+                        _mm256_fmadd_ps(_mm256_loadu_ps(qr + (size_t)j * hd + d + 8 * c), kv, acc[j][c]);  \
+                }                                                                                         \
             }                                                                                             \
-            for (int j = 0; j < M; j++)                                                                   \
-                s[(size_t)j * P + p] = hsum256(acc[j]) * scale;                                           \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+            {                                                                                             \
+                __m256 t = acc[j][0];                                                                     \
+                _Pragma("GCC unroll 8") for (int c = 1; c < C; c++) t = _mm256_add_ps(t, acc[j][c]);      \
+                s[(size_t)j * P + p] = hsum256(t) * scale;                                                \
+            }                                                                                             \
         }                                                                                                 \
     }
-DEF_SCORES(1)
-DEF_SCORES(2)
-DEF_SCORES(4)
-DEF_SCORES(8)
 
-/* out[j][d] = Σ_p s[j][p]·V[p][d] for M queries, 8 dims at a time: each V chunk is loaded once. */
-#define DEF_PV(M)                                                                                         \
-    static void pv_##M(const float *s, int hd, const char *V, size_t rs, int P, bool f16, float *const *outs) \
+/* out[j][d] = Σ_p s[j][p]·V[p][d] for M queries over T 8-dim tiles at a time: each V chunk is loaded
+ * once for all queries, and M·T independent accumulators hide the FMA latency. */
+#define DEF_PV(M, T)                                                                                      \
+    static void pv_##M##_##T(const float *s, int hd, const char *V, size_t rs, int P, bool f16,           \
+                             float *const *outs)                                                          \
     {                                                                                                     \
-        for (int d = 0; d < hd; d += 8) {                                                                 \
-            __m256 acc[M];                                                                                \
-            for (int j = 0; j < M; j++)                                                                   \
-                acc[j] = _mm256_setzero_ps();                                                             \
+        for (int d = 0; d < hd; d += 8 * T) {                                                             \
+            __m256 acc[M][T];                                                                             \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++) acc[j][c] = _mm256_setzero_ps();      \
             const char *v = V;                                                                            \
             for (int p = 0; p < P; p++, v += rs) {                                                        \
-                const __m256 vv = load8(v, d, f16);                                                       \
-                for (int j = 0; j < M; j++)                                                               \
-                    acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(s + (size_t)j * P + p), vv, acc[j]);     \
+                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++)                                       \
+                {                                                                                         \
+                    const __m256 vv = load8(v, d + 8 * c, f16);                                           \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[j][c] = _mm256_fmadd_ps(      \
+                        _mm256_broadcast_ss(s + (size_t)j * P + p), vv, acc[j][c]);                       \
+                }                                                                                         \
             }                                                                                             \
-            for (int j = 0; j < M; j++)                                                                   \
-                _mm256_storeu_ps(outs[j] + d, acc[j]);                                                    \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++)                                       \
+                    _mm256_storeu_ps(outs[j] + d + 8 * c, acc[j][c]);                                     \
         }                                                                                                 \
     }
-DEF_PV(1)
-DEF_PV(2)
-DEF_PV(4)
-DEF_PV(8)
+
+#define DEF_BOTH(M, T) DEF_SCORES(M, T) DEF_PV(M, T)
+DEF_BOTH(1, 1)
+DEF_BOTH(1, 2)
+DEF_BOTH(1, 4)
+DEF_BOTH(1, 8)
+DEF_BOTH(2, 1)
+DEF_BOTH(2, 2)
+DEF_BOTH(2, 4)
+DEF_BOTH(4, 1)
+DEF_BOTH(4, 2)
+DEF_BOTH(8, 1)
+
+typedef void (*scores_fn)(const float *, int, const char *, size_t, int, bool, float, float *);
+typedef void (*pv_fn)(const float *, int, const char *, size_t, int, bool, float *const *);
+/* [log2 M][log2 T], M·T <= 8 */
+static const scores_fn g_scores[4][4] = {
+    { scores_1_1, scores_1_2, scores_1_4, scores_1_8 },
+    { scores_2_1, scores_2_2, scores_2_4, NULL },
+    { scores_4_1, scores_4_2, NULL, NULL },
+    { scores_8_1, NULL, NULL, NULL },
+};
+static const pv_fn g_pv[4][4] = {
+    { pv_1_1, pv_1_2, pv_1_4, pv_1_8 },
+    { pv_2_1, pv_2_2, pv_2_4, NULL },
+    { pv_4_1, pv_4_2, NULL, NULL },
+    { pv_8_1, NULL, NULL, NULL },
+};
 
 void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd,
                          const void *K, const void *V, size_t stride, float scale, const float *f16tab,
@@ -172,7 +206,11 @@ void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, cons
     float qr[8 * ATTN_MAX_HD];
     for (int j0 = 0; j0 < m; j0 += 8) {
         const int mj = m - j0 < 8 ? m - j0 : 8;
-        const int M = mj == 1 ? 1 : mj == 2 ? 2 : mj <= 4 ? 4 : 8; /* padded by repeating the last query */
+        const int lm = mj == 1 ? 0 : mj == 2 ? 1 : mj <= 4 ? 2 : 3; /* padded by repeating the last query */
+        const int M = 1 << lm;
+        int lt = 3 - lm; /* T = 8/M tiles, fewer when hd is not a multiple of 8·T */
+        while (lt > 0 && hd % (8 << lt))
+            lt--;
         int P = 0;
         for (int j = 0; j < mj; j++)
             if (n_kv[j0 + j] > P)
@@ -187,12 +225,7 @@ void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, cons
             outp[j] = j < mj ? outs[j0 + j] : outs[j0 + mj - 1]; /* a duplicate writes the same values */
         }
         float *s = scratch;
-        switch (M) {
-        case 1: scores_1(qr, hd, K, rs, P, f16, scale, s); break;
-        case 2: scores_2(qr, hd, K, rs, P, f16, scale, s); break;
-        case 4: scores_4(qr, hd, K, rs, P, f16, scale, s); break;
-        default: scores_8(qr, hd, K, rs, P, f16, scale, s); break;
-        }
+        g_scores[lm][lt](qr, hd, K, rs, P, f16, scale, s);
         for (int j = 0; j < M; j++) {
             const int nk = n_kv[j0 + (j < mj ? j : mj - 1)];
             float *sj = s + (size_t)j * P;
@@ -202,12 +235,7 @@ void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, cons
             for (int p = nk; p < P; p++)
                 sj[p] = 0.0f; /* causal: later cells of the block's other tokens */
         }
-        switch (M) {
-        case 1: pv_1(s, hd, V, rs, P, f16, outp); break;
-        case 2: pv_2(s, hd, V, rs, P, f16, outp); break;
-        case 4: pv_4(s, hd, V, rs, P, f16, outp); break;
-        default: pv_8(s, hd, V, rs, P, f16, outp); break;
-        }
+        g_pv[lm][lt](s, hd, V, rs, P, f16, outp);
     }
 }
 
