@@ -207,6 +207,89 @@ static void add_bias(float *y, const struct vec *b, int n_rows, int64_t stride)
         ops_add(y + (size_t)t * (size_t)stride, b->data, (int)b->n);
 }
 
+/* Row-wise work (norms, q/k norm + RoPE + cache store, residual adds, SwiGLU) split over the pool
+ * in chunks of rows; a single chunk (decode) runs inline without waking the pool. */
+enum row_op {
+    ROW_ATTN_NORM, /* h = rms_norm(x) · attn_norm */
+    ROW_QK_STORE,  /* q/k head norms, RoPE, store K and V in the cache */
+    ROW_ADD_NORM,  /* x += a; h = rms_norm(x) · ffn_norm */
+    ROW_ADD,       /* x += a */
+    ROW_SWIGLU,    /* fg = silu(fg) ⊙ fu over rows of `width` */
+};
+
+struct row_job {
+    struct engine_ctx *c;
+    const struct layer *ly;
+    const struct engine_tok *toks;
+    int n;
+    enum row_op op;
+    int width;
+};
+
+#define ROW_CHUNK 8
+
+static void qk_store_row(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *tk, int t)
+{
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const int hd = hp->head_dim, nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
+    float *q = c->q + (size_t)t * nq, *k = c->k + (size_t)t * nkv;
+    const float *cs = c->cs + (size_t)t * hp->n_rot;
+    for (int h = 0; h < ly->n_head; h++) {
+        if (ly->q_norm.data)
+            ops_rms_norm(q + h * hd, q + h * hd, ly->q_norm.data, hd, hp->rms_eps);
+        ops_rope_apply(q + h * hd, hp->n_rot, m->arch->rope, cs);
+    }
+    for (int h = 0; h < ly->n_head_kv; h++) {
+        if (ly->k_norm.data)
+            ops_rms_norm(k + h * hd, k + h * hd, ly->k_norm.data, hd, hp->rms_eps);
+        ops_rope_apply(k + h * hd, hp->n_rot, m->arch->rope, cs);
+    }
+    kv_store(&c->kv, ly->kv_index, tk->seq, tk->pos, k, c->v + (size_t)t * nkv);
+}
+
+static void row_task(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    const struct row_job *j = ctx;
+    struct engine_ctx *c = j->c;
+    const int E = c->m->hp.n_embd;
+    const float eps = c->m->hp.rms_eps;
+    const int t1 = (int)((i + 1) * ROW_CHUNK < j->n ? (i + 1) * ROW_CHUNK : j->n);
+    for (int t = (int)(i * ROW_CHUNK); t < t1; t++) {
+        float *x = c->x + (size_t)t * E, *h = c->h + (size_t)t * E, *a = c->a + (size_t)t * E;
+        switch (j->op) {
+        case ROW_ATTN_NORM:
+            ops_rms_norm(h, x, j->ly->attn_norm.data, E, eps);
+            break;
+        case ROW_QK_STORE:
+            qk_store_row(c, j->ly, &j->toks[t], t);
+            break;
+        case ROW_ADD_NORM:
+            ops_add(x, a, E);
+            ops_rms_norm(h, x, j->ly->ffn_norm.data, E, eps);
+            break;
+        case ROW_ADD:
+            ops_add(x, a, E);
+            break;
+        case ROW_SWIGLU:
+            ops_swiglu(c->fg + (size_t)t * j->width, c->fu + (size_t)t * j->width, j->width);
+            break;
+        }
+    }
+}
+
+static void par_rows(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *toks, int n,
+                     enum row_op op, int width)
+{
+    struct row_job j = { .c = c, .ly = ly, .toks = toks, .n = n, .op = op, .width = width };
+    const int64_t chunks = (n + ROW_CHUNK - 1) / ROW_CHUNK;
+    if (chunks == 1)
+        row_task(&j, 0, 0);
+    else
+        tpool_run(c->tp, row_task, &j, chunks);
+}
+
 struct attn_job {
     struct engine_ctx *c;
     const struct engine_tok *toks;
@@ -258,8 +341,7 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
     const int E = hp->n_embd, hd = hp->head_dim;
     const int nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
 
-    for (int t = 0; t < n; t++)
-        ops_rms_norm(c->h + (size_t)t * E, c->x + (size_t)t * E, ly->attn_norm.data, E, hp->rms_eps);
+    par_rows(c, ly, toks, n, ROW_ATTN_NORM, 0);
 
     if (ly->wqkv.data) {
         const int w = nq + 2 * nkv;
@@ -280,21 +362,7 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
         add_bias(c->v, &ly->bv, n, nkv);
     }
 
-    for (int t = 0; t < n; t++) {
-        float *q = c->q + (size_t)t * nq, *k = c->k + (size_t)t * nkv;
-        const float *cs = c->cs + (size_t)t * hp->n_rot;
-        for (int h = 0; h < ly->n_head; h++) {
-            if (ly->q_norm.data)
-                ops_rms_norm(q + h * hd, q + h * hd, ly->q_norm.data, hd, hp->rms_eps);
-            ops_rope_apply(q + h * hd, hp->n_rot, m->arch->rope, cs);
-        }
-        for (int h = 0; h < ly->n_head_kv; h++) {
-            if (ly->k_norm.data)
-                ops_rms_norm(k + h * hd, k + h * hd, ly->k_norm.data, hd, hp->rms_eps);
-            ops_rope_apply(k + h * hd, hp->n_rot, m->arch->rope, cs);
-        }
-        kv_store(&c->kv, ly->kv_index, toks[t].seq, toks[t].pos, k, c->v + (size_t)t * nkv);
-    }
+    par_rows(c, ly, toks, n, ROW_QK_STORE, 0);
 
     /* every token's K/V is stored before attention, so a token sees its sequence's earlier batch tokens */
     /* blocks of consecutive positions of one sequence, sized so a block has ~8 queries per KV head */
@@ -315,8 +383,7 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
 
     mm(c, &ly->wo, c->o, n, c->a);
     add_bias(c->a, &ly->bo, n, E);
-    for (int t = 0; t < n; t++)
-        ops_add(c->x + (size_t)t * E, c->a + (size_t)t * E, E);
+    /* the residual add is fused with the FFN's input norm (ffn_block) */
 }
 
 static void ffn_dense(struct engine_ctx *c, const struct layer *ly, int n)
@@ -326,7 +393,7 @@ static void ffn_dense(struct engine_ctx *c, const struct layer *ly, int n)
     mm(c, &ly->ffn_up, c->h, n, c->fu);
     add_bias(c->fg, &ly->b_gate, n, F);
     add_bias(c->fu, &ly->b_up, n, F);
-    ops_swiglu(c->fg, c->fu, n * F);
+    par_rows(c, ly, NULL, n, ROW_SWIGLU, F);
     mm(c, &ly->ffn_down, c->fg, n, c->a);
     add_bias(c->a, &ly->b_down, n, E);
 }
@@ -391,18 +458,15 @@ static void ffn_moe(struct engine_ctx *c, const struct layer *ly, int n)
     }
 }
 
+/* x += a (the attention output), then the FFN on rms_norm(x), then x += its output */
 static void ffn_block(struct engine_ctx *c, const struct layer *ly, int n)
 {
-    const struct hparams *hp = &c->m->hp;
-    const int E = hp->n_embd;
-    for (int t = 0; t < n; t++)
-        ops_rms_norm(c->h + (size_t)t * E, c->x + (size_t)t * E, ly->ffn_norm.data, E, hp->rms_eps);
+    par_rows(c, ly, NULL, n, ROW_ADD_NORM, 0);
     if (ly->ffn == FFN_MOE)
         ffn_moe(c, ly, n);
     else
         ffn_dense(c, ly, n);
-    for (int t = 0; t < n; t++)
-        ops_add(c->x + (size_t)t * E, c->a + (size_t)t * E, E);
+    par_rows(c, ly, NULL, n, ROW_ADD, 0);
 }
 
 static int validate(struct engine_ctx *c, const struct engine_tok *toks, int n, struct err *e)
