@@ -40,6 +40,8 @@ struct engine_ctx {
     float *cs;                /* [B][n_rot] rope cos/sin per token */
     float *att;               /* [n_threads][att_per] attention scores */
     size_t att_per;           /* 8 · n_ctx: scores of up to 8 queries sharing a KV head */
+    void *gact;               /* [4][gact_slot] quantized activations for mm_group (64-byte aligned) */
+    size_t gact_slot;         /* bytes per slot: 2 bytes × the widest input row, rounded to 64 */
     int *blk0;                /* [B] first batch row of each attention block */
     int *blkn;                /* [B] rows in it (consecutive positions of one sequence) */
     /* MoE */
@@ -69,7 +71,7 @@ void engine_free(struct engine_ctx *c)
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
     void *bufs[] = { c->f16tab, c->x, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
-                     c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows, c->blk0, c->blkn };
+                     c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows, c->blk0, c->blkn, c->gact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(c);
@@ -176,6 +178,13 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     }
     c->seq_next = calloc((size_t)p.n_seq, sizeof(int));
     c->out_rows = calloc(B, sizeof(int));
+    size_t widest = E > nq ? E : nq;
+    if (nff > widest)
+        widest = nff;
+    c->gact_slot = (2 * widest + 1024 + 63) & ~(size_t)63; /* any vec_dot type is <= 2 bytes/element + block headers */
+    c->gact = aligned_alloc(64, 4 * c->gact_slot);
+    if (!c->gact)
+        ok = false;
     c->blk0 = calloc(B, sizeof(int));
     c->blkn = calloc(B, sizeof(int));
     if (!ok || !c->seq_next || !c->out_rows || !c->blk0 || !c->blkn) {
@@ -191,6 +200,74 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
 static void mm(struct engine_ctx *c, const struct wt *w, const float *X, int n, float *Y)
 {
     matmul(c->tp, &c->ms, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
+}
+
+/* Several weight products that could run at once (Q/K/V, gate/up). A single-token batch (decode)
+ * runs them as one parallel loop over the rows of all of them, so the pool wakes once instead of once
+ * per matrix; each row is the same vec_dot matmul() uses for one token, so results are identical.
+ * Larger batches use matmul() per product (its multi-token kernels win there). */
+struct mm_item {
+    const struct wt *w;
+    const void *W;       /* weight data (an expert slice, or w->data) */
+    int64_t n_in, n_out;
+    const float *X;      /* [n_in] */
+    float *Y;            /* [n_out] */
+};
+
+struct mmg_job {
+    const struct mm_item *it;
+    const void *act[4];  /* activation row in each item's vec_dot type */
+    int64_t chunk[4];    /* rows per task */
+    int64_t first[5];    /* first task index of each item */
+    int n;
+};
+
+static void mmg_task(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    const struct mmg_job *j = ctx;
+    int k = 0;
+    while (i >= j->first[k + 1])
+        k++;
+    const struct mm_item *it = &j->it[k];
+    int64_t r0 = (i - j->first[k]) * j->chunk[k], r1 = r0 + j->chunk[k];
+    if (r1 > it->n_out)
+        r1 = it->n_out;
+    const size_t rb = it->w->row_bytes;
+    for (int64_t r = r0; r < r1; r++)
+        it->Y[r] = vec_dot(it->w->type, it->n_in, (const char *)it->W + (size_t)r * rb, j->act[k]);
+}
+
+static void mm_group(struct engine_ctx *c, int n_tok, const struct mm_item *it, int n)
+{
+    if (n_tok != 1 || n > 4) {
+        for (int k = 0; k < n; k++)
+            matmul(c->tp, &c->ms, it[k].w->type, it[k].W, it[k].n_in, it[k].n_out, it[k].X, n_tok, it[k].Y);
+        return;
+    }
+    struct mmg_job j = { .it = it, .n = n };
+    const int nth = tpool_size(c->tp);
+    j.first[0] = 0;
+    for (int k = 0; k < n; k++) {
+        const enum qtype vd = qtype_get((uint32_t)it[k].w->type)->vec_dot;
+        j.act[k] = NULL;
+        if (vd == QT_F32) {
+            j.act[k] = it[k].X;
+        } else {
+            for (int p = 0; p < k; p++) /* same input, same activation type: quantize once */
+                if (it[p].X == it[k].X && qtype_get((uint32_t)it[p].w->type)->vec_dot == vd)
+                    j.act[k] = j.act[p];
+            if (!j.act[k]) {
+                void *dst = (char *)c->gact + (size_t)k * c->gact_slot;
+                quant_act_row(it[k].w->type, it[k].X, dst, it[k].n_in);
+                j.act[k] = dst;
+            }
+        }
+        int64_t chunk = it[k].n_out / ((int64_t)nth * 16);
+        j.chunk[k] = chunk < 16 ? 16 : chunk;
+        j.first[k + 1] = j.first[k] + (it[k].n_out + j.chunk[k] - 1) / j.chunk[k];
+    }
+    tpool_run(c->tp, mmg_task, &j, j.first[n]);
 }
 
 /* One expert's slice (ne2 = e) of a 3-D expert tensor. */
@@ -354,9 +431,12 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
             memcpy(c->v + (size_t)t * nkv, r + nq + nkv, sizeof(float) * (size_t)nkv);
         }
     } else {
-        mm(c, &ly->wq, c->h, n, c->q);
-        mm(c, &ly->wk, c->h, n, c->k);
-        mm(c, &ly->wv, c->h, n, c->v);
+        const struct mm_item it[3] = {
+            { &ly->wq, ly->wq.data, E, nq, c->h, c->q },
+            { &ly->wk, ly->wk.data, E, nkv, c->h, c->k },
+            { &ly->wv, ly->wv.data, E, nkv, c->h, c->v },
+        };
+        mm_group(c, n, it, 3);
         add_bias(c->q, &ly->bq, n, nq);
         add_bias(c->k, &ly->bk, n, nkv);
         add_bias(c->v, &ly->bv, n, nkv);
@@ -389,8 +469,11 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
 static void ffn_dense(struct engine_ctx *c, const struct layer *ly, int n)
 {
     const int E = c->m->hp.n_embd, F = ly->n_ff;
-    mm(c, &ly->ffn_gate, c->h, n, c->fg);
-    mm(c, &ly->ffn_up, c->h, n, c->fu);
+    const struct mm_item it[2] = {
+        { &ly->ffn_gate, ly->ffn_gate.data, E, F, c->h, c->fg },
+        { &ly->ffn_up, ly->ffn_up.data, E, F, c->h, c->fu },
+    };
+    mm_group(c, n, it, 2);
     add_bias(c->fg, &ly->b_gate, n, F);
     add_bias(c->fu, &ly->b_up, n, F);
     par_rows(c, ly, NULL, n, ROW_SWIGLU, F);
@@ -436,8 +519,11 @@ static void ffn_moe(struct engine_ctx *c, const struct layer *ly, int n)
                 }
         if (!cnt)
             continue;
-        matmul(c->tp, &c->ms, ly->gate_exps.type, expert_slice(&ly->gate_exps, ex), E, F, c->ex, cnt, c->fg);
-        matmul(c->tp, &c->ms, ly->up_exps.type, expert_slice(&ly->up_exps, ex), E, F, c->ex, cnt, c->fu);
+        const struct mm_item it[2] = {
+            { &ly->gate_exps, expert_slice(&ly->gate_exps, ex), E, F, c->ex, c->fg },
+            { &ly->up_exps, expert_slice(&ly->up_exps, ex), E, F, c->ex, c->fu },
+        };
+        mm_group(c, cnt, it, 2);
         ops_swiglu(c->fg, c->fu, cnt * F);
         matmul(c->tp, &c->ms, ly->down_exps.type, expert_slice(&ly->down_exps, ex), F, E, c->fg, cnt, c->a);
         for (int r = 0; r < cnt; r++)
