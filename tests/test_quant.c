@@ -550,6 +550,11 @@ static void act_simd_equal(void)
                 if (rep == 0) /* exact ties after scaling: amax = 127 per block */
                     for (int j = 0; j < 4096; j++)
                         x[j] = (j % 32 == 0) ? 127.0f : (float)((int)(rnd64() % 200) - 100) + 0.5f;
+                if (rep == 1) /* equal magnitudes of both signs: the first one decides Q8_K's sign */
+                    for (int j = 0; j < 4096; j += 256) {
+                        x[j + 7] = (j & 256) ? 5.0f : -5.0f;
+                        x[j + 200] = -x[j + 7];
+                    }
                 int64_t n = 4096;
                 size_t bytes = qtype_row_size(vt[i], n);
                 ref->act[vt[i]](x, r, n);
