@@ -163,58 +163,187 @@ QX_INLINE void z_q6_k(int64_t n, const void *w, const void *a, size_t as, const 
         out[t] = z_hsum(acc[t]);
 }
 
-/* Q8_0 × Q8_0, two blocks per 512-bit step (an odd last block uses 256 bits). */
-QX_INLINE void z_q8_0(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
-{
-    const struct blk_q8_0 *x = w;
-    __m512 acc[QX_MAXT];
-    __m256 acc2[QX_MAXT];
-    QX_UNROLL
-    for (int t = 0; t < NT; t++) {
-        acc[t] = _mm512_setzero_ps();
-        acc2[t] = _mm256_setzero_ps();
-    }
-    const int64_t nb = n / QK;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i wz = _mm512_inserti64x4(_mm512_castsi256_si512(qx_load(x[i].qs)), qx_load(x[i + 1].qs), 1);
-        __mmask64 neg = _mm512_movepi8_mask(wz);
-        __m512i wa = _mm512_abs_epi8(wz);
-        float d0 = QX_H2F(x[i].d), d1 = QX_H2F(x[i + 1].d);
-        QX_UNROLL
-        for (int t = 0; t < NT; t++) {
-            const struct blk_q8_0 *y = QX_ACT_0(t, i);
-            __m512i az = _mm512_inserti64x4(_mm512_castsi256_si512(qx_load(y[0].qs)), qx_load(y[1].qs), 1);
-            az = _mm512_mask_sub_epi8(az, neg, _mm512_setzero_si512(), az);
-            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, az);
-            __m512 sc = _mm512_insertf32x8(_mm512_set1_ps(d0 * QX_H2F(y[0].d)), _mm256_set1_ps(d1 * QX_H2F(y[1].d)), 1);
-            acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc[t]);
-        }
-    }
-    if (i < nb) {
-        __m256i wv = qx_load(x[i].qs);
-        __m256i wa = _mm256_abs_epi8(wv);
-        float d0 = QX_H2F(x[i].d);
-        QX_UNROLL
-        for (int t = 0; t < NT; t++) {
-            const struct blk_q8_0 *y = QX_ACT_0(t, i);
-            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wa, _mm256_sign_epi8(qx_load(y->qs), wv));
-            acc2[t] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * QX_H2F(y->d)), _mm256_cvtepi32_ps(p), acc2[t]);
-        }
-    }
-    QX_UNROLL
-    for (int t = 0; t < NT; t++)
+/* Signed weight blocks × Q8_0 activations, two blocks per 512-bit step (an
+ * odd last block uses 256 bits). The activations enter vpdpbusd as unsigned
+ * a + 128; the excess 128·Σw is cancelled by starting the accumulator at
+ * −128·Σw, computed once per weight pair. The same body serves the ordinary
+ * Q8_0 rows (dot, multi) and matmul's prepared layout (prep), with identical
+ * float operations, so both give the same bits.
+ * UNPACK(i, w, d): 32 signed weights of block i (__m256i) and its f32 scale.
+ * LOADA2/LOADD2(t, i): token t's a+128 bytes / scales of blocks i, i+1;
+ * LOADA1/LOADD1: the same for one block. */
+#define ZQ8_BODY(UNPACK, LOADA2, LOADD2, LOADA1, LOADD1)                                          \
+    __m512 acc[QX_MAXT];                                                                          \
+    __m256 acc2[QX_MAXT];                                                                         \
+    QX_UNROLL                                                                                     \
+    for (int t = 0; t < NT; t++) {                                                                \
+        acc[t] = _mm512_setzero_ps();                                                             \
+        acc2[t] = _mm256_setzero_ps();                                                            \
+    }                                                                                             \
+    const int64_t nb = n / QK;                                                                    \
+    int64_t i = 0;                                                                                \
+    for (; i + 2 <= nb; i += 2) {                                                                 \
+        __m256i w0, w1;                                                                           \
+        float d0, d1;                                                                             \
+        UNPACK(i, w0, d0);                                                                        \
+        UNPACK(i + 1, w1, d1);                                                                    \
+        const __m512i wz = _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1);                 \
+        const __m512i negc = _mm512_sub_epi32(_mm512_setzero_si512(),                             \
+                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), wz)); \
+        const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);          \
+        QX_UNROLL                                                                                 \
+        for (int t = 0; t < NT; t++) {                                                            \
+            __m512i p = _mm512_dpbusd_epi32(negc, LOADA2(t, i), wz);                              \
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, LOADD2(t, i)), _mm512_cvtepi32_ps(p), acc[t]); \
+        }                                                                                         \
+    }                                                                                             \
+    if (i < nb) {                                                                                 \
+        __m256i w0;                                                                               \
+        float d0;                                                                                 \
+        UNPACK(i, w0, d0);                                                                        \
+        const __m256i negc = _mm256_sub_epi32(_mm256_setzero_si256(),                             \
+                                              _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), w0)); \
+        QX_UNROLL                                                                                 \
+        for (int t = 0; t < NT; t++) {                                                            \
+            __m256i p = _mm256_dpbusd_epi32(negc, LOADA1(t, i), w0);                              \
+            acc2[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d0), LOADD1(t, i)), _mm256_cvtepi32_ps(p), acc2[t]); \
+        }                                                                                         \
+    }                                                                                             \
+    QX_UNROLL                                                                                     \
+    for (int t = 0; t < NT; t++)                                                                  \
         out[t] = z_hsum(acc[t]) + qx_hsum(acc2[t]);
-}
+
+/* ordinary Q8_0 rows: a at a + t*as */
+#define ZA2(t, i)                                                                                        \
+    _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qx_load(QX_ACT_0(t, i)->qs)),           \
+                                        qx_load(QX_ACT_0(t, (i) + 1)->qs), 1), _mm512_set1_epi8((char)0x80))
+#define ZD2(t, i) _mm512_insertf32x8(_mm512_set1_ps(QX_H2F(QX_ACT_0(t, i)->d)), _mm256_set1_ps(QX_H2F(QX_ACT_0(t, (i) + 1)->d)), 1)
+#define ZA1(t, i) _mm256_xor_si256(qx_load(QX_ACT_0(t, i)->qs), _mm256_set1_epi8((char)0x80))
+#define ZD1(t, i) _mm256_set1_ps(QX_H2F(QX_ACT_0(t, i)->d))
+/* prepared rows */
+#define PA2(t, i) _mm512_loadu_si512(aq + (size_t)(t) * aqs + (size_t)(i) * QK)
+#define PD2(t, i) _mm512_insertf32x8(_mm512_set1_ps(ad[(size_t)(t) * ads + (size_t)(i)]), _mm256_set1_ps(ad[(size_t)(t) * ads + (size_t)(i) + 1]), 1)
+#define PA1(t, i) qx_load(aq + (size_t)(t) * aqs + (size_t)(i) * QK)
+#define PD1(t, i) _mm256_set1_ps(ad[(size_t)(t) * ads + (size_t)(i)])
+
+/* Defines z_<name> (ordinary rows) and zp_<name> (prepared rows) from an UNPACK. */
+#define ZQ8_KERNELS(name, T, SETUP, UNPACK)                                                                \
+    QX_INLINE void z_##name(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out) \
+    {                                                                                                      \
+        const T *x = w;                                                                                    \
+        SETUP                                                                                              \
+        ZQ8_BODY(UNPACK, ZA2, ZD2, ZA1, ZD1)                                                               \
+    }                                                                                                      \
+    QX_INLINE void zp_##name(int64_t n, const void *w, const uint8_t *aq, size_t aqs, const float *ad,    \
+                             size_t ads, const int NT, float *out)                                         \
+    {                                                                                                      \
+        const T *x = w;                                                                                    \
+        SETUP                                                                                              \
+        ZQ8_BODY(UNPACK, PA2, PD2, PA1, PD1)                                                               \
+    }
+
+#define U_Q8_0(i, wv, dw) (wv = qx_load(x[i].qs), dw = QX_H2F(x[i].d))
+#define U_Q4_0(i, wv, dw) (wv = _mm256_sub_epi8(qx_nibbles16(x[i].qs), _mm256_set1_epi8(8)), dw = QX_H2F(x[i].d))
+#define U_Q5_0(i, wv, dw)                                                                                  \
+    (wv = _mm256_sub_epi8(_mm256_or_si256(qx_nibbles16(x[i].qs),                                           \
+                                          _mm256_and_si256(qx_bits32(rd_u32le(x[i].qh)), _mm256_set1_epi8(0x10))), \
+                          _mm256_set1_epi8(16)),                                                           \
+     dw = QX_H2F(x[i].d))
+#define U_TBL(i, wv, dw) (wv = _mm256_shuffle_epi8(tbl, qx_nibbles16(x[i].qs)), dw = QX_H2F(x[i].d))
+#define U_MX(i, wv, dw) (wv = _mm256_shuffle_epi8(tbl, qx_nibbles16(x[i].qs)), dw = e8m0_half(x[i].e))
+#define S_NONE
+#define S_IQ4 const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+#define S_MX const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_mxfp4));
+
+ZQ8_KERNELS(q8_0, struct blk_q8_0, S_NONE, U_Q8_0)
+ZQ8_KERNELS(q4_0, struct blk_q4_0, S_NONE, U_Q4_0)
+ZQ8_KERNELS(q5_0, struct blk_q5_0, S_NONE, U_Q5_0)
+ZQ8_KERNELS(iq4_nl, struct blk_iq4_nl, S_IQ4, U_TBL)
+ZQ8_KERNELS(mxfp4, struct blk_mxfp4, S_MX, U_MX)
+
+/* One token, 256-bit: the same float operations lane for lane as ZQ8_BODY
+ * with NT = 1 (even/odd blocks in two accumulators standing for the two
+ * halves of the 512-bit one, integer sums by the abs/sign trick), so the
+ * result has the same bits, at the cost of a plain ymm loop. */
+#define ZQ8_SINGLE(name, T, SETUP, UNPACK)                                                                 \
+    static float zs_##name(int64_t n, const void *w, const void *a)                                        \
+    {                                                                                                      \
+        const T *x = w;                                                                                    \
+        const struct blk_q8_0 *y = a;                                                                      \
+        SETUP                                                                                              \
+        __m256 ae = _mm256_setzero_ps(), ao = ae, a2 = ae;                                                 \
+        const int64_t nb = n / QK;                                                                         \
+        int64_t i = 0;                                                                                     \
+        for (; i + 2 <= nb; i += 2) {                                                                      \
+            __m256i w0, w1;                                                                                \
+            float d0, d1;                                                                                  \
+            UNPACK(i, w0, d0);                                                                             \
+            UNPACK(i + 1, w1, d1);                                                                         \
+            __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(qx_load(y[i].qs), w0)); \
+            __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w1), _mm256_sign_epi8(qx_load(y[i + 1].qs), w1)); \
+            ae = _mm256_fmadd_ps(_mm256_set1_ps(d0 * QX_H2F(y[i].d)), _mm256_cvtepi32_ps(p0), ae);         \
+            ao = _mm256_fmadd_ps(_mm256_set1_ps(d1 * QX_H2F(y[i + 1].d)), _mm256_cvtepi32_ps(p1), ao);     \
+        }                                                                                                  \
+        if (i < nb) {                                                                                      \
+            __m256i w0;                                                                                    \
+            float d0;                                                                                      \
+            UNPACK(i, w0, d0);                                                                             \
+            __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w0), _mm256_sign_epi8(qx_load(y[i].qs), w0)); \
+            a2 = _mm256_fmadd_ps(_mm256_set1_ps(d0 * QX_H2F(y[i].d)), _mm256_cvtepi32_ps(p0), a2);         \
+        }                                                                                                  \
+        return qx_hsum(_mm256_add_ps(ae, ao)) + qx_hsum(a2);                                              \
+    }
+ZQ8_SINGLE(q8_0, struct blk_q8_0, S_NONE, U_Q8_0)
+ZQ8_SINGLE(q4_0, struct blk_q4_0, S_NONE, U_Q4_0)
+ZQ8_SINGLE(q5_0, struct blk_q5_0, S_NONE, U_Q5_0)
+ZQ8_SINGLE(iq4_nl, struct blk_iq4_nl, S_IQ4, U_TBL)
+ZQ8_SINGLE(mxfp4, struct blk_mxfp4, S_MX, U_MX)
+
+/* prepared-layout entry: any number of tokens, in groups of QX_MAXT */
+#define ZP_ENTRY(name)                                                                                     \
+    static void zp_##name##_prep(int64_t n, const void *w, const uint8_t *aq, size_t aqs, const float *ad, \
+                                 size_t ads, int nt, float *out)                                           \
+    {                                                                                                      \
+        while (nt > 0) {                                                                                   \
+            int k = nt < QX_MAXT ? nt : QX_MAXT;                                                           \
+            switch (k) {                                                                                   \
+            case 1: zp_##name(n, w, aq, aqs, ad, ads, 1, out); break;                                      \
+            case 2: zp_##name(n, w, aq, aqs, ad, ads, 2, out); break;                                      \
+            case 3: zp_##name(n, w, aq, aqs, ad, ads, 3, out); break;                                      \
+            case 4: zp_##name(n, w, aq, aqs, ad, ads, 4, out); break;                                      \
+            case 5: zp_##name(n, w, aq, aqs, ad, ads, 5, out); break;                                      \
+            case 6: zp_##name(n, w, aq, aqs, ad, ads, 6, out); break;                                      \
+            case 7: zp_##name(n, w, aq, aqs, ad, ads, 7, out); break;                                      \
+            default: zp_##name(n, w, aq, aqs, ad, ads, 8, out); break;                                     \
+            }                                                                                              \
+            nt -= k;                                                                                       \
+            out += k;                                                                                      \
+            aq += (size_t)k * aqs;                                                                         \
+            ad += (size_t)k * ads;                                                                         \
+        }                                                                                                  \
+    }
+ZP_ENTRY(q8_0)
+ZP_ENTRY(q4_0)
+ZP_ENTRY(q5_0)
+ZP_ENTRY(iq4_nl)
+ZP_ENTRY(mxfp4)
 
 #define qx_z_q4_k z_q4_k
 #define qx_z_q5_k z_q5_k
 #define qx_z_q6_k z_q6_k
 #define qx_z_q8_0 z_q8_0
+#define qx_z_q4_0 z_q4_0
+#define qx_z_q5_0 z_q5_0
+#define qx_z_iq4_nl z_iq4_nl
+#define qx_z_mxfp4 z_mxfp4
 QX_ENTRIES(z_q4_k)
 QX_ENTRIES(z_q5_k)
 QX_ENTRIES(z_q6_k)
 QX_ENTRIES(z_q8_0)
+QX_ENTRIES(z_q4_0)
+QX_ENTRIES(z_q5_0)
+QX_ENTRIES(z_iq4_nl)
+QX_ENTRIES(z_mxfp4)
 
 static void install_vnni(struct quant_kernels *k)
 {
@@ -223,6 +352,20 @@ static void install_vnni(struct quant_kernels *k)
     QX_SET(k, QT_Q5_K, z_q5_k);
     QX_SET(k, QT_Q6_K, z_q6_k);
     QX_SET(k, QT_Q8_0, z_q8_0);
+    QX_SET(k, QT_Q4_0, z_q4_0);
+    QX_SET(k, QT_Q5_0, z_q5_0);
+    QX_SET(k, QT_IQ4_NL, z_iq4_nl);
+    QX_SET(k, QT_MXFP4, z_mxfp4);
+    k->dot[QT_Q8_0] = zs_q8_0;
+    k->dot[QT_Q4_0] = zs_q4_0;
+    k->dot[QT_Q5_0] = zs_q5_0;
+    k->dot[QT_IQ4_NL] = zs_iq4_nl;
+    k->dot[QT_MXFP4] = zs_mxfp4;
+    k->dot_prep[QT_Q8_0] = zp_q8_0_prep;
+    k->dot_prep[QT_Q4_0] = zp_q4_0_prep;
+    k->dot_prep[QT_Q5_0] = zp_q5_0_prep;
+    k->dot_prep[QT_IQ4_NL] = zp_iq4_nl_prep;
+    k->dot_prep[QT_MXFP4] = zp_mxfp4_prep;
 }
 
 #pragma GCC pop_options

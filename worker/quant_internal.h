@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "../common/fp16.h"
 #include "quant.h"
 
 #define QK 32     /* elements per block of the 32-element types */
@@ -95,6 +96,13 @@ typedef float (*qdot_fn)(int64_t n, const void *w, const void *a);
  * for t in [0, n_act). Lets SIMD code unpack a weight block once for several tokens. */
 typedef void (*qdot_multi_fn)(int64_t n, const void *w, const void *a, size_t a_stride, int n_act,
                               float *out);
+/* Several tokens against one weight row with Q8_0 activations in the
+ * "prepared" layout matmul builds for them (quant_prep_q8_0): per token, the
+ * n quants as unsigned bytes q+128 back to back (aq + t*aq_stride) and the
+ * n/32 block scales as f32 (ad + t*ad_stride). Results are the same bits as
+ * the kernel table's dot on the ordinary Q8_0 row. */
+typedef void (*qdot_prep_fn)(int64_t n, const void *w, const uint8_t *aq, size_t aq_stride, const float *ad,
+                             size_t ad_stride, int n_act, float *out);
 /* f32 row → activation row of one vec_dot type. */
 typedef void (*qact_fn)(const float *x, void *dst, int64_t n);
 /* Weight row → f32. */
@@ -105,6 +113,7 @@ struct quant_kernels {
     const char *name;
     qdot_fn dot[QT_COUNT];         /* indexed by weight type */
     qdot_multi_fn dot_multi[QT_COUNT]; /* optional, indexed by weight type */
+    qdot_prep_fn dot_prep[QT_COUNT];   /* optional, weight types with Q8_0 activations */
     qact_fn act[QT_COUNT];         /* indexed by activation (vec_dot) type */
     qdeq_fn deq[QT_COUNT];         /* indexed by weight type */
 };
@@ -120,6 +129,17 @@ void quant_avx512_kernels(struct quant_kernels *k, int vnni);
 const struct quant_kernels *quant_kernels_get(void);
 /* The table of one level (0 scalar, 1 AVX2, 2 AVX-512), or NULL when the CPU lacks it (tests, benches). */
 const struct quant_kernels *quant_kernels_level(int level);
+
+/* Q8_0 row (n elements) → prepared layout: aq[n] = q + 128, ad[n/32] = f32 scales. */
+static inline void quant_prep_q8_0(const void *src, int64_t n, uint8_t *aq, float *ad)
+{
+    const struct blk_q8_0 *b = src;
+    for (int64_t i = 0; i < n / QK; i++) {
+        for (int j = 0; j < QK; j++)
+            aq[i * QK + j] = (uint8_t)(b[i].qs[j] ^ 0x80);
+        ad[i] = fp16_to_f32(b[i].d);
+    }
+}
 
 /* Scalar activation quantizers (x86 rounding variant, spec §4). */
 void quant_act_q8_0_ref(const float *x, void *dst, int64_t n);
