@@ -345,6 +345,87 @@ QX_ENTRIES(z_q5_0)
 QX_ENTRIES(z_iq4_nl)
 QX_ENTRIES(z_mxfp4)
 
+/* Packed Q4_K (layout in quant_internal.h): 16 rows per 512-bit register.
+ * Per 8 elements of a row group: one load, the nibble split, and per token two
+ * vpdpbusd with a broadcast activation word; the sub-block scales are applied
+ * to the int32 sums (vpmulld) once per 32 elements. */
+QX_INLINE void pk_q4_k(int64_t n, const uint8_t *g, const void *a, size_t as, const int NT, float *out)
+{
+    __m512 acc[PQ_MAXT];
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / QK_K; i++, g += PQ4K_SB) {
+        __m512i isum[PQ_MAXT];
+        QX_UNROLL
+        for (int t = 0; t < NT; t++)
+            isum[t] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m512i slo[PQ_MAXT], shi[PQ_MAXT];
+            QX_UNROLL
+            for (int t = 0; t < NT; t++)
+                slo[t] = shi[t] = _mm512_setzero_si512();
+            QX_UNROLL
+            for (int k = 0; k < 8; k++) {
+                const __m512i W = _mm512_loadu_si512(g + (c * 8 + k) * 64);
+                const __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+                QX_UNROLL
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *q = QX_ACT_K(t, i)->qs + 64 * c + 4 * k;
+                    int32_t w0, w1;
+                    memcpy(&w0, q, 4);
+                    memcpy(&w1, q + 32, 4);
+                    slo[t] = _mm512_dpbusd_epi32(slo[t], lo, _mm512_set1_epi32(w0));
+                    shi[t] = _mm512_dpbusd_epi32(shi[t], hi, _mm512_set1_epi32(w1));
+                }
+            }
+            const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(g + PQ4K_OFF_SC + 32 * c)));
+            const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(g + PQ4K_OFF_SC + 32 * c + 16)));
+            QX_UNROLL
+            for (int t = 0; t < NT; t++)
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], sc_lo),
+                                                                     _mm512_mullo_epi32(shi[t], sc_hi)));
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + PQ4K_OFF_D)));
+        const __m512 dmv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + PQ4K_OFF_DMIN)));
+        QX_UNROLL
+        for (int t = 0; t < NT; t++) {
+            const struct blk_q8_k *y = QX_ACT_K(t, i);
+            /* B_j = bsums[2j] + bsums[2j+1] as int16 pairs (B_2p, B_2p+1) for the mins */
+            const __m256i bj = _mm256_madd_epi16(qx_load(y->bsums), _mm256_set1_epi16(1));
+            int32_t bw[4];
+            _mm_storeu_si128((__m128i *)bw, _mm_packs_epi32(_mm256_castsi256_si128(bj), _mm256_extracti128_si256(bj, 1)));
+            __m512i ms = _mm512_setzero_si512();
+            QX_UNROLL
+            for (int p = 0; p < 4; p++)
+                ms = _mm512_dpwssd_epi32(ms, _mm512_loadu_si512(g + PQ4K_OFF_MN + 64 * p), _mm512_set1_epi32(bw[p]));
+            const __m512 da = _mm512_set1_ps(y->d);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dv, da), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmv, da), _mm512_cvtepi32_ps(ms), acc[t]);
+        }
+    }
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+static void pk_q4_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as, int nt, float *out)
+{
+    while (nt > 0) {
+        int k = nt < PQ_MAXT ? nt : PQ_MAXT;
+        switch (k) {
+        case 1: pk_q4_k(n, g, a, as, 1, out); break;
+        case 2: pk_q4_k(n, g, a, as, 2, out); break;
+        case 3: pk_q4_k(n, g, a, as, 3, out); break;
+        default: pk_q4_k(n, g, a, as, 4, out); break;
+        }
+        nt -= k;
+        out += 16 * k;
+        a = (const uint8_t *)a + (size_t)k * as;
+    }
+}
+
 static void install_vnni(struct quant_kernels *k)
 {
     install_vnni256(k);
@@ -361,6 +442,7 @@ static void install_vnni(struct quant_kernels *k)
     k->dot[QT_Q5_0] = zs_q5_0;
     k->dot[QT_IQ4_NL] = zs_iq4_nl;
     k->dot[QT_MXFP4] = zs_mxfp4;
+    k->packed[QT_Q4_K] = pk_q4_k_entry;
     k->dot_prep[QT_Q8_0] = zp_q8_0_prep;
     k->dot_prep[QT_Q4_0] = zp_q4_0_prep;
     k->dot_prep[QT_Q5_0] = zp_q5_0_prep;

@@ -103,6 +103,23 @@ typedef void (*qdot_multi_fn)(int64_t n, const void *w, const void *a, size_t a_
  * the kernel table's dot on the ordinary Q8_0 row. */
 typedef void (*qdot_prep_fn)(int64_t n, const void *w, const uint8_t *aq, size_t aq_stride, const float *ad,
                              size_t ad_stride, int n_act, float *out);
+/* Packed Q4_K (matmul_pack): 16 weight rows interleaved so one 512-bit
+ * vpdpbusd serves 16 rows with one broadcast activation word. Per super-block
+ * of the 16 rows, PQ4K_SB bytes:
+ *   qs  [4 c][8 k][16 r][4 b] = row r's qs[32c + 4k + b] (both nibbles)      2048 B
+ *   sc  [8 j][16 r] u8        = 6-bit scale of sub-block j                   128 B
+ *   mn  [4 p][16 r][2] i16    = 6-bit mins of sub-blocks 2p, 2p+1            256 B
+ *   d   [16 r] fp16, dmin [16 r] fp16                                        64 B
+ * Rows past n_out are zero (d = 0). */
+#define PQ4K_ROWS 16
+#define PQ4K_SB 2496
+#define PQ4K_OFF_SC 2048
+#define PQ4K_OFF_MN 2176
+#define PQ4K_OFF_D 2432
+#define PQ4K_OFF_DMIN 2464
+/* One packed 16-row group × n_act Q8_K rows (n_act ≤ PQ_MAXT): out[t*16 + r]. */
+#define PQ_MAXT 4
+typedef void (*qpacked_fn)(int64_t n, const uint8_t *group, const void *a, size_t a_stride, int n_act, float *out);
 /* f32 row → activation row of one vec_dot type. */
 typedef void (*qact_fn)(const float *x, void *dst, int64_t n);
 /* Weight row → f32. */
@@ -114,6 +131,7 @@ struct quant_kernels {
     qdot_fn dot[QT_COUNT];         /* indexed by weight type */
     qdot_multi_fn dot_multi[QT_COUNT]; /* optional, indexed by weight type */
     qdot_prep_fn dot_prep[QT_COUNT];   /* optional, weight types with Q8_0 activations */
+    qpacked_fn packed[QT_COUNT];       /* optional, matmul_pack layouts (Q4_K) */
     qact_fn act[QT_COUNT];         /* indexed by activation (vec_dot) type */
     qdeq_fn deq[QT_COUNT];         /* indexed by weight type */
 };
