@@ -745,19 +745,19 @@ static void matmul_vs_vec_dot(void)
     matmul_scratch_free(&s);
 }
 
-/* Packed Q4_K matmul: same results as per-row vec_dot up to float summation order. */
-static void matmul_packed_vs_vec_dot(void)
+/* Packed matmul (Q4_K, Q8_0): same results as per-row vec_dot up to float summation order. */
+static void matmul_packed_one(enum qtype wt, int64_t n_in)
 {
-    const int64_t n_in = 768, outs[] = {16, 37, 300};
+    const int64_t outs[] = {16, 37, 300};
     const int toks[] = {1, 3, 17};
-    static uint8_t W[300 * 768], A[17 * 1024];
+    static uint8_t W[300 * 768 * 2], A[17 * 1024];
     static float X[17 * 768], Y[17 * 300];
     struct matmul_scratch s = {0};
-    size_t wr = qtype_row_size(QT_Q4_K, n_in), ar = qtype_row_size(QT_Q8_K, n_in);
-    rnd_row(QT_Q4_K, W, n_in * 300, 8, 16);
-    struct matmul_packed *probe = matmul_pack(QT_Q4_K, W, n_in, 300);
+    size_t wr = qtype_row_size(wt, n_in), ar = qtype_row_size(qtype_get(wt)->vec_dot, n_in);
+    rnd_row(wt, W, n_in * 300, 8, 16);
+    struct matmul_packed *probe = matmul_pack(wt, W, n_in, 300);
     if (!probe)
-        SKIP("no packed Q4_K kernel on this CPU / SIMD level");
+        SKIP("no packed kernel on this CPU / SIMD level");
     CHECK(matmul_packed_bytes(probe) >= 300 * wr, "packed size %zu", matmul_packed_bytes(probe));
     matmul_packed_free(probe);
     CHECK(matmul_pack(QT_Q4_K, W, 100, 4) == NULL, "n_in not a multiple of 256 must be refused");
@@ -766,8 +766,8 @@ static void matmul_packed_vs_vec_dot(void)
         struct tpool *tp = tpool_create(nth);
         for (int oi = 0; oi < 3; oi++) {
             int64_t n_out = outs[oi];
-            rnd_row(QT_Q4_K, W, n_in * n_out, 8, 16);
-            struct matmul_packed *p = matmul_pack(QT_Q4_K, W, n_in, n_out);
+            rnd_row(wt, W, n_in * n_out, 8, 16);
+            struct matmul_packed *p = matmul_pack(wt, W, n_in, n_out);
             CHECK(p != NULL, "pack failed");
             if (!p)
                 continue;
@@ -776,7 +776,7 @@ static void matmul_packed_vs_vec_dot(void)
                 for (int64_t i = 0; i < n_tok * n_in; i++)
                     X[i] = rndf();
                 for (int tt = 0; tt < n_tok; tt++)
-                    quant_act_row(QT_Q4_K, X + tt * n_in, A + tt * ar, n_in);
+                    quant_act_row(wt, X + tt * n_in, A + tt * ar, n_in);
                 for (int64_t i = 0; i < n_tok * n_out; i++)
                     Y[i] = NAN;
                 matmul_packed_run(tp, &s, p, X, n_tok, Y);
@@ -784,8 +784,8 @@ static void matmul_packed_vs_vec_dot(void)
                 for (int tt = 0; tt < n_tok; tt++)
                     for (int64_t r = 0; r < n_out; r++) {
                         double mag;
-                        dd_dot(QT_Q4_K, n_in, W + r * wr, A + tt * ar, &mag);
-                        float want = vec_dot_ref(QT_Q4_K, n_in, W + r * wr, A + tt * ar);
+                        dd_dot(wt, n_in, W + r * wr, A + tt * ar, &mag);
+                        float want = vec_dot_ref(wt, n_in, W + r * wr, A + tt * ar);
                         float got = Y[tt * n_out + r];
                         if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-30) && bad++ < 3)
                             printf("#   threads=%d n_out=%lld n_tok=%d t=%d r=%lld: %.9g vs %.9g\n", nth,
@@ -798,6 +798,13 @@ static void matmul_packed_vs_vec_dot(void)
         tpool_destroy(tp);
     }
     matmul_scratch_free(&s);
+}
+
+static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
+static void matmul_packed_q8_0(void)
+{
+    matmul_packed_one(QT_Q8_0, 768);
+    matmul_packed_one(QT_Q8_0, 96);
 }
 
 /* ------------------------------------------------ (f) quantizer round trip */
@@ -842,7 +849,8 @@ int main(void)
     RUN(dot_simd_vs_ref);
     RUN(dot_vs_dequant);
     RUN(matmul_vs_vec_dot);
-    RUN(matmul_packed_vs_vec_dot);
+    RUN(matmul_packed_q4_k);
+    RUN(matmul_packed_q8_0);
     RUN(quantize_round_trip);
     CHECK_EXIT();
 }

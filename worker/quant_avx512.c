@@ -410,8 +410,11 @@ QX_INLINE void pk_q4_k(int64_t n, const uint8_t *g, const void *a, size_t as, co
         _mm512_storeu_ps(out + 16 * t, acc[t]);
 }
 
-static void pk_q4_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as, int nt, float *out)
+static void pk_q4_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,
+                          int nt, float *out)
 {
+    (void)aux;
+    (void)auxs;
     while (nt > 0) {
         int k = nt < PQ_MAXT ? nt : PQ_MAXT;
         switch (k) {
@@ -423,6 +426,64 @@ static void pk_q4_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as,
         nt -= k;
         out += 16 * k;
         a = (const uint8_t *)a + (size_t)k * as;
+    }
+}
+
+/* Packed Q8_0 (layout in quant_internal.h): unsigned w+128 × signed a with
+ * the accumulator started at −128·Σa of the block (aux), then one float step
+ * per block: acc += (d_w·d_a) · isum, block after block. */
+QX_INLINE void pk_q8_0(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,
+                       const int NT, float *out)
+{
+    const int64_t nb = n / QK;
+    __m512 acc[PQ_MAXT];
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, g += PQ8_SB) {
+        __m512i is[PQ_MAXT];
+        QX_UNROLL
+        for (int t = 0; t < NT; t++) {
+            const int32_t *corr = (const int32_t *)((const uint8_t *)aux + (size_t)t * auxs) + nb;
+            is[t] = _mm512_set1_epi32(corr[i]);
+        }
+        QX_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const __m512i W = _mm512_loadu_si512(g + 64 * k);
+            QX_UNROLL
+            for (int t = 0; t < NT; t++) {
+                int32_t w4;
+                memcpy(&w4, QX_ACT_0(t, i)->qs + 4 * k, 4);
+                is[t] = _mm512_dpbusd_epi32(is[t], W, _mm512_set1_epi32(w4));
+            }
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + PQ8_OFF_D)));
+        QX_UNROLL
+        for (int t = 0; t < NT; t++) {
+            const float *ad = (const float *)((const uint8_t *)aux + (size_t)t * auxs);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(ad[i])), _mm512_cvtepi32_ps(is[t]), acc[t]);
+        }
+    }
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+static void pk_q8_0_entry(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,
+                          int nt, float *out)
+{
+    while (nt > 0) {
+        int k = nt < PQ_MAXT ? nt : PQ_MAXT;
+        switch (k) {
+        case 1: pk_q8_0(n, g, a, as, aux, auxs, 1, out); break;
+        case 2: pk_q8_0(n, g, a, as, aux, auxs, 2, out); break;
+        case 3: pk_q8_0(n, g, a, as, aux, auxs, 3, out); break;
+        default: pk_q8_0(n, g, a, as, aux, auxs, 4, out); break;
+        }
+        nt -= k;
+        out += 16 * k;
+        a = (const uint8_t *)a + (size_t)k * as;
+        aux = (const uint8_t *)aux + (size_t)k * auxs;
     }
 }
 
@@ -443,6 +504,7 @@ static void install_vnni(struct quant_kernels *k)
     k->dot[QT_IQ4_NL] = zs_iq4_nl;
     k->dot[QT_MXFP4] = zs_mxfp4;
     k->packed[QT_Q4_K] = pk_q4_k_entry;
+    k->packed[QT_Q8_0] = pk_q8_0_entry;
     k->dot_prep[QT_Q8_0] = zp_q8_0_prep;
     k->dot_prep[QT_Q4_0] = zp_q4_0_prep;
     k->dot_prep[QT_Q5_0] = zp_q5_0_prep;

@@ -117,9 +117,18 @@ typedef void (*qdot_prep_fn)(int64_t n, const void *w, const uint8_t *aq, size_t
 #define PQ4K_OFF_MN 2176
 #define PQ4K_OFF_D 2432
 #define PQ4K_OFF_DMIN 2464
-/* One packed 16-row group × n_act Q8_K rows (n_act ≤ PQ_MAXT): out[t*16 + r]. */
+/* Packed Q8_0: per 32-element block of 16 rows, PQ8_SB bytes:
+ *   qs [8 k][16 r][4 b] = row r's qs[4k + b] ^ 0x80 (stored unsigned)       512 B
+ *   d  [16 r] fp16                                                           32 B
+ * The +128 bias is removed with the activation block sums (aux below). */
+#define PQ8_SB 544
+#define PQ8_OFF_D 512
+/* One packed 16-row group × n_act activation rows (any count): out[t*16 + r].
+ * aux (+ t*aux_stride bytes): per-token side data; for packed Q8_0, n/32 f32
+ * block scales followed by n/32 int32 corrections −128·Σ(block quants). */
 #define PQ_MAXT 4
-typedef void (*qpacked_fn)(int64_t n, const uint8_t *group, const void *a, size_t a_stride, int n_act, float *out);
+typedef void (*qpacked_fn)(int64_t n, const uint8_t *group, const void *a, size_t a_stride, const void *aux,
+                           size_t aux_stride, int n_act, float *out);
 /* f32 row → activation row of one vec_dot type. */
 typedef void (*qact_fn)(const float *x, void *dst, int64_t n);
 /* Weight row → f32. */
