@@ -1,7 +1,7 @@
 /* matmul_pack.c — weights repacked once for the row-interleaved kernels.
  *
  * A packed matrix holds groups of PQ4K_ROWS (16) output rows; within a group
- * each block is laid out as quant_internal.h describes (packed Q4_K, packed
+ * each block is laid out as quant_internal.h describes (packed Q4_K, Q6_K,
  * Q8_0), so the kernel reads one 64-byte line per 4 elements of 16 rows and
  * one vpdpbusd serves all 16 rows. Rows past n_out are zero. */
 #include <stdlib.h>
@@ -63,10 +63,30 @@ static void pack_q8_0_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n
     }
 }
 
+static void pack_q6_k_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n_out, int64_t nsb, uint8_t *dst)
+{
+    memset(dst, 0, (size_t)nsb * PQ6K_SB);
+    for (int r = 0; r < PQ4K_ROWS && r0 + r < n_out; r++) {
+        const struct blk_q6_k *b = (const struct blk_q6_k *)(W + (size_t)(r0 + r) * wrow);
+        for (int64_t i = 0; i < nsb; i++) {
+            uint8_t *g = dst + (size_t)i * PQ6K_SB;
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 8; k++) {
+                    for (int c = 0; c < 2; c++)
+                        memcpy(g + (((h * 2 + c) * 8 + k) * PQ4K_ROWS + r) * 4, b[i].ql + 64 * h + 32 * c + 4 * k, 4);
+                    memcpy(g + PQ6K_OFF_QH + ((h * 8 + k) * PQ4K_ROWS + r) * 4, b[i].qh + 32 * h + 4 * k, 4);
+                }
+            for (int gi = 0; gi < 16; gi++)
+                g[PQ6K_OFF_SC + gi * PQ4K_ROWS + r] = (uint8_t)b[i].scales[gi];
+            memcpy(g + PQ6K_OFF_D + 2 * r, &b[i].d, 2);
+        }
+    }
+}
+
 struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out)
 {
     const struct quant_kernels *k = quant_kernels_get();
-    if ((wt != QT_Q4_K && wt != QT_Q8_0) || !k->packed[wt] || n_in <= 0 || n_out <= 0 ||
+    if ((wt != QT_Q4_K && wt != QT_Q6_K && wt != QT_Q8_0) || !k->packed[wt] || n_in <= 0 || n_out <= 0 ||
         n_in % qtype_get(wt)->blck)
         return NULL;
     struct matmul_packed *p = calloc(1, sizeof *p);
@@ -77,7 +97,9 @@ struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, in
     p->n_in = n_in;
     p->n_out = n_out;
     p->n_groups = (n_out + PQ4K_ROWS - 1) / PQ4K_ROWS;
-    p->gbytes = wt == QT_Q4_K ? (size_t)(n_in / QK_K) * PQ4K_SB : (size_t)(n_in / QK) * PQ8_SB;
+    p->gbytes = wt == QT_Q4_K   ? (size_t)(n_in / QK_K) * PQ4K_SB
+                : wt == QT_Q6_K ? (size_t)(n_in / QK_K) * PQ6K_SB
+                                : (size_t)(n_in / QK) * PQ8_SB;
     p->kernel = k->packed[wt];
     size_t total = (size_t)p->n_groups * p->gbytes;
     p->data = aligned_alloc(64, (total + 63) & ~(size_t)63);
@@ -90,6 +112,8 @@ struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, in
         uint8_t *dst = p->data + (size_t)g * p->gbytes;
         if (wt == QT_Q4_K)
             pack_q4_k_group(W, wrow, g * PQ4K_ROWS, n_out, n_in / QK_K, dst);
+        else if (wt == QT_Q6_K)
+            pack_q6_k_group(W, wrow, g * PQ4K_ROWS, n_out, n_in / QK_K, dst);
         else
             pack_q8_0_group(W, wrow, g * PQ4K_ROWS, n_out, n_in / QK, dst);
     }

@@ -487,6 +487,91 @@ static void pk_q8_0_entry(int64_t n, const uint8_t *g, const void *a, size_t as,
     }
 }
 
+/* Packed Q6_K: the 6-bit codes (0..63) rebuilt from the interleaved ql/qh,
+ * dotted unsigned; the −32 offset is folded in per 16-element group as
+ * (Σq·a − 32·bsum) before the group scale multiplies. */
+QX_INLINE void pk_q6_k(int64_t n, const uint8_t *g, const void *a, size_t as, const int NT, float *out)
+{
+    __m512 acc[PQ_MAXT];
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t i = 0; i < n / QK_K; i++, g += PQ6K_SB) {
+        __m512i isum[PQ_MAXT];
+        QX_UNROLL
+        for (int t = 0; t < NT; t++)
+            isum[t] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            for (int kh = 0; kh < 2; kh++) {
+                __m512i S[PQ_MAXT][4];
+                QX_UNROLL
+                for (int t = 0; t < NT; t++)
+                    S[t][0] = S[t][1] = S[t][2] = S[t][3] = _mm512_setzero_si512();
+                QX_UNROLL
+                for (int kk = 0; kk < 4; kk++) {
+                    const int k = 4 * kh + kk;
+                    const __m512i L0 = _mm512_loadu_si512(g + ((h * 2 + 0) * 8 + k) * 64);
+                    const __m512i L1 = _mm512_loadu_si512(g + ((h * 2 + 1) * 8 + k) * 64);
+                    const __m512i H = _mm512_loadu_si512(g + PQ6K_OFF_QH + (h * 8 + k) * 64);
+                    __m512i v[4];
+                    v[0] = _mm512_or_si512(_mm512_and_si512(L0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+                    v[1] = _mm512_or_si512(_mm512_and_si512(L1, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+                    v[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L0, 4), m4), _mm512_and_si512(H, m30));
+                    v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L1, 4), m4),
+                                           _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+                    QX_UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = QX_ACT_K(t, i)->qs + 128 * h + 4 * k;
+                        QX_UNROLL
+                        for (int gr = 0; gr < 4; gr++) {
+                            int32_t w4;
+                            memcpy(&w4, q + 32 * gr, 4);
+                            S[t][gr] = _mm512_dpbusd_epi32(S[t][gr], v[gr], _mm512_set1_epi32(w4));
+                        }
+                    }
+                }
+                QX_UNROLL
+                for (int gr = 0; gr < 4; gr++) {
+                    const int gi = 8 * h + 2 * gr + kh;
+                    const __m512i scv = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(g + PQ6K_OFF_SC + 16 * gi)));
+                    QX_UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const __m512i off = _mm512_set1_epi32(32 * QX_ACT_K(t, i)->bsums[gi]);
+                        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(S[t][gr], off), scv));
+                    }
+                }
+            }
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + PQ6K_OFF_D)));
+        QX_UNROLL
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(QX_ACT_K(t, i)->d)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    }
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+static void pk_q6_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,
+                          int nt, float *out)
+{
+    (void)aux;
+    (void)auxs;
+    while (nt > 0) {
+        int k = nt < PQ_MAXT ? nt : PQ_MAXT;
+        switch (k) {
+        case 1: pk_q6_k(n, g, a, as, 1, out); break;
+        case 2: pk_q6_k(n, g, a, as, 2, out); break;
+        case 3: pk_q6_k(n, g, a, as, 3, out); break;
+        default: pk_q6_k(n, g, a, as, 4, out); break;
+        }
+        nt -= k;
+        out += 16 * k;
+        a = (const uint8_t *)a + (size_t)k * as;
+    }
+}
+
 static void install_vnni(struct quant_kernels *k)
 {
     install_vnni256(k);
@@ -505,6 +590,7 @@ static void install_vnni(struct quant_kernels *k)
     k->dot[QT_MXFP4] = zs_mxfp4;
     k->packed[QT_Q4_K] = pk_q4_k_entry;
     k->packed[QT_Q8_0] = pk_q8_0_entry;
+    k->packed[QT_Q6_K] = pk_q6_k_entry;
     k->dot_prep[QT_Q8_0] = zp_q8_0_prep;
     k->dot_prep[QT_Q4_0] = zp_q4_0_prep;
     k->dot_prep[QT_Q5_0] = zp_q5_0_prep;

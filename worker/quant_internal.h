@@ -123,6 +123,15 @@ typedef void (*qdot_prep_fn)(int64_t n, const void *w, const uint8_t *aq, size_t
  * The +128 bias is removed with the activation block sums (aux below). */
 #define PQ8_SB 544
 #define PQ8_OFF_D 512
+/* Packed Q6_K: per super-block of 16 rows, PQ6K_SB bytes (no growth):
+ *   ql [2 h][2 c][8 k][16 r][4 b] = row r's ql[64h + 32c + 4k + b]        2048 B
+ *   qh [2 h][8 k][16 r][4 b]      = row r's qh[32h + 4k + b]               1024 B
+ *   sc [16 g][16 r] int8          = scale of 16-element group g            256 B
+ *   d  [16 r] fp16                                                           32 B */
+#define PQ6K_SB 3360
+#define PQ6K_OFF_QH 2048
+#define PQ6K_OFF_SC 3072
+#define PQ6K_OFF_D 3328
 /* One packed 16-row group × n_act activation rows (any count): out[t*16 + r].
  * aux (+ t*aux_stride bytes): per-token side data; for packed Q8_0, n/32 f32
  * block scales followed by n/32 int32 corrections −128·Σ(block quants). */
