@@ -39,7 +39,7 @@ for pre in qwen2 qwen35; do
     python3 tests/oracle/parity.py tok --cli "$CLI" --golden "$G" --vocab "$TMP/qwen3-$pre.gguf"
 done
 
-G=tests/golden/tok_llama-bpe.txt
+G=tests/golden/tok_llama3_bpe.txt
 if python3 tests/oracle/llama_bpe_vocab.py "$TMP/llama-bpe.gguf" 2>/dev/null; then
     check_vocab "$G" "$TMP/llama-bpe.gguf" && \
         python3 tests/oracle/parity.py tok --cli "$CLI" --golden "$G" --vocab "$TMP/llama-bpe.gguf"

@@ -345,7 +345,7 @@ def make_tok(c):
     v = os.path.join(c.tmp, "llama-bpe.gguf")
     subprocess.run([sys.executable, os.path.join(HERE, "llama_bpe_vocab.py"), v], check=True,
                    env=dict(os.environ, LLM170_SHARED=c.shared))
-    tok_golden(c, "tok_llama-bpe.txt", v, "Llama 3 vocabulary (128,000 tiktoken ranks + 256 specials), pre llama-bpe",
+    tok_golden(c, "tok_llama3_bpe.txt", v, "Llama 3 vocabulary (128,000 tiktoken ranks + 256 specials), pre llama-bpe",
                "python3 tests/oracle/llama_bpe_vocab.py V  (from ../shared/data/tokenizer/llama3-tiktoken)", cases)
 
 
