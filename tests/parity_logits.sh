@@ -17,7 +17,8 @@ EXTRA=""
 SHARED=$(find_shared) || SHARED=""
 PYNP=$(find_numpy_python) || PYNP=""
 [ -n "$SHARED" ] && export LLM170_SHARED=$SHARED
+LIVE=$(oracle_bin) || LIVE=""   # the fetched oracle, when this machine has it
 REQUANT=${LLM170_REQUANT:-${LLM170_BUILD:-$PWD/build}/tests/tools/requant}
-python3 tests/oracle/parity.py logits --cli "$CLI" --extra="$EXTRA" --shared "$SHARED" --pynp "$PYNP" \
+python3 tests/oracle/parity.py logits --live "$LIVE" --cli "$CLI" --extra="$EXTRA" --shared "$SHARED" --pynp "$PYNP" \
     --requant "$REQUANT" --golden tests/golden/logits/*.json tests/golden/quant/*.json
 exit 0

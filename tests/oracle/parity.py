@@ -60,9 +60,36 @@ def parse_id_list(out):
     return [int(x) for x in body.split(",")] if body else []
 
 
+def live_tok_cases(a, cases, n=24):
+    """New texts spliced from random byte ranges of the golden's texts (so they cross scripts,
+    specials and invalid UTF-8), with the ids the live oracle gives for them."""
+    import random
+    rnd = random.Random(170)
+    texts = [c[2] for c in cases if c[1] == "default" and c[2]]
+    out = []
+    for k in range(n):
+        parts = []
+        for _ in range(rnd.randrange(2, 5)):
+            t = rnd.choice(texts)
+            i = rnd.randrange(len(t))
+            parts.append(t[i:i + rnd.randrange(1, 40)])
+        text = b"".join(parts)
+        mode = ("default", "no_special", "no_bos")[k % 3]
+        fd, p = tempfile.mkstemp(prefix="llm170-live-")
+        os.write(fd, text)
+        os.close(fd)
+        r = subprocess.run([a.live, "tokenize", "--model", a.vocab, "--file", p] + MODE_FLAGS[mode], capture_output=True)
+        os.unlink(p)
+        if r.returncode == 0:
+            out.append(("live/%d" % k, mode, text, parse_id_list(r.stdout.decode())))
+    return out
+
+
 def cmd_tok(a):
     cases = read_tok_golden(a.golden[0])
     label = os.path.basename(a.golden[0])[:-4]
+    if a.live:
+        cases += live_tok_cases(a, cases)
     tmp = tempfile.mkdtemp(prefix="llm170-tok-")
 
     def one(k):
@@ -154,13 +181,45 @@ class Models:
         return path, None
 
 
-def check_logits(a, gpath, model):
+def live_golden(a, g, model, tmp):
+    """A golden made on the spot by the live oracle for a new prompt (other length, other ids):
+    (golden dict, logits) or None."""
+    import random
+    import zlib
+    rnd = random.Random(zlib.crc32(g["case"].encode()))
+    nv = g["n_vocab"]
+    n = rnd.randrange(8, 48)
+    prompt = [g["prompt"][0]] + [rnd.randrange(3, nv) for _ in range(n - 1)]
+    out = os.path.join(tmp, "live.f32")
+    r = subprocess.run([a.live, "logits", "--model", model, "--prompt-tokens", ",".join(map(str, prompt)), "--all",
+                        "--out", out, "--threads", "1", "--kv", "f32"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    with open(out, "rb") as f:
+        ref = struct.unpack("<%df" % (nv * n), f.read())
+    os.unlink(out)
+    am, t1, gap = [], [], []
+    for p in range(n):
+        row = ref[p * nv:(p + 1) * nv]
+        best = max(range(nv), key=lambda i: (row[i], -i))
+        am.append(best)
+        t1.append(row[best])
+        gap.append(row[best] - max(v for i, v in enumerate(row) if i != best))
+    lg = dict(g, case=g["case"] + " (live oracle, %d new tokens)" % n, prompt=prompt, n_tokens=n, argmax=am,
+              top1=t1, gap=gap)
+    return lg, ref
+
+
+def check_logits(a, gpath, model, live=None):
     g = json.load(open(gpath))
     d = os.path.dirname(os.path.abspath(gpath))
+    if live:
+        g, ref = live
+    else:
+        with open(os.path.join(d, g["logits"]), "rb") as f:
+            ref = struct.unpack("<%df" % (g["n_vocab"] * g["n_tokens"]), f.read())
     tag = "logits %s" % g["case"]
     nv, nt = g["n_vocab"], g["n_tokens"]
-    with open(os.path.join(d, g["logits"]), "rb") as f:
-        ref = struct.unpack("<%df" % (nv * nt), f.read())
     fd, out = tempfile.mkstemp(prefix="llm170-logits-", suffix=".f32")
     os.close(fd)
     try:
@@ -218,6 +277,12 @@ def cmd_logits(a):
                 print("%s - logits %s: %s" % (verdict, g["case"], why), flush=True)
                 continue
             check_logits(a, gpath, path)
+            if a.live:
+                lv = live_golden(a, g, path, tmp)
+                if lv is None:
+                    print("not ok - logits %s (live oracle): the oracle failed on this model" % g["case"])
+                else:
+                    check_logits(a, gpath, path, lv)
             sys.stdout.flush()
             if g["model"]["kind"] == "requant":
                 os.unlink(path)
@@ -311,6 +376,7 @@ def main():
     ap.add_argument("--extra", default="")
     ap.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1))
     ap.add_argument("--batched", action="store_true")
+    ap.add_argument("--live", default="", help="oracle program: also compare on new inputs it computes now")
     a = ap.parse_args()
     {"tok": cmd_tok, "logits": cmd_logits, "greedy": cmd_greedy}[a.what](a)
 
