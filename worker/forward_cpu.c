@@ -24,6 +24,10 @@ struct engine_ctx {
     struct tpool *tp;
     struct matmul_scratch ms;
     struct kv_cache kv;
+    /* weights repacked for the row-interleaved kernels (matmul_pack), found by their data pointer */
+    const void **pk_keys;     /* [pk_cap] open addressing, NULL = empty */
+    struct matmul_packed **pk_vals; /* [pk_cap] */
+    size_t pk_cap;
     float *f16tab;            /* [65536] f16 → f32, for the f16 cache */
 
     /* per-batch scratch, B = n_batch rows */
@@ -67,6 +71,10 @@ void engine_free(struct engine_ctx *c)
 {
     if (!c)
         return;
+    for (size_t i = 0; i < c->pk_cap; i++)
+        matmul_packed_free(c->pk_vals[i]);
+    free(c->pk_keys);
+    free(c->pk_vals);
     tpool_destroy(c->tp);
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
@@ -78,6 +86,71 @@ void engine_free(struct engine_ctx *c)
 }
 
 int engine_n_ctx(const struct engine_ctx *c) { return c->p.n_ctx; }
+
+static size_t pk_slot(const struct engine_ctx *c, const void *key)
+{
+    size_t h = ((uintptr_t)key >> 5) * 0x9E3779B97F4A7C15ull;
+    return h & (c->pk_cap - 1);
+}
+
+static const struct matmul_packed *pk_get(const struct engine_ctx *c, const void *key)
+{
+    if (!c->pk_cap)
+        return NULL;
+    for (size_t i = pk_slot(c, key);; i = (i + 1) & (c->pk_cap - 1)) {
+        if (c->pk_keys[i] == key)
+            return c->pk_vals[i];
+        if (!c->pk_keys[i])
+            return NULL;
+    }
+}
+
+/* Repack one matrix (once per data pointer); types without a packed form keep the file layout. */
+static void pk_add(struct engine_ctx *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out)
+{
+    if (!W || pk_get(c, W))
+        return;
+    struct matmul_packed *p = matmul_pack(t, W, n_in, n_out);
+    if (!p)
+        return;
+    size_t i = pk_slot(c, W);
+    while (c->pk_keys[i])
+        i = (i + 1) & (c->pk_cap - 1);
+    c->pk_keys[i] = W;
+    c->pk_vals[i] = p;
+}
+
+static void pk_add_wt(struct engine_ctx *c, const struct wt *w)
+{
+    if (!w->data)
+        return;
+    for (int64_t e = 0; e < w->ne[2]; e++) /* 3-D expert tensors: one matrix per expert */
+        pk_add(c, w->type, (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes, w->ne[0], w->ne[1]);
+}
+
+static int pack_weights(struct engine_ctx *c, struct err *e)
+{
+    const struct model *m = c->m;
+    size_t n = 1;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        n += 8 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
+    c->pk_cap = 16;
+    while (c->pk_cap < 2 * n)
+        c->pk_cap *= 2;
+    c->pk_keys = calloc(c->pk_cap, sizeof *c->pk_keys);
+    c->pk_vals = calloc(c->pk_cap, sizeof *c->pk_vals);
+    if (!c->pk_keys || !c->pk_vals)
+        return err_set(e, ERR_NOMEM, "engine: out of memory for the packed-weight table");
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct layer *ly = &m->layers[il];
+        const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
+                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            pk_add_wt(c, ws[i]);
+    }
+    pk_add_wt(c, &m->output);
+    return 0;
+}
 
 static void *alloc_f(size_t n, bool *ok)
 {
@@ -124,6 +197,13 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         return err_set(e, ERR_NOMEM, "engine: cannot start %d threads", p.n_threads);
     }
     c->p.n_threads = tpool_size(c->tp);
+    if (!p.no_pack) {
+        int prc = pack_weights(c, e);
+        if (prc) {
+            engine_free(c);
+            return prc;
+        }
+    }
 
     int nkvl = m->n_kv_layers;
     int *dk = calloc((size_t)nkvl + 1, sizeof(int));
@@ -197,9 +277,20 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
 
 /* ---- blocks ---- */
 
+/* Y = W·X for the matrix at W (a weight or an expert slice): the packed form when there is one. */
+static void mm_at(struct engine_ctx *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out, const float *X,
+                  int n, float *Y)
+{
+    const struct matmul_packed *pk = pk_get(c, W);
+    if (pk)
+        matmul_packed_run(c->tp, &c->ms, pk, X, n, Y);
+    else
+        matmul(c->tp, &c->ms, t, W, n_in, n_out, X, n, Y);
+}
+
 static void mm(struct engine_ctx *c, const struct wt *w, const float *X, int n, float *Y)
 {
-    matmul(c->tp, &c->ms, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
+    mm_at(c, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
 }
 
 /* Several weight products that could run at once (Q/K/V, gate/up). A single-token batch (decode)
@@ -240,9 +331,12 @@ static void mmg_task(void *ctx, int64_t i, int worker)
 
 static void mm_group(struct engine_ctx *c, int n_tok, const struct mm_item *it, int n)
 {
-    if (n_tok != 1 || n > 4) {
+    bool packed = false;
+    for (int k = 0; k < n; k++)
+        packed |= pk_get(c, it[k].W) != NULL;
+    if (n_tok != 1 || n > 4 || packed) {
         for (int k = 0; k < n; k++)
-            matmul(c->tp, &c->ms, it[k].w->type, it[k].W, it[k].n_in, it[k].n_out, it[k].X, n_tok, it[k].Y);
+            mm_at(c, it[k].w->type, it[k].W, it[k].n_in, it[k].n_out, it[k].X, n_tok, it[k].Y);
         return;
     }
     struct mmg_job j = { .it = it, .n = n };
@@ -525,7 +619,7 @@ static void ffn_moe(struct engine_ctx *c, const struct layer *ly, int n)
         };
         mm_group(c, cnt, it, 2);
         ops_swiglu(c->fg, c->fu, cnt * F);
-        matmul(c->tp, &c->ms, ly->down_exps.type, expert_slice(&ly->down_exps, ex), F, E, c->fg, cnt, c->a);
+        mm_at(c, ly->down_exps.type, expert_slice(&ly->down_exps, ex), F, E, c->fg, cnt, c->a);
         for (int r = 0; r < cnt; r++)
             memcpy(c->ey + (size_t)c->etok[r] * E, c->a + (size_t)r * E, sizeof(float) * (size_t)E);
     }
