@@ -166,7 +166,7 @@ int dconfig_finish(struct dconfig *c, struct err *e)
             break;
         }
     if (name) {
-        snprintf(c->model_name, sizeof c->model_name, "%s", name);
+        snprintf(c->model_name, sizeof c->model_name, "%.255s", name);
     } else {
         const char *b = strrchr(c->model, '/');
         b = b ? b + 1 : c->model;
