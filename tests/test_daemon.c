@@ -567,6 +567,120 @@ static void load_failure_exits(void)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad flag → exit 2");
 }
 
+static void config_file_and_flags(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char cfg[400];
+    snprintf(cfg, sizeof cfg, "%s/llm170.conf", tmpdir);
+    FILE *f = fopen(cfg, "w");
+    CHECK(f != NULL, "write %s", cfg);
+    if (!f)
+        return;
+    fprintf(f, "# test config\n[daemon]\nmodel = tiny\nslots = 3\nqueue = 7\nfuture_key = 1\n"
+               "[gateway]\nlisten = 127.0.0.1:1\n[models]\ntiny = %s\n", model);
+    fclose(f);
+    pid_t d = fork();
+    if (d == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (!getenv("TEST_VERBOSE"))
+            dup2(fd, 2);
+        execl(daemon_bin, daemon_bin, "--config", cfg, "--socket", sockurl, "--worker", fake, "--slots", "2",
+              (char *)NULL);
+        _exit(127);
+    }
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready from the config file");
+    if (c) {
+        struct proto_status st;
+        struct err e;
+        CHECK(pc_status(c, &st, &e) == 0, "status");
+        CHECK(st.n_models == 1 && !strcmp(st.models[0], "tiny"), "model named by [models]");
+        CHECK(st.n_workers == 1 && st.workers[0].slots == 2, "--slots overrides the file (%d)",
+              st.n_workers ? st.workers[0].slots : -1);
+        proto_status_free(&st);
+    }
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+    /* a missing explicit config file is an error */
+    pid_t p = fork();
+    if (p == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl(daemon_bin, daemon_bin, "--config", "/nonexistent/llm170.conf", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "missing config → exit 1");
+}
+
+static void two_workers_one_dies(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--devices", "cpu,cpu", NULL};
+    pid_t d = start_daemon(extra, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    struct proto_status st;
+    struct err e;
+    int64_t end = now_ms() + 5000;
+    int ready = 0;
+    pid_t victim = 0;
+    while (now_ms() < end && ready < 2) { /* both loaded */
+        pc_status(c, &st, &e);
+        ready = 0;
+        for (size_t i = 0; i < st.n_workers; i++)
+            ready += !strcmp(st.workers[i].state, "ready");
+        victim = st.n_workers ? st.workers[0].pid : 0;
+        proto_status_free(&st);
+        usleep(20000);
+    }
+    CHECK_EQ_INT(ready, 2);
+    kill(victim, SIGKILL);
+    /* requests keep working on the other worker while the first restarts */
+    int good = 0;
+    for (int i = 0; i < 10; i++) {
+        char text[128];
+        int errc = 0;
+        good += collect(c, 2, text, sizeof text, &errc) == PF_LENGTH;
+    }
+    CHECK(good >= 9, "%d/10 requests served while one worker restarts", good);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static void hung_worker_restarted(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char env[] = "FAKE_NO_PONG=1";
+    const char *envs[] = {env, NULL};
+    const char *extra[] = {"--ping-timeout-ms", "800", NULL};
+    pid_t d = start_daemon(extra, envs);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    int restarts = 0;
+    int64_t end = now_ms() + 6000;
+    while (c && now_ms() < end && restarts < 1) {
+        struct proto_status st;
+        struct err e;
+        if (pc_status(c, &st, &e) == 0) {
+            restarts = st.n_workers ? st.workers[0].restarts : 0;
+            proto_status_free(&st);
+        }
+        usleep(50000);
+    }
+    CHECK(restarts >= 1, "a worker that stops answering pings is killed and restarted (%d)", restarts);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
 int main(void)
 {
     const char *bin = getenv("LLM170_BIN"), *build = getenv("LLM170_BUILD");
@@ -592,6 +706,9 @@ int main(void)
     RUN(drain_on_sigterm);
     RUN(abandoned_stream_and_bad_input);
     RUN(load_failure_exits);
+    RUN(config_file_and_flags);
+    RUN(two_workers_one_dies);
+    RUN(hung_worker_restarted);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
