@@ -558,24 +558,27 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     gw_metrics_in_flight(&s->metrics, 1);
     live_add(s, g);
 
+    /* all choices count from the start, so an early finisher cannot end the request alone */
     int want = g->rq.n;
+    pthread_mutex_lock(&g->mu);
+    g->n = want;
+    g->refs += want; /* one per job, dropped at its final event */
+    pthread_mutex_unlock(&g->mu);
     for (int i = 0; i < want; i++) {
         struct gw_gen gen = g->rq.gen;
         if (i > 0 && (gen.set & GW_SEED))
             gen.seed += (uint32_t)i; /* distinct but reproducible choices */
         g->users[i] = (struct choice_user){g, i};
-        pthread_mutex_lock(&g->mu);
-        g->refs++; /* the job's */
-        g->n = i + 1;
-        pthread_mutex_unlock(&g->mu);
         struct gw_job *job = NULL;
         rc = s->be.submit(s->be.ctx, &gen, on_event, &g->users[i], &job, &e);
         pthread_mutex_lock(&g->mu);
         g->jobs[i] = job;
         if (rc) {
-            g->final[i] = true;
-            g->n_final++;
-            g->refs--;
+            /* this and the choices not yet submitted will never report */
+            for (int k = i; k < want; k++)
+                g->final[k] = true;
+            g->n_final += want - i;
+            g->refs -= want - i;
             if (!g->failed) {
                 g->failed = true;
                 g->err_code = rc;
