@@ -42,6 +42,10 @@ void gw_config_default(struct gw_config *c)
     c->max_connections = 4096;
 }
 
+/* A too-large body up to this size is read and dropped so the client can
+ * read the 413; beyond it the connection is answered and closed at once. */
+#define GW_DISCARD_MAX (1ull << 30)
+
 enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
 
 struct gen_req;
@@ -103,6 +107,7 @@ struct conn {
     char *body;
     size_t len, cap;
     bool too_large, responded;
+    unsigned long long declared; /* Content-Length of a too-large body */
     struct gen_req *gen;
 };
 
@@ -856,10 +861,21 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
                                  h ? "invalid API key" : "missing API key (send 'Authorization: Bearer <key>')", NULL);
         }
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
-            char m[200];
-            snprintf(m, sizeof m, "request body too large (%s bytes; the limit is %zu)", cl, s->cfg.max_body);
-            return respond_error(c, mc, 413, ERR_RANGE, m, NULL);
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared > s->cfg.max_body) {
+            /* A client waiting for "100 Continue" gets the 413 now and never
+             * sends the body. Any other client is already sending it: answer
+             * now and close, and its socket errors out before it reads the
+             * answer; so its body is read and dropped (as nginx's lingering
+             * close does), unless it is beyond all reason. */
+            const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+            if ((expect && strcasestr(expect, "100-continue")) || declared > GW_DISCARD_MAX) {
+                char m[200];
+                snprintf(m, sizeof m, "request body too large (%llu bytes; the limit is %zu)", declared, s->cfg.max_body);
+                return respond_error(c, mc, 413, ERR_RANGE, m, NULL);
+            }
+            c->too_large = true;
+            c->declared = declared;
         }
         return MHD_YES;
     }
@@ -893,7 +909,10 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
         return gen_progress(c, mc);
     if (c->too_large) {
         char m[200];
-        snprintf(m, sizeof m, "request body too large (the limit is %zu bytes)", s->cfg.max_body);
+        if (c->declared)
+            snprintf(m, sizeof m, "request body too large (%llu bytes; the limit is %zu)", c->declared, s->cfg.max_body);
+        else
+            snprintf(m, sizeof m, "request body too large (the limit is %zu bytes)", s->cfg.max_body);
         return respond_error(c, mc, 413, ERR_RANGE, m, NULL);
     }
     switch (c->route) {
