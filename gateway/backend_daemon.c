@@ -15,7 +15,9 @@
 
 #include "../proto/client.h"
 
-#define POLL_MS 100
+/* the longest a poll waits for a chunk; chunks end the wait at once, so this
+ * only bounds how late a cancel is noticed while a request is queued */
+#define POLL_MS 250
 
 struct daemon_backend {
     struct pc_client *pc;      /* generation and tokenization */

@@ -46,7 +46,7 @@ void gw_config_default(struct gw_config *c)
  * read the 413; beyond it the connection is answered and closed at once. */
 #define GW_DISCARD_MAX (1ull << 30)
 
-enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
+enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PREFLIGHT };
 
 struct gen_req;
 
@@ -87,6 +87,7 @@ struct gen_req {
     bool final[OAI_MAX_N];          /* job delivered its last event */
     struct choice_user users[OAI_MAX_N];
     struct oai_choice choices[OAI_MAX_N];
+    struct oai_think think[OAI_MAX_N]; /* streamed chat: reasoning split state */
     bool role_sent[OAI_MAX_N];
     int n_final;
     int32_t n_prompt, n_gen;
@@ -107,6 +108,7 @@ struct conn {
     char *body;
     size_t len, cap;
     bool too_large, responded;
+    double t_start;              /* when the request's headers arrived */
     unsigned long long declared; /* Content-Length of a too-large body */
     struct gen_req *gen;
 };
@@ -120,6 +122,12 @@ static double now_s(void)
 
 /* ---------------------------------------------------------------- responses */
 
+/* Browser front ends call the API cross-origin, as they do llama-server's. */
+static void common_headers(struct MHD_Response *r)
+{
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+}
+
 static enum MHD_Result respond(struct conn *c, struct MHD_Connection *mc, int status, const char *ctype, char *body,
                                size_t len)
 {
@@ -131,6 +139,7 @@ static enum MHD_Result respond(struct conn *c, struct MHD_Connection *mc, int st
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    common_headers(r);
     if (status == 401)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     c->responded = true;
@@ -211,6 +220,25 @@ static void sse_fail(struct gen_req *g, int rc)
     }
 }
 
+/* One streamed token (or, with flush, what the reasoning split still holds)
+ * as a chunk for choice i; caller holds g->mu. */
+static int stream_token(struct gen_req *g, int i, const struct gw_event *ev, bool flush)
+{
+    bool usage_null = g->rq.include_usage;
+    if (!g->rq.think)
+        return ev ? oai_sse_token(g->rq.kind, &g->meta, i, NULL, NULL, ev, g->rq.logprobs, g->rq.gen.logprobs,
+                                  usage_null, &g->out, &g->out_len)
+                  : 0;
+    struct oai_str rs = {0}, cs = {0};
+    int rc = oai_think_feed(&g->think[i], ev ? ev->text : NULL, flush, &rs, &cs);
+    if (!rc && (ev || rs.n || cs.n))
+        rc = oai_sse_token(g->rq.kind, &g->meta, i, cs.p ? cs.p : "", rs.p, ev, g->rq.logprobs, g->rq.gen.logprobs,
+                           usage_null, &g->out, &g->out_len);
+    free(rs.p);
+    free(cs.p);
+    return rc;
+}
+
 /* Backend event for choice u->idx (runs on a backend thread). */
 static void on_event(void *user, const struct gw_event *ev)
 {
@@ -240,8 +268,7 @@ static void on_event(void *user, const struct gw_event *ev)
                     g->role_sent[i] = true;
                 }
                 if (!rc)
-                    rc = oai_sse_token(g->rq.kind, &g->meta, i, ev, g->rq.logprobs, g->rq.gen.logprobs, usage_null,
-                                       &g->out, &g->out_len);
+                    rc = stream_token(g, i, ev, false);
                 sse_fail(g, rc);
             }
         } else if (oai_choice_add(g->rq.kind, &g->choices[i], ev, g->rq.logprobs)) {
@@ -265,6 +292,8 @@ static void on_event(void *user, const struct gw_event *ev)
                         g->role_sent[i] = true;
                     }
                     const char *fin = ev->finish && !strcmp(ev->finish, "length") ? "length" : "stop";
+                    if (!rc)
+                        rc = stream_token(g, i, NULL, true); /* text the reasoning split still held */
                     if (!rc)
                         rc = oai_sse_finish(g->rq.kind, &g->meta, i, fin, usage_null, &g->out, &g->out_len);
                     sse_fail(g, rc);
@@ -482,7 +511,7 @@ static enum MHD_Result gen_progress(struct conn *c, struct MHD_Connection *mc)
         return respond_error(c, mc, st, code, msg, NULL);
     }
     if (!g->rq.stream && g->n_final == g->n) {
-        char *body = oai_response_body(g->rq.kind, &g->meta, g->choices, g->n, g->n_prompt);
+        char *body = oai_response_body(g->rq.kind, &g->meta, g->choices, g->n, g->n_prompt, g->rq.think);
         pthread_mutex_unlock(&g->mu);
         return body ? respond(c, mc, 200, "application/json", body, strlen(body))
                     : respond_error(c, mc, 500, ERR_NOMEM, "out of memory", NULL);
@@ -499,6 +528,7 @@ static enum MHD_Result gen_progress(struct conn *c, struct MHD_Connection *mc)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        common_headers(r);
         c->responded = true;
         gw_metrics_request(&c->srv->metrics, c->endpoint, 200);
         enum MHD_Result ok = MHD_queue_response(mc, 200, r);
@@ -656,6 +686,7 @@ static enum MHD_Result handle_metrics(struct conn *c, struct MHD_Connection *mc)
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    common_headers(r);
     c->responded = true;
     enum MHD_Result ok = MHD_queue_response(mc, 200, r);
     MHD_destroy_response(r);
@@ -785,6 +816,21 @@ static enum MHD_Result handle_detokenize(struct conn *c, struct MHD_Connection *
     return respond_json(c, mc, 200, json_pack("{s:o}", "content", content));
 }
 
+static enum MHD_Result handle_preflight(struct conn *c, struct MHD_Connection *mc)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    common_headers(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, Content-Type");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "86400");
+    c->responded = true;
+    enum MHD_Result ok = MHD_queue_response(mc, MHD_HTTP_NO_CONTENT, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 /* ---------------------------------------------------------------- routing */
 
 static int route_of(const char *url, const char *method, const char **endpoint, bool *method_ok)
@@ -807,6 +853,10 @@ static int route_of(const char *url, const char *method, const char **endpoint, 
         if (strcmp(url, routes[i].path))
             continue;
         *endpoint = routes[i].endpoint;
+        if (!strcmp(method, "OPTIONS")) {
+            *method_ok = true;
+            return R_PREFLIGHT;
+        }
         bool head = !strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET");
         if (!strcmp(method, routes[i].method) || head) {
             *method_ok = true;
@@ -855,6 +905,9 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
             snprintf(m, sizeof m, "unknown route: %.16s %.200s", method, url);
             return respond_error(c, mc, 404, ERR_NOTFOUND, m, NULL);
         }
+        c->t_start = now_s();
+        if (c->route == R_PREFLIGHT)
+            return MHD_YES;
         if (c->route != R_HEALTH && !auth_ok(s, mc)) {
             const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
             return respond_error(c, mc, 401, ERR_INVALID,
@@ -886,6 +939,8 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
+        if (s->cfg.timeout_s && now_s() - c->t_start > s->cfg.timeout_s)
+            return MHD_NO; /* a body trickling in for longer than the timeout: drop the connection */
         if (c->too_large || c->len + n > s->cfg.max_body) {
             c->too_large = true; /* a chunked body that grew past the limit */
             return MHD_YES;
@@ -923,6 +978,7 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
     case R_METRICS: return handle_metrics(c, mc);
     case R_TOKENIZE: return handle_tokenize(c, mc);
     case R_DETOKENIZE: return handle_detokenize(c, mc);
+    case R_PREFLIGHT: return handle_preflight(c, mc);
     }
     return MHD_NO;
 }

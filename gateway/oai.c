@@ -467,6 +467,12 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
         if (strcmp(json_string_value(t), "text"))
             return bad(&P, "response_format", "'%s' of type '%s' is not supported (only 'text')", json_string_value(t));
     }
+    rq->think = kind == OAI_CHAT;
+    json_t *rfmt = field(&P, "reasoning_format");
+    if (rfmt && !json_is_string(rfmt))
+        return bad(&P, "reasoning_format", "'%s' must be a string", NULL);
+    if (rfmt && !strcmp(json_string_value(rfmt), "none"))
+        rq->think = false;
     json_t *user = field(&P, "user");
     if (user && !json_is_string(user))
         return bad(&P, "user", "'%s' must be a string", NULL);
@@ -488,6 +494,112 @@ void oai_request_free(struct oai_request *rq)
         free(rq->bias[i].text);
     free(rq->bias);
     memset(rq, 0, sizeof *rq);
+}
+
+/* ---------------------------------------------------------------- reasoning */
+
+int oai_str_put(struct oai_str *s, const char *p, size_t n)
+{
+    if (s->n + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 64;
+        while (cap < s->n + n + 1)
+            cap *= 2;
+        char *np = realloc(s->p, cap);
+        if (!np)
+            return ERR_NOMEM;
+        s->p = np;
+        s->cap = cap;
+    }
+    memcpy(s->p + s->n, p, n);
+    s->n += n;
+    s->p[s->n] = 0;
+    return 0;
+}
+
+/* Longest suffix of s[0..n) that is a proper prefix of tag. */
+static size_t partial_tag(const char *s, size_t n, const char *tag)
+{
+    size_t tl = strlen(tag);
+    for (size_t k = tl - 1 < n ? tl - 1 : n; k > 0; k--)
+        if (!memcmp(s + n - k, tag, k))
+            return k;
+    return 0;
+}
+
+static int put_content(struct oai_think *t, struct oai_str *content, const char *p, size_t n)
+{
+    if (t->strip_lead) {
+        while (n && (*p == '\n' || *p == ' ' || *p == '\r' || *p == '\t')) {
+            p++;
+            n--;
+        }
+        if (n)
+            t->strip_lead = false;
+    }
+    return n ? oai_str_put(content, p, n) : 0;
+}
+
+int oai_think_feed(struct oai_think *t, const char *text, bool flush, struct oai_str *reasoning, struct oai_str *content)
+{
+    static const char open_tag[] = "<think>", close_tag[] = "</think>";
+    struct oai_str buf = {0};
+    int rc = 0;
+    /* work on held bytes + the new text */
+    if (oai_str_put(&buf, t->hold, t->n_hold) || oai_str_put(&buf, text ? text : "", text ? strlen(text) : 0)) {
+        free(buf.p);
+        return ERR_NOMEM;
+    }
+    t->n_hold = 0;
+    const char *p = buf.p;
+    size_t n = buf.n;
+    if (t->state == 0) {
+        size_t k = n < sizeof open_tag - 1 ? n : sizeof open_tag - 1;
+        if (!memcmp(p, open_tag, k) && k < sizeof open_tag - 1 && !flush) {
+            memcpy(t->hold, p, n); /* still a possible "<think>" */
+            t->n_hold = n;
+            free(buf.p);
+            return 0;
+        }
+        if (n >= sizeof open_tag - 1 && !memcmp(p, open_tag, sizeof open_tag - 1)) {
+            t->state = 1;
+            p += sizeof open_tag - 1;
+            n -= sizeof open_tag - 1;
+            while (n && *p == '\n') { /* the newline after <think> is layout */
+                p++;
+                n--;
+            }
+        } else {
+            t->state = 2;
+        }
+    }
+    if (t->state == 1) {
+        const char *end = memmem(p, n, close_tag, sizeof close_tag - 1);
+        if (end) {
+            size_t rl = (size_t)(end - p);
+            while (rl && p[rl - 1] == '\n')
+                rl--;
+            rc = rl ? oai_str_put(reasoning, p, rl) : 0;
+            n -= (size_t)(end - p) + sizeof close_tag - 1;
+            p = end + sizeof close_tag - 1;
+            t->state = 2;
+            t->strip_lead = true;
+        } else {
+            size_t keep = flush ? 0 : partial_tag(p, n, close_tag);
+            /* trailing newlines may precede </think>: hold them too */
+            while (!flush && keep < n && keep < sizeof t->hold - 1 && p[n - keep - 1] == '\n')
+                keep++;
+            if (keep >= sizeof t->hold)
+                keep = sizeof t->hold - 1;
+            rc = oai_str_put(reasoning, p, n - keep);
+            memcpy(t->hold, p + n - keep, keep);
+            t->n_hold = keep;
+            n = 0;
+        }
+    }
+    if (!rc && t->state == 2 && n)
+        rc = put_content(t, content, p, n);
+    free(buf.p);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- responses */
@@ -607,7 +719,8 @@ static json_t *usage_obj(int32_t p, int32_t g)
     return json_pack("{s:i, s:i, s:i}", "prompt_tokens", p, "completion_tokens", g, "total_tokens", p + g);
 }
 
-char *oai_response_body(int kind, const struct oai_meta *m, struct oai_choice *choices, int n, int32_t n_prompt)
+char *oai_response_body(int kind, const struct oai_meta *m, struct oai_choice *choices, int n, int32_t n_prompt,
+                        bool think)
 {
     json_t *arr = json_array();
     int32_t gen = 0;
@@ -616,11 +729,26 @@ char *oai_response_body(int kind, const struct oai_meta *m, struct oai_choice *c
         json_t *text = safe_string(c->text ? c->text : "");
         json_t *lp = c->logprobs ? (kind == OAI_CHAT ? json_pack("{s:O}", "content", c->logprobs) : json_incref(c->logprobs))
                                  : json_null();
-        json_t *ch = kind == OAI_CHAT
-                         ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant",
-                                     "content", text, "logprobs", lp, "finish_reason", c->finish ? c->finish : "stop")
-                         : json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
-                                     c->finish ? c->finish : "stop");
+        json_t *ch;
+        if (kind == OAI_CHAT) {
+            json_t *msg = json_pack("{s:s}", "role", "assistant");
+            struct oai_think t = {0};
+            struct oai_str rs = {0}, cs = {0};
+            if (think && !oai_think_feed(&t, c->text ? c->text : "", true, &rs, &cs)) {
+                json_decref(text);
+                text = safe_string(cs.p ? cs.p : "");
+                if (rs.n)
+                    json_object_set_new(msg, "reasoning_content", safe_string(rs.p));
+            }
+            free(rs.p);
+            free(cs.p);
+            json_object_set_new(msg, "content", text);
+            ch = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp, "finish_reason",
+                           c->finish ? c->finish : "stop");
+        } else {
+            ch = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
+                           c->finish ? c->finish : "stop");
+        }
         json_array_append_new(arr, ch);
         gen += c->n_gen;
     }
@@ -676,27 +804,36 @@ int oai_sse_role(int kind, const struct oai_meta *m, int index, bool usage_null,
     return sse_append(chunk_obj(kind, m, ch, usage_null), buf, len);
 }
 
-int oai_sse_token(int kind, const struct oai_meta *m, int index, const struct gw_event *ev, bool logprobs, int n_top,
-                  bool usage_null, char **buf, size_t *len)
+int oai_sse_token(int kind, const struct oai_meta *m, int index, const char *content, const char *reasoning,
+                  const struct gw_event *ev, bool logprobs, int n_top, bool usage_null, char **buf, size_t *len)
 {
-    bool has_text = ev->text && *ev->text;
-    if (!has_text && !(logprobs && ev->token >= 0))
+    if (!content)
+        content = ev && ev->text ? ev->text : "";
+    bool with_lp = ev && logprobs && ev->token >= 0;
+    if (!*content && !(reasoning && *reasoning) && !with_lp)
         return 0; /* nothing to tell the client yet (text held back) */
     json_t *lp = json_null();
-    if (logprobs && ev->token >= 0) {
+    if (with_lp) {
+        json_decref(lp);
         if (kind == OAI_CHAT) {
             lp = json_pack("{s:[o]}", "content", oai_logprob_entry(ev, n_top));
         } else {
-            json_decref(lp);
             lp = completion_logprobs_new();
             completion_logprobs_add(lp, ev, 0, n_top);
         }
     }
-    json_t *ch = kind == OAI_CHAT
-                     ? json_pack("{s:i, s:{s:o}, s:o, s:n}", "index", index, "delta", "content",
-                                 safe_string(ev->text), "logprobs", lp, "finish_reason")
-                     : json_pack("{s:i, s:o, s:o, s:n}", "index", index, "text", safe_string(ev->text), "logprobs", lp,
-                                 "finish_reason");
+    json_t *ch;
+    if (kind == OAI_CHAT) {
+        json_t *delta = json_object();
+        if (reasoning && *reasoning)
+            json_object_set_new(delta, "reasoning_content", safe_string(reasoning));
+        if (*content || !(reasoning && *reasoning))
+            json_object_set_new(delta, "content", safe_string(content));
+        ch = json_pack("{s:i, s:o, s:o, s:n}", "index", index, "delta", delta, "logprobs", lp, "finish_reason");
+    } else {
+        ch = json_pack("{s:i, s:o, s:o, s:n}", "index", index, "text", safe_string(content), "logprobs", lp,
+                       "finish_reason");
+    }
     return sse_append(chunk_obj(kind, m, ch, usage_null), buf, len);
 }
 

@@ -29,6 +29,7 @@ struct oai_request {
     int n;                        /* choices */
     bool stream, include_usage;
     bool logprobs;                /* report logprobs (gen.logprobs >= 0) */
+    bool think;                   /* chat: split a leading <think>…</think> into reasoning_content */
     char *stop[OAI_MAX_STOP];
     struct gw_bias *bias;
 };
@@ -39,6 +40,26 @@ struct oai_request {
 int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *param, size_t param_cap,
                       struct err *e);
 void oai_request_free(struct oai_request *rq);
+
+/* A growable string. */
+struct oai_str {
+    char *p;
+    size_t n, cap;
+};
+int oai_str_put(struct oai_str *s, const char *p, size_t n);
+
+/* Reasoning split for chat (llama-server's default reasoning format): text
+ * the model writes between a leading "<think>" and "</think>" is returned as
+ * `reasoning_content`, the rest as `content` (whitespace right after
+ * </think> dropped). Fed delta by delta for streams: a possible prefix of a
+ * tag is held back until it resolves; flush at the end. */
+struct oai_think {
+    int state;          /* 0 undecided, 1 inside <think>, 2 content */
+    bool strip_lead;    /* drop whitespace right after </think> */
+    char hold[16];      /* withheld bytes: a possible prefix of <think> / </think> */
+    size_t n_hold;
+};
+int oai_think_feed(struct oai_think *t, const char *text, bool flush, struct oai_str *reasoning, struct oai_str *content);
 
 /* {"error":{"message","type","code","param"}} as a malloc'ed string. */
 char *oai_error_body(int http_status, int err_code, const char *msg, const char *param);
@@ -66,12 +87,14 @@ struct oai_meta {
 };
 
 /* The whole non-streaming response. */
-char *oai_response_body(int kind, const struct oai_meta *m, struct oai_choice *choices, int n, int32_t n_prompt);
+char *oai_response_body(int kind, const struct oai_meta *m, struct oai_choice *choices, int n, int32_t n_prompt,
+                        bool think);
 
 /* SSE events (each "data: {…}\n\n"), appended to *buf (malloc'ed, grown). */
 int oai_sse_role(int kind, const struct oai_meta *m, int index, bool usage_null, char **buf, size_t *len);
-int oai_sse_token(int kind, const struct oai_meta *m, int index, const struct gw_event *ev, bool logprobs,
-                  int n_top, bool usage_null, char **buf, size_t *len);
+/* content / reasoning: the chat delta's parts (NULL content = ev->text) */
+int oai_sse_token(int kind, const struct oai_meta *m, int index, const char *content, const char *reasoning,
+                  const struct gw_event *ev, bool logprobs, int n_top, bool usage_null, char **buf, size_t *len);
 int oai_sse_finish(int kind, const struct oai_meta *m, int index, const char *finish, bool usage_null, char **buf,
                    size_t *len);
 int oai_sse_usage(int kind, const struct oai_meta *m, int32_t n_prompt, int32_t n_gen, char **buf, size_t *len);

@@ -545,7 +545,13 @@ static void api_keys(void)
     r = http(port_key, "GET", "/v1/models", NULL, NULL);
     CHECK(r.status == 401, "models without key: %d", r.status);
     resp_free(&r);
+    r = http(port_key, "OPTIONS", "/v1/chat/completions", "Access-Control-Request-Method: POST\r\n", NULL);
+    CHECK(r.status == 204 && strcasestr(r.headers, "Access-Control-Allow-Origin: *") &&
+              strcasestr(r.headers, "Access-Control-Allow-Headers: Authorization"),
+          "CORS preflight (no key needed): %d %s", r.status, r.headers);
+    resp_free(&r);
     r = http(port_key, "GET", "/health", NULL, NULL); /* load balancers probe without keys */
+    CHECK(strcasestr(r.headers, "Access-Control-Allow-Origin: *") != NULL, "CORS header: %s", r.headers);
     CHECK(r.status == 200, "health without key: %d", r.status);
     resp_free(&r);
 }
@@ -650,6 +656,49 @@ static void metrics_text(void)
     resp_free(&r);
 }
 
+static void think_split(const char *const *pieces, const char *want_r, const char *want_c)
+{
+    struct oai_think t = {0};
+    struct oai_str r = {0}, c = {0};
+    for (int i = 0; pieces[i]; i++)
+        oai_think_feed(&t, pieces[i], false, &r, &c);
+    oai_think_feed(&t, NULL, true, &r, &c);
+    CHECK(!strcmp(r.p ? r.p : "", want_r), "reasoning '%s' want '%s'", r.p ? r.p : "", want_r);
+    CHECK(!strcmp(c.p ? c.p : "", want_c), "content '%s' want '%s'", c.p ? c.p : "", want_c);
+    free(r.p);
+    free(c.p);
+}
+
+static void reasoning_content(void)
+{
+    /* tags split across deltas, newlines around them are layout */
+    const char *a[] = {"<th", "ink>\nI reason", "ed.\n</th", "ink>\n\nAnswer", " here", NULL};
+    think_split(a, "I reasoned.", "Answer here");
+    const char *b[] = {"<think>", "\n\n</think>\n\n", "Hi", NULL}; /* thinking disabled: empty block */
+    think_split(b, "", "Hi");
+    const char *c[] = {"Hello <think>x</think>", NULL}; /* not at the start: plain content */
+    think_split(c, "", "Hello <think>x</think>");
+    const char *d[] = {"<think>\ncut off by max_tokens", NULL};
+    think_split(d, "cut off by max_tokens", "");
+    const char *e[] = {"<", "b>bold", NULL};
+    think_split(e, "", "<b>bold");
+    /* the non-streamed chat message carries reasoning_content */
+    struct oai_choice ch = {0};
+    struct gw_event ev = {.kind = GW_EV_TOKEN, .token = 1, .text = "<think>\nwhy\n</think>\n\nbecause"};
+    oai_choice_add(OAI_CHAT, &ch, &ev, false);
+    struct gw_event done = {.kind = GW_EV_DONE, .finish = "stop", .n_gen = 1};
+    oai_choice_add(OAI_CHAT, &ch, &done, false);
+    struct oai_meta m = {"chatcmpl-x", 1, "m"};
+    char *body = oai_response_body(OAI_CHAT, &m, &ch, 1, 3, true);
+    CHECK(body && strstr(body, "\"reasoning_content\":\"why\"") && strstr(body, "\"content\":\"because\""), "body %s",
+          body ? body : "(null)");
+    free(body);
+    body = oai_response_body(OAI_CHAT, &m, &ch, 1, 3, false); /* reasoning_format: none */
+    CHECK(body && !strstr(body, "reasoning_content") && strstr(body, "<think>"), "body %s", body ? body : "(null)");
+    free(body);
+    oai_choice_free(&ch);
+}
+
 static void parse_unit(void)
 {
     /* precedence n_predict > max_completion_tokens > max_tokens; chat logprobs default 20 alternatives */
@@ -701,6 +750,7 @@ int main(void)
     }
     port_key = gw_server_port(srv_key);
     RUN(parse_unit);
+    RUN(reasoning_content);
     RUN(health_and_models);
     RUN(chat_non_stream);
     RUN(chat_stream);
