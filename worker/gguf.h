@@ -33,8 +33,9 @@ struct gguf_kv {
     enum gguf_vtype type;     /* value type; GGUF_ARRAY for arrays */
     enum gguf_vtype arr_type; /* element type when type == GGUF_ARRAY */
     uint64_t arr_n;           /* element count when type == GGUF_ARRAY */
-    const uint8_t *val;       /* payload in the mapping (scalar, string, or first array element) */
+    const uint8_t *val;       /* payload in the mapping (scalar, string's u64 length, or first array element) */
     uint64_t file_off;        /* offset of the key in its file, for messages */
+    const struct gguf_str *arr_strs; /* [arr_n] elements when arr_type == GGUF_STRING, else NULL */
 };
 
 #define GGUF_MAX_DIMS 4

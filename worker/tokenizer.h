@@ -44,6 +44,10 @@ int tok_encode(const struct tok_vocab *v, const char *text, size_t len, bool add
  * again with more room). Control tokens give "" unless `special`. */
 size_t tok_piece(const struct tok_vocab *v, int32_t id, bool special, char *buf, size_t cap);
 
+/* Longest piece of any token (a safe `cap` for tok_piece / tok_stream_push
+ * is this plus 8). */
+size_t tok_piece_max(const struct tok_vocab *v);
+
 /* llama_detokenize(ids, remove_special = false, unparse_special): malloc'ed,
  * NUL-terminated text; *len gets its length. NULL on allocation failure. */
 char *tok_detokenize(const struct tok_vocab *v, const int32_t *ids, size_t n, bool special, size_t *len);
@@ -53,7 +57,10 @@ char *tok_detokenize(const struct tok_vocab *v, const int32_t *ids, size_t n, bo
 struct tok_stream {
     char pending[8]; /* an incomplete UTF-8 sequence carried to the next token */
     int n_pending;
-    bool first;      /* no token emitted yet (SPM strips the leading space of the first piece) */
+    bool first;      /* strip the leading space of the next piece when the vocab has
+                      * add_space_prefix, as tok_detokenize does for its first token.
+                      * tok_stream_init leaves it false: llama-server streams generated
+                      * pieces verbatim; set it to decode a sequence from its start. */
 };
 void tok_stream_init(struct tok_stream *s);
 /* Append the text of `id` to out (cap bytes); returns bytes written. */
