@@ -99,6 +99,13 @@ int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i);
 float gguf_arr_f32(const struct gguf_kv *kv, uint64_t i);
 struct gguf_str gguf_arr_str(const struct gguf_kv *kv, uint64_t i);
 
+/* Array-valued key, checked: want = GGUF_STRING (a string array), an integer
+ * type (any integer or bool elements), or GGUF_FLOAT32 / GGUF_FLOAT64 (any
+ * numeric elements). ERR_NOTFOUND when absent, ERR_FORMAT when the key is
+ * not such an array. */
+int gguf_get_arr(const struct gguf *g, const char *key, enum gguf_vtype want, const struct gguf_kv **out,
+                 struct err *e);
+
 /* Per-layer hyperparameter: scalar, or array of length n (value i). */
 int gguf_get_layer_i64(const struct gguf *g, const char *key, uint32_t layer, int64_t *out, struct err *e);
 

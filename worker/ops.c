@@ -3,6 +3,8 @@
 #include "ops.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/fp16.h"
@@ -173,8 +175,8 @@ static float dot_f16(const float *a, const uint16_t *b, int n, const float *tab)
 
 #define ATTN_MAX_HD 1024
 
-void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
-              float scale, const float *f16tab, float *out, float *scratch)
+void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
+                  float scale, const float *f16tab, float *out, float *scratch)
 {
     float qr[ATTN_MAX_HD]; /* q rounded to f16 (f16 cache) */
     for (int h = 0; h < n_q; h++) {
@@ -212,4 +214,26 @@ void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, siz
             }
         }
     }
+}
+
+/* SIMD dispatch: chosen once (read-only afterwards); LLM170_SIMD=scalar forces the reference. */
+typedef void (*attn_fn)(const float *, int, int, const void *, const void *, size_t, int, float, const float *,
+                        float *, float *);
+static attn_fn g_attn = ops_attn_ref;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void ops_dispatch_init(void)
+{
+    __builtin_cpu_init();
+    const char *cap = getenv("LLM170_SIMD");
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+        !(cap && !strcmp(cap, "scalar")))
+        g_attn = ops_attn_avx2;
+}
+
+void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
+              float scale, const float *f16tab, float *out, float *scratch)
+{
+    pthread_once(&g_once, ops_dispatch_init);
+    g_attn(q, n_q, hd, K, V, stride, n_kv, scale, f16tab, out, scratch);
 }

@@ -49,5 +49,10 @@ void ops_f16_table_init(float *tab);
  * probabilities to f16 for V·p, as llama.cpp's CPU does without flash attention. */
 void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
               float scale, const float *f16tab, float *out, float *scratch);
+/* The reference and the AVX2/FMA/F16C variant ops_attn dispatches to. */
+void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
+                  float scale, const float *f16tab, float *out, float *scratch);
+void ops_attn_avx2(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
+                   float scale, const float *f16tab, float *out, float *scratch);
 
 #endif

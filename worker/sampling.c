@@ -709,13 +709,13 @@ static int type_from_name(const char *s, size_t n)
     return -1;
 }
 
-int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *e)
+static int parse_sequence(struct smp_params *p, const char *text, const char *seps, struct err *e)
 {
     enum smp_type out[SMP_MAX_SAMPLERS];
     int32_t n = 0;
     const char *s = text;
     while (*s) {
-        size_t len = strcspn(s, ";, ");
+        size_t len = strcspn(s, seps);
         if (len > 0) {
             int t = type_from_name(s, len);
             if (t == -2)
@@ -739,6 +739,13 @@ int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *
     memcpy(p->samplers, out, (size_t)n * sizeof out[0]);
     p->n_samplers = n;
     return 0;
+}
+
+int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *e)
+{
+    if (!p || !text)
+        return err_set(e, ERR_INVALID, "smp_params_set_sequence: NULL argument");
+    return parse_sequence(p, text, ";, ", e);
 }
 
 int smp_params_apply_model_value(struct smp_params *p, const char *name, const char *text,
