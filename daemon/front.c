@@ -327,12 +327,11 @@ static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         if (proto_chunk_copy(&rep->chunks[i], &s->q[i], &e))
             break;
         rep->n_chunks++;
-        if (s->q[i].finish) {
-            rep->done = true;
-            if (!s->t_done_ms)
-                s->t_done_ms = d_now_ms();
-        }
+        if (s->q[i].finish && !s->t_done_ms)
+            s->t_done_ms = d_now_ms();
     }
+    /* done: the stream ended and this reply holds everything it still had */
+    rep->done = s->state == S_DONE && rep->n_chunks == s->n;
     pthread_mutex_unlock(&d->mu);
 }
 

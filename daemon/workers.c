@@ -61,6 +61,8 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
     struct stream *s = m->id ? stream_find(d, m->id) : NULL;
     switch (m->type) {
     case PT_READY:
+        if (w->state == W_STOPPING || w->state == W_STOPPED)
+            break; /* loaded just as we stop it */
         w->state = W_READY;
         w->ever_ready = true;
         w->t_ready_ms = w->t_pong_ms = d_now_ms();
