@@ -121,7 +121,8 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
         d_log("worker %d (%s): unexpected '%s' message ignored", w->idx, w->device, proto_type_name(m->type));
         break;
     }
-    pthread_cond_broadcast(&d->cv);
+    if (s)
+        pthread_cond_broadcast(&s->cv);
 }
 
 struct rx_arg {
