@@ -112,8 +112,9 @@ static int apply(struct gw_config *cfg, char *daemon_url, size_t url_cap, const 
     return 0;
 }
 
-/* INI/TOML-ish: `key = value` lines, [sections]; keys at the top level or in
- * [gateway] apply; other sections belong to other programs. */
+/* INI/TOML-ish: `key = value` lines, [sections]. The [gateway] section is
+ * ours; before any section the keys are llm170d's, of which only `socket`
+ * (the daemon's address) concerns us; other sections belong to other programs. */
 static int load_config(const char *path, bool must_exist, struct gw_config *cfg, char *url, size_t url_cap)
 {
     FILE *f = fopen(path, "r");
@@ -157,7 +158,9 @@ static int load_config(const char *path, bool must_exist, struct gw_config *cfg,
         snprintf(val, sizeof val, "%s", eq + 1);
         trim(key);
         trim(val);
-        if (section[0] && strcmp(section, "gateway"))
+        bool ours = !strcmp(section, "gateway") || !strcmp(section, "llm170-gateway") ||
+                    (!section[0] && !strcmp(key, "socket"));
+        if (!ours)
             continue;
         char where[600];
         snprintf(where, sizeof where, "%s:%d", path, ln);
