@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../proto/client.h"
@@ -249,6 +250,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "llm170-gateway: %s\n", e.msg);
         daemon_backend_close(&be);
         return 1;
+    }
+    /* every open connection is a descriptor: let the connection limit be reachable */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
