@@ -24,7 +24,7 @@ static char *render(const char *tmpl, const char *vars_json, int *rc, struct err
     char *out = NULL;
     *rc = jinja_parse(&t, tmpl, strlen(tmpl), e);
     if (!*rc) {
-        struct jinja_opts o = {.now = PINNED_NOW};
+        struct jinja_opts o = {.now = PINNED_NOW, .max_steps = 100000};
         *rc = jinja_render(t, vars, &o, &out, NULL, e);
     }
     jinja_free(t);
@@ -191,6 +191,8 @@ static void errors(void)
     memcpy(deep + k, " }}", 4);
     EXPECT_FAIL(deep, NULL, ERR_UNSUPPORTED, "nested too deeply");
     EXPECT_FAIL("{{ 'ab' * 100000000000 }}", NULL, ERR_RANGE, "too large");
+    EXPECT_FAIL("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", NULL, ERR_RANGE,
+                "runs too long");
 }
 
 /* ------------------------------------------------------------ chat templates */
@@ -482,6 +484,58 @@ static void message_checks(void)
     json_decref(m);
 }
 
+/* Random templates from template-ish fragments: every one either renders or
+ * fails with a message — no crash, no hang (run under `make asan`). */
+static void fuzz_no_crash(void)
+{
+    static const char *const frag[] = {
+        "{{", "}}", "{%", "%}", "{#", "#}", "{%-", "-%}", "{{-", "-}}", " if ", " elif ", " else ", " endif ",
+        " for ", " in ", " endfor ", " set ", " macro ", " endmacro ", " x ", " m ", " messages ", " loop.index ",
+        "(", ")", "[", "]", "{", "}", ",", ":", ".", "|", " trim ", " tojson ", " length ", " is ", " not ",
+        " defined ", " string ", " and ", " or ", "~", "+", "-", "*", "/", "//", "%", "**", "==", "<", "'a'",
+        "\"b\"", "'", "\"", "1", "2.5", " none ", " true ", "namespace(", "range(", "raise_exception(",
+        ".split(", ".strip(", "::-1", " items() ", "ns.k", " = ", "text\n", "  ", "\\", "é", " break ",
+    };
+    unsigned long long seed = 0x9e3779b97f4a7c15ull;
+    json_t *vars = json_loads("{\"x\": \"str\", \"m\": [1, {\"a\": [2]}], \"messages\": "
+                              "[{\"role\": \"user\", \"content\": \"hi\"}]}", 0, NULL);
+    int ok = 0, failed = 0;
+    for (int t = 0; t < 4000; t++) {
+        char src[1024];
+        size_t n = 0;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int parts = 1 + (int)((seed >> 33) % 24);
+        for (int k = 0; k < parts; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            const char *f = frag[(seed >> 33) % (sizeof frag / sizeof frag[0])];
+            size_t l = strlen(f);
+            if (n + l + 1 >= sizeof src)
+                break;
+            memcpy(src + n, f, l);
+            n += l;
+        }
+        src[n] = 0;
+        struct jinja_tmpl *tp = NULL;
+        struct err e;
+        char *out = NULL;
+        int rc = jinja_parse(&tp, src, n, &e);
+        if (!rc) {
+            struct jinja_opts o = {.now = PINNED_NOW, .max_output = 1 << 16, .max_steps = 10000};
+            rc = jinja_render(tp, vars, &o, &out, NULL, &e);
+        }
+        if (rc) {
+            failed++;
+            CHECK(e.msg[0] != 0 && e.code == rc, "template '%s' failed without a message", src);
+        } else {
+            ok++;
+        }
+        free(out);
+        jinja_free(tp);
+    }
+    json_decref(vars);
+    CHECK(ok > 50 && failed > 50, "fuzz mix: %d rendered, %d failed", ok, failed);
+}
+
 int main(void)
 {
     RUN(arithmetic_and_literals);
@@ -498,5 +552,6 @@ int main(void)
     RUN(chatml_default);
     RUN(phi3_from_gguf);
     RUN(message_checks);
+    RUN(fuzz_no_crash);
     CHECK_EXIT();
 }
