@@ -390,6 +390,49 @@ static void llama3_formats(void)
                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* Constructs of other well-known template families, written for this test:
+ * role alternation checks, a role renamed through a loop-scoped set, a
+ * namespace flag across turns, reasoning stripped with split('</think>'). */
+static void other_template_idioms(void)
+{
+    const char *alternate =
+        "{{ bos_token }}{% for message in messages %}"
+        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% if message['role'] == 'assistant' %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+        "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}";
+    expect_chat(alternate,
+                "[{\"role\":\"user\",\"content\":\" Hi \"},{\"role\":\"assistant\",\"content\":\"Yo\"},"
+                "{\"role\":\"user\",\"content\":\"Q\"}]",
+                NULL, NULL, false, "<bos>",
+                "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
+                "<start_of_turn>user\nQ<end_of_turn>\n<start_of_turn>model\n");
+    json_t *m = json_loads("[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]", 0, NULL);
+    char *out = NULL;
+    struct err e;
+    int rc = chat_render(alternate, m, NULL, true, "<bos>", NULL, NULL, &out, &e);
+    CHECK(rc == ERR_INVALID && strstr(e.msg, "Conversation roles must alternate"), "rc %d '%s'", rc, e.msg);
+    free(out);
+    json_decref(m);
+
+    const char *deepseek_like =
+        "{% set ns = namespace(is_first=true, system='') %}"
+        "{% for message in messages %}{% if message['role'] == 'system' %}{% set ns.system = message['content'] %}"
+        "{% endif %}{% endfor %}{{ bos_token }}{{ ns.system }}"
+        "{% for message in messages %}"
+        "{% if message['role'] == 'user' %}{{ '<|User|>' + message['content'] }}{% set ns.is_first = false %}"
+        "{% elif message['role'] == 'assistant' %}{% set content = message['content'] %}"
+        "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
+        "{{ '<|Assistant|>' + content + '<|end|>' }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt and not ns.is_first %}{{ '<|Assistant|><think>\\n' }}{% endif %}";
+    expect_chat(deepseek_like,
+                "[{\"role\":\"system\",\"content\":\"S.\"},{\"role\":\"user\",\"content\":\"1+1?\"},"
+                "{\"role\":\"assistant\",\"content\":\"<think>add</think>2\"},{\"role\":\"user\",\"content\":\"2+2?\"}]",
+                NULL, NULL, true, "<BOS>",
+                "S.<|User|>1+1?<|Assistant|>2<|end|><|User|>2+2?<|Assistant|><think>\n");
+}
+
 static void chatml_default(void)
 {
     /* §7.1: llama.cpp's chatml fallback, used when a GGUF has no template */
@@ -550,6 +593,7 @@ int main(void)
     RUN(qwen3_tools);
     RUN(llama3_formats);
     RUN(chatml_default);
+    RUN(other_template_idioms);
     RUN(phi3_from_gguf);
     RUN(message_checks);
     RUN(fuzz_no_crash);
