@@ -23,7 +23,8 @@ static const char usage[] =
     "  POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize\n"
     "  GET  /v1/models, /health (200 when a worker is ready, else 503), /metrics (Prometheus)\n"
     "\n"
-    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6)\n"
+    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6,\n"
+    "                       :8080 for every interface)\n"
     "  --daemon URL         llm170d's socket (default $LLM170_SOCKET, else\n"
     "                       ipc://$XDG_RUNTIME_DIR/llm170/llm170d.sock, else ipc:///run/llm170/llm170d.sock)\n"
     "  --api-key KEY        require 'Authorization: Bearer KEY' (also api_key in the config, $LLM170_API_KEY)\n"
@@ -56,7 +57,7 @@ static void trim(char *s)
 static int parse_listen(const char *v, struct gw_config *cfg)
 {
     const char *colon = strrchr(v, ':');
-    if (!colon || colon == v || !colon[1])
+    if (!colon || !colon[1])
         return -1;
     char *end;
     long port = strtol(colon + 1, &end, 10);
@@ -64,6 +65,8 @@ static int parse_listen(const char *v, struct gw_config *cfg)
         return -1;
     memcpy(cfg->host, v, (size_t)(colon - v));
     cfg->host[colon - v] = 0;
+    if (!cfg->host[0]) /* ":8080": every interface */
+        snprintf(cfg->host, sizeof cfg->host, "0.0.0.0");
     cfg->port = (int)port;
     return 0;
 }
