@@ -95,6 +95,10 @@ struct jctx {
     int loop_ctl;      /* 1 = break, 2 = continue pending */
     time_t now;
     size_t max_output;
+    long long steps;     /* loop iterations and macro calls so far … */
+    long long max_steps; /* … bounded: a template is data from a model file, and
+                          * nested loops over huge ranges must end in an error,
+                          * not hang a worker */
 };
 
 /* Set an error (first one wins) and return NULL, for value-returning code. */

@@ -251,6 +251,18 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
 {
     struct daemon_backend *b = ctx;
     *out = NULL;
+    /* what the wire cannot carry yet is refused, not silently dropped */
+    if (g->tools && json_array_size(g->tools))
+        return err_set(e, ERR_UNSUPPORTED, "'tools' are not supported yet (llm170d's protocol does not carry them)");
+    if (g->template_vars && json_object_size(g->template_vars))
+        return err_set(e, ERR_UNSUPPORTED,
+                       "'chat_template_kwargs' are not supported yet (llm170d's protocol does not carry them)");
+    for (size_t i = 0; g->messages && i < json_array_size(g->messages); i++) {
+        json_t *tc = json_object_get(json_array_get(g->messages, i), "tool_calls");
+        if (json_is_array(tc) && json_array_size(tc))
+            return err_set(e, ERR_UNSUPPORTED,
+                           "messages[%zu].tool_calls are not supported yet (llm170d's protocol does not carry them)", i);
+    }
     struct gw_job *j = calloc(1, sizeof *j);
     if (!j)
         return err_set(e, ERR_NOMEM, "out of memory");
@@ -270,8 +282,7 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
         j->n_tokens = g->n_tokens;
     }
     if (g->messages) {
-        /* the wire carries role + text content (tool calls, tools and
-         * template variables do not travel yet) */
+        /* the wire carries role + text content */
         size_t n = json_array_size(g->messages);
         oom |= !(j->msgs = calloc(n ? n : 1, sizeof *j->msgs));
         for (size_t i = 0; j->msgs && i < n; i++) {

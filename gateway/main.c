@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../proto/client.h"
@@ -22,7 +23,8 @@ static const char usage[] =
     "  POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize\n"
     "  GET  /v1/models, /health (200 when a worker is ready, else 503), /metrics (Prometheus)\n"
     "\n"
-    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6)\n"
+    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6,\n"
+    "                       :8080 for every interface)\n"
     "  --daemon URL         llm170d's socket (default $LLM170_SOCKET, else\n"
     "                       ipc://$XDG_RUNTIME_DIR/llm170/llm170d.sock, else ipc:///run/llm170/llm170d.sock)\n"
     "  --api-key KEY        require 'Authorization: Bearer KEY' (also api_key in the config, $LLM170_API_KEY)\n"
@@ -55,7 +57,7 @@ static void trim(char *s)
 static int parse_listen(const char *v, struct gw_config *cfg)
 {
     const char *colon = strrchr(v, ':');
-    if (!colon || colon == v || !colon[1])
+    if (!colon || !colon[1])
         return -1;
     char *end;
     long port = strtol(colon + 1, &end, 10);
@@ -63,6 +65,8 @@ static int parse_listen(const char *v, struct gw_config *cfg)
         return -1;
     memcpy(cfg->host, v, (size_t)(colon - v));
     cfg->host[colon - v] = 0;
+    if (!cfg->host[0]) /* ":8080": every interface */
+        snprintf(cfg->host, sizeof cfg->host, "0.0.0.0");
     cfg->port = (int)port;
     return 0;
 }
@@ -112,8 +116,9 @@ static int apply(struct gw_config *cfg, char *daemon_url, size_t url_cap, const 
     return 0;
 }
 
-/* INI/TOML-ish: `key = value` lines, [sections]; keys at the top level or in
- * [gateway] apply; other sections belong to other programs. */
+/* INI/TOML-ish: `key = value` lines, [sections]. The [gateway] section is
+ * ours; before any section the keys are llm170d's, of which only `socket`
+ * (the daemon's address) concerns us; other sections belong to other programs. */
 static int load_config(const char *path, bool must_exist, struct gw_config *cfg, char *url, size_t url_cap)
 {
     FILE *f = fopen(path, "r");
@@ -157,7 +162,9 @@ static int load_config(const char *path, bool must_exist, struct gw_config *cfg,
         snprintf(val, sizeof val, "%s", eq + 1);
         trim(key);
         trim(val);
-        if (section[0] && strcmp(section, "gateway"))
+        bool ours = !strcmp(section, "gateway") || !strcmp(section, "llm170-gateway") ||
+                    (!section[0] && !strcmp(key, "socket"));
+        if (!ours)
             continue;
         char where[600];
         snprintf(where, sizeof where, "%s:%d", path, ln);
@@ -246,6 +253,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "llm170-gateway: %s\n", e.msg);
         daemon_backend_close(&be);
         return 1;
+    }
+    /* every open connection is a descriptor: let the connection limit be reachable */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;

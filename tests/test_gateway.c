@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -732,6 +733,11 @@ static void parse_unit(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    struct rlimit rl; /* both ends of the idle connections live in this process */
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     struct gw_config cfg;
     gw_config_default(&cfg);
     cfg.port = 0;

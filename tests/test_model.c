@@ -167,10 +167,10 @@ static void test_attn_simd(void)
         SKIP("no AVX2/FMA/F16C");
     static float tab[65536];
     ops_f16_table_init(tab);
-    const int hds[] = { 8, 64, 128, 20 };
-    for (int hi = 0; hi < 4; hi++) {
+    const int hds[] = { 8, 64, 128, 20, 16, 32 };
+    for (int hi = 0; hi < 6; hi++) {
         const int hd = hds[hi], nq = 3, nkv = 37, stride = hd * 2;
-        float q[3 * 128], kf[37 * 256], vf[37 * 256], o1[3 * 128], o2[3 * 128], sc[64];
+        float q[3 * 128], kf[37 * 256], vf[37 * 256], o1[3 * 128], o2[3 * 128], sc[3 * 64];
         uint16_t kh[37 * 256], vh[37 * 256];
         unsigned st = 12345u + (unsigned)hi;
         for (int i = 0; i < nq * hd; i++)
@@ -189,7 +189,70 @@ static void test_attn_simd(void)
         ops_attn_avx2(q, nq, hd, kh, vh, (size_t)stride, nkv, 0.3f, tab, o2, sc);
         r = rel_l2(o2, o1, (size_t)(nq * hd));
         CHECK(r < 1e-6, "f16 hd %d: rel %.3g", hd, r);
+        /* several queries with their own causal lengths (a block of consecutive tokens), 1–7 queries */
+        for (int m = 1; m <= 7; m += 3) {
+            const float *qs[8];
+            float *outs[8], om[8][128];
+            float sc2[8 * 64];
+            int nk[8];
+            for (int jq = 0; jq < m; jq++) {
+                qs[jq] = q + (size_t)(jq % nq) * hd;
+                outs[jq] = om[jq];
+                nk[jq] = nkv - 2 * jq;
+            }
+            for (int f = 0; f < 2; f++) {
+                ops_attn_multi_avx2(m, qs, outs, nk, hd, f ? (const void *)kh : kf, f ? (const void *)vh : vf,
+                                    (size_t)stride, 0.3f, f ? tab : NULL, sc2);
+                for (int jq = 0; jq < m; jq++) {
+                    ops_attn_ref(qs[jq], 1, hd, f ? (const void *)kh : kf, f ? (const void *)vh : vf, (size_t)stride,
+                                 nk[jq], 0.3f, f ? tab : NULL, o1, sc);
+                    r = rel_l2(om[jq], o1, (size_t)hd);
+                    CHECK(r < 1e-6, "multi m %d q %d hd %d f16 %d: rel %.3g", m, jq, hd, f, r);
+                }
+            }
+        }
     }
+}
+
+/* SIMD softmax / SwiGLU against the references, extremes included. */
+static void test_softmax_swiglu_simd(void)
+{
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        SKIP("no AVX2/FMA/F16C");
+    float a[203], b[203], src[203], g1[203], g2[203], u[203];
+    unsigned st = 777;
+    for (int i = 0; i < 203; i++) {
+        a[i] = b[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 60 - 30;
+        g1[i] = g2[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 40 - 20;
+        u[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 2 - 1;
+    }
+    a[5] = b[5] = -INFINITY;
+    a[17] = b[17] = -1000.0f;
+    memcpy(src, a, sizeof src);
+    g1[3] = g2[3] = -120.0f;
+    g1[4] = g2[4] = 120.0f;
+    g1[9] = g2[9] = 0.0f;
+    for (int n = 1; n <= 203; n += 101) {
+        memcpy(a, src, sizeof a);
+        memcpy(b, src, sizeof b);
+        ops_softmax_ref(a, n);
+        ops_softmax_avx2(b, n);
+        double worst = 0;
+        for (int i = 0; i < n; i++) {
+            double d = fabs((double)a[i] - (double)b[i]) / (fabs((double)a[i]) + 1e-30);
+            if (a[i] > 1e-30f && d > worst)
+                worst = d;
+            CHECK(isfinite(b[i]) && b[i] >= 0, "softmax lane %d = %g", i, (double)b[i]);
+        }
+        CHECK(worst < 2e-6, "softmax n %d: worst rel %.3g", n, worst);
+    }
+    CHECK(b[5] == 0.0f && b[17] == 0.0f, "masked lanes %g %g", (double)b[5], (double)b[17]);
+    ops_swiglu_ref(g1, u, 203);
+    ops_swiglu_avx2(g2, u, 203);
+    for (int i = 0; i < 203; i++)
+        CHECK(fabs((double)g1[i] - (double)g2[i]) <= 2e-6 * (fabs((double)g1[i]) + 1e-6), "swiglu %d: %g vs %g", i,
+              (double)g2[i], (double)g1[i]);
 }
 
 /* ---------------------------------------------------------------- stories260K */
@@ -913,6 +976,7 @@ int main(void)
     RUN(test_rope_vectors);
     RUN(test_small_ops);
     RUN(test_attn_simd);
+    RUN(test_softmax_swiglu_simd);
     RUN(test_stories_golden_f32);
     RUN(test_stories_golden_f16);
     RUN(test_stories_invariants);

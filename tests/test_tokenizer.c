@@ -4,7 +4,8 @@
  * the vocab GGUFs in ../shared/data/tokenizer, the stress corpus ids produced
  * by llama.cpp 80fb11a (tokenizer/stress/expected-*.json), the stories260K
  * vectors, llama.cpp goldens in tests/golden/tok_llamacpp_*.txt (EOG sets,
- * every piece, ids and llama_detokenize; see tok_llamacpp_README.md there),
+ * every piece, ids and llama_detokenize, and its Unicode category table;
+ * see tok_llamacpp_README.md there),
  * and the worked examples of shared/spec/tokenizers.md. The qwen2
  * and llama-bpe vocab GGUFs are not stored (> 4 MiB); they are rebuilt here
  * from the upstream tokenizer files as stress/README.md describes (set
@@ -855,6 +856,40 @@ static void unicode_categories(void)
     CHECK(tok_cpt_flags(0x200D) & TOK_CF_OTHER, "ZWJ is a format char");
 }
 
+/* Every codepoint's category against llama.cpp's own table (run-length
+ * golden, tests/golden/tok_llamacpp_unicode.txt). */
+static void unicode_table_matches_llamacpp(void)
+{
+    FILE *f = fopen("tests/golden/tok_llamacpp_unicode.txt", "r");
+    if (!f)
+        SKIP("tests/golden/tok_llamacpp_unicode.txt absent");
+    char line[128];
+    unsigned starts[4096], masks[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < 4096) {
+        unsigned cp, m;
+        if (line[0] != '#' && sscanf(line, "%x %u", &cp, &m) == 2) {
+            starts[n] = cp;
+            masks[n++] = m;
+        }
+    }
+    fclose(f);
+    CHECK(n > 1000 && starts[0] == 0, "golden has %d runs", n);
+    long bad = 0;
+    int r = 0;
+    for (uint32_t cp = 0; cp <= 0x110000 && n; cp++) {
+        while (r + 1 < n && starts[r + 1] <= cp)
+            r++;
+        unsigned want = masks[r], got = tok_cpt_flags(cp);
+        unsigned m = (got & TOK_CF_WS ? 1u : 0) | (got & TOK_CF_L ? 2u : 0) | (got & TOK_CF_N ? 4u : 0) |
+                     (got & TOK_CF_M ? 8u : 0) | (got & TOK_CF_P ? 16u : 0) | (got & TOK_CF_S ? 32u : 0) |
+                     (got & TOK_CF_OTHER ? 64u : 0);
+        if (m != want && bad++ < 5)
+            printf("#   U+%04X: ours %u, llama.cpp %u\n", cp, m, want);
+    }
+    CHECK(bad == 0, "%ld codepoints differ from llama.cpp's table", bad);
+}
+
 static void utf8_invalid_input(void)
 {
     /* spec §2.2: each offending byte -> U+FFFD; overlong and surrogates decode */
@@ -1424,6 +1459,7 @@ int main(void)
 {
     RUN(byte_level_alphabet);
     RUN(unicode_categories);
+    RUN(unicode_table_matches_llamacpp);
     RUN(utf8_invalid_input);
     RUN(regex_engine);
     RUN(pretokenizer_spec_examples);

@@ -567,7 +567,9 @@ int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e)
         }
     }
 
-    /* special-token cache: longest text first */
+    /* special-token cache: longest text first. llama.cpp uses std::sort, so
+     * its order among equal lengths is unspecified; ours is by id. It only
+     * matters when two equal-length special texts overlap in the input. */
     v->special = malloc((size_t)n * sizeof *v->special);
     if (!v->special)
         goto oom;

@@ -226,12 +226,18 @@ await tcase('logprobs', async () => {
 
 await tcase('logit_bias', async () => {
   if (FAKE) return 'skip:needs the real model';
-  // ban the greedy first token: the first generated token must change
-  const tok = await raw('/tokenize', { body: JSON.stringify({ content: greedyCompletion, add_special: false }) });
-  assert(tok.status === 200 && tok.json.tokens.length > 0, 'tokenize: ' + tok.text);
-  const first = tok.json.tokens[0];
+  // ban the greedy first token (its id: the token after the prompt's in the whole text)
+  const t1 = await raw('/tokenize', { body: JSON.stringify({ content: PROMPT }) });
+  const t2 = await raw('/tokenize', { body: JSON.stringify({ content: PROMPT + greedyCompletion }) });
+  assert(t1.status === 200 && t2.status === 200, 'tokenize: ' + t1.text + ' ' + t2.text);
+  const first = t2.json.tokens[t1.json.tokens.length];
+  assert(Number.isInteger(first), 'no first token');
   const r = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0, logit_bias: { [first]: -100 } });
-  assert(!greedyCompletion.startsWith(r.choices[0].text), `banned token still first: ${JSON.stringify(r.choices[0].text)}`);
+  assert(!greedyCompletion.startsWith(r.choices[0].text), `banned token ${first} still first: ${JSON.stringify(r.choices[0].text)}`);
+  // the array form with a text key bans the same way (the text is tokenized)
+  const piece = await raw('/detokenize', { body: JSON.stringify({ tokens: [first] }) });
+  const r2 = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 3, temperature: 0, logit_bias: [[piece.json.content, false]] });
+  assert(!greedyCompletion.startsWith(r2.choices[0].text), `banned text ${JSON.stringify(piece.json.content)} still first`);
 });
 
 await tcase('tokenize_detokenize', async () => {

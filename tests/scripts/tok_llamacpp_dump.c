@@ -3,7 +3,7 @@
  * the EOG set, a hash of every token's piece (special off and on), the ids
  * of each input (add_special+parse_special, then parse_special only) and
  * llama_detokenize of the first id list with remove_special/unparse_special
- * off and on. Built and run by tok_llamacpp_goldens.sh against the llama.cpp
+ * off and on. With --unicode: the category table of every codepoint. Built and run by tok_llamacpp_goldens.sh against the llama.cpp
  * CPU libraries of npm node-llama-cpp 3.21.1 (llama.cpp 80fb11a) and the
  * oracle's hand-written API declarations (tests/oracle/llama_api.h); it is a
  * test-data generator, never part of the build. */
@@ -12,6 +12,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* llama.cpp's unicode_cpt_flags_from_cpt (C++; its 2-byte flag struct comes back in a register) */
+uint16_t unicode_cpt_flags_raw(uint32_t cp) __asm__("_Z26unicode_cpt_flags_from_cptj");
+
+/* Category runs: "<first codepoint hex> <mask>" whenever the mask changes, mask bits as
+ * test_tokenizer reads them: 1 whitespace, 2 letter, 4 number, 8 mark, 16 punctuation,
+ * 32 symbol, 64 other (undefined, separator or control). */
+static int dump_unicode(void)
+{
+    printf("# llama.cpp 80fb11a (npm node-llama-cpp 3.21.1) unicode_cpt_flags_from_cpt, written by "
+           "tests/scripts/tok_llamacpp_goldens.sh\n");
+    int prev = -1;
+    for (uint32_t cp = 0; cp <= 0x110000; cp++) {
+        unsigned f = unicode_cpt_flags_raw(cp), m = 0;
+        if (f & 0x100) m |= 1;
+        if (f & 0x004) m |= 2;
+        if (f & 0x002) m |= 4;
+        if (f & 0x010) m |= 8;
+        if (f & 0x020) m |= 16;
+        if (f & 0x040) m |= 32;
+        if (f & 0x089) m |= 64;
+        if ((int)m != prev)
+            printf("%06X %u\n", cp, m);
+        prev = (int)m;
+    }
+    return 0;
+}
 
 int32_t llama_detokenize(const struct llama_vocab *vocab, const llama_token *tokens, int32_t n_tokens, char *text,
                          int32_t text_len_max, bool remove_special, bool unparse_special);
@@ -43,8 +70,10 @@ static int hexs(char *out, const char *s, int n)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--unicode"))
+        return dump_unicode();
     if (argc < 5) {
-        fprintf(stderr, "usage: tok_llamacpp_dump CPU_BACKEND.so NAME VOCAB.gguf INPUT...\n");
+        fprintf(stderr, "usage: tok_llamacpp_dump CPU_BACKEND.so NAME VOCAB.gguf INPUT... | --unicode\n");
         return 2;
     }
     llama_log_set(quiet, NULL);

@@ -25,6 +25,7 @@ one() { # name gguf
 for v in llama-spm phi-3 gpt-2 deepseek-coder deepseek-llm falcon mpt refact starcoder gpt-neox baichuan; do
     one "$v" "$T/ggml-vocab-$v.gguf"
 done
+"$TMP/dump" --unicode > "$OUT/tok_llamacpp_unicode.txt" && echo "wrote $OUT/tok_llamacpp_unicode.txt"
 one stories260K "$SHARED/models/stories260K.gguf"
 one qwen2 "$TMP/qwen2-vocab.gguf"
 one llama-bpe "$TMP/llama-bpe-vocab.gguf"
