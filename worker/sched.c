@@ -480,7 +480,8 @@ static void sample_slot(struct sched *s, int si, const float *logits)
         return;
     }
     r->pending = tok;
-    if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_past + 1 >= s->n_ctx)
+    /* the pending token goes to position n_past: it must exist for one more step */
+    if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_past >= s->n_ctx)
         finish_slot(s, si, SCHED_LENGTH, 0, NULL);
 }
 
