@@ -795,6 +795,36 @@ static void stress_many_streams(void)
     CHECK_EQ_INT(stop_daemon(d), 0);
 }
 
+/* A worker that keeps crashing is restarted with growing delays, not in a hot loop. */
+static void crash_loop_backs_off(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char env[] = "FAKE_CRASH_MS=50";
+    const char *envs[] = {env, NULL};
+    pid_t d = start_daemon(NULL, envs);
+    struct pc_client *c = NULL;
+    struct err e;
+    int64_t t0 = now_ms();
+    while (now_ms() - t0 < 3000) {
+        if (!c && pc_open(&c, sockurl, 1000, 0, &e))
+            c = NULL;
+        usleep(100000);
+    }
+    int restarts = -1;
+    if (c) {
+        struct proto_status st;
+        if (pc_status(c, &st, &e) == 0) {
+            restarts = st.n_workers ? st.workers[0].restarts : -1;
+            proto_status_free(&st);
+        }
+    }
+    printf("# crashing worker: %d restarts in 3 s (back-off 0.25, 0.5, 1, 2 s …)\n", restarts);
+    CHECK(restarts >= 2 && restarts <= 5, "restarts %d", restarts);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
 int main(void)
 {
     const char *bin = getenv("LLM170_BIN"), *build = getenv("LLM170_BUILD");
@@ -824,6 +854,7 @@ int main(void)
     RUN(two_workers_one_dies);
     RUN(hung_worker_restarted);
     RUN(stress_many_streams);
+    RUN(crash_loop_backs_off);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
