@@ -1080,6 +1080,22 @@ int gw_server_port(const struct gw_server *s)
     return i ? i->port : s->cfg.port;
 }
 
+int gw_server_drain(struct gw_server *s, unsigned timeout_s, volatile int *abort)
+{
+    MHD_socket ls = MHD_quiesce_daemon(s->mhd);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls); /* new clients are refused at once instead of queueing */
+    double end = now_s() + timeout_s;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int live = s->n_live;
+        pthread_mutex_unlock(&s->mu);
+        if (!live || now_s() >= end || (abort && *abort))
+            return live;
+        usleep(20000);
+    }
+}
+
 void gw_server_stop(struct gw_server *s)
 {
     if (!s)

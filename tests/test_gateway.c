@@ -700,6 +700,51 @@ static void reasoning_content(void)
     oai_choice_free(&ch);
 }
 
+struct drain_client {
+    int port;
+    struct resp r;
+};
+static void *drain_client_main(void *arg)
+{
+    struct drain_client *d = arg;
+    d->r = http(d->port, "POST", "/v1/completions", NULL, "{\"prompt\":\"SLOW\",\"max_tokens\":10}");
+    return NULL;
+}
+
+/* SIGTERM path: stop accepting, let the request in flight finish, then stop */
+static void drain_lets_requests_finish(void)
+{
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    cfg.port = 0;
+    cfg.threads = 1;
+    struct gw_server *s;
+    struct err e;
+    if (gw_server_start(&s, &cfg, &fake, &e))
+        SKIP("cannot start a server");
+    struct drain_client d = {.port = gw_server_port(s)};
+    pthread_t th;
+    pthread_create(&th, NULL, drain_client_main, &d);
+    for (int i = 0; i < 200; i++) { /* wait until it is in flight */
+        pthread_mutex_lock(&s->mu);
+        int live = s->n_live;
+        pthread_mutex_unlock(&s->mu);
+        if (live)
+            break;
+        usleep(5000);
+    }
+    int left = gw_server_drain(s, 10, NULL);
+    CHECK(left == 0, "%d requests still running after the drain", left);
+    int fd = dial(d.port);
+    CHECK(fd < 0, "a new connection was accepted while draining");
+    if (fd >= 0)
+        close(fd);
+    pthread_join(th, NULL);
+    CHECK(d.r.status == 200 && strstr(d.r.body, "w9 "), "request in flight: %d %s", d.r.status, d.r.body);
+    resp_free(&d.r);
+    gw_server_stop(s);
+}
+
 static void parse_unit(void)
 {
     /* precedence n_predict > max_completion_tokens > max_tokens; chat logprobs default 20 alternatives */
@@ -771,6 +816,7 @@ int main(void)
     RUN(idle_connections);
     RUN(tokenize_endpoints);
     RUN(metrics_text);
+    RUN(drain_lets_requests_finish);
     gw_server_stop(srv_key);
     gw_server_stop(srv_open);
     CHECK_EXIT();
