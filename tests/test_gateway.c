@@ -700,6 +700,55 @@ static void reasoning_content(void)
     oai_choice_free(&ch);
 }
 
+/* Requests with every known field set to values of random types: each one
+ * parses or fails with ERR_INVALID and a message naming a field (run under
+ * `make asan`). */
+static void parse_fuzz(void)
+{
+    static const char *const keys[] = {
+        "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p",
+        "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
+        "seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "n_probs", "logit_bias",
+        "ignore_eos", "user", "tools", "chat_template_kwargs", "response_format", "reasoning_format",
+    };
+    static const char *const vals[] = {
+        "null", "true", "false", "0", "-1", "1", "7", "99999999999", "-3.5", "0.5", "1e300", "\"\"", "\"x\"",
+        "\"none\"", "[]", "{}", "[1,2]", "[\"a\",\"\"]", "[[1,2]]", "[[\"ab\",false]]", "{\"5\":-1}",
+        "{\"include_usage\":true}", "{\"type\":\"text\"}", "[{\"role\":\"user\",\"content\":\"hi\"}]",
+        "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]", "[{\"role\":1}]",
+        "[[1],[2]]", "[-5]", "{\"a\":{\"b\":[]}}",
+    };
+    unsigned long long seed = 42;
+    int ok = 0, bad = 0;
+    for (int t = 0; t < 3000; t++) {
+        json_t *o = json_pack("{s:s, s:[{s:s, s:s}]}", "prompt", "x", "messages", "role", "user", "content", "hi");
+        int fields = 1 + t % 3;
+        for (int k = 0; k < fields; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            const char *key = keys[(seed >> 33) % (sizeof keys / sizeof keys[0])];
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            json_object_set_new(o, key, json_loads(vals[(seed >> 33) % (sizeof vals / sizeof vals[0])], JSON_DECODE_ANY, NULL));
+        }
+        for (int kind = OAI_CHAT; kind <= OAI_COMPLETION; kind++) {
+            struct oai_request rq;
+            char param[64];
+            struct err e;
+            err_clear(&e);
+            int rc = oai_parse_request(kind, o, &rq, param, sizeof param, &e);
+            if (rc) {
+                bad++;
+                CHECK(rc == ERR_INVALID && e.msg[0], "rc %d msg '%s'", rc, e.msg);
+            } else {
+                ok++;
+                CHECK(rq.n >= 1 && rq.n <= OAI_MAX_N && rq.gen.n_stop <= OAI_MAX_STOP, "bounds");
+            }
+            oai_request_free(&rq);
+        }
+        json_decref(o);
+    }
+    CHECK(ok > 20 && bad > 20, "fuzz mix: %d parsed, %d refused", ok, bad);
+}
+
 struct drain_client {
     int port;
     struct resp r;
@@ -802,6 +851,7 @@ int main(void)
     port_key = gw_server_port(srv_key);
     RUN(parse_unit);
     RUN(reasoning_content);
+    RUN(parse_fuzz);
     RUN(health_and_models);
     RUN(chat_non_stream);
     RUN(chat_stream);
