@@ -260,7 +260,9 @@ static void on_event(void *user, const struct gw_event *ev)
             g->got_first = true;
             g->t_last = t;
         }
-        if (g->rq.stream) {
+        if (g->closed) {
+            /* nobody to tell: the job is being canceled */
+        } else if (g->rq.stream) {
             if (!g->out_done && !g->failed) {
                 int rc = 0;
                 if (!g->role_sent[i]) {
