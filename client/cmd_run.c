@@ -191,6 +191,8 @@ static char *read_stdin(void)
         n += k;
         text[n] = 0;
     }
+    while (text && n && (text[n - 1] == '\n' || text[n - 1] == '\r')) /* `echo … |` adds one */
+        text[--n] = 0;
     return text;
 }
 

@@ -28,7 +28,7 @@ static void usage(FILE *f)
                "  --slots N      requests decoded together (default 4)\n"
                "  --backend B    cpu (default), hip or vulkan (GPU --gpu N, default 0)\n"
                "  --api-key K    require 'Authorization: Bearer K' on the HTTP API\n"
-               "  --socket URL   daemon socket (default: a private one for this run)\n");
+               "  --socket URL   daemon socket (default: $LLM170_SOCKET, else a private one for this run)\n");
 }
 
 /* Directory of this executable, for its sibling programs. */
@@ -135,8 +135,11 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     char sock[600], listen[300], dbin[1100], gbin[1100];
+    const char *env_sock = getenv("LLM170_SOCKET");
     if (url) {
         snprintf(sock, sizeof sock, "%s", url);
+    } else if (env_sock && *env_sock) { /* where `llm170 ps/run` in this environment look */
+        snprintf(sock, sizeof sock, "%s", env_sock);
     } else {
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         if (xdg && *xdg)

@@ -33,7 +33,7 @@ void dconfig_defaults(struct dconfig *c)
     c->ping_ms = 1000;
     c->ping_timeout_ms = 10000;
     c->load_timeout_s = 600;
-    c->n_client_threads = 32;
+    c->n_client_threads = 64;
     c->stream_idle_ms = PC_STREAM_IDLE_MS;
 }
 

@@ -1,7 +1,7 @@
 /* daemon.h — llm170d's shared state: configuration, the worker table and the
- * open streams. One mutex (d->mu) guards everything below it; d->cv is
- * broadcast whenever a worker or a stream changes so waiting client threads
- * re-check what they wait for. */
+ * open streams. One mutex (d->mu) guards everything below it; each stream
+ * has its own condition variable (with d->mu), signaled when it changes, so a
+ * token wakes only the client thread polling that stream. */
 #ifndef LLM170_DAEMON_H
 #define LLM170_DAEMON_H
 
@@ -83,6 +83,7 @@ struct stream {
     int state;              /* enum sstate */
     int worker;             /* index */
     int waiters;            /* client threads blocked on it: never freed while > 0 */
+    pthread_cond_t cv;      /* signaled on every change (chunk, accept, failure) */
     bool canceled;          /* its client canceled it: nobody waits for the rest */
     struct proto_chunk *q;  /* [n] chunks held, q[0] has index base */
     size_t n, cap;
@@ -97,7 +98,7 @@ struct stream {
 struct daemon {
     struct dconfig cfg;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_condattr_t cv_attr; /* CLOCK_MONOTONIC, for the streams' condition variables */
     struct worker w[D_MAX_WORKERS];
     int n_workers;
     struct stream *streams;

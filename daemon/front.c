@@ -45,6 +45,7 @@ static struct stream *stream_new(struct daemon *d, int kind, int worker)
     s->worker = worker;
     s->t_poll_ms = d_now_ms();
     proto_msg_init(&s->reply, PT_NONE);
+    pthread_cond_init(&s->cv, &d->cv_attr);
     s->next = d->streams;
     d->streams = s;
     return s;
@@ -61,11 +62,13 @@ static void stream_free(struct daemon *d, struct stream *s)
         proto_chunk_free(&s->q[i]);
     free(s->q);
     proto_msg_free(&s->reply);
+    pthread_cond_destroy(&s->cv);
     free(s);
 }
 
 void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
 {
+    (void)d; /* the caller holds d->mu */
     if (s->state == S_DONE) {
         proto_chunk_free(c);
         return;
@@ -86,7 +89,7 @@ void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
     if (s->q[s->n].finish)
         s->state = S_DONE;
     s->n++;
-    pthread_cond_broadcast(&d->cv);
+    pthread_cond_broadcast(&s->cv);
 }
 
 void stream_fail(struct daemon *d, struct stream *s, int errc, const char *msg)
@@ -97,7 +100,7 @@ void stream_fail(struct daemon *d, struct stream *s, int errc, const char *msg)
         s->errc = errc;
         snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
         s->state = S_DONE;
-        pthread_cond_broadcast(&d->cv);
+        pthread_cond_broadcast(&s->cv);
         return;
     }
     struct proto_chunk c = {.token = -1, .text = strdup(""), .finish = PF_ERROR, .errc = errc,
@@ -114,12 +117,12 @@ void streams_fail_worker(struct daemon *d, int idx, int errc, const char *msg)
             proto_error(&s->reply, s->id, PE_UNAVAILABLE, NULL);
             s->reply.message = strdup(msg);
             s->state = S_DONE;
+            pthread_cond_broadcast(&s->cv);
         } else {
             /* not yet accepted: it never ran, so the client may simply retry */
             stream_fail(d, s, s->state == S_PENDING ? PE_UNAVAILABLE : errc, msg);
         }
     }
-    pthread_cond_broadcast(&d->cv);
 }
 
 /* Streams still running, or finished with chunks a client is still
@@ -174,8 +177,8 @@ void streams_tick(struct daemon *d)
         send_cancel(d, cancel_w[i], cancel_id[i]);
 }
 
-/* Wait on d->cv until `until` (ms, monotonic clock). mu held. */
-static void wait_until(struct daemon *d, int64_t until)
+/* Wait for a change of s until `until` (ms, monotonic clock). mu held. */
+static void wait_until(struct daemon *d, struct stream *s, int64_t until)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -190,7 +193,7 @@ static void wait_until(struct daemon *d, int64_t until)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000;
     }
-    pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+    pthread_cond_timedwait(&s->cv, &d->mu, &ts);
 }
 
 /* ---------------------------------------------------------------- handlers */
@@ -267,7 +270,7 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
         stream_fail(d, s, PE_UNAVAILABLE, e.msg);
     } else {
         while (s->state == S_PENDING && d_now_ms() < deadline && d->stop < 2)
-            wait_until(d, deadline);
+            wait_until(d, s, deadline);
     }
     s->waiters--;
     if (s->state == S_PENDING) {
@@ -315,7 +318,7 @@ static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     int64_t deadline = d_now_ms() + wait;
     s->waiters++;
     while (s->n == 0 && s->state != S_DONE && d_now_ms() < deadline && d->stop < 2)
-        wait_until(d, deadline);
+        wait_until(d, s, deadline);
     s->waiters--;
     s->t_poll_ms = d_now_ms();
     proto_msg_init(rep, PT_CHUNKS);
@@ -327,12 +330,11 @@ static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         if (proto_chunk_copy(&rep->chunks[i], &s->q[i], &e))
             break;
         rep->n_chunks++;
-        if (s->q[i].finish) {
-            rep->done = true;
-            if (!s->t_done_ms)
-                s->t_done_ms = d_now_ms();
-        }
+        if (s->q[i].finish && !s->t_done_ms)
+            s->t_done_ms = d_now_ms();
     }
+    /* done: the stream ended and this reply holds everything it still had */
+    rep->done = s->state == S_DONE && rep->n_chunks == s->n;
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -391,7 +393,7 @@ static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     pthread_mutex_lock(&d->mu);
     int64_t deadline = d_now_ms() + CALL_TIMEOUT_MS;
     while (!rc && s->state != S_DONE && d_now_ms() < deadline && d->stop < 2)
-        wait_until(d, deadline);
+        wait_until(d, s, deadline);
     s->waiters--;
     if (rc) {
         reply_error(rep, 0, PE_UNAVAILABLE, e.msg);
@@ -480,7 +482,8 @@ void front_stop(struct daemon *d)
 {
     d->quit_threads = 1;
     pthread_mutex_lock(&d->mu);
-    pthread_cond_broadcast(&d->cv);
+    for (struct stream *s = d->streams; s; s = s->next)
+        pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&d->mu);
     for (int i = 0; i < d->n_front_threads; i++)
         pthread_join(d->front_threads[i], NULL);

@@ -142,10 +142,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
 
     pthread_mutex_init(&d->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&d->cv, &ca);
+    pthread_condattr_init(&d->cv_attr);
+    pthread_condattr_setclock(&d->cv_attr, CLOCK_MONOTONIC);
     d->t0_ms = d_now_ms();
 
     if (front_start(d, &e) || workers_init(d, &e)) {

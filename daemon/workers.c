@@ -61,6 +61,8 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
     struct stream *s = m->id ? stream_find(d, m->id) : NULL;
     switch (m->type) {
     case PT_READY:
+        if (w->state == W_STOPPING || w->state == W_STOPPED)
+            break; /* loaded just as we stop it */
         w->state = W_READY;
         w->ever_ready = true;
         w->t_ready_ms = w->t_pong_ms = d_now_ms();
@@ -119,7 +121,8 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
         d_log("worker %d (%s): unexpected '%s' message ignored", w->idx, w->device, proto_type_name(m->type));
         break;
     }
-    pthread_cond_broadcast(&d->cv);
+    if (s)
+        pthread_cond_broadcast(&s->cv);
 }
 
 struct rx_arg {
@@ -413,6 +416,12 @@ int workers_pick(struct daemon *d, const char *model, int *idx, struct err *e)
     int best = -1;
     double best_load = 0;
     bool known = false;
+    /* load = requests we routed there and that are still open (fresher than
+     * the workers' own counts, which only come with each pong) */
+    int open[D_MAX_WORKERS] = {0};
+    for (struct stream *s = d->streams; s; s = s->next)
+        if (s->kind == S_STREAM && s->state != S_DONE && s->worker >= 0 && s->worker < D_MAX_WORKERS)
+            open[s->worker]++;
     for (int i = 0; i < d->n_workers; i++) {
         struct worker *w = &d->w[i];
         if (model && *model && strcmp(model, w->info.model ? w->info.model : "") &&
@@ -421,7 +430,7 @@ int workers_pick(struct daemon *d, const char *model, int *idx, struct err *e)
         known = true;
         if (w->state != W_READY)
             continue;
-        double load = (double)(w->info.active + w->info.queued + 1) / (w->info.slots > 0 ? w->info.slots : 1);
+        double load = (double)(open[i] + 1) / (w->info.slots > 0 ? w->info.slots : 1);
         if (best < 0 || load < best_load) {
             best = i;
             best_load = load;

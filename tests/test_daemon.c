@@ -642,6 +642,20 @@ static void two_workers_one_dies(void)
         usleep(20000);
     }
     CHECK_EQ_INT(ready, 2);
+    /* a burst is spread over both workers */
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 50;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *burst[8] = {0};
+    int per[2] = {0, 0};
+    for (int i = 0; i < 8; i++)
+        if (pc_generate(c, &g, &burst[i], &e) == 0)
+            per[pc_stream_worker(burst[i]) & 1]++;
+    CHECK(per[0] == 4 && per[1] == 4, "burst spread %d/%d", per[0], per[1]);
+    for (int i = 0; i < 8; i++)
+        pc_stream_free(burst[i]);
     kill(victim, SIGKILL);
     /* requests keep working on the other worker while the first restarts */
     int good = 0;

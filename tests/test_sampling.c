@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../worker/gguf.h"
+#include "../worker/gguf_write.h"
 #include "../worker/sampling.h"
 #include "check.h"
 
@@ -831,6 +833,82 @@ static void model_values(void)
     CHECK_IDS(n, ids, 3);
 }
 
+/* general.sampling.* from a GGUF built in memory; values are read the way
+ * llama.cpp's common_init_sampler_from_model reads them (as text). */
+static void gguf_recommendations(void)
+{
+    struct err e;
+    struct gguf_w *w = gguf_w_new();
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_i32(w, "general.sampling.top_k", 20);
+    gguf_w_f32(w, "general.sampling.min_p", 0.0f);
+    gguf_w_f32(w, "general.sampling.temp", 1.0f);
+    gguf_w_f32(w, "general.sampling.top_p", 0.8f);
+    gguf_w_str(w, "general.sampling.penalty_repeat", "1.05");   /* text also parses */
+    gguf_w_u32(w, "general.sampling.penalty_last_n", 128);
+    gguf_w_bool(w, "general.sampling.mirostat", true);          /* "true": ignored */
+    gguf_w_f32(w, "general.sampling.xtc_threshold", 1e-7f);     /* "%f" → 0.000000 */
+    gguf_w_str(w, "general.sampling.mirostat_tau", "abc");      /* ignored */
+    /* split on ';' only: " top_p" is not a name, llama.cpp skips it */
+    gguf_w_str(w, "general.sampling.sequence", "top_k; top_p;min_p;temperature");
+    const int32_t sup[] = {5, -1, 99999, 7};
+    gguf_w_arr_i32(w, "tokenizer.ggml.suppress_tokens", 4, sup);
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    int rc = gguf_w_to_buffer(w, &buf, &size, &e);
+    gguf_w_free(w);
+    CHECK(rc == 0, "writer: %s", e.msg);
+    if (rc)
+        return;
+    struct gguf *g = NULL;
+    rc = gguf_open_buffer(&g, buf, size, "mem.gguf", &e);
+    CHECK(rc == 0, "open: %s", e.msg);
+    if (rc) {
+        free(buf);
+        return;
+    }
+    struct smp_params p = smp_params_default();
+    p.top_p = 0.5f; /* given on the command line: the model's 0.8 loses */
+    p.set_mask = SMP_SET_TOP_P;
+    CHECK_EQ_INT(smp_params_apply_gguf(&p, g, &e), 0);
+    CHECK_EQ_INT(p.top_k, 20);
+    CHECK_NEAR(p.min_p, 0.0, 0);
+    CHECK_NEAR(p.temp, 1.0, 0);
+    CHECK_NEAR(p.top_p, 0.5, 0);
+    CHECK_NEAR(p.repeat_penalty, 1.05f, 0);
+    CHECK_EQ_INT(p.repeat_last_n, 128);
+    CHECK_EQ_INT(p.mirostat, 0);
+    CHECK_NEAR(p.xtc_threshold, 0.0, 0);
+    CHECK_NEAR(p.mirostat_tau, 5.0, 0);
+    CHECK_EQ_INT(p.n_samplers, 3);
+    CHECK(p.samplers[0] == SMP_TOP_K && p.samplers[1] == SMP_MIN_P && p.samplers[2] == SMP_TEMPERATURE,
+          "sequence");
+    int32_t *ids = NULL, n = 0;
+    CHECK_EQ_INT(smp_suppress_tokens_from_gguf(g, 100, &ids, &n, &e), 0);
+    CHECK_EQ_INT(n, 2);
+    if (n == 2)
+        CHECK(ids[0] == 5 && ids[1] == 7, "suppress %d %d", ids[0], ids[1]);
+    free(ids);
+    gguf_close(g);
+    free(buf);
+
+    /* no general.sampling keys: the built-in defaults stay */
+    w = gguf_w_new();
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_to_buffer(w, &buf, &size, &e);
+    gguf_w_free(w);
+    if (gguf_open_buffer(&g, buf, size, "empty.gguf", &e) == 0) {
+        p = smp_params_default();
+        CHECK_EQ_INT(smp_params_apply_gguf(&p, g, &e), 0);
+        CHECK_EQ_INT(p.top_k, 40);
+        CHECK_EQ_INT(p.n_samplers, 9);
+        CHECK_EQ_INT(smp_suppress_tokens_from_gguf(g, 100, &ids, &n, &e), 0);
+        CHECK_EQ_INT(n, 0);
+        gguf_close(g);
+    }
+    free(buf);
+}
+
 static void bad_params(void)
 {
     struct err e;
@@ -885,7 +963,7 @@ static void llama_goldens(void)
     if (!f)
         SKIP("tests/golden/sampling_chain.txt not found (run from the repository root)");
     static char line[65536];
-    static float logits[8192];
+    static float logits[151936];
     int n_cases = 0, bad = 0;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
@@ -932,7 +1010,7 @@ static void llama_goldens(void)
         p.n_logit_bias = n_bias;
         int steps = (int)strtol(fld[16], NULL, 10);
         int n_want = parse_ids(fld[17], want, 64);
-        if (n_want != steps || n_vocab > 8192) {
+        if (n_want != steps || n_vocab > 151936) {
             CHECK(0, "golden line: %d tokens for %d steps", n_want, steps);
             continue;
         }
@@ -988,6 +1066,7 @@ int main(void)
     RUN(dist_distribution);
     RUN(reported_probs);
     RUN(model_values);
+    RUN(gguf_recommendations);
     RUN(bad_params);
     RUN(llama_goldens);
     CHECK_EXIT();

@@ -416,6 +416,65 @@ static void drain_and_stop(void)
     g_daemon = 0;
 }
 
+/* A GPU device whose backend cannot run here fails for good (no restart
+ * loop) while the CPU worker serves; with a usable GPU both serve. */
+static void unusable_gpu_device(void)
+{
+    if (!g_golden)
+        SKIP("stories260K.gguf or tests/golden absent");
+    char url2[450];
+    snprintf(url2, sizeof url2, "ipc://%s/gpu.sock", tmpdir);
+    pid_t d = fork();
+    if (d == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (!getenv("TEST_VERBOSE"))
+            dup2(fd, 2);
+        execl(daemon_bin, daemon_bin, "--socket", url2, "--model", model, "--worker", worker_bin, "--devices",
+              "cpu,0", "--threads", "2", "--ctx", "256", (char *)NULL);
+        _exit(127);
+    }
+    struct pc_client *c = NULL;
+    struct err e;
+    bool settled = false;
+    int64_t end = now_ms() + 15000;
+    while (now_ms() < end && !settled) {
+        usleep(50000);
+        if (!c && pc_open(&c, url2, 2000, 0, &e)) {
+            c = NULL;
+            continue;
+        }
+        struct proto_status st;
+        if (pc_status(c, &st, &e))
+            continue;
+        settled = st.ready && st.n_workers == 2 && !strcmp(st.workers[0].state, "ready") &&
+                  (!strcmp(st.workers[1].state, "failed") || !strcmp(st.workers[1].state, "ready"));
+        if (settled)
+            printf("# device 0 (%s): %s, %d restarts\n", st.workers[1].backend, st.workers[1].state,
+                   st.workers[1].restarts);
+        if (settled)
+            CHECK_EQ_INT(st.workers[1].restarts, 0);
+        proto_status_free(&st);
+    }
+    CHECK(settled, "cpu worker ready, GPU worker ready or failed for good");
+    if (c) {
+        int32_t ids[64];
+        int n = golden_prompt(1, ids, 64, NULL);
+        struct result r;
+        CHECK(generate(c, ids, (size_t)n, NULL, 8, &r) == 0 && r.finish == PF_LENGTH, "serves");
+        pc_close(c);
+    }
+    kill(d, SIGTERM);
+    int st = -1;
+    end = now_ms() + 10000;
+    while (now_ms() < end && waitpid(d, &st, WNOHANG) != d)
+        usleep(20000);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "stops cleanly (%d)", st);
+    if (!WIFEXITED(st)) {
+        kill(d, SIGKILL);
+        waitpid(d, NULL, 0);
+    }
+}
+
 int main(void)
 {
     const char *bin = getenv("LLM170_BIN");
@@ -437,6 +496,7 @@ int main(void)
     RUN(chat_and_cancel);
     RUN(worker_sigkill);
     RUN(drain_and_stop);
+    RUN(unusable_gpu_device);
     if (g_daemon) {
         kill(g_daemon, SIGKILL);
         waitpid(g_daemon, NULL, 0);

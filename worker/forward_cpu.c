@@ -38,7 +38,10 @@ struct engine_ctx {
     float *fg;                /* [B][n_ff_max or n_ff_exp] gate */
     float *fu;                /* [B][n_ff_max or n_ff_exp] up */
     float *cs;                /* [B][n_rot] rope cos/sin per token */
-    float *att;               /* [n_threads][n_ctx] attention scores */
+    float *att;               /* [n_threads][att_per] attention scores */
+    size_t att_per;           /* 8 · n_ctx: scores of up to 8 queries sharing a KV head */
+    int *blk0;                /* [B] first batch row of each attention block */
+    int *blkn;                /* [B] rows in it (consecutive positions of one sequence) */
     /* MoE */
     float *rl;                /* [B][n_expert] router logits → probabilities */
     int *sel;                 /* [B][n_expert_used] selected experts */
@@ -66,7 +69,7 @@ void engine_free(struct engine_ctx *c)
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
     void *bufs[] = { c->f16tab, c->x, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
-                     c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows };
+                     c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows, c->blk0, c->blkn };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(c);
@@ -159,7 +162,8 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     c->fg = alloc_f(B * nff, &ok);
     c->fu = alloc_f(B * nff, &ok);
     c->cs = alloc_f(B * (size_t)hp->n_rot, &ok);
-    c->att = alloc_f((size_t)c->p.n_threads * (size_t)p.n_ctx, &ok);
+    c->att_per = 8 * (size_t)p.n_ctx;
+    c->att = alloc_f((size_t)c->p.n_threads * c->att_per, &ok);
     if (X) {
         c->rl = alloc_f(B * X, &ok);
         c->sel = calloc(B * K, sizeof(int));
@@ -172,7 +176,9 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     }
     c->seq_next = calloc((size_t)p.n_seq, sizeof(int));
     c->out_rows = calloc(B, sizeof(int));
-    if (!ok || !c->seq_next || !c->out_rows) {
+    c->blk0 = calloc(B, sizeof(int));
+    c->blkn = calloc(B, sizeof(int));
+    if (!ok || !c->seq_next || !c->out_rows || !c->blk0 || !c->blkn) {
         engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
     }
@@ -208,22 +214,41 @@ struct attn_job {
     int n_head, n_head_kv;
 };
 
+#define ATTN_MAXQ 64 /* query vectors per ops_attn_multi call */
+
+/* Item = (block, KV head): the block's tokens are consecutive positions of one sequence, so all their
+ * GQA heads of this KV head read the same K/V rows; one ops_attn_multi call does them together. */
 static void attn_task(void *ctx, int64_t i, int worker)
 {
     const struct attn_job *j = ctx;
     struct engine_ctx *c = j->c;
     const int hd = c->m->hp.head_dim;
-    const int t = (int)(i / j->n_head_kv), g = (int)(i % j->n_head_kv);
+    const int b = (int)(i / j->n_head_kv), g = (int)(i % j->n_head_kv);
     const int n_gqa = j->n_head / j->n_head_kv;
-    const struct engine_tok *tk = &j->toks[t];
+    const int t0 = c->blk0[b], nt = c->blkn[b];
+    const int seq = j->toks[t0].seq;
     const size_t nq = (size_t)j->n_head * (size_t)hd;
     const size_t off = (size_t)g * (size_t)hd * c->kv.elt;
-    const char *K = (const char *)kv_k(&c->kv, j->il, tk->seq, 0) + off;
-    const char *V = (const char *)kv_v(&c->kv, j->il, tk->seq, 0) + off;
-    const float *q = c->q + (size_t)t * nq + (size_t)g * (size_t)n_gqa * (size_t)hd;
-    float *o = c->o + (size_t)t * nq + (size_t)g * (size_t)n_gqa * (size_t)hd;
-    ops_attn(q, n_gqa, hd, K, V, (size_t)c->kv.dim_k[j->il], tk->pos + 1, c->m->hp.kq_scale, c->f16tab, o,
-             c->att + (size_t)worker * (size_t)c->p.n_ctx);
+    const char *K = (const char *)kv_k(&c->kv, j->il, seq, 0) + off;
+    const char *V = (const char *)kv_v(&c->kv, j->il, seq, 0) + off;
+    const float *qs[ATTN_MAXQ];
+    float *outs[ATTN_MAXQ];
+    int nk[ATTN_MAXQ];
+    int m = 0;
+    for (int t = t0; t < t0 + nt; t++)
+        for (int h = g * n_gqa; h < (g + 1) * n_gqa; h++) {
+            qs[m] = c->q + (size_t)t * nq + (size_t)h * hd;
+            outs[m] = c->o + (size_t)t * nq + (size_t)h * hd;
+            nk[m] = j->toks[t].pos + 1;
+            if (++m == ATTN_MAXQ) {
+                ops_attn_multi(m, qs, outs, nk, hd, K, V, (size_t)c->kv.dim_k[j->il], c->m->hp.kq_scale, c->f16tab,
+                               c->att + (size_t)worker * c->att_per);
+                m = 0;
+            }
+        }
+    if (m)
+        ops_attn_multi(m, qs, outs, nk, hd, K, V, (size_t)c->kv.dim_k[j->il], c->m->hp.kq_scale, c->f16tab,
+                       c->att + (size_t)worker * c->att_per);
 }
 
 static void attn_block(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *toks, int n)
@@ -272,9 +297,21 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
     }
 
     /* every token's K/V is stored before attention, so a token sees its sequence's earlier batch tokens */
+    /* blocks of consecutive positions of one sequence, sized so a block has ~8 queries per KV head */
+    const int n_gqa = ly->n_head / ly->n_head_kv;
+    const int bt = n_gqa >= 8 ? 1 : 8 / n_gqa;
+    int nb = 0;
+    for (int t = 0; t < n; t++) {
+        if (nb && c->blkn[nb - 1] < bt && toks[t].seq == toks[t - 1].seq && toks[t].pos == toks[t - 1].pos + 1) {
+            c->blkn[nb - 1]++;
+        } else {
+            c->blk0[nb] = t;
+            c->blkn[nb++] = 1;
+        }
+    }
     struct attn_job job = { .c = c, .toks = toks, .il = ly->kv_index, .n_head = ly->n_head,
                             .n_head_kv = ly->n_head_kv };
-    tpool_run(c->tp, attn_task, &job, (int64_t)n * ly->n_head_kv);
+    tpool_run(c->tp, attn_task, &job, (int64_t)nb * ly->n_head_kv);
 
     mm(c, &ly->wo, c->o, n, c->a);
     add_bias(c->a, &ly->bo, n, E);

@@ -1005,6 +1005,37 @@ struct gguf_str gguf_arr_str(const struct gguf_kv *kv, uint64_t i)
     return s;
 }
 
+int gguf_get_arr(const struct gguf *g, const char *key, enum gguf_vtype want, const struct gguf_kv **out,
+                 struct err *e)
+{
+    int rc = 0;
+    const struct gguf_kv *kv = need_kv(g, key, e, &rc);
+    if (!kv)
+        return rc;
+    bool ok = kv->type == GGUF_ARRAY;
+    const char *wname = "an array of strings";
+    if (want == GGUF_FLOAT32 || want == GGUF_FLOAT64) {
+        wname = "an array of numbers";
+        ok = ok && kv->arr_type != GGUF_STRING;
+    } else if (vtype_is_int(want)) {
+        wname = "an array of integers";
+        ok = ok && vtype_is_int(kv->arr_type);
+    } else {
+        ok = ok && kv->arr_type == GGUF_STRING;
+    }
+    if (!ok) {
+        char have[40];
+        if (kv->type == GGUF_ARRAY)
+            snprintf(have, sizeof have, "array[%s]", gguf_vtype_name(kv->arr_type));
+        else
+            snprintf(have, sizeof have, "%s", gguf_vtype_name(kv->type));
+        return err_set(e, ERR_FORMAT, "%s: offset %llu: key '%s' has type %s, expected %s", g->parts[0].path,
+                       U(kv->file_off), key, have, wname);
+    }
+    *out = kv;
+    return 0;
+}
+
 int gguf_get_layer_i64(const struct gguf *g, const char *key, uint32_t layer, int64_t *out, struct err *e)
 {
     int rc = 0;

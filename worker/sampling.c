@@ -6,9 +6,12 @@
  * cut points of top_p / min_p and the dist walk depend on those roundings. */
 #include "sampling.h"
 
+#include "gguf.h"
+
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -709,13 +712,13 @@ static int type_from_name(const char *s, size_t n)
     return -1;
 }
 
-int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *e)
+static int parse_sequence(struct smp_params *p, const char *text, const char *seps, struct err *e)
 {
     enum smp_type out[SMP_MAX_SAMPLERS];
     int32_t n = 0;
     const char *s = text;
     while (*s) {
-        size_t len = strcspn(s, ";, ");
+        size_t len = strcspn(s, seps);
         if (len > 0) {
             int t = type_from_name(s, len);
             if (t == -2)
@@ -739,6 +742,13 @@ int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *
     memcpy(p->samplers, out, (size_t)n * sizeof out[0]);
     p->n_samplers = n;
     return 0;
+}
+
+int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *e)
+{
+    if (!p || !text)
+        return err_set(e, ERR_INVALID, "smp_params_set_sequence: NULL argument");
+    return parse_sequence(p, text, ";, ", e);
 }
 
 int smp_params_apply_model_value(struct smp_params *p, const char *name, const char *text,
@@ -798,6 +808,117 @@ int smp_params_apply_model_value(struct smp_params *p, const char *name, const c
         }
         }
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------ GGUF recommendations */
+
+/* llama.cpp reads each general.sampling.* value as text (gguf_kv_to_str:
+ * integers in decimal, floats through std::to_string = "%f", strings as
+ * they are; bools and arrays do not parse as numbers) and parses it back. */
+static int gguf_value_text(const struct gguf *g, const char *key, char *buf, size_t cap,
+                           struct err *e)
+{
+    const struct gguf_kv *kv = gguf_find_kv(g, key);
+    if (!kv)
+        return ERR_NOTFOUND;
+    switch (kv->type) {
+    case GGUF_STRING: {
+        struct gguf_str s;
+        int rc = gguf_get_str(g, key, &s, e);
+        if (rc)
+            return rc;
+        size_t n = s.len < cap - 1 ? (size_t)s.len : cap - 1;
+        memcpy(buf, s.ptr, n);
+        buf[n] = 0;
+        return 0;
+    }
+    case GGUF_FLOAT32:
+    case GGUF_FLOAT64: {
+        float v;
+        int rc = gguf_get_f32(g, key, &v, e);
+        if (rc)
+            return rc;
+        snprintf(buf, cap, "%f", (double)v);
+        return 0;
+    }
+    case GGUF_UINT8: case GGUF_INT8: case GGUF_UINT16: case GGUF_INT16:
+    case GGUF_UINT32: case GGUF_INT32: case GGUF_UINT64: case GGUF_INT64: {
+        int64_t v;
+        if (gguf_get_i64(g, key, &v, e))
+            return ERR_NOTFOUND; /* a u64 beyond int64: not a usable number */
+        snprintf(buf, cap, "%lld", (long long)v);
+        return 0;
+    }
+    default:
+        return ERR_NOTFOUND; /* bool, array: llama.cpp's text does not parse */
+    }
+}
+
+int smp_params_apply_gguf(struct smp_params *p, const struct gguf *g, struct err *e)
+{
+    static const char *const names[] = {
+        "sequence", "top_k", "top_p", "min_p", "xtc_probability", "xtc_threshold", "temp",
+        "penalty_last_n", "penalty_repeat", "mirostat", "mirostat_tau", "mirostat_eta",
+    };
+    if (!p || !g)
+        return err_set(e, ERR_INVALID, "smp_params_apply_gguf: NULL argument");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char key[64], text[512];
+        snprintf(key, sizeof key, "general.sampling.%s", names[i]);
+        int rc = gguf_value_text(g, key, text, sizeof text, e);
+        if (rc == ERR_NOTFOUND)
+            continue;
+        if (rc)
+            return rc;
+        if (i == 0) {
+            if (p->set_mask & SMP_SET_SEQUENCE)
+                continue;
+            /* llama.cpp splits the sequence on ';' only */
+            rc = parse_sequence(p, text, ";", e);
+            if (rc)
+                return err_prefix(e, "%s", key);
+            continue;
+        }
+        rc = smp_params_apply_model_value(p, names[i], text, e);
+        if (rc == ERR_FORMAT)
+            continue; /* llama.cpp ignores a value that does not parse */
+        if (rc)
+            return rc;
+    }
+    err_clear(e);
+    return 0;
+}
+
+int smp_suppress_tokens_from_gguf(const struct gguf *g, int32_t n_vocab, int32_t **out, int32_t *n_out,
+                                  struct err *e)
+{
+    *out = NULL;
+    *n_out = 0;
+    const struct gguf_kv *kv;
+    int rc = gguf_get_arr(g, "tokenizer.ggml.suppress_tokens", GGUF_INT32, &kv, e);
+    if (rc == ERR_NOTFOUND) {
+        err_clear(e);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    if (kv->arr_n == 0)
+        return 0;
+    if (kv->arr_n > (uint64_t)INT32_MAX)
+        return err_set(e, ERR_FORMAT, "tokenizer.ggml.suppress_tokens: %llu entries",
+                       (unsigned long long)kv->arr_n);
+    int32_t *ids = malloc((size_t)kv->arr_n * sizeof *ids);
+    if (!ids)
+        return err_set(e, ERR_NOMEM, "tokenizer.ggml.suppress_tokens: out of memory");
+    int32_t n = 0;
+    for (uint64_t i = 0; i < kv->arr_n; i++) {
+        int64_t v = gguf_arr_i64(kv, i);
+        if (v >= 0 && v < n_vocab) /* ids outside the vocabulary are dropped */
+            ids[n++] = (int32_t)v;
+    }
+    *out = ids;
+    *n_out = n;
     return 0;
 }
 

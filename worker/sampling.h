@@ -119,6 +119,22 @@ struct smp_params smp_params_default(void);
 int smp_params_apply_model_value(struct smp_params *p, const char *name, const char *text,
                                  struct err *e);
 
+/* Apply the model's recommendations, the GGUF keys general.sampling.sequence,
+ * .top_k, .top_p, .min_p, .xtc_probability, .xtc_threshold, .temp,
+ * .penalty_last_n, .penalty_repeat, .mirostat, .mirostat_tau, .mirostat_eta
+ * — each only when present and its set_mask bit is clear (precedence:
+ * request > command line > GGUF > built-in, spec §2). Values are read as
+ * llama.cpp does: as text (floats printed "%f"), then strtol/strtof; a value
+ * that does not parse (bool, array, bad text) is ignored; the sequence is
+ * split on ';' only. */
+int smp_params_apply_gguf(struct smp_params *p, const struct gguf *g, struct err *e);
+
+/* tokenizer.ggml.suppress_tokens (INT32 array) for smp_params.suppress_tokens:
+ * *out is malloc'ed (caller frees; NULL with *n_out 0 when the key is
+ * absent); ids outside [0, n_vocab) are dropped. */
+int smp_suppress_tokens_from_gguf(const struct gguf *g, int32_t n_vocab, int32_t **out,
+                                  int32_t *n_out, struct err *e);
+
 /* Parse a sampler sequence ("top_k;top_p;min_p;temperature", separator any of
  * ';' ',' ' ') into p->samplers. Accepts llama.cpp's names and aliases
  * (case-insensitive); unknown names are skipped as llama.cpp does; infill and

@@ -25,6 +25,7 @@ struct sreq {
     int n_past;                 /* positions of this request in the KV (prompt done + generated decoded) */
     int n_cached;               /* prompt positions reused from a cache */
     int n_gen;                  /* tokens sampled */
+    uint64_t admitted;          /* admission order: older prompts get the prefill budget first */
     int32_t pending;            /* sampled but not decoded yet (-1 none) */
     int32_t max_tokens, n_probs;
     bool ignore_eos, special, cache_prompt;
@@ -58,6 +59,7 @@ struct sched {
     int n_running;              /* slots in use (published under mu) */
     bool closed;
     bool work;                  /* something arrived since the last sched_wait */
+    uint64_t n_admitted;        /* admissions so far (stepping thread) */
 
     struct slot *slots;         /* [n_slots] */
     struct engine_tok *batch;   /* [n_batch] */
@@ -409,6 +411,7 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
     sl->n_cache = reuse;
     r->n_past = reuse;
     r->n_cached = reuse;
+    r->admitted = ++s->n_admitted;
     /* llama-server feeds the prompt to the penalty window */
     for (int i = 0; i < r->n_prompt; i++)
         smp_accept(r->smp, r->prompt[i]);
@@ -556,11 +559,21 @@ int sched_step(struct sched *s, struct err *e)
     int budget = s->p.n_batch - nb;
     if (budget > s->p.prefill_chunk)
         budget = s->p.prefill_chunk;
-    int chunk_of[1024] = {0};
-    for (int i = 0; i < s->p.n_slots && budget > 0; i++) {
+    int chunk_of[1024] = {0}, order[1024], n_order = 0;
+    for (int i = 0; i < s->p.n_slots; i++) {
         struct sreq *r = s->slots[i].r;
         if (!r || r->pending >= 0 || r->n_past >= r->n_prompt)
             continue;
+        int k = n_order++; /* insertion sort by admission: a handful of entries */
+        while (k > 0 && s->slots[order[k - 1]].r->admitted > r->admitted) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    for (int oi = 0; oi < n_order && budget > 0; oi++) {
+        int i = order[oi];
+        struct sreq *r = s->slots[i].r;
         int take = r->n_prompt - r->n_past;
         if (take > budget)
             take = budget;
@@ -571,8 +584,7 @@ int sched_step(struct sched *s, struct err *e)
             if (last)
                 s->row_slot[n_rows++] = i;
         }
-        if (i < 1024)
-            chunk_of[i] = take;
+        chunk_of[i] = take;
         budget -= take;
     }
     if (nb == 0)
@@ -606,7 +618,7 @@ int sched_step(struct sched *s, struct err *e)
         if (r->pending >= 0) {
             r->n_past++;
             r->pending = -1;
-        } else if (i < 1024) {
+        } else {
             r->n_past += chunk_of[i];
         }
     }

@@ -137,6 +137,20 @@ size_t tok_piece_max(const struct tok_vocab *v)
 
 char *tok_detokenize(const struct tok_vocab *v, const int32_t *ids, size_t n, bool special, size_t *len)
 {
+    return tok_detokenize_ex(v, ids, n, false, special, len);
+}
+
+char *tok_detokenize_ex(const struct tok_vocab *v, const int32_t *ids, size_t n, bool remove_special, bool special,
+                        size_t *len)
+{
+    bool remove_space = v->add_space_prefix;
+    if (remove_special && v->add_bos && n > 0 && ids[0] == v->bos) {
+        remove_space = false; /* the space after a dropped BOS is kept */
+        ids++;
+        n--;
+    }
+    if (remove_special && v->add_eos && n > 0 && ids[n - 1] == v->eos)
+        n--;
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= 0 && ids[i] < v->n_tokens)
@@ -145,7 +159,6 @@ char *tok_detokenize(const struct tok_vocab *v, const int32_t *ids, size_t n, bo
     if (!t)
         return NULL;
     size_t k = 0;
-    bool remove_space = v->add_space_prefix; /* remove_special = false: BOS is kept */
     for (size_t i = 0; i < n; i++) {
         size_t pl = tok_piece(v, ids[i], special, t + k, total - k);
         if (remove_space && pl > 0 && t[k] == ' ') {

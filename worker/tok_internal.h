@@ -83,6 +83,8 @@ struct tok_vocab {
     int32_t n_special;
     int32_t *eog;      /* [n_eog] sorted ids */
     int32_t n_eog;
+    int32_t *suppress; /* [n_suppress] tokenizer.ggml.suppress_tokens, in-range ids only */
+    int32_t n_suppress;
 
     char **piece;      /* [n_tokens] token_to_piece(special = true), NUL-terminated */
     uint32_t *piece_len; /* [n_tokens] */
@@ -105,6 +107,8 @@ struct tok_desc {
     /* special ids: -2 = key absent (use the model default); ids >= n_tokens are ignored */
     int64_t bos, eos, eot, eom, unk, sep, pad, mask;
     int add_bos, add_eos, add_space_prefix; /* -1 = key absent */
+    const int32_t *suppress;    /* [n_suppress] or NULL */
+    int32_t n_suppress;
 };
 void tok_desc_init(struct tok_desc *d);
 int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e);

@@ -139,6 +139,7 @@ static void lens_push(struct lens *l, size_t x)
  * (llama.cpp's empty codepoint_flags), every real codepoint has some flag. */
 struct piece {
     const uint32_t *cp;
+    const uint8_t *fl;  /* tok_cpt_flags of each codepoint, computed once */
     size_t ini, end;
     size_t prev_end;
     struct lens *out;
@@ -151,7 +152,7 @@ static uint32_t get_cpt(const struct piece *p, size_t pos)
 
 static unsigned get_flags(const struct piece *p, size_t pos)
 {
-    return pos >= p->ini && pos < p->end ? tok_cpt_flags(p->cp[pos]) : 0;
+    return pos >= p->ini && pos < p->end ? p->fl[pos] : 0;
 }
 
 static size_t add_token(struct piece *p, size_t end)
@@ -308,11 +309,10 @@ static void split_llama3(struct piece *p, size_t max_digits, bool marks)
 }
 
 /* One byte per codepoint, as llama.cpp builds text_collapsed. */
-static uint32_t collapse(uint32_t cp)
+static uint32_t collapse(uint32_t cp, unsigned f)
 {
     if (cp < 128)
         return cp;
-    unsigned f = tok_cpt_flags(cp);
     if (f & TOK_CF_WS) return 0x0B;
     if (f & TOK_CF_N) return 0xD1;
     if (f & TOK_CF_L) return 0xD2;
@@ -350,6 +350,13 @@ int tok_pretok_split(const struct tok_pretok *pt, const uint32_t *cp, size_t n, 
     if (cur.oom)
         return ERR_NOMEM;
     uint32_t *subj = NULL;
+    uint8_t *fl = malloc(n ? n : 1);
+    if (!fl) {
+        free(cur.v);
+        return ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        fl[i] = (uint8_t)tok_cpt_flags(cp[i]);
     int rc = 0;
     for (int s = 0; s < pt->n_steps && !rc; s++) {
         struct lens next = {0};
@@ -361,15 +368,15 @@ int tok_pretok_split(const struct tok_pretok *pt, const uint32_t *cp, size_t n, 
             }
             for (size_t i = 0; i < n; i++) {
                 if (k == ST_COLLAPSED)
-                    subj[i] = collapse(cp[i]);
+                    subj[i] = collapse(cp[i], fl[i]);
                 else /* std::wregex: non-ASCII whitespace becomes \v so \s sees it */
-                    subj[i] = cp[i] > 0x7F && (tok_cpt_flags(cp[i]) & TOK_CF_WS) ? 0x0B : cp[i];
+                    subj[i] = cp[i] > 0x7F && (fl[i] & TOK_CF_WS) ? 0x0B : cp[i];
             }
             rc = split_regex(pt->re[s], subj, cur.v, cur.n, &next);
         } else {
             size_t start = 0;
             for (size_t i = 0; i < cur.n; i++) {
-                struct piece p = {cp, start, start + cur.v[i], start, &next};
+                struct piece p = {cp, fl, start, start + cur.v[i], start, &next};
                 if (k == ST_GPT2)
                     split_gpt2(&p);
                 else
@@ -383,6 +390,7 @@ int tok_pretok_split(const struct tok_pretok *pt, const uint32_t *cp, size_t n, 
         cur = next;
     }
     free(subj);
+    free(fl);
     if (rc) {
         free(cur.v);
         return rc;

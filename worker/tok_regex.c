@@ -671,7 +671,7 @@ int tok_regex_find_all(struct tok_regex *re, const uint32_t *s, size_t n, size_t
 {
     struct vm m = {re, s, n, NULL, 1, NULL, 0, 0};
     size_t states = (size_t)re->n_code * (n + 1);
-    if (states <= (size_t)64 << 20)
+    if (states <= (size_t)4 << 20) /* 16 MiB; longer pieces backtrack without the memo */
         m.memo = calloc(states, sizeof *m.memo);
     size_t *out = NULL, n_out = 0, cap_out = 0;
     int rc = 0;

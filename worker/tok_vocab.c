@@ -120,6 +120,7 @@ void tok_free(struct tok_vocab *v)
     free(v->str_merge_rank);
     free(v->special);
     free(v->eog);
+    free(v->suppress);
     tok_pretok_free(v->pretok);
     free(v);
 }
@@ -191,14 +192,6 @@ static bool text_is(const struct tok_vocab *v, int32_t id, const char *s)
     return v->len[id] == n && !memcmp(v->text[id], s, n);
 }
 
-static bool text_in(const struct tok_vocab *v, int32_t id, const char *const *list)
-{
-    for (; *list; list++)
-        if (text_is(v, id, *list))
-            return true;
-    return false;
-}
-
 static const char *const k_eot_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
     "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
@@ -253,20 +246,24 @@ static void eog_remove(struct tok_vocab *v, int32_t id)
         }
 }
 
-/* Find the first token (lowest id) whose text is in `list` when *slot is
- * unset; the found token is forced CONTROL (llama.cpp's auto-detection). */
+/* Find the token (lowest id) whose text is in `list` when *slot is unset;
+ * the found token is forced CONTROL (llama.cpp's auto-detection). Looked up
+ * by text, so a 150k vocabulary costs a few hash probes, not a scan. */
 static void detect(struct tok_vocab *v, int32_t *slot, const char *const *list)
 {
     if (*slot != TOK_NULL)
         return;
-    for (int32_t id = 0; id < v->n_tokens; id++)
-        if (text_in(v, id, list)) {
-            *slot = id;
-            v->attr[id] |= TA_CONTROL;
-            return;
-        }
+    int32_t best = TOK_NULL;
+    for (; *list; list++) {
+        int32_t id = tok_map_find(v, *list, strlen(*list));
+        if (id >= 0 && (best < 0 || id < best))
+            best = id;
+    }
+    if (best >= 0) {
+        *slot = best;
+        v->attr[best] |= TA_CONTROL;
+    }
 }
-
 
 static int cmp_special(const void *a, const void *b, void *ctx)
 {
@@ -506,6 +503,15 @@ int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e)
         goto fail;
     }
 
+    /* ids the sampler always suppresses; out-of-range ones are dropped */
+    if (d->n_suppress > 0) {
+        if (!(v->suppress = malloc((size_t)d->n_suppress * sizeof *v->suppress)))
+            goto oom;
+        for (int32_t i = 0; i < d->n_suppress; i++)
+            if (d->suppress[i] >= 0 && d->suppress[i] < n)
+                v->suppress[v->n_suppress++] = d->suppress[i];
+    }
+
     /* auto-detect special tokens by text (forced CONTROL) */
     detect(v, &v->eot, k_eot_texts);
     detect(v, &v->eom, k_eom_texts);
@@ -522,16 +528,20 @@ int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e)
     /* EOG set */
     if ((rc = eog_add(v, fim_pad)) || (rc = eog_add(v, fim_rep)) || (rc = eog_add(v, fim_sep)))
         goto oom;
-    for (int32_t id = 0; id < n; id++)
-        if (text_in(v, id, k_eog_texts)) {
+    for (const char *const *t = k_eog_texts; *t; t++) {
+        int32_t id = tok_map_find(v, *t, strlen(*t));
+        if (id >= 0) {
             if ((rc = eog_add(v, id)))
                 goto oom;
             v->attr[id] |= TA_CONTROL;
         }
-    for (int32_t id = 0; id < n; id++) /* gpt-oss: always rendered */
-        if (text_is(v, id, "<|channel|>") || text_is(v, id, "<|message|>") || text_is(v, id, "<|start|>") ||
-            text_is(v, id, "<|constrain|>"))
+    }
+    static const char *const k_render[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL};
+    for (const char *const *t = k_render; *t; t++) { /* gpt-oss: always rendered */
+        int32_t id = tok_map_find(v, *t, strlen(*t));
+        if (id >= 0)
             v->attr[id] = TA_USER_DEFINED;
+    }
     if ((rc = eog_add(v, v->eos)) || (rc = eog_add(v, v->eot)) || (rc = eog_add(v, v->eom)))
         goto oom;
     {
@@ -557,7 +567,9 @@ int tok_build(struct tok_vocab **out, const struct tok_desc *d, struct err *e)
         }
     }
 
-    /* special-token cache: longest text first */
+    /* special-token cache: longest text first. llama.cpp uses std::sort, so
+     * its order among equal lengths is unspecified; ours is by id. It only
+     * matters when two equal-length special texts overlap in the input. */
     v->special = malloc((size_t)n * sizeof *v->special);
     if (!v->special)
         goto oom;
@@ -653,7 +665,7 @@ int tok_load(struct tok_vocab **out, const struct gguf *g, struct err *e)
     const char **toks = NULL, **merges = NULL;
     uint32_t *tlen = NULL, *mlen = NULL;
     float *scores = NULL;
-    int32_t *types = NULL;
+    int32_t *types = NULL, *supp = NULL;
 
     model = dup_str(g, "tokenizer.ggml.model", &rc, e);
     if (!rc && !model)
@@ -750,6 +762,20 @@ int tok_load(struct tok_vocab **out, const struct gguf *g, struct err *e)
         d.merges = merges;
         d.merge_len = mlen;
     }
+    const struct gguf_kv *kq = gguf_find_kv(g, "tokenizer.ggml.suppress_tokens");
+    if (kq) {
+        if (kq->type != GGUF_ARRAY || kq->arr_type != GGUF_INT32 || kq->arr_n > INT32_MAX / 2) {
+            rc = err_set(e, ERR_FORMAT, "tokenizer: tokenizer.ggml.suppress_tokens must be an array of int32");
+            goto done;
+        }
+        int32_t nq = (int32_t)kq->arr_n;
+        if (!(supp = malloc((size_t)(nq ? nq : 1) * sizeof *supp)))
+            goto oom;
+        for (int32_t i = 0; i < nq; i++)
+            supp[i] = (int32_t)gguf_arr_i64(kq, (uint64_t)i);
+        d.suppress = supp;
+        d.n_suppress = nq;
+    }
     if ((rc = get_id(g, "tokenizer.ggml.bos_token_id", &d.bos, e)) ||
         (rc = get_id(g, "tokenizer.ggml.eos_token_id", &d.eos, e)) ||
         (rc = get_id(g, "tokenizer.ggml.eot_token_id", &d.eot, e)) ||
@@ -777,6 +803,7 @@ done:
     free(mlen);
     free(scores);
     free(types);
+    free(supp);
     return rc;
 }
 
@@ -819,6 +846,12 @@ const char *tok_text(const struct tok_vocab *v, int32_t id)
     if (id < 0 || id >= v->n_tokens)
         return "";
     return v->text[id];
+}
+
+const int32_t *tok_suppress_tokens(const struct tok_vocab *v, size_t *n)
+{
+    *n = (size_t)v->n_suppress;
+    return v->suppress;
 }
 
 int32_t tok_lookup(const struct tok_vocab *v, const char *text, size_t len)

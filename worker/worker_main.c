@@ -321,14 +321,15 @@ static void h_detokenize(struct worker *w, struct proto_msg *m)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan] [--gpu N]\n"
-               "                     [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--idx N]\n"
+               "                     [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--prefill-chunk N]\n"
+               "                     [--idx N]\n"
                "Started by llm170d; serves one device over the daemon's socket.\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *url = NULL, *path = NULL, *name = NULL, *backend = "cpu", *gpu = NULL;
-    int slots = 4, queue = 64, threads = 0, ctx = 0, batch = 0, idx = 0;
+    int slots = 4, queue = 64, threads = 0, ctx = 0, batch = 0, prefill = 256, idx = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -349,6 +350,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--threads")) threads = atoi(v);
         else if (!strcmp(k, "--ctx")) ctx = atoi(v);
         else if (!strcmp(k, "--batch")) batch = atoi(v);
+        else if (!strcmp(k, "--prefill-chunk")) prefill = atoi(v);
         else if (!strcmp(k, "--idx")) idx = atoi(v);
         else {
             fprintf(stderr, "llm170-worker: unknown option '%s'\n", k);
@@ -398,7 +400,9 @@ int main(int argc, char **argv)
         logf_("backend %s%s%s: %s", backend, gpu ? " gpu " : "", gpu ? gpu : "", e.msg);
         return EXIT_FATAL;
     }
-    struct sched_params sp = {.n_slots = slots, .n_queue = queue, .n_batch = ep.n_batch, .prefill_chunk = 0};
+    struct sched_params sp = {.n_slots = slots, .n_queue = queue, .n_batch = ep.n_batch,
+                               /* a long prompt joins the running decodes in slices, not in one long step */
+                               .prefill_chunk = prefill};
     if (sched_create(&w->s, w->eng, w->m, &sp, on_event, w, &e)) {
         logf_("%s", e.msg);
         return EXIT_FATAL;
@@ -439,7 +443,7 @@ int main(int argc, char **argv)
     r.worker.mem = mi->n_bytes + (uint64_t)mi->n_layer * (uint64_t)n_ctx * (uint64_t)slots * 2u *
                                      (uint64_t)mi->n_embd * 2u;
     send_msg(w, &r);
-    logf_("%s loaded in %.2f s (%s, %d slots, ctx %d)", mi->name,
+    logf_("%s loaded in %.2f s (%s, %d slots, ctx %d)", name ? name : mi->name,
           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, backend, slots, n_ctx);
 
     pthread_t th;

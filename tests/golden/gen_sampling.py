@@ -93,7 +93,7 @@ def run_case(c):
     toks = []
     for _ in range(c["steps"]):
         state, logits = gen_logits(state, c["n"])
-        if len(set(logits)) != len(logits):
+        if len(set(logits)) != len(logits) and not c.get("ties_ok"):
             L.llama_sampler_free(chain)
             return None
         data = (TokenData * c["n"])(*[TokenData(i, l, 0.0) for i, l in enumerate(logits)])
@@ -139,6 +139,21 @@ while len(cases) < 400:
             continue
         if "temperature" in order and c["temp"] <= 0 and order.index("temperature") < order.index("typ_p"):
             continue
+    toks = run_case(c)
+    if toks is None:
+        continue
+    c["tokens"] = toks
+    cases.append(c)
+
+# a few Qwen-sized vocabularies through the default chain (top_k 40 and off);
+# 151936 draws from 2^24 values always repeat some, so ties are allowed here:
+# they sit far below the top of the list, where no cut or draw lands
+for i in range(6):
+    c = dict(n=151936, lseed=rng.getrandbits(32), seed=rng.getrandbits(32),
+             top_k=[40, 0][i % 2], top_p=f32(0.95), min_p=f32([0.05, 0.0, 0.05][i % 3]), typ=1.0,
+             temp=f32(0.8), rep=f32(1.1), freq=0.0, pres=0.0, last_n=64, min_keep=0, steps=2,
+             order=list(DEFAULT), hist=[rng.randrange(151936) for _ in range(10)], bias=[],
+             ties_ok=True)
     toks = run_case(c)
     if toks is None:
         continue
