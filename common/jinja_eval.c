@@ -139,6 +139,8 @@ static json_t *arith(struct jctx *c, int op, json_t *a, json_t *b, const struct 
         free(o.p);
         return r;
     }
+    if (op == OP_MOD && json_is_string(a))
+        return jb_percent_format(c, a, b);
     if (!is_num(a) || !is_num(b) || json_is_boolean(a) || json_is_boolean(b)) {
         static const char *const ops[] = {"", "+", "-", "*", "/", "//", "%", "**"};
         return jerr(c, ERR_INVALID, "unsupported operand types for %s: %s and %s", ops[op], jv_type(a), jv_type(b));

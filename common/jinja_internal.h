@@ -119,5 +119,7 @@ json_t *jb_test(struct jctx *c, const char *name, json_t *v, json_t **args, int 
 json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, char **kw, int n);
 json_t *jb_global(struct jctx *c, const char *name, json_t **args, char **kw, int n, bool *found);
 json_t *jb_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t *step);
+/* Python's `fmt % args` (args: one value or a list as the tuple) */
+json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args);
 
 #endif

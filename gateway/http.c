@@ -260,7 +260,9 @@ static void on_event(void *user, const struct gw_event *ev)
             g->got_first = true;
             g->t_last = t;
         }
-        if (g->rq.stream) {
+        if (g->closed) {
+            /* nobody to tell: the job is being canceled */
+        } else if (g->rq.stream) {
             if (!g->out_done && !g->failed) {
                 int rc = 0;
                 if (!g->role_sent[i]) {
@@ -1078,6 +1080,22 @@ int gw_server_port(const struct gw_server *s)
 {
     const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     return i ? i->port : s->cfg.port;
+}
+
+int gw_server_drain(struct gw_server *s, unsigned timeout_s, volatile int *abort)
+{
+    MHD_socket ls = MHD_quiesce_daemon(s->mhd);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls); /* new clients are refused at once instead of queueing */
+    double end = now_s() + timeout_s;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int live = s->n_live;
+        pthread_mutex_unlock(&s->mu);
+        if (!live || now_s() >= end || (abort && *abort))
+            return live;
+        usleep(20000);
+    }
 }
 
 void gw_server_stop(struct gw_server *s)

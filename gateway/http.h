@@ -26,6 +26,10 @@ struct gw_server;
 
 int gw_server_start(struct gw_server **out, const struct gw_config *cfg, const struct gw_backend *be, struct err *e);
 int gw_server_port(const struct gw_server *s);
+/* Stop accepting connections and wait up to timeout_s for the generation
+ * requests in flight to finish (returns early when *abort becomes nonzero).
+ * Returns how many were still running. */
+int gw_server_drain(struct gw_server *s, unsigned timeout_s, volatile int *abort);
 /* Cancel what is running, close connections, stop the threads. */
 void gw_server_stop(struct gw_server *s);
 

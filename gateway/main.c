@@ -33,10 +33,19 @@ static const char usage[] =
     "  --timeout SECONDS    idle connection timeout (default 120)\n"
     "  --threads N          HTTP event-loop threads (default 4)\n"
     "  --max-connections N  open connections at most (default 4096)\n"
+    "  --drain-timeout S    on SIGTERM/SIGINT, let requests in flight finish this long (default 25;\n"
+    "                       a second signal stops at once)\n"
     "  --help               this text\n";
 
 static volatile sig_atomic_t stop_flag;
-static void on_signal(int sig) { (void)sig; stop_flag = 1; }
+static volatile int stop_now; /* a second signal: do not wait for requests */
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (stop_flag)
+        stop_now = 1;
+    stop_flag = 1;
+}
 
 static void trim(char *s)
 {
@@ -70,6 +79,8 @@ static int parse_listen(const char *v, struct gw_config *cfg)
     cfg->port = (int)port;
     return 0;
 }
+
+static unsigned drain_timeout = 25;
 
 static int parse_uint(const char *v, unsigned long long max, unsigned long long *out)
 {
@@ -106,6 +117,10 @@ static int apply(struct gw_config *cfg, char *daemon_url, size_t url_cap, const 
         if (parse_uint(val, 256, &x) || x == 0)
             return fprintf(stderr, "llm170-gateway: %s: bad thread count '%s'\n", where, val), -1;
         cfg->threads = (unsigned)x;
+    } else if (!strcmp(key, "drain_timeout") || !strcmp(key, "drain-timeout")) {
+        if (parse_uint(val, 3600, &x))
+            return fprintf(stderr, "llm170-gateway: %s: bad drain timeout '%s'\n", where, val), -1;
+        drain_timeout = (unsigned)x;
     } else if (!strcmp(key, "max_connections") || !strcmp(key, "max-connections")) {
         if (parse_uint(val, 1000000, &x) || x == 0)
             return fprintf(stderr, "llm170-gateway: %s: bad connection limit '%s'\n", where, val), -1;
@@ -269,7 +284,11 @@ int main(int argc, char **argv)
             cfg.api_key[0] ? ", API key required" : "");
     while (!stop_flag)
         pause();
-    fprintf(stderr, "llm170-gateway: stopping\n");
+    fprintf(stderr, "llm170-gateway: stopping (new connections refused; waiting up to %u s for requests in flight)\n",
+            drain_timeout);
+    int left = gw_server_drain(srv, drain_timeout, &stop_now);
+    if (left)
+        fprintf(stderr, "llm170-gateway: canceling %d requests still running\n", left);
     gw_server_stop(srv);
     daemon_backend_close(&be);
     return 0;

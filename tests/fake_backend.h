@@ -5,8 +5,8 @@
  *   logprob -0.25 and alternatives (-0.25, -1.5, -2.5);
  *   4 tokens unless max_tokens says otherwise; stop strings cut the text;
  *   prompt/last message containing QUEUE_FULL → 429 at submit, TOO_LONG (or
- *   longer than 4000 bytes) → a context error event, SLOW → 500 tokens at
- *   20 ms each (for disconnect tests); model other than "" / "fake-model" → 404. */
+ *   longer than 4000 bytes) → a context error event, SLOW → tokens at 20 ms each
+ *  (500 unless max_tokens says otherwise) (for disconnect tests); model other than "" / "fake-model" → 404. */
 #ifndef LLM170_TESTS_FAKE_BACKEND_H
 #define LLM170_TESTS_FAKE_BACKEND_H
 
@@ -157,7 +157,7 @@ static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *
     j->seed = g->seed;
     j->long_prompt = p && strlen(p) > 4000;
     j->slow = strstr(j->prompt, "SLOW") != NULL;
-    if (j->slow)
+    if (j->slow && !(g->set & GW_MAX_TOKENS))
         j->max_tokens = 500;
     if (j->max_tokens > 100)
         j->slow = true;

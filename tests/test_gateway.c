@@ -700,6 +700,100 @@ static void reasoning_content(void)
     oai_choice_free(&ch);
 }
 
+/* Requests with every known field set to values of random types: each one
+ * parses or fails with ERR_INVALID and a message naming a field (run under
+ * `make asan`). */
+static void parse_fuzz(void)
+{
+    static const char *const keys[] = {
+        "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p",
+        "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
+        "seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "n_probs", "logit_bias",
+        "ignore_eos", "user", "tools", "chat_template_kwargs", "response_format", "reasoning_format",
+    };
+    static const char *const vals[] = {
+        "null", "true", "false", "0", "-1", "1", "7", "99999999999", "-3.5", "0.5", "1e300", "\"\"", "\"x\"",
+        "\"none\"", "[]", "{}", "[1,2]", "[\"a\",\"\"]", "[[1,2]]", "[[\"ab\",false]]", "{\"5\":-1}",
+        "{\"include_usage\":true}", "{\"type\":\"text\"}", "[{\"role\":\"user\",\"content\":\"hi\"}]",
+        "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]", "[{\"role\":1}]",
+        "[[1],[2]]", "[-5]", "{\"a\":{\"b\":[]}}",
+    };
+    unsigned long long seed = 42;
+    int ok = 0, bad = 0;
+    for (int t = 0; t < 3000; t++) {
+        json_t *o = json_pack("{s:s, s:[{s:s, s:s}]}", "prompt", "x", "messages", "role", "user", "content", "hi");
+        int fields = 1 + t % 3;
+        for (int k = 0; k < fields; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            const char *key = keys[(seed >> 33) % (sizeof keys / sizeof keys[0])];
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            json_object_set_new(o, key, json_loads(vals[(seed >> 33) % (sizeof vals / sizeof vals[0])], JSON_DECODE_ANY, NULL));
+        }
+        for (int kind = OAI_CHAT; kind <= OAI_COMPLETION; kind++) {
+            struct oai_request rq;
+            char param[64];
+            struct err e;
+            err_clear(&e);
+            int rc = oai_parse_request(kind, o, &rq, param, sizeof param, &e);
+            if (rc) {
+                bad++;
+                CHECK(rc == ERR_INVALID && e.msg[0], "rc %d msg '%s'", rc, e.msg);
+            } else {
+                ok++;
+                CHECK(rq.n >= 1 && rq.n <= OAI_MAX_N && rq.gen.n_stop <= OAI_MAX_STOP, "bounds");
+            }
+            oai_request_free(&rq);
+        }
+        json_decref(o);
+    }
+    CHECK(ok > 20 && bad > 20, "fuzz mix: %d parsed, %d refused", ok, bad);
+}
+
+struct drain_client {
+    int port;
+    struct resp r;
+};
+static void *drain_client_main(void *arg)
+{
+    struct drain_client *d = arg;
+    d->r = http(d->port, "POST", "/v1/completions", NULL, "{\"prompt\":\"SLOW\",\"max_tokens\":10}");
+    return NULL;
+}
+
+/* SIGTERM path: stop accepting, let the request in flight finish, then stop */
+static void drain_lets_requests_finish(void)
+{
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    cfg.port = 0;
+    cfg.threads = 1;
+    struct gw_server *s;
+    struct err e;
+    if (gw_server_start(&s, &cfg, &fake, &e))
+        SKIP("cannot start a server");
+    struct drain_client d = {.port = gw_server_port(s)};
+    pthread_t th;
+    pthread_create(&th, NULL, drain_client_main, &d);
+    for (int i = 0; i < 200; i++) { /* wait until it is in flight */
+        pthread_mutex_lock(&s->mu);
+        int live = s->n_live;
+        pthread_mutex_unlock(&s->mu);
+        if (live)
+            break;
+        usleep(5000);
+    }
+    int left = gw_server_drain(s, 10, NULL);
+    CHECK(left == 0, "%d requests still running after the drain", left);
+    int fd = dial(d.port);
+    CHECK(fd < 0, "a new connection was accepted while draining");
+    if (fd >= 0)
+        close(fd);
+    pthread_join(th, NULL);
+    CHECK(d.r.status == 200 && strstr(d.r.body, "w9 "), "request in flight: %d %s", d.r.status, d.r.body);
+    resp_free(&d.r);
+    gw_server_stop(s);
+}
+
 static void parse_unit(void)
 {
     /* precedence n_predict > max_completion_tokens > max_tokens; chat logprobs default 20 alternatives */
@@ -757,6 +851,7 @@ int main(void)
     port_key = gw_server_port(srv_key);
     RUN(parse_unit);
     RUN(reasoning_content);
+    RUN(parse_fuzz);
     RUN(health_and_models);
     RUN(chat_non_stream);
     RUN(chat_stream);
@@ -771,6 +866,7 @@ int main(void)
     RUN(idle_connections);
     RUN(tokenize_endpoints);
     RUN(metrics_text);
+    RUN(drain_lets_requests_finish);
     gw_server_stop(srv_key);
     gw_server_stop(srv_open);
     CHECK_EXIT();

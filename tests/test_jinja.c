@@ -149,6 +149,8 @@ static void filters_tests_methods(void)
                   "{\"x\": 1, \"y\": null}", "TrueTrueTrueTrueTrueTrueTrueTrueTrue");
     EXPECT_RENDER("{{ d.get('a') }}{{ d.get('z', 'dflt') }}{{ d.keys()|list }}{{ d.values()|list }}{{ d|length }}",
                   "{\"d\": {\"a\": 1}}", "1dflt['a'][1]1");
+    EXPECT_RENDER("{{ '%s is %d years (%.1f%%)' % ('Al', 30, 12.345) }}|{{ 'hi %s' % 'you' }}|{{ '%s-%s'|format(1, 'b') }}",
+                  NULL, "Al is 30 years (12.3%)|hi you|1-b");
     EXPECT_RENDER("{{ 'x'|string ~ 5|string }}{{ '42'|int + 1 }}{{ 2|float }}{{ -3|abs }}{{ 'a\\nb'|indent(2) }}",
                   NULL, "x5432.03a\n  b");
 }
@@ -177,6 +179,7 @@ static void errors(void)
     EXPECT_FAIL("{{ 'a' + 1 }}", NULL, ERR_INVALID, "unsupported operand");
     EXPECT_FAIL("{{ nope.attr }}", NULL, ERR_INVALID, "'nope' is undefined");
     EXPECT_FAIL("{{ 1 // 0 }}", NULL, ERR_INVALID, "zero");
+    EXPECT_FAIL("{{ '%s %s' % 'one' }}", NULL, ERR_INVALID, "not enough arguments");
     EXPECT_FAIL("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", NULL, ERR_RANGE, "nested");
     EXPECT_FAIL("{% set x.y = 1 %}", "{\"x\": {}}", ERR_INVALID, "namespace");
     /* hostile nesting is refused, not a stack overflow */

@@ -267,7 +267,7 @@ await tcase('body_100mb', async () => {
   expectError(r, 413, null, 'too large');
 });
 await tcase('prompt_longer_than_context', async () => {
-  const long = 'Once upon a time there was a little girl. '.repeat(400); // far beyond stories260K's context
+  const long = 'Once upon a time there was a little girl. '.repeat(1200); // far beyond stories260K's context
   const r = await raw('/v1/completions', { body: JSON.stringify({ model: MODEL, prompt: long, max_tokens: 4 }) });
   expectError(r, 400, null, 'context');
   const e = await sdkError(() => client.completions.create({ model: MODEL, prompt: long, max_tokens: 4 }));
