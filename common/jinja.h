@@ -29,6 +29,7 @@ void jinja_free(struct jinja_tmpl *t);
 struct jinja_opts {
     time_t now;        /* what strftime_now() formats; 0 = the current time */
     size_t max_output; /* output cap in bytes; 0 = 64 MiB */
+    long long max_steps; /* loop iterations + macro calls; 0 = 2 000 000 */
 };
 
 /* Render with `vars` (an object of top-level variables; not modified).

@@ -636,6 +636,76 @@ static int sort_item_cmp(const void *pa, const void *pb)
     return r ? r : (a->idx < b->idx ? -1 : 1); /* stable */
 }
 
+/* printf-style formatting as Python's str % (s, d, i, f, r, x, %) */
+json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args)
+{
+    const char *f = json_string_value(fmt);
+    size_t n = json_string_length(fmt), ai = 0;
+    struct jbuf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (f[i] != '%') {
+            jbuf_put(&b, f + i, 1);
+            continue;
+        }
+        if (++i >= n) {
+            free(b.p);
+            return jerr(c, ERR_INVALID, "incomplete format");
+        }
+        /* flags/width/precision: kept for numbers, e.g. %.2f, %05d */
+        char spec[32] = "%";
+        size_t sl = 1;
+        while (i < n && strchr("-+ #0123456789.", f[i]) && sl < sizeof spec - 4)
+            spec[sl++] = f[i++];
+        if (i >= n) {
+            free(b.p);
+            return jerr(c, ERR_INVALID, "incomplete format");
+        }
+        char conv = f[i];
+        if (conv == '%') {
+            jbuf_put(&b, "%", 1);
+            continue;
+        }
+        json_t *a = json_is_array(args) ? json_array_get(args, ai) : ai == 0 ? args : NULL;
+        ai++;
+        if (!a) {
+            free(b.p);
+            return jerr(c, ERR_INVALID, "not enough arguments for format string");
+        }
+        char num[128];
+        if (conv == 's') {
+            if (jv_str(c, a, &b))
+                break;
+        } else if (conv == 'r') {
+            if (jv_repr(c, a, &b))
+                break;
+        } else if (strchr("dixXf", conv) && (json_is_integer(a) || json_is_real(a))) {
+            double d = json_is_integer(a) ? (double)json_integer_value(a) : json_real_value(a);
+            if (conv == 'f') {
+                spec[sl++] = 'f';
+                spec[sl] = 0;
+                snprintf(num, sizeof num, spec, d);
+            } else {
+                spec[sl++] = 'l';
+                spec[sl++] = 'l';
+                spec[sl++] = conv == 'i' ? 'd' : conv;
+                spec[sl] = 0;
+                snprintf(num, sizeof num, spec, (long long)d);
+            }
+            jbuf_puts(&b, num);
+        } else {
+            free(b.p);
+            return jerr(c, ERR_UNSUPPORTED, "unsupported format '%%%c' for %s", conv, jv_type(a));
+        }
+    }
+    if (jfailed(c)) {
+        free(b.p);
+        return NULL;
+    }
+    json_t *r = json_stringn_nocheck(b.p ? b.p : "", b.n);
+    free(b.p);
+    return r;
+}
+
 /* ---------------------------------------------------------------- tests */
 
 json_t *jb_test(struct jctx *c, const char *name, json_t *v, json_t **args, int n)
@@ -763,6 +833,17 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
     }
     if (!strcmp(name, "string"))
         return to_string(c, v);
+    if (!strcmp(name, "format")) {
+        if (!json_is_string(v))
+            return jerr(c, ERR_INVALID, "'format' needs a format string");
+        json_t *list = json_array();
+        for (int i = 0; i < n; i++)
+            if (!kw || !kw[i])
+                json_array_append(list, args[i] ? args[i] : json_null());
+        json_t *r = jb_percent_format(c, v, list);
+        json_decref(list);
+        return r;
+    }
     if (!strcmp(name, "length") || !strcmp(name, "count")) {
         if (json_is_string(v)) return json_integer((json_int_t)utf8_len(json_string_value(v), json_string_length(v)));
         if (json_is_array(v)) return json_integer((json_int_t)json_array_size(v));

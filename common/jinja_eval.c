@@ -139,6 +139,8 @@ static json_t *arith(struct jctx *c, int op, json_t *a, json_t *b, const struct 
         free(o.p);
         return r;
     }
+    if (op == OP_MOD && json_is_string(a))
+        return jb_percent_format(c, a, b);
     if (!is_num(a) || !is_num(b) || json_is_boolean(a) || json_is_boolean(b)) {
         static const char *const ops[] = {"", "+", "-", "*", "/", "//", "%", "**"};
         return jerr(c, ERR_INVALID, "unsupported operand types for %s: %s and %s", ops[op], jv_type(a), jv_type(b));
@@ -275,6 +277,8 @@ static json_t *call_macro(struct jctx *c, const struct jnode *m, json_t **args, 
 {
     if (c->depth >= MAX_MACRO_DEPTH)
         return jerr(c, ERR_RANGE, "macro calls nested deeper than %d", MAX_MACRO_DEPTH);
+    if (++c->steps > c->max_steps)
+        return jerr(c, ERR_RANGE, "the template runs too long (more than %lld loop steps)", c->max_steps);
     if (push_scope(c))
         return jerr(c, ERR_NOMEM, "out of memory");
     int pos = 0;
@@ -626,6 +630,11 @@ static int exec_for(struct jctx *c, const struct jnode *n)
     int rc = 0;
     for (size_t i = 0; i < len && !rc; i++) {
         json_t *x = json_array_get(items, i);
+        if (++c->steps > c->max_steps) {
+            jerr(c, ERR_RANGE, "the template runs too long (more than %lld loop steps)", c->max_steps);
+            rc = ERR_RANGE;
+            break;
+        }
         if ((rc = push_scope(c)))
             break;
         if (n->n_names == 1) {
@@ -789,6 +798,7 @@ int jinja_render(const struct jinja_tmpl *t, json_t *vars, const struct jinja_op
     struct jctx c = {.e = e};
     c.now = opts && opts->now ? opts->now : time(NULL);
     c.max_output = opts && opts->max_output ? opts->max_output : (size_t)64 << 20;
+    c.max_steps = opts && opts->max_steps > 0 ? opts->max_steps : 2000000;
     json_t *top = vars && json_is_object(vars) ? json_incref(vars) : json_object();
     c.scopes = malloc(16 * sizeof *c.scopes);
     if (!c.scopes || !top) {

@@ -95,6 +95,10 @@ struct jctx {
     int loop_ctl;      /* 1 = break, 2 = continue pending */
     time_t now;
     size_t max_output;
+    long long steps;     /* loop iterations and macro calls so far … */
+    long long max_steps; /* … bounded: a template is data from a model file, and
+                          * nested loops over huge ranges must end in an error,
+                          * not hang a worker */
 };
 
 /* Set an error (first one wins) and return NULL, for value-returning code. */
@@ -115,5 +119,7 @@ json_t *jb_test(struct jctx *c, const char *name, json_t *v, json_t **args, int 
 json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, char **kw, int n);
 json_t *jb_global(struct jctx *c, const char *name, json_t **args, char **kw, int n, bool *found);
 json_t *jb_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t *step);
+/* Python's `fmt % args` (args: one value or a list as the tuple) */
+json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args);
 
 #endif

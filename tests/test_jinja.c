@@ -24,7 +24,7 @@ static char *render(const char *tmpl, const char *vars_json, int *rc, struct err
     char *out = NULL;
     *rc = jinja_parse(&t, tmpl, strlen(tmpl), e);
     if (!*rc) {
-        struct jinja_opts o = {.now = PINNED_NOW};
+        struct jinja_opts o = {.now = PINNED_NOW, .max_steps = 100000};
         *rc = jinja_render(t, vars, &o, &out, NULL, e);
     }
     jinja_free(t);
@@ -149,6 +149,8 @@ static void filters_tests_methods(void)
                   "{\"x\": 1, \"y\": null}", "TrueTrueTrueTrueTrueTrueTrueTrueTrue");
     EXPECT_RENDER("{{ d.get('a') }}{{ d.get('z', 'dflt') }}{{ d.keys()|list }}{{ d.values()|list }}{{ d|length }}",
                   "{\"d\": {\"a\": 1}}", "1dflt['a'][1]1");
+    EXPECT_RENDER("{{ '%s is %d years (%.1f%%)' % ('Al', 30, 12.345) }}|{{ 'hi %s' % 'you' }}|{{ '%s-%s'|format(1, 'b') }}",
+                  NULL, "Al is 30 years (12.3%)|hi you|1-b");
     EXPECT_RENDER("{{ 'x'|string ~ 5|string }}{{ '42'|int + 1 }}{{ 2|float }}{{ -3|abs }}{{ 'a\\nb'|indent(2) }}",
                   NULL, "x5432.03a\n  b");
 }
@@ -177,6 +179,7 @@ static void errors(void)
     EXPECT_FAIL("{{ 'a' + 1 }}", NULL, ERR_INVALID, "unsupported operand");
     EXPECT_FAIL("{{ nope.attr }}", NULL, ERR_INVALID, "'nope' is undefined");
     EXPECT_FAIL("{{ 1 // 0 }}", NULL, ERR_INVALID, "zero");
+    EXPECT_FAIL("{{ '%s %s' % 'one' }}", NULL, ERR_INVALID, "not enough arguments");
     EXPECT_FAIL("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", NULL, ERR_RANGE, "nested");
     EXPECT_FAIL("{% set x.y = 1 %}", "{\"x\": {}}", ERR_INVALID, "namespace");
     /* hostile nesting is refused, not a stack overflow */
@@ -191,6 +194,8 @@ static void errors(void)
     memcpy(deep + k, " }}", 4);
     EXPECT_FAIL(deep, NULL, ERR_UNSUPPORTED, "nested too deeply");
     EXPECT_FAIL("{{ 'ab' * 100000000000 }}", NULL, ERR_RANGE, "too large");
+    EXPECT_FAIL("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", NULL, ERR_RANGE,
+                "runs too long");
 }
 
 /* ------------------------------------------------------------ chat templates */
@@ -388,6 +393,49 @@ static void llama3_formats(void)
                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* Constructs of other well-known template families, written for this test:
+ * role alternation checks, a role renamed through a loop-scoped set, a
+ * namespace flag across turns, reasoning stripped with split('</think>'). */
+static void other_template_idioms(void)
+{
+    const char *alternate =
+        "{{ bos_token }}{% for message in messages %}"
+        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% if message['role'] == 'assistant' %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+        "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}";
+    expect_chat(alternate,
+                "[{\"role\":\"user\",\"content\":\" Hi \"},{\"role\":\"assistant\",\"content\":\"Yo\"},"
+                "{\"role\":\"user\",\"content\":\"Q\"}]",
+                NULL, NULL, false, "<bos>",
+                "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
+                "<start_of_turn>user\nQ<end_of_turn>\n<start_of_turn>model\n");
+    json_t *m = json_loads("[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]", 0, NULL);
+    char *out = NULL;
+    struct err e;
+    int rc = chat_render(alternate, m, NULL, true, "<bos>", NULL, NULL, &out, &e);
+    CHECK(rc == ERR_INVALID && strstr(e.msg, "Conversation roles must alternate"), "rc %d '%s'", rc, e.msg);
+    free(out);
+    json_decref(m);
+
+    const char *deepseek_like =
+        "{% set ns = namespace(is_first=true, system='') %}"
+        "{% for message in messages %}{% if message['role'] == 'system' %}{% set ns.system = message['content'] %}"
+        "{% endif %}{% endfor %}{{ bos_token }}{{ ns.system }}"
+        "{% for message in messages %}"
+        "{% if message['role'] == 'user' %}{{ '<|User|>' + message['content'] }}{% set ns.is_first = false %}"
+        "{% elif message['role'] == 'assistant' %}{% set content = message['content'] %}"
+        "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
+        "{{ '<|Assistant|>' + content + '<|end|>' }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt and not ns.is_first %}{{ '<|Assistant|><think>\\n' }}{% endif %}";
+    expect_chat(deepseek_like,
+                "[{\"role\":\"system\",\"content\":\"S.\"},{\"role\":\"user\",\"content\":\"1+1?\"},"
+                "{\"role\":\"assistant\",\"content\":\"<think>add</think>2\"},{\"role\":\"user\",\"content\":\"2+2?\"}]",
+                NULL, NULL, true, "<BOS>",
+                "S.<|User|>1+1?<|Assistant|>2<|end|><|User|>2+2?<|Assistant|><think>\n");
+}
+
 static void chatml_default(void)
 {
     /* §7.1: llama.cpp's chatml fallback, used when a GGUF has no template */
@@ -482,6 +530,58 @@ static void message_checks(void)
     json_decref(m);
 }
 
+/* Random templates from template-ish fragments: every one either renders or
+ * fails with a message — no crash, no hang (run under `make asan`). */
+static void fuzz_no_crash(void)
+{
+    static const char *const frag[] = {
+        "{{", "}}", "{%", "%}", "{#", "#}", "{%-", "-%}", "{{-", "-}}", " if ", " elif ", " else ", " endif ",
+        " for ", " in ", " endfor ", " set ", " macro ", " endmacro ", " x ", " m ", " messages ", " loop.index ",
+        "(", ")", "[", "]", "{", "}", ",", ":", ".", "|", " trim ", " tojson ", " length ", " is ", " not ",
+        " defined ", " string ", " and ", " or ", "~", "+", "-", "*", "/", "//", "%", "**", "==", "<", "'a'",
+        "\"b\"", "'", "\"", "1", "2.5", " none ", " true ", "namespace(", "range(", "raise_exception(",
+        ".split(", ".strip(", "::-1", " items() ", "ns.k", " = ", "text\n", "  ", "\\", "é", " break ",
+    };
+    unsigned long long seed = 0x9e3779b97f4a7c15ull;
+    json_t *vars = json_loads("{\"x\": \"str\", \"m\": [1, {\"a\": [2]}], \"messages\": "
+                              "[{\"role\": \"user\", \"content\": \"hi\"}]}", 0, NULL);
+    int ok = 0, failed = 0;
+    for (int t = 0; t < 4000; t++) {
+        char src[1024];
+        size_t n = 0;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int parts = 1 + (int)((seed >> 33) % 24);
+        for (int k = 0; k < parts; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            const char *f = frag[(seed >> 33) % (sizeof frag / sizeof frag[0])];
+            size_t l = strlen(f);
+            if (n + l + 1 >= sizeof src)
+                break;
+            memcpy(src + n, f, l);
+            n += l;
+        }
+        src[n] = 0;
+        struct jinja_tmpl *tp = NULL;
+        struct err e;
+        char *out = NULL;
+        int rc = jinja_parse(&tp, src, n, &e);
+        if (!rc) {
+            struct jinja_opts o = {.now = PINNED_NOW, .max_output = 1 << 16, .max_steps = 10000};
+            rc = jinja_render(tp, vars, &o, &out, NULL, &e);
+        }
+        if (rc) {
+            failed++;
+            CHECK(e.msg[0] != 0 && e.code == rc, "template '%s' failed without a message", src);
+        } else {
+            ok++;
+        }
+        free(out);
+        jinja_free(tp);
+    }
+    json_decref(vars);
+    CHECK(ok > 50 && failed > 50, "fuzz mix: %d rendered, %d failed", ok, failed);
+}
+
 int main(void)
 {
     RUN(arithmetic_and_literals);
@@ -496,7 +596,9 @@ int main(void)
     RUN(qwen3_tools);
     RUN(llama3_formats);
     RUN(chatml_default);
+    RUN(other_template_idioms);
     RUN(phi3_from_gguf);
     RUN(message_checks);
+    RUN(fuzz_no_crash);
     CHECK_EXIT();
 }

@@ -16,6 +16,7 @@
 #include "../worker/quant_internal.h"
 #include "../worker/threadpool.h"
 #include "check.h"
+#include "golden/quant_gen.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -808,6 +809,64 @@ static void matmul_packed_q8_0(void)
     matmul_packed_one(QT_Q8_0, 96);
 }
 
+/* matmul (and the packed path where it exists) against llama.cpp's CPU
+ * mul_mat of the same matrices (tests/golden/matmul_llamacpp.txt, written by
+ * tests/golden/gen_matmul_golden.c): equal up to float summation order. */
+static void matmul_vs_llamacpp(void)
+{
+    FILE *f = fopen("tests/golden/matmul_llamacpp.txt", "r");
+    if (!f)
+        SKIP("tests/golden/matmul_llamacpp.txt not found (run from the repository root)");
+    static uint8_t w[QG_N_OUT * QG_N_IN * 4];
+    static float x[QG_N_TOK * QG_N_IN], y[QG_N_TOK * QG_N_OUT], fw[QG_N_OUT * QG_N_IN];
+    qg_acts(x);
+    struct matmul_scratch s = {0};
+    char name[32];
+    int lines = 0;
+    while (fscanf(f, "%31s", name) == 1) {
+        int k = -1;
+        for (int i = 0; i < QG_NTYPES; i++)
+            if (!strcmp(qg_types[i].name, name))
+                k = i;
+        CHECK(k >= 0, "unknown type '%s' in golden", name);
+        if (k < 0)
+            break;
+        float want[QG_N_TOK * QG_N_OUT];
+        for (int i = 0; i < QG_N_TOK * QG_N_OUT; i++)
+            if (fscanf(f, "%a", &want[i]) != 1)
+                want[i] = NAN;
+        lines++;
+        enum qtype t = (enum qtype)qg_types[k].id;
+        qg_weights(k, w);
+        dequant_row(t, w, fw, (int64_t)QG_N_OUT * QG_N_IN);
+        for (int pass = 0; pass < 2; pass++) {
+            struct matmul_packed *p = NULL;
+            if (pass == 1 && !(p = matmul_pack(t, w, QG_N_IN, QG_N_OUT)))
+                continue;
+            if (p)
+                matmul_packed_run(NULL, &s, p, x, QG_N_TOK, y);
+            else
+                matmul(NULL, &s, t, w, QG_N_IN, QG_N_OUT, x, QG_N_TOK, y);
+            matmul_packed_free(p);
+            int bad = 0;
+            for (int tt = 0; tt < QG_N_TOK; tt++)
+                for (int r = 0; r < QG_N_OUT; r++) {
+                    double mag = 0;
+                    for (int i = 0; i < QG_N_IN; i++)
+                        mag += fabs((double)fw[r * QG_N_IN + i] * x[tt * QG_N_IN + i]);
+                    float got = y[tt * QG_N_OUT + r], exp = want[tt * QG_N_OUT + r];
+                    if (!(fabs((double)got - exp) <= 2e-5 * mag) && bad++ < 2)
+                        printf("#   %s%s t=%d r=%d: %.9g vs llama.cpp %.9g (mag %g)\n", name, p ? " packed" : "", tt, r,
+                               got, exp, mag);
+                }
+            CHECK(bad == 0, "%s%s: %d outputs differ from llama.cpp", name, pass ? " packed" : "", bad);
+        }
+    }
+    fclose(f);
+    CHECK_EQ_INT(lines, QG_NTYPES);
+    matmul_scratch_free(&s);
+}
+
 /* ------------------------------------------------ (f) quantizer round trip */
 
 static void quantize_round_trip(void)
@@ -853,6 +912,7 @@ int main(void)
     RUN(matmul_packed_q4_k);
     RUN(matmul_packed_q6_k);
     RUN(matmul_packed_q8_0);
+    RUN(matmul_vs_llamacpp);
     RUN(quantize_round_trip);
     CHECK_EXIT();
 }

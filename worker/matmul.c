@@ -59,6 +59,7 @@ static void mm_rows_task(void *ctx, int64_t c, int worker)
     }
     float tmp[TOK_TILE];
     for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
+        /* the chunk's weights (≤ 64 KiB) stay cached across tiles; one tile's activations across rows */
         int nt = (int)(j->n_tok - t0 < TOK_TILE ? j->n_tok - t0 : TOK_TILE);
         const uint8_t *a = j->A + (size_t)t0 * j->arow;
         for (int64_t r = r0; r < r1; r++) {

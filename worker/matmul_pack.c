@@ -164,22 +164,30 @@ static void pk_quant_task(void *ctx, int64_t t, int worker)
     }
 }
 
+/* Tokens per block: a block's activations (≈ 64 × 1.1 KiB for n_in = 1024)
+ * stay in L2 while the task's weight groups (≤ 256 KiB) are walked once per
+ * block, so neither side is streamed from memory once per group/token. */
+#define PK_TOK_BLOCK 64
+
 static void pk_rows_task(void *ctx, int64_t c, int worker)
 {
     (void)worker;
     const struct pk_job *j = ctx;
     const struct matmul_packed *p = j->p;
     float tmp[PQ_MAXT * PQ4K_ROWS];
-    int64_t g1 = (c + 1) * j->chunk < p->n_groups ? (c + 1) * j->chunk : p->n_groups;
-    for (int64_t g = c * j->chunk; g < g1; g++) {
-        const uint8_t *grp = p->data + (size_t)g * p->gbytes;
-        int64_t r0 = g * PQ4K_ROWS, nr = p->n_out - r0 < PQ4K_ROWS ? p->n_out - r0 : PQ4K_ROWS;
-        for (int64_t t0 = 0; t0 < j->n_tok; t0 += PQ_MAXT) {
-            int nt = (int)(j->n_tok - t0 < PQ_MAXT ? j->n_tok - t0 : PQ_MAXT);
-            p->kernel(p->n_in, grp, j->A + (size_t)t0 * j->arow, j->arow, j->AUX + (size_t)t0 * j->auxrow, j->auxrow,
-                      nt, tmp);
-            for (int t = 0; t < nt; t++)
-                memcpy(j->Y + (t0 + t) * p->n_out + r0, tmp + PQ4K_ROWS * t, (size_t)nr * sizeof(float));
+    int64_t g0 = c * j->chunk, g1 = g0 + j->chunk < p->n_groups ? g0 + j->chunk : p->n_groups;
+    for (int64_t tb = 0; tb < j->n_tok; tb += PK_TOK_BLOCK) {
+        int64_t te = tb + PK_TOK_BLOCK < j->n_tok ? tb + PK_TOK_BLOCK : j->n_tok;
+        for (int64_t g = g0; g < g1; g++) {
+            const uint8_t *grp = p->data + (size_t)g * p->gbytes;
+            int64_t r0 = g * PQ4K_ROWS, nr = p->n_out - r0 < PQ4K_ROWS ? p->n_out - r0 : PQ4K_ROWS;
+            for (int64_t t0 = tb; t0 < te; t0 += PQ_MAXT) {
+                int nt = (int)(te - t0 < PQ_MAXT ? te - t0 : PQ_MAXT);
+                p->kernel(p->n_in, grp, j->A + (size_t)t0 * j->arow, j->arow, j->AUX + (size_t)t0 * j->auxrow,
+                          j->auxrow, nt, tmp);
+                for (int t = 0; t < nt; t++)
+                    memcpy(j->Y + (t0 + t) * p->n_out + r0, tmp + PQ4K_ROWS * t, (size_t)nr * sizeof(float));
+            }
         }
     }
 }
@@ -210,6 +218,8 @@ void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct 
     j.AUX = (uint8_t *)s->buf + aoff;
     tpool_run(tp, pk_quant_task, &j, n_tok);
     int64_t chunk = p->n_groups / ((int64_t)tpool_size(tp) * 8);
+    if (n_tok > 1 && chunk * (int64_t)p->gbytes > 256 * 1024)
+        chunk = (256 * 1024) / (int64_t)p->gbytes;
     j.chunk = chunk < 1 ? 1 : chunk;
     tpool_run(tp, pk_rows_task, &j, (p->n_groups + j.chunk - 1) / j.chunk);
 }

@@ -3,8 +3,10 @@
  * installed only when the CPU reports avx512vnni. Only reached through
  * quant.c after the CPU was checked.
  *
- * With VNNI: the shared 256-bit kernels of quant_x86.h in their VNNI form,
- * plus 512-bit kernels for the hot types (Q4_K, Q5_K, Q6_K, Q8_0). Without
+ * With VNNI: the shared 256-bit kernels of quant_x86.h in their VNNI form;
+ * 512-bit kernels for Q4_K, Q5_K, Q6_K and the Q8_0-activation family (Q8_0,
+ * Q4_0, Q5_0, IQ4_NL, MXFP4, incl. matmul's prepared-activation entry); and
+ * the row-interleaved kernels behind matmul_pack (Q4_K, Q6_K, Q8_0). Without
  * VNNI the AVX2 table already in place is kept. */
 #include <immintrin.h>
 #include <string.h>
@@ -328,6 +330,7 @@ ZP_ENTRY(q5_0)
 ZP_ENTRY(iq4_nl)
 ZP_ENTRY(mxfp4)
 
+/* QX_ENTRIES(name) calls qx_<name>; these aliases let it wrap the z_ kernels */
 #define qx_z_q4_k z_q4_k
 #define qx_z_q5_k z_q5_k
 #define qx_z_q6_k z_q6_k
