@@ -49,5 +49,10 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_gguf_dump(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_diag(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 #endif

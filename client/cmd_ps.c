@@ -4,9 +4,8 @@
 #include <string.h>
 
 #include "../proto/client.h"
+#include "cli.h"
 
-int cmd_ps(int argc, char **argv);
-int cmd_status(int argc, char **argv);
 
 static void human_bytes(uint64_t b, char *out, size_t cap)
 {

@@ -10,9 +10,8 @@
 #include <unistd.h>
 
 #include "../proto/client.h"
+#include "cli.h"
 
-int cmd_run(int argc, char **argv);
-int cmd_chat(int argc, char **argv);
 
 static volatile sig_atomic_t g_interrupt;
 static void on_sigint(int sig) { (void)sig; g_interrupt++; }

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "../proto/client.h"
+#include "cli.h"
 
-int cmd_serve(int argc, char **argv);
 
 static volatile sig_atomic_t g_stop;
 static void on_stop(int sig) { (void)sig; g_stop = 1; }

@@ -17,6 +17,11 @@ static const struct verb VERBS[] = {
     { "gguf-dump", cmd_gguf_dump, "show a GGUF file's metadata and tensors" },
     { "bench", cmd_bench, "measure prompt processing and generation speed" },
     { "diag", cmd_diag, "diagnostics: logits dump, chunked-prefill check" },
+    { "serve", cmd_serve, "run the daemon, one worker and the HTTP gateway in the foreground" },
+    { "run", cmd_run, "one completion through the daemon, streamed" },
+    { "chat", cmd_chat, "interactive chat through the daemon" },
+    { "ps", cmd_ps, "what the daemon runs: workers, devices, models, requests" },
+    { "status", cmd_status, "same as ps" },
 };
 
 static void usage(FILE *f)
