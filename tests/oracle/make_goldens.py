@@ -11,6 +11,7 @@ in one llama_decode. Quantized models are made by tests/tools/requant (our conve
 is given, else by llama_model_quantize (pure); the golden says which."""
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -113,6 +114,10 @@ class Ctx:
         self.tmp = tempfile.mkdtemp(prefix="llm170-goldens-")
         info = subprocess.run([self.oracle, "info"], check=True, capture_output=True, text=True).stdout
         self.variant = info.split()[1]
+        # the oracle's other CPU builds, to measure how much llama.cpp varies with itself
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+        self.variants = [v for v in ("x64", "skylakex") if v != self.variant and (v != "skylakex" or " avx512f" in flags)]
         self.desc = ORACLE_DESC % self.variant
 
     def run(self, *args, **kw):
@@ -159,6 +164,7 @@ def logits_golden(c, name, model_path, model_desc, prompt, tol, subdir="logits")
     n_vocab = int(out.split()[1])
     rows = read_rows(os.path.join(d, bin_name), n_vocab)
     am, t1, gap = row_stats(rows)
+    spread = variant_spread(c, model_path, prompt, rows, n_vocab)
     g = {
         "case": name,
         "model": model_desc,
@@ -172,11 +178,35 @@ def logits_golden(c, name, model_path, model_desc, prompt, tol, subdir="logits")
         "argmax": am,
         "top1": t1,
         "gap": gap,
+        "variant_spread": spread,
+        "variant_spread_note": "per position, the largest rel. L2 difference between these logits and the same "
+                               "oracle run with its other CPU builds (%s); a position's tolerance is "
+                               "max(tolerance_rel_l2, 2 x spread): where llama.cpp disagrees with itself (an "
+                               "activation-quantization rounding flip), so may we" % ", ".join(c.variants),
     }
     with open(os.path.join(d, name + ".json"), "w") as f:
         json.dump(g, f, indent=None, separators=(",", ":"))
         f.write("\n")
     print("golden %s/%s: %d x %d, min gap %.3g" % (subdir, name, len(prompt), n_vocab, min(gap)))
+
+
+def rel_l2(a, b):
+    num = sum((x - y) * (x - y) for x, y in zip(a, b))
+    den = sum(y * y for y in b)
+    return math.sqrt(num / den) if den > 0 else math.sqrt(num)
+
+
+def variant_spread(c, model_path, prompt, rows, n_vocab):
+    """per position: max over the oracle's other CPU variants of rel. L2 vs the reference rows"""
+    spread = [0.0] * len(rows)
+    tmp = os.path.join(c.tmp, "variant.f32")
+    for v in c.variants:
+        c.run("logits", "--model", model_path, "--prompt-tokens", ",".join(map(str, prompt)), "--all",
+              "--out", tmp, "--threads", 1, "--kv", "f32", env=dict(os.environ, ORACLE_CPU=v))
+        other = read_rows(tmp, n_vocab)
+        for p, (a, b) in enumerate(zip(other, rows)):
+            spread[p] = max(spread[p], rel_l2(a, b))
+    return [float("%.3g" % x) for x in spread]
 
 
 def synth_prompt(seed, n, n_vocab=1518):
