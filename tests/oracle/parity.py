@@ -245,7 +245,7 @@ def check_logits(a, gpath, model, live=None):
     os.close(fd)
     try:
         cmd = [a.cli, "diag", "logits", "--model", model, "--prompt-tokens", ",".join(map(str, g["prompt"])),
-               "--all", "--out", out] + (a.extra.split() if a.extra else [])
+               "--all", "--out", out] + [x for x in a.extra.split() if g.get("kv", "f32") == "f32" or x != "--kv-f32"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             print("not ok - %s: exit %d: %s" % (tag, r.returncode, first_line(r.stderr)))
