@@ -275,33 +275,52 @@ def make_quant(c):
             os.unlink(q)
 
 
-def make_greedy(c):
-    stories = os.path.join(c.shared, STORIES)
+def greedy_golden(c, fname, model_path, model_desc, prompts, n):
+    """prompts: [(text or None, ids)]"""
     cases = []
-    for text in GREEDY_PROMPTS:
-        ids = c.tokenize(stories, text)
-        case = {"prompt_text": text, "prompt": ids}
+    for text, ids in prompts:
+        case = {"prompt_text": text if text is not None else "(ids)", "prompt": ids}
         for kv in ("f32", "f16"):
-            g = json.loads(c.run("greedy", "--model", stories, "--prompt-tokens", ",".join(map(str, ids)),
-                                 "--n", GREEDY_N, "--threads", 1, "--kv", kv))
+            g = json.loads(c.run("greedy", "--model", model_path, "--prompt-tokens", ",".join(map(str, ids)),
+                                 "--n", n, "--threads", 1, "--kv", kv))
             sfx = "" if kv == "f32" else "_kv_f16"
             case["ids" + sfx] = g["ids"]
             case["top1" + sfx] = g["top1"]
             case["gap" + sfx] = g["gap"]
         cases.append(case)
-        print("greedy %-40r min gap %.3g" % (text, min(case["gap"])))
+        print("greedy %s %-40r min gap %.3g" % (fname, case["prompt_text"][:40], min(case["gap"])))
     g = {
-        "model": {"kind": "shared", "path": STORIES, "sha256": gguf_info.file_sha256(stories)},
+        "model": model_desc,
         "oracle": c.desc + ", greedy --n %d --threads 1 --kv f32 (ids/top1/gap) and --kv f16 (*_kv_f16); "
-                  "prompt = oracle tokenize (add_special, parse_special: BOS added); prompt in one "
-                  "llama_decode, then one token per decode; EOS does not stop it" % GREEDY_N,
-        "n_predict": GREEDY_N,
+                  "prompt in one llama_decode, then one token per decode; EOS does not stop it" % n,
+        "n_predict": n,
+        "eog_ids": [2],
         "gap_note": "gap = top1 - top2 logit at that step; a step is a near-tie when gap / max(1, |top1|) < 1e-2",
         "cases": cases,
     }
-    with open(os.path.join(c.out, "greedy_stories260K.json"), "w") as f:
+    with open(os.path.join(c.out, fname), "w") as f:
         json.dump(g, f, indent=1)
         f.write("\n")
+
+
+# synthetic models whose decode path (KV cache, one token per step) gets greedy goldens too
+GREEDY_SYNTH = ["synth-qwen2", "synth-qwen3-hd32", "synth-qwen3moe-16x4"]
+GREEDY_SYNTH_N = 32
+
+
+def make_greedy(c):
+    stories = os.path.join(c.shared, STORIES)
+    prompts = [(t, c.tokenize(stories, t)) for t in GREEDY_PROMPTS]
+    desc = {"kind": "shared", "path": STORIES, "sha256": gguf_info.file_sha256(stories)}
+    greedy_golden(c, "greedy_stories260K.json", stories, dict(desc, prompt_note="oracle tokenize (add_special, "
+                  "parse_special: BOS added)"), prompts, GREEDY_N)
+    recipes = dict(SYNTH_F32)
+    for i, name in enumerate(GREEDY_SYNTH):
+        path = os.path.join(c.tmp, name + ".gguf")
+        c.synth(recipes[name], path)
+        desc = {"kind": "synth_dense", "args": recipes[name], "sha256": gguf_info.file_sha256(path)}
+        prompts = [(None, synth_prompt(400 + 10 * i + k, n)) for k, n in enumerate((5, 17))]
+        greedy_golden(c, "greedy_%s.json" % name, path, desc, prompts, GREEDY_SYNTH_N)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Prints "ok - …", "not ok - …" and "skip - …: why" lines; called by tests/p
   parity.py tok    --cli BIN --golden tok_X.txt --vocab V.gguf [--jobs N]
   parity.py logits --cli BIN --golden G.json... [--pynp PY] [--requant BIN] [--shared DIR] [--extra ARGS]
                    (rebuilds each golden's model and checks its sha256 first)
-  parity.py greedy --cli BIN --golden greedy_X.json --model M.gguf [--batched]
+  parity.py greedy --cli BIN --golden greedy_X.json... [--pynp PY] [--shared DIR] [--batched]
 
 Rules (from the project brief and system.md):
 * tokenize: ids equal, for every case and mode;
@@ -367,22 +367,40 @@ def run_infer(a, prompts, n):
 
 
 def cmd_greedy(a):
-    g = json.load(open(a.golden[0]))
+    tmp = tempfile.mkdtemp(prefix="llm170-greedy-")
+    try:
+        models = Models(a, tmp)
+        for gpath in a.golden:
+            greedy_one(a, gpath, models)
+    finally:
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+        os.rmdir(tmp)
+
+
+def greedy_one(a, gpath, models):
+    g = json.load(open(gpath))
+    label = os.path.basename(gpath)[:-5]
+    path, err = models.get(g["model"])
+    if err:
+        print("%s - %s: %s" % (err[0], label, err[1]))
+        return
+    a.model = path
     n = g["n_predict"]
     eog = set(g.get("eog_ids", [2]))
     cases = g["cases"]
     if a.batched:
         seqs, err = run_infer(a, [c["prompt"] for c in cases], n)
         for i, c in enumerate(cases):
-            tag = "greedy batched seq %d %r" % (i, c["prompt_text"])
+            tag = "%s batched seq %d %r" % (label, i, c["prompt_text"])
             if err:
                 print("not ok - %s: %s" % (tag, err))
                 continue
             ok, why = judge(seqs.get(i, []), c, eog)
             print("%s - %s: %s" % ("ok" if ok else "not ok", tag, why))
         return
-    for c in cases:
-        tag = "greedy %r" % c["prompt_text"]
+    for i, c in enumerate(cases):
+        tag = "%s %d %r" % (label, i, c["prompt_text"])
         seqs, err = run_infer(a, [c["prompt"]], n)
         if err:
             print("not ok - %s: %s" % (tag, err))
