@@ -354,6 +354,63 @@ def tok_cases(c):
     return cases
 
 
+def cross_check_stress(c, out_name, expected_name):
+    """The stress ids must equal the ones ../shared/data/tokenizer/stress/expected-*.json recorded from
+    the same oracle — a check of this harness (vocab build, oracle flags, byte handling)."""
+    path = os.path.join(c.shared, "tokenizer", "stress", expected_name)
+    if not os.path.exists(path):
+        print("note: no %s to cross-check %s" % (path, out_name))
+        return
+    exp = json.load(open(path))["cases"]
+    same = diff = 0
+    with open(os.path.join(c.out, out_name)) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            name, mode, _, ids = line.rstrip("\n").split("\t")
+            if not name.startswith("stress/") or name[7:] not in exp:
+                continue
+            got = [int(x) for x in ids.split(",")] if ids else []
+            if exp[name[7:]][mode] == got:
+                same += 1
+            else:
+                diff += 1
+                print("MISMATCH %s %s %s" % (out_name, name, mode))
+    print("cross-check %s against %s: %d equal, %d different" % (out_name, expected_name, same, diff))
+    if diff:
+        sys.exit("tokenizer goldens disagree with the shared expected ids")
+
+
+def cross_check_inp(c, out_name, out_file):
+    """The .inp cases in no_bos mode must equal llama.cpp's own .out vectors of the same vocabulary."""
+    tdir = os.path.join(c.shared, "tokenizer")
+    inps = [f for f in sorted(os.listdir(tdir)) if f.endswith(".inp")]
+    if not inps or not os.path.exists(os.path.join(tdir, out_file)):
+        return
+    with open(os.path.join(tdir, inps[0]), "rb") as f:
+        texts = f.read().split(INP_SEP)
+    with open(os.path.join(tdir, out_file)) as f:
+        outs = f.read().split("\n")
+    exp = {}
+    for i, t in enumerate(texts[:len(outs)]):
+        exp.setdefault(t.hex(), [int(x) for x in outs[i].split()])
+    same = diff = 0
+    with open(os.path.join(c.out, out_name)) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            name, mode, hx, ids = line.rstrip("\n").split("\t")
+            if name.startswith("inp/") and mode == "no_bos" and hx in exp:
+                if exp[hx] == ([int(x) for x in ids.split(",")] if ids else []):
+                    same += 1
+                else:
+                    diff += 1
+                    print("MISMATCH %s %s" % (out_name, name))
+    print("cross-check %s against %s: %d equal, %d different" % (out_name, out_file, same, diff))
+    if diff:
+        sys.exit("tokenizer goldens disagree with llama.cpp's .out vectors")
+
+
 def tok_golden(c, out_name, vocab_path, vocab_desc, build_cmd, cases):
     inp = os.path.join(c.tmp, "cases.inp")
     with open(inp, "wb") as f:
@@ -396,12 +453,18 @@ def make_tok(c):
                        check=True, stdout=subprocess.DEVNULL)
         tok_golden(c, "tok_qwen3_%s.txt" % pre, v, "real Qwen3 vocabulary (151,669 tokens padded to 151,936), "
                    "pre-tokenizer %s" % pre, QWEN3_BUILD % pre, cases)
+        if pre == "qwen2":  # Qwen3 shares Qwen2's BPE: llama.cpp's qwen2 vectors apply
+            cross_check_inp(c, "tok_qwen3_qwen2.txt", "ggml-vocab-qwen2.gguf.out")
+        cross_check_stress(c, "tok_qwen3_%s.txt" % pre, "expected-qwen3.json" if pre == "qwen2" else
+                           "expected-qwen3-pre-qwen35.json")
     # llama-bpe: the Llama 3 vocabulary rebuilt from ../shared/data/tokenizer/llama3-tiktoken
     v = os.path.join(c.tmp, "llama-bpe.gguf")
     subprocess.run([sys.executable, os.path.join(HERE, "llama_bpe_vocab.py"), v], check=True,
                    env=dict(os.environ, LLM170_SHARED=c.shared))
     tok_golden(c, "tok_llama3_bpe.txt", v, "Llama 3 vocabulary (128,000 tiktoken ranks + 256 specials), pre llama-bpe",
                "python3 tests/oracle/llama_bpe_vocab.py V  (from ../shared/data/tokenizer/llama3-tiktoken)", cases)
+    cross_check_stress(c, "tok_llama3_bpe.txt", "expected-llama-bpe.json")
+    cross_check_inp(c, "tok_llama3_bpe.txt", "ggml-vocab-llama-bpe.gguf.out")
 
 
 def main():
