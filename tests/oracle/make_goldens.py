@@ -210,6 +210,23 @@ def variant_spread(c, model_path, prompt, rows, n_vocab, kv):
     return [float("%.3g" % x) for x in spread]
 
 
+def cross_check_stories(c):
+    """stories260K "Once upon a time": prompt ids and the first 16 logits after BOS must match the
+    independent float64 pass recorded in ../shared/data/models/stories260K.golden.json."""
+    path = os.path.join(c.shared, "models", "stories260K.golden.json")
+    if not os.path.exists(path):
+        return
+    ref = json.load(open(path))["cases"][0]
+    g = json.load(open(os.path.join(c.out, "logits", "stories260K-once.json")))
+    row0 = read_rows(os.path.join(c.out, "logits", "stories260K-once.f32"), g["n_vocab"])[0]
+    worst = max(abs(a - b) for a, b in zip(row0, ref["logits_pos0_after_BOS_first16"]))
+    ok = g["prompt"] == ref["prompt_ids_with_bos"] and worst < 1e-4
+    print("cross-check stories260K-once against stories260K.golden.json: prompt %s, max |diff| %.2g" % (
+        "equal" if g["prompt"] == ref["prompt_ids_with_bos"] else "DIFFERENT", worst))
+    if not ok:
+        sys.exit("stories260K logits disagree with the shared golden")
+
+
 def synth_prompt(seed, n, n_vocab=1518):
     rnd = random.Random(seed)
     return [1] + [rnd.randrange(3, n_vocab) for _ in range(n - 1)]
@@ -230,6 +247,7 @@ def make_logits(c):
     text = STORIES_PROMPTS[2][1]
     logits_golden(c, "stories260K-mixed-kvf16", stories, dict(sdesc, prompt_text=text), c.tokenize(stories, text),
                   1e-3, kv="f16")
+    cross_check_stories(c)
     ids = c.tokenize(stories, STORIES_LONG)[:STORIES_LONG_LEN]
     if len(ids) < STORIES_LONG_LEN:
         sys.exit("long story text gives only %d tokens" % len(ids))
