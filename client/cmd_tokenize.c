@@ -1,7 +1,9 @@
 /* cmd_tokenize.c — `llm170 tokenize` and `llm170 detokenize`. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -16,8 +18,29 @@ static const char *DETOK_USAGE =
     "IDs as separate arguments or comma-separated. Prints the text.\n"
     "  --special      render control tokens' text too\n";
 
-/* Opening the whole model just for its vocabulary is cheap: weights stay in
- * the mapping untouched. */
+/* Only the vocabulary is loaded (a vocab-only GGUF works too); the weights
+ * stay untouched in the mapping. */
+static struct tok_vocab *load_vocab(const char *path, struct gguf **g)
+{
+    struct err e;
+    err_clear(&e);
+    struct tok_vocab *v = NULL;
+    if (gguf_open(g, path, &e) != 0) {
+        if (e.code == ERR_IO && access(path, R_OK) != 0)
+            cli_error("cannot open model '%s': %s", path, strerror(errno));
+        else
+            cli_error("%s", e.msg);
+        return NULL;
+    }
+    if (tok_load(&v, *g, &e) != 0) {
+        cli_error("%s: %s", path, e.msg);
+        gguf_close(*g);
+        *g = NULL;
+        return NULL;
+    }
+    return v;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model_path = NULL, *text = NULL, *file = NULL, *v;
@@ -65,14 +88,15 @@ int cmd_tokenize(int argc, char **argv)
     } else {
         len = strlen(text);
     }
-    struct model *m = cli_load_model(model_path);
-    if (!m) {
+    struct gguf *g = NULL;
+    struct tok_vocab *vocab = load_vocab(model_path, &g);
+    if (!vocab) {
         free(buf);
         return 1;
     }
     int32_t *ids = NULL;
     size_t n = 0;
-    int rc = tok_encode(model_vocab(m), text, len, add_special, parse_special, &ids, &n, &e);
+    int rc = tok_encode(vocab, text, len, add_special, parse_special, &ids, &n, &e);
     if (rc != 0) {
         cli_error("cannot tokenize: %s", e.msg);
     } else {
@@ -83,7 +107,8 @@ int cmd_tokenize(int argc, char **argv)
     }
     free(ids);
     free(buf);
-    model_free(m);
+    tok_free(vocab);
+    gguf_close(g);
     return rc ? 1 : 0;
 }
 
@@ -134,13 +159,14 @@ int cmd_detokenize(int argc, char **argv)
         free(ids);
         return cli_usage_error("detokenize", "--model is required");
     }
-    struct model *m = cli_load_model(model_path);
-    if (!m) {
+    struct gguf *g = NULL;
+    struct tok_vocab *vocab = load_vocab(model_path, &g);
+    if (!vocab) {
         free(ids);
         return 1;
     }
     int rc = 0;
-    int32_t nv = tok_n_vocab(model_vocab(m));
+    int32_t nv = tok_n_vocab(vocab);
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= nv) {
             cli_error("token id %d is outside the vocabulary (%d tokens)", ids[i], nv);
@@ -149,7 +175,7 @@ int cmd_detokenize(int argc, char **argv)
         }
     if (!rc) {
         size_t len = 0;
-        char *text = tok_detokenize(model_vocab(m), ids, n, special, &len);
+        char *text = tok_detokenize(vocab, ids, n, special, &len);
         if (!text) {
             cli_error("out of memory");
             rc = 1;
@@ -160,6 +186,7 @@ int cmd_detokenize(int argc, char **argv)
         }
     }
     free(ids);
-    model_free(m);
+    tok_free(vocab);
+    gguf_close(g);
     return rc;
 }
