@@ -754,6 +754,11 @@ static enum MHD_Result handle_tokenize(struct conn *c, struct MHD_Connection *mc
         json_decref(b);
         return respond_error(c, mc, gw_http_status(rc), rc, e.msg, NULL);
     }
+    if (json_is_true(wp) && n > 8192) { /* one daemon round trip per piece */
+        free(ids);
+        json_decref(b);
+        return respond_error(c, mc, 400, ERR_INVALID, "'with_pieces' is limited to 8192 tokens", "with_pieces");
+    }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         if (json_is_true(wp)) {
