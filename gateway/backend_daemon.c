@@ -25,6 +25,7 @@ struct daemon_backend {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int n_jobs;                /* job threads alive */
+    atomic_bool suspect;       /* the daemon did not answer lately: probe with the quick client first */
 };
 
 struct gw_job {
@@ -177,10 +178,26 @@ static void run_job(struct gw_job *j)
         deliver_error(j, ERR_CANCELED, "canceled");
         return;
     }
+    /* a daemon that is down would hold this request for the whole generate
+     * deadline; after a failure, a quick status probe answers 503 at once */
+    if (atomic_load(&j->b->suspect)) {
+        struct proto_status ps;
+        memset(&ps, 0, sizeof ps);
+        rc = pc_status(j->b->quick, &ps, &e);
+        proto_status_free(&ps);
+        if (rc) {
+            free(bias);
+            deliver_error(j, rc, e.msg);
+            return;
+        }
+        atomic_store(&j->b->suspect, false);
+    }
     struct pc_stream *st = NULL;
     rc = pc_generate(j->b->pc, &pg, &st, &e);
     free(bias);
     if (rc) {
+        if (rc == ERR_IO)
+            atomic_store(&j->b->suspect, true);
         deliver_error(j, rc, e.msg);
         return;
     }
@@ -407,6 +424,7 @@ int daemon_backend_open(struct gw_backend *out, const char *url, struct err *e)
         return err_set(e, ERR_NOMEM, "out of memory");
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
+    atomic_init(&b->suspect, true); /* not heard from yet */
     /* lazy: the gateway may start before llm170d; /health says 503 meanwhile */
     int rc = pc_open(&b->pc, url, 0, PC_LAZY, e);
     if (!rc)
