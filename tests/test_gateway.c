@@ -231,6 +231,14 @@ static void health_and_models(void)
     json_decref(j);
     resp_free(&r);
 
+    r = http(port_open, "GET", "/v1/models/fake-model", NULL, NULL);
+    CHECK(r.status == 200 && strstr(r.body, "\"id\":\"fake-model\""), "retrieve: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_open, "GET", "/v1/models/other", NULL, NULL);
+    check_error(&r, 404, "not_found_error", &k);
+    json_decref(k);
+    resp_free(&r);
+
     r = http(port_open, "GET", "/nowhere", NULL, NULL);
     check_error(&r, 404, "not_found_error", &k);
     json_decref(k);

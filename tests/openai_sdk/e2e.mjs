@@ -109,6 +109,10 @@ await tcase('models_list', async () => {
   assert(ids.length >= 1, 'no models');
   if (!MODEL) MODEL = ids[0];
   eq(list.data[0].object, 'model', 'object');
+  const one = await client.models.retrieve(MODEL);
+  eq(one.id, MODEL, 'models.retrieve');
+  const e = await sdkError(() => client.models.retrieve('no-such-model'));
+  eq(e.status, 404, 'retrieve unknown');
 });
 
 let greedyCompletion = '';
