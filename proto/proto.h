@@ -93,8 +93,8 @@ struct proto_bias {
     float bias; /* added to the logit; -INFINITY bans (sent as a large negative float) */
 };
 
-/* A generate request. Exactly one prompt form is required: prompt (text,
- * tokenized by the worker), tokens (ids), or messages (chat template). */
+/* A generate request. One prompt form is required: prompt (text, tokenized
+ * by the worker), tokens (ids), or messages / messages_json (chat template). */
 struct proto_gen {
     char *model;                      /* model name; NULL/"" = whatever the daemon serves */
     char *prompt;                     /* text prompt */
@@ -102,6 +102,10 @@ struct proto_gen {
     size_t n_tokens;
     struct proto_chat_msg *messages;  /* [n_messages] chat turns */
     size_t n_messages;
+    char *messages_json;              /* OpenAI messages array as JSON text, every field kept (tool_calls,
+                                       * tool_call_id, name, reasoning_content …); wins over messages */
+    char *tools_json;                 /* OpenAI tools array as JSON text, for the chat template */
+    char *template_kwargs_json;       /* JSON object merged into the template variables (enable_thinking …) */
     uint32_t set;                     /* PG_* bits of the fields below that were given */
     int32_t max_tokens;               /* -1 = until EOG or the context is full */
     float temperature;                /* <= 0 → greedy */

@@ -695,6 +695,136 @@ static void hung_worker_restarted(void)
     CHECK_EQ_INT(stop_daemon(d), 0);
 }
 
+struct stress {
+    struct pc_client *c;
+    int idx;
+    int outcome; /* 1 length, 2 canceled, 3 queue full, 0 other */
+};
+
+static void *stress_main(void *arg)
+{
+    struct stress *t = arg;
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 10 + t->idx % 7;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *s;
+    struct err e;
+    int rc = pc_generate(t->c, &g, &s, &e);
+    if (rc) {
+        t->outcome = rc == ERR_FULL ? 3 : 0;
+        return NULL;
+    }
+    int got = 0, fin = 0;
+    int64_t end = now_ms() + 20000;
+    while (!pc_stream_done(s) && now_ms() < end) {
+        if (t->idx % 5 == 0 && got >= 3 && !fin) {
+            pc_cancel(s, &e);
+            fin = -1;
+        }
+        struct proto_chunk *ch;
+        size_t n;
+        if (pc_next(s, 300, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            got += ch[i].token >= 0;
+            if (ch[i].finish)
+                fin = ch[i].finish;
+        }
+        proto_chunks_free(ch, n);
+    }
+    if (t->idx % 7 == 3) { /* vanish without a word: the daemon's idle timer cleans up */
+        free(s);
+        t->outcome = 1;
+        return NULL;
+    }
+    pc_stream_free(s);
+    t->outcome = fin == PF_LENGTH ? 1 : fin == PF_CANCEL ? 2 : 0;
+    return NULL;
+}
+
+/* 96 clients at once on 4 slots + 64 queue places: every request ends as
+ * finished, canceled or refused with queue full — no hang, no lost stream. */
+static void stress_many_streams(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--slots", "8", "--queue", "64", "--stream-idle-ms", "1000", NULL};
+    char env[] = "FAKE_TOKEN_MS=5";
+    const char *envs[] = {env, NULL};
+    pid_t d = start_daemon(extra, envs);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    enum { N = 96 };
+    static struct stress t[N];
+    pthread_t th[N];
+    int64_t t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        t[i] = (struct stress){.c = c, .idx = i};
+        pthread_create(&th[i], NULL, stress_main, &t[i]);
+    }
+    int counts[4] = {0};
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        counts[t[i].outcome]++;
+    }
+    printf("# %d streams in %lld ms: %d finished, %d canceled, %d queue full, %d other\n", N,
+           (long long)(now_ms() - t0), counts[1], counts[2], counts[3], counts[0]);
+    CHECK_EQ_INT(counts[0], 0);
+    CHECK(counts[2] >= 1 && counts[1] >= 30, "mix of outcomes");
+    /* afterwards the worker is idle again */
+    int active = -1, queued = -1;
+    int64_t end = now_ms() + 5000;
+    while (now_ms() < end && (active || queued)) {
+        struct proto_status st;
+        struct err e;
+        usleep(200000);
+        if (pc_status(c, &st, &e) == 0) {
+            active = st.active;
+            queued = st.queued;
+            proto_status_free(&st);
+        }
+    }
+    CHECK(active == 0 && queued == 0, "idle afterwards (%d active, %d queued)", active, queued);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+/* A worker that keeps crashing is restarted with growing delays, not in a hot loop. */
+static void crash_loop_backs_off(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char env[] = "FAKE_CRASH_MS=50";
+    const char *envs[] = {env, NULL};
+    pid_t d = start_daemon(NULL, envs);
+    struct pc_client *c = NULL;
+    struct err e;
+    int64_t t0 = now_ms();
+    while (now_ms() - t0 < 3000) {
+        if (!c && pc_open(&c, sockurl, 1000, 0, &e))
+            c = NULL;
+        usleep(100000);
+    }
+    int restarts = -1;
+    if (c) {
+        struct proto_status st;
+        if (pc_status(c, &st, &e) == 0) {
+            restarts = st.n_workers ? st.workers[0].restarts : -1;
+            proto_status_free(&st);
+        }
+    }
+    printf("# crashing worker: %d restarts in 3 s (back-off 0.25, 0.5, 1, 2 s …)\n", restarts);
+    CHECK(restarts >= 2 && restarts <= 5, "restarts %d", restarts);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
 int main(void)
 {
     const char *bin = getenv("LLM170_BIN"), *build = getenv("LLM170_BUILD");
@@ -723,6 +853,8 @@ int main(void)
     RUN(config_file_and_flags);
     RUN(two_workers_one_dies);
     RUN(hung_worker_restarted);
+    RUN(stress_many_streams);
+    RUN(crash_loop_backs_off);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

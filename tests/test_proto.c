@@ -49,7 +49,18 @@ static void generate_roundtrip(void)
     m.gen.logprobs = 3;
     m.gen.ignore_eos = true;
     m.gen.add_special = false;
+    m.gen.messages_json = "[{\"role\":\"user\",\"content\":\"hi\",\"name\":\"bob\"}]";
+    m.gen.tools_json = "[]";
+    m.gen.template_kwargs_json = "{\"enable_thinking\":false}";
     CHECK(roundtrip(&m, &d) == 0, "generate round trip");
+    CHECK(d.gen.messages_json && !strcmp(d.gen.messages_json, m.gen.messages_json), "messages_json");
+    CHECK(d.gen.tools_json && !strcmp(d.gen.tools_json, "[]"), "tools_json");
+    CHECK(d.gen.template_kwargs_json && strstr(d.gen.template_kwargs_json, "enable_thinking"), "kwargs");
+    struct proto_gen cp;
+    struct err ce;
+    CHECK(proto_gen_copy(&cp, &d.gen, &ce) == 0 && cp.tools_json && cp.n_stop == 2 && !strcmp(cp.stop[1], "User:"),
+          "deep copy");
+    proto_gen_free(&cp);
     CHECK_EQ_INT(d.type, PT_GENERATE);
     CHECK_EQ_INT(d.id, 77);
     CHECK(d.gen.model && !strcmp(d.gen.model, "stories"), "model");

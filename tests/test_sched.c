@@ -4,7 +4,9 @@
  * slot, bounded queue, prompt too long, prefix reuse, stop strings, length
  * limit, logprobs. Every loop is bounded by a step count. */
 #include <jansson.h>
+#include <locale.h>
 #include <math.h>
+#include <wchar.h>
 #include <unistd.h>
 
 #include "../worker/engine.h"
@@ -26,7 +28,10 @@ struct rec {
     int err_code;
     int n_logprob_events;
     bool logprob_ok;
+    int n_top_seen, n_top_byte, n_top_bad_utf8;
 };
+
+static struct model *g_model;
 
 struct coll {
     struct rec r[MAXR];
@@ -43,6 +48,11 @@ static void on_event(void *user, const struct sched_event *ev)
         memcpy(r->text + r->n_text, ev->text, ev->n_text);
         r->n_text += ev->n_text;
         r->text[r->n_text] = 0;
+    }
+    for (int i = 0; i < ev->n_top; i++) {
+        r->n_top_seen++;
+        r->n_top_byte += tok_attr_of(model_vocab(g_model), ev->top[i].token) == TOK_BYTE;
+        r->n_top_bad_utf8 += mbstowcs(NULL, ev->top[i].text, 0) == (size_t)-1;
     }
     if (ev->has_logprob) {
         r->n_logprob_events++;
@@ -65,7 +75,7 @@ static void on_event(void *user, const struct sched_event *ev)
     }
 }
 
-static struct model *g_model;
+static bool g_utf8_locale;
 static struct engine_ctx *g_eng;
 static json_t *g_golden;
 
@@ -344,7 +354,8 @@ static void bad_requests(void)
     CHECK(sched_submit(s, &q, &e) == 0, "250 tokens: %s", e.msg);
     run_all(s, 100);
     CHECK_EQ_INT(c->r[2].finish, SCHED_LENGTH);
-    CHECK(c->r[2].n_gen == 6 || c->r[2].n_gen == 5, "generated to the context end (%d)", c->r[2].n_gen);
+    /* positions 250..255 take 6 decoded tokens, whose logits give a 7th */
+    CHECK(c->r[2].n_gen == 7, "generated to the context end (%d)", c->r[2].n_gen);
     sched_free(s);
     free(c);
 }
@@ -380,6 +391,19 @@ static void prefix_reuse_stop_logprobs(void)
     CHECK(!strcmp(c->r[1].text, c->r[2].text), "same text with a reused prefix");
     CHECK_EQ_INT(c->r[2].n_logprob_events, 40);
     CHECK(c->r[2].logprob_ok, "logprobs: chosen = top[0], descending, <= 0");
+    /* 32 alternatives a token: byte tokens among them still come as valid UTF-8 text */
+    q.id = 5;
+    q.n_probs = 32;
+    q.max_tokens = 20;
+    CHECK(sched_submit(s, &q, &e) == 0, "n_probs 32");
+    run_all(s, 200);
+    printf("# %d top alternatives, %d of them byte tokens, %d not valid UTF-8\n", c->r[5].n_top_seen,
+           c->r[5].n_top_byte, c->r[5].n_top_bad_utf8);
+    CHECK_EQ_INT(c->r[5].n_top_seen, 20 * 32);
+    if (g_utf8_locale)
+        CHECK_EQ_INT(c->r[5].n_top_bad_utf8, 0);
+    q.n_probs = 3;
+    q.max_tokens = 40;
     /* a prompt extending the first one's prompt+output reuses through a copy into another slot */
     int32_t ext[128];
     memcpy(ext, ids, sizeof(int32_t) * (size_t)n);
@@ -473,6 +497,7 @@ static void decode_first_bounded_prefill(void)
 
 int main(void)
 {
+    g_utf8_locale = setlocale(LC_CTYPE, "C.UTF-8") != NULL;
     RUN(batch_invariance_and_golden);
     RUN(cancel_frees_slot_and_queue_full);
     RUN(bad_requests);

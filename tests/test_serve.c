@@ -320,6 +320,30 @@ static void chat_and_cancel(void)
         CHECK(r.finish == PF_LENGTH || r.finish == PF_STOP, "chat finished (%d)", r.finish);
         CHECK(r.n_prompt > 5, "template applied (%d prompt tokens)", r.n_prompt);
     }
+    /* the full OpenAI messages as JSON (extra fields kept), tools and template kwargs */
+    proto_gen_init(&g);
+    g.messages_json = "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                      "{\"role\":\"user\",\"content\":\"Tell me a story.\",\"name\":\"sam\"}]";
+    g.tools_json = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]";
+    g.template_kwargs_json = "{\"enable_thinking\":false}";
+    g.max_tokens = 4;
+    g.set |= PG_MAX_TOKENS;
+    CHECK(pc_generate(g_c, &g, &s, &e) == 0, "messages_json: %s", e.msg);
+    if (s) {
+        memset(&r, 0, sizeof r);
+        run_stream(s, &r, 10000);
+        pc_stream_free(s);
+        CHECK(r.finish == PF_LENGTH || r.finish == PF_STOP, "messages_json finished (%d)", r.finish);
+        CHECK(r.n_prompt > 10, "system + user turns rendered (%d prompt tokens)", r.n_prompt);
+    }
+    g.messages_json = "[{\"role\":";
+    int brc = pc_generate(g_c, &g, &s, &e);
+    CHECK(brc == ERR_INVALID && pc_http_status(brc) == 400 && strstr(e.msg, "messages"), "bad JSON: %d %s", brc,
+          e.msg);
+    g.messages_json = "[]";
+    g.template_kwargs_json = "[1]";
+    brc = pc_generate(g_c, &g, &s, &e);
+    CHECK(brc == ERR_INVALID && strstr(e.msg, "chat_template_kwargs"), "kwargs not an object: %d %s", brc, e.msg);
     /* cancel a long request: it ends with "cancel" */
     proto_gen_init(&g);
     g.prompt = "Once upon a time";

@@ -135,7 +135,7 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->text = malloc(s->text_cap);
     s->probs = calloc(33, sizeof *s->probs);
     s->tops = calloc(32, sizeof *s->tops);
-    s->top_text = malloc(32 * s->piece_cap);
+    s->top_text = malloc(32 * 3 * s->piece_cap + 1); /* each piece cleaned: up to 3 bytes per byte */
     s->eog = calloc((size_t)s->n_vocab, sizeof *s->eog);
     bool ok = s->slots && s->batch && s->row_slot && s->logits && s->piece && s->text && s->probs && s->tops &&
               s->top_text && s->eog;
@@ -424,6 +424,40 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
 
 /* ---------------------------------------------------------------- step */
 
+/* Copy n bytes to out (cap ≥ 3n + 1) as valid UTF-8: a byte that does not
+ * start a complete, well-formed sequence becomes U+FFFD. A single token's
+ * piece may be part of a character (byte tokens), and JSON needs valid text. */
+static size_t utf8_clean(const char *in, size_t n, char *out)
+{
+    const unsigned char *p = (const unsigned char *)in;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = (p[i + k] & 0xC0) == 0x80;
+        if (ok && len > 1) { /* no overlong forms, surrogates or values past U+10FFFF */
+            unsigned v = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+            for (size_t k = 1; k < len; k++)
+                v = v << 6 | (p[i + k] & 0x3F);
+            ok = !((len == 2 && v < 0x80) || (len == 3 && v < 0x800) || (len == 4 && v < 0x10000) ||
+                   (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF);
+        }
+        if (ok) {
+            memcpy(out + o, in + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = 0;
+    return o;
+}
+
 /* Sample the next token of slot si from its logits row and emit it. */
 static void sample_slot(struct sched *s, int si, const float *logits)
 {
@@ -443,9 +477,9 @@ static void sample_slot(struct sched *s, int si, const float *logits)
         ev.has_logprob = true;
         ev.logprob = chosen.logprob;
         for (int i = 0; i < n_top; i++) {
-            char *t = s->top_text + (size_t)i * s->piece_cap;
-            size_t n = tok_piece(s->v, s->probs[i].token, true, t, s->piece_cap - 1);
-            t[n < s->piece_cap - 1 ? n : s->piece_cap - 1] = 0;
+            char *t = s->top_text + (size_t)i * 3 * s->piece_cap;
+            size_t n = tok_piece(s->v, s->probs[i].token, true, s->piece, s->piece_cap);
+            utf8_clean(s->piece, n < s->piece_cap ? n : s->piece_cap, t);
             s->tops[i] = (struct sched_top){s->probs[i].token, s->probs[i].logprob, t};
         }
         ev.top = s->tops;
@@ -480,7 +514,8 @@ static void sample_slot(struct sched *s, int si, const float *logits)
         return;
     }
     r->pending = tok;
-    if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_past + 1 >= s->n_ctx)
+    /* the pending token goes to position n_past: it must exist for one more step */
+    if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_past >= s->n_ctx)
         finish_slot(s, si, SCHED_LENGTH, 0, NULL);
 }
 

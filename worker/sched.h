@@ -56,7 +56,7 @@ void sched_request_init(struct sched_request *r);
 struct sched_top {
     int32_t token;
     float logprob;
-    const char *text;
+    const char *text; /* the token's piece as valid UTF-8 (a partial character → U+FFFD) */
 };
 
 /* One event. Pointers are valid during the callback only. */

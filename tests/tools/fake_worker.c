@@ -3,7 +3,8 @@
  * FAKE_LOAD_MS, then each generate streams max_tokens tokens "t0 ", "t1 " …
  * (one per FAKE_TOKEN_MS to every running request, like a scheduler step),
  * with slots/queue limits, cancel, ping/pong, tokenize (bytes) and shutdown.
- * FAKE_FAIL_LOAD=1 makes it exit 3 (cannot load) before "ready". */
+ * FAKE_FAIL_LOAD=1 makes it exit 3 (cannot load) before "ready";
+ * FAKE_CRASH_MS=N makes it die (status 70) N ms after "ready"; FAKE_NO_PONG=1 ignores pings. */
 #include <nng/nng.h>
 #include <nng/protocol/pair0/pair.h>
 #include <stdio.h>
@@ -95,6 +96,8 @@ int main(int argc, char **argv)
     enum { MAXR = 1024 };
     static struct req reqs[MAXR];
     bool shutting = false;
+    int crash_ms = env_int("FAKE_CRASH_MS", 0);
+    int64_t t_crash = crash_ms > 0 ? now_ms() + crash_ms : 0;
     int64_t next_step = now_ms() + token_ms;
     for (;;) {
         int wait = (int)(next_step - now_ms());
@@ -175,6 +178,8 @@ int main(int argc, char **argv)
             }
             proto_msg_free(&m);
         }
+        if (t_crash && now_ms() >= t_crash)
+            _exit(70); /* a crash, as far as the daemon can tell (no core file) */
         if (now_ms() < next_step)
             continue;
         next_step += token_ms;
