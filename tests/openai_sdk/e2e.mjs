@@ -157,6 +157,21 @@ await tcase('chat', async () => {
   assert(r.usage.prompt_tokens > 0, 'prompt_tokens');
 });
 
+await tcase('chat_tools_and_template_kwargs', async () => {
+  // the whole chat request (tools, tool calls, tool results, template kwargs) reaches the template
+  const r = await client.chat.completions.create({
+    model: MODEL, max_tokens: 4, temperature: 0,
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+    messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: '22C' }],
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  eq(r.object, 'chat.completion', 'object');
+  assert(r.usage.prompt_tokens > 10, 'prompt_tokens ' + r.usage.prompt_tokens);
+});
+
 await tcase('chat_stream', async () => {
   const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 12, temperature: 0, stream: true });
   let text = '', role = null, finish = null;
