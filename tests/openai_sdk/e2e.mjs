@@ -169,7 +169,7 @@ await tcase('chat_tools_and_template_kwargs', async () => {
     chat_template_kwargs: { enable_thinking: false },
   });
   eq(r.object, 'chat.completion', 'object');
-  assert(r.usage.prompt_tokens > 10, 'prompt_tokens ' + r.usage.prompt_tokens);
+  if (!FAKE) assert(r.usage.prompt_tokens > 10, 'prompt_tokens ' + r.usage.prompt_tokens);
 });
 
 await tcase('chat_stream', async () => {
