@@ -1175,7 +1175,11 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
             json_t *v = json_is_string(a0) ? json_object_get(obj, json_string_value(a0)) : NULL;
             return json_incref(v ? v : a1 ? a1 : json_null());
         }
-        /* a dict can hold a callable only as a namespace/loop attribute we do not model */
+        if (!strcmp(name, "cycle") && json_is_integer(json_object_get(obj, "index0")) && json_object_get(obj, "revindex")) {
+            if (n < 1) /* loop.cycle(a, b, …): the loop object is the only dict with these keys */
+                return jerr(c, ERR_INVALID, "loop.cycle() needs arguments");
+            return json_incref(args[json_integer_value(json_object_get(obj, "index0")) % n]);
+        }
     } else if (json_is_array(obj)) {
         if (!strcmp(name, "append")) {
             json_array_append(obj, a0 ? a0 : json_null());

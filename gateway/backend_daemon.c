@@ -25,6 +25,7 @@ struct daemon_backend {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int n_jobs;                /* job threads alive */
+    atomic_bool suspect;       /* the daemon did not answer lately: probe with the quick client first */
 };
 
 struct gw_job {
@@ -40,6 +41,7 @@ struct gw_job {
     size_t n_tokens;
     struct proto_chat_msg *msgs;
     size_t n_msgs;
+    char *msgs_json, *tools_json, *kwargs_json; /* the whole chat request for the template */
     char **stop;
     size_t n_stop;
     struct gw_bias *bias;
@@ -57,6 +59,9 @@ static void job_free(struct gw_job *j)
         free(j->msgs[i].content);
     }
     free(j->msgs);
+    free(j->msgs_json);
+    free(j->tools_json);
+    free(j->kwargs_json);
     for (size_t i = 0; i < j->n_stop; i++)
         free(j->stop[i]);
     free(j->stop);
@@ -97,6 +102,9 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->n_tokens = j->n_tokens;
     pg->messages = j->msgs;
     pg->n_messages = j->n_msgs;
+    pg->messages_json = j->msgs_json;
+    pg->tools_json = j->tools_json;
+    pg->template_kwargs_json = j->kwargs_json;
     static const struct { uint32_t gw, pg; } bits[] = {
         {GW_MAX_TOKENS, PG_MAX_TOKENS}, {GW_TEMPERATURE, PG_TEMPERATURE}, {GW_TOP_K, PG_TOP_K}, {GW_TOP_P, PG_TOP_P},
         {GW_MIN_P, PG_MIN_P}, {GW_TYPICAL_P, PG_TYPICAL_P}, {GW_REPEAT_PENALTY, PG_REPEAT_PENALTY},
@@ -177,10 +185,26 @@ static void run_job(struct gw_job *j)
         deliver_error(j, ERR_CANCELED, "canceled");
         return;
     }
+    /* a daemon that is down would hold this request for the whole generate
+     * deadline; after a failure, a quick status probe answers 503 at once */
+    if (atomic_load(&j->b->suspect)) {
+        struct proto_status ps;
+        memset(&ps, 0, sizeof ps);
+        rc = pc_status(j->b->quick, &ps, &e);
+        proto_status_free(&ps);
+        if (rc) {
+            free(bias);
+            deliver_error(j, rc, e.msg);
+            return;
+        }
+        atomic_store(&j->b->suspect, false);
+    }
     struct pc_stream *st = NULL;
     rc = pc_generate(j->b->pc, &pg, &st, &e);
     free(bias);
     if (rc) {
+        if (rc == ERR_IO)
+            atomic_store(&j->b->suspect, true);
         deliver_error(j, rc, e.msg);
         return;
     }
@@ -251,18 +275,6 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
 {
     struct daemon_backend *b = ctx;
     *out = NULL;
-    /* what the wire cannot carry yet is refused, not silently dropped */
-    if (g->tools && json_array_size(g->tools))
-        return err_set(e, ERR_UNSUPPORTED, "'tools' are not supported yet (llm170d's protocol does not carry them)");
-    if (g->template_vars && json_object_size(g->template_vars))
-        return err_set(e, ERR_UNSUPPORTED,
-                       "'chat_template_kwargs' are not supported yet (llm170d's protocol does not carry them)");
-    for (size_t i = 0; g->messages && i < json_array_size(g->messages); i++) {
-        json_t *tc = json_object_get(json_array_get(g->messages, i), "tool_calls");
-        if (json_is_array(tc) && json_array_size(tc))
-            return err_set(e, ERR_UNSUPPORTED,
-                           "messages[%zu].tool_calls are not supported yet (llm170d's protocol does not carry them)", i);
-    }
     struct gw_job *j = calloc(1, sizeof *j);
     if (!j)
         return err_set(e, ERR_NOMEM, "out of memory");
@@ -282,7 +294,13 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
         j->n_tokens = g->n_tokens;
     }
     if (g->messages) {
-        /* the wire carries role + text content */
+        /* messages_json carries every field (tool_calls, reasoning_content …)
+         * to the template; role + content as well, for a worker that predates it */
+        oom |= !(j->msgs_json = json_dumps(g->messages, JSON_COMPACT));
+        if (g->tools && json_array_size(g->tools))
+            oom |= !(j->tools_json = json_dumps(g->tools, JSON_COMPACT));
+        if (g->template_vars && json_object_size(g->template_vars))
+            oom |= !(j->kwargs_json = json_dumps(g->template_vars, JSON_COMPACT));
         size_t n = json_array_size(g->messages);
         oom |= !(j->msgs = calloc(n ? n : 1, sizeof *j->msgs));
         for (size_t i = 0; j->msgs && i < n; i++) {
@@ -407,6 +425,7 @@ int daemon_backend_open(struct gw_backend *out, const char *url, struct err *e)
         return err_set(e, ERR_NOMEM, "out of memory");
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
+    atomic_init(&b->suspect, true); /* not heard from yet */
     /* lazy: the gateway may start before llm170d; /health says 503 meanwhile */
     int rc = pc_open(&b->pc, url, 0, PC_LAZY, e);
     if (!rc)

@@ -46,7 +46,7 @@ void gw_config_default(struct gw_config *c)
  * read the 413; beyond it the connection is answered and closed at once. */
 #define GW_DISCARD_MAX (1ull << 30)
 
-enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PREFLIGHT };
+enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_MODEL_ONE, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PREFLIGHT };
 
 struct gen_req;
 
@@ -647,28 +647,39 @@ static enum MHD_Result handle_health(struct conn *c, struct MHD_Connection *mc)
     return respond_json(c, mc, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-static enum MHD_Result handle_models(struct conn *c, struct MHD_Connection *mc)
+static json_t *model_obj(struct conn *c, const struct gw_status *st, int i)
+{
+    int n_ctx = 0;
+    for (int w = 0; w < st->n_workers; w++)
+        if (!strcmp(st->workers[w].model, st->models[i]))
+            n_ctx = st->workers[w].n_ctx;
+    return json_pack("{s:s, s:s, s:I, s:s, s:{s:i}}", "id", st->models[i], "object", "model", "created",
+                     (json_int_t)c->srv->started, "owned_by", "llm170", "meta", "n_ctx", n_ctx);
+}
+
+static enum MHD_Result handle_models(struct conn *c, struct MHD_Connection *mc, const char *one)
 {
     struct gw_status st;
     struct err e;
     int rc = c->srv->be.status(c->srv->be.ctx, &st, &e);
     if (rc)
         return respond_error(c, mc, gw_http_status(rc), rc, e.msg, NULL);
-    json_t *data = json_array();
-    for (int i = 0; i < st.n_models; i++) {
-        int n_ctx = 0;
-        for (int w = 0; w < st.n_workers; w++)
-            if (!strcmp(st.workers[w].model, st.models[i]))
-                n_ctx = st.workers[w].n_ctx;
-        json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s, s:{s:i}}", "id", st.models[i], "object", "model",
-                                              "created", (json_int_t)c->srv->started, "owned_by", "llm170", "meta",
-                                              "n_ctx", n_ctx));
-    }
     if (st.n_models > 0) {
         pthread_mutex_lock(&c->srv->mu);
         snprintf(c->srv->default_model, sizeof c->srv->default_model, "%s", st.models[0]);
         pthread_mutex_unlock(&c->srv->mu);
     }
+    if (one) {
+        for (int i = 0; i < st.n_models; i++)
+            if (!strcmp(st.models[i], one))
+                return respond_json(c, mc, 200, model_obj(c, &st, i));
+        char m[300];
+        snprintf(m, sizeof m, "model '%.200s' not found", one);
+        return respond_error(c, mc, 404, ERR_NOTFOUND, m, "model");
+    }
+    json_t *data = json_array();
+    for (int i = 0; i < st.n_models; i++)
+        json_array_append_new(data, model_obj(c, &st, i));
     return respond_json(c, mc, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }
 
@@ -753,6 +764,11 @@ static enum MHD_Result handle_tokenize(struct conn *c, struct MHD_Connection *mc
     if (rc) {
         json_decref(b);
         return respond_error(c, mc, gw_http_status(rc), rc, e.msg, NULL);
+    }
+    if (json_is_true(wp) && n > 8192) { /* one daemon round trip per piece */
+        free(ids);
+        json_decref(b);
+        return respond_error(c, mc, 400, ERR_INVALID, "'with_pieces' is limited to 8192 tokens", "with_pieces");
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -866,6 +882,12 @@ static int route_of(const char *url, const char *method, const char **endpoint, 
         }
         return R_NONE;
     }
+    /* GET /v1/models/<id> (the SDKs' models.retrieve) */
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        *endpoint = "/v1/models";
+        *method_ok = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        return !strcmp(method, "OPTIONS") ? R_PREFLIGHT : *method_ok ? R_MODEL_ONE : R_NONE;
+    }
     *endpoint = "other";
     return R_NONE;
 }
@@ -975,7 +997,8 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
     switch (c->route) {
     case R_CHAT: return handle_generate(c, mc, OAI_CHAT);
     case R_COMPL: return handle_generate(c, mc, OAI_COMPLETION);
-    case R_MODELS: return handle_models(c, mc);
+    case R_MODELS: return handle_models(c, mc, NULL);
+    case R_MODEL_ONE: return handle_models(c, mc, url + 11);
     case R_HEALTH: return handle_health(c, mc);
     case R_METRICS: return handle_metrics(c, mc);
     case R_TOKENIZE: return handle_tokenize(c, mc);

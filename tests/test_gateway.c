@@ -231,6 +231,14 @@ static void health_and_models(void)
     json_decref(j);
     resp_free(&r);
 
+    r = http(port_open, "GET", "/v1/models/fake-model", NULL, NULL);
+    CHECK(r.status == 200 && strstr(r.body, "\"id\":\"fake-model\""), "retrieve: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_open, "GET", "/v1/models/other", NULL, NULL);
+    check_error(&r, 404, "not_found_error", &k);
+    json_decref(k);
+    resp_free(&r);
+
     r = http(port_open, "GET", "/nowhere", NULL, NULL);
     check_error(&r, 404, "not_found_error", &k);
     json_decref(k);
@@ -749,6 +757,74 @@ static void parse_fuzz(void)
     CHECK(ok > 20 && bad > 20, "fuzz mix: %d parsed, %d refused", ok, bad);
 }
 
+struct conc_arg {
+    int id, bad;
+};
+static void *conc_main(void *arg)
+{
+    struct conc_arg *a = arg;
+    for (int k = 0; k < 6; k++) {
+        bool stream = (a->id + k) % 2;
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":\"c%d\",\"max_tokens\":%d,\"n\":%d,\"stream\":%s,\"seed\":%d}", a->id,
+                 3 + k, 1 + k % 2, stream ? "true" : "false", 100 * a->id + k);
+        struct resp r = http(port_open, "POST", "/v1/completions", NULL, body);
+        char want[128] = "";
+        for (int i = 0; i < 3 + k; i++) {
+            char piece[32];
+            snprintf(piece, sizeof piece, "s%d_%d ", 100 * a->id + k, i);
+            strcat(want, piece);
+        }
+        bool ok = r.status == 200;
+        if (ok && stream) {
+            bool done;
+            json_t *ev = sse_events(r.body, &done);
+            char text[256] = "";
+            for (size_t i = 0; i < json_array_size(ev); i++) {
+                json_t *c = json_array_get(json_object_get(json_array_get(ev, i), "choices"), 0);
+                if (json_integer_value(json_object_get(c, "index")) == 0 && json_string_value(json_object_get(c, "text")))
+                    strncat(text, json_string_value(json_object_get(c, "text")), sizeof text - strlen(text) - 1);
+            }
+            ok = done && !strcmp(text, want);
+            json_decref(ev);
+        } else if (ok) {
+            json_t *j = body_json(&r);
+            const char *t = json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+            ok = t && !strcmp(t, want) && json_array_size(json_object_get(j, "choices")) == (size_t)(1 + k % 2);
+            json_decref(j);
+        }
+        if (!ok) {
+            a->bad++;
+            printf("#   client %d request %d: %d %.300s\n", a->id, k, r.status, r.body);
+        }
+        resp_free(&r);
+    }
+    return NULL;
+}
+
+/* many clients at once, streamed and not, n = 1 and 2: every answer whole and its own */
+static void concurrent_clients(void)
+{
+    enum { T = 24 };
+    pthread_t th[T];
+    struct conc_arg a[T];
+    for (int i = 0; i < T; i++) {
+        a[i] = (struct conc_arg){i, 0};
+        pthread_create(&th[i], NULL, conc_main, &a[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        bad += a[i].bad;
+    }
+    CHECK(bad == 0, "%d of %d requests answered wrongly", bad, T * 6);
+    /* nothing left in flight */
+    pthread_mutex_lock(&srv_open->mu);
+    int live = srv_open->n_live;
+    pthread_mutex_unlock(&srv_open->mu);
+    CHECK(live == 0, "%d requests still registered", live);
+}
+
 struct drain_client {
     int port;
     struct resp r;
@@ -864,6 +940,7 @@ int main(void)
     RUN(api_keys);
     RUN(client_disconnect_cancels);
     RUN(idle_connections);
+    RUN(concurrent_clients);
     RUN(tokenize_endpoints);
     RUN(metrics_text);
     RUN(drain_lets_requests_finish);

@@ -56,6 +56,9 @@ if start "$P1" env -u LLM170_API_KEY "$GW" --config "$T/llm170.conf"; then
     check gateway_config_api_key "[ '$c1' = 401 ] && [ '$c2' = 503 ]"
     body=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$P1/health")
     check gateway_health_without_daemon "echo '$body' | grep -q '\"type\":\"unavailable_error\".* 503\$'"
+    body=$(curl -s -m 20 -w ' %{http_code}' -H 'Authorization: Bearer from-config' \
+        "http://127.0.0.1:$P1/v1/completions" -d '{"prompt":"x"}')
+    check gateway_generate_without_daemon "echo '$body' | grep -q '\"type\":\"unavailable_error\".* 503\$'"
     kill -TERM "${pids[-1]}"
     wait "${pids[-1]}"; rc=$?
     check gateway_sigterm "[ $rc -eq 0 ]"

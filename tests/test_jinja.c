@@ -582,6 +582,61 @@ static void fuzz_no_crash(void)
     CHECK(ok > 50 && failed > 50, "fuzz mix: %d rendered, %d failed", ok, failed);
 }
 
+/* Every case of tests/golden/jinja_cases.json: outputs of Python's Jinja2
+ * configured as Hugging Face renders chat templates (the reference
+ * implementation; tests/golden/gen_jinja_goldens.py wrote them). */
+static void jinja2_goldens(void)
+{
+    setenv("TZ", "UTC", 1);
+    tzset();
+    json_error_t je;
+    json_t *doc = json_load_file("tests/golden/jinja_cases.json", 0, &je);
+    if (!doc)
+        SKIP("tests/golden/jinja_cases.json missing");
+    size_t i;
+    json_t *cs;
+    int n = 0;
+    json_array_foreach(json_object_get(doc, "cases"), i, cs) {
+        const char *name = json_string_value(json_object_get(cs, "name"));
+        const char *file = json_string_value(json_object_get(cs, "template_file"));
+        char *src = NULL;
+        if (file) {
+            char path[512];
+            snprintf(path, sizeof path, "tests/golden/%s", file);
+            src = read_file(path);
+        } else {
+            src = strdup(json_string_value(json_object_get(cs, "template")));
+        }
+        CHECK(src != NULL, "%s: no template", name);
+        if (!src)
+            continue;
+        struct jinja_tmpl *t = NULL;
+        struct err e;
+        char *out = NULL;
+        int rc = jinja_parse(&t, src, strlen(src), &e);
+        if (!rc) {
+            struct jinja_opts o = {.now = PINNED_NOW};
+            rc = jinja_render(t, json_object_get(cs, "vars"), &o, &out, NULL, &e);
+        }
+        json_t *want = json_object_get(cs, "expected");
+        if (want) {
+            CHECK(rc == 0, "%s: failed: %s", name, e.msg);
+            if (!rc)
+                CHECK(!strcmp(out, json_string_value(want)), "%s:\n#   got  [%s]\n#   want [%s]", name, out,
+                      json_string_value(want));
+        } else {
+            CHECK(rc != 0 && e.msg[0], "%s: rendered '%s'; Jinja2 fails with %s", name, out ? out : "",
+                  json_string_value(json_object_get(cs, "error")));
+        }
+        free(out);
+        jinja_free(t);
+        free(src);
+        n++;
+    }
+    CHECK(n >= 40, "only %d golden cases", n);
+    json_decref(doc);
+}
+
 int main(void)
 {
     RUN(arithmetic_and_literals);
@@ -600,5 +655,6 @@ int main(void)
     RUN(phi3_from_gguf);
     RUN(message_checks);
     RUN(fuzz_no_crash);
+    RUN(jinja2_goldens);
     CHECK_EXIT();
 }

@@ -109,6 +109,10 @@ await tcase('models_list', async () => {
   assert(ids.length >= 1, 'no models');
   if (!MODEL) MODEL = ids[0];
   eq(list.data[0].object, 'model', 'object');
+  const one = await client.models.retrieve(MODEL);
+  eq(one.id, MODEL, 'models.retrieve');
+  const e = await sdkError(() => client.models.retrieve('no-such-model'));
+  eq(e.status, 404, 'retrieve unknown');
 });
 
 let greedyCompletion = '';
@@ -151,6 +155,21 @@ await tcase('chat', async () => {
   assert(typeof r.choices[0].message.content === 'string', 'content');
   assert(['stop', 'length'].includes(r.choices[0].finish_reason), 'finish_reason');
   assert(r.usage.prompt_tokens > 0, 'prompt_tokens');
+});
+
+await tcase('chat_tools_and_template_kwargs', async () => {
+  // the whole chat request (tools, tool calls, tool results, template kwargs) reaches the template
+  const r = await client.chat.completions.create({
+    model: MODEL, max_tokens: 4, temperature: 0,
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+    messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: '22C' }],
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  eq(r.object, 'chat.completion', 'object');
+  if (!FAKE) assert(r.usage.prompt_tokens > 10, 'prompt_tokens ' + r.usage.prompt_tokens);
 });
 
 await tcase('chat_stream', async () => {
