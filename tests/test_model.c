@@ -402,7 +402,11 @@ static void make_prompt(int32_t *ids, int n, int V, unsigned seed)
 
 /* Invariants on any model: chunked prefill == one shot; batched == alone; truncate / copy == fresh;
  * f16 KV close to f32. Returns the worst relative error seen (per position). */
-static void invariants(const char *label, const struct model *m)
+/* tol: products that take the same kernels as the one-shot reference (prefill chunks of >= 2 tokens, or
+ * every comparison for f32/f16 weights). tol_path: comparisons whose calls may take other kernels (one-token
+ * calls use single-row dots; quantized multi-token ones use repacked rows): with quantized activations
+ * one rounding flip moves a small random model's logits by ~1e-2, so only gross errors are caught there. */
+static void invariants_tol(const char *label, const struct model *m, double tol, double tol_path)
 {
     const int V = model_info(m)->n_vocab, N = 100;
     int32_t ids[3][100];
@@ -428,7 +432,10 @@ static void invariants(const char *label, const struct model *m)
             if (r > worst)
                 worst = r;
         }
-        CHECK(worst <= 1e-5, "%s: chunk %d vs one-shot rel err %.3g", label, chunks[ci], worst);
+        CHECK(worst <= (chunks[ci] == 1 ? tol_path : tol), "%s: chunk %d vs one-shot rel err %.3g", label,
+              chunks[ci], worst);
+        if (tol_path > 1e-5)
+            printf("#   %s: chunk %d vs one-shot worst rel err %.3g\n", label, chunks[ci], worst);
         engine_free(c);
     }
     /* batched: three sequences interleaved in each call, mixed prefill lengths then decode */
@@ -464,7 +471,7 @@ static void invariants(const char *label, const struct model *m)
             if (r > worst)
                 worst = r;
         }
-        CHECK(worst <= 1e-5, "%s: batched vs alone rel err %.3g", label, worst);
+        CHECK(worst <= tol_path, "%s: batched vs alone rel err %.3g", label, worst);
         free(lg);
         engine_free(c);
     }
@@ -484,10 +491,10 @@ static void invariants(const char *label, const struct model *m)
             CHECK_EQ_INT(engine_seq_len(c, 1), 25);
             CHECK(run_seq(c, 0, ids[0] + 40, N - 40, 16, got, V) == 0, "re-decode");
             double r1 = rel_l2(got, ref + (size_t)40 * V, (size_t)(N - 40) * V);
-            CHECK(r1 <= 1e-5, "%s: truncate + re-decode rel err %.3g", label, r1);
+            CHECK(r1 <= tol_path, "%s: truncate + re-decode rel err %.3g", label, r1);
             CHECK(run_seq(c, 1, ids[0] + 25, N - 25, 13, got, V) == 0, "copy decode");
             double r2 = rel_l2(got, ref + (size_t)25 * V, (size_t)(N - 25) * V);
-            CHECK(r2 <= 1e-5, "%s: seq_copy + decode rel err %.3g", label, r2);
+            CHECK(r2 <= tol_path, "%s: seq_copy + decode rel err %.3g", label, r2);
             engine_free(c);
         }
     }
@@ -502,12 +509,14 @@ static void invariants(const char *label, const struct model *m)
                 worst = r;
         }
         printf("#   %s: f16 KV vs f32 worst rel err %.3g\n", label, worst);
-        CHECK(worst <= 5e-3, "%s: f16 vs f32 KV rel err %.3g", label, worst);
+        CHECK(worst <= (tol_path > 5e-3 ? tol_path : 5e-3), "%s: f16 vs f32 KV rel err %.3g", label, worst);
         engine_free(c);
     }
     free(ref);
     free(got);
 }
+
+static void invariants(const char *label, const struct model *m) { invariants_tol(label, m, 1e-5, 1e-5); }
 
 static void test_stories_invariants(void)
 {
@@ -703,6 +712,44 @@ static void test_synthetic(void)
         }
         unlink(path);
     }
+}
+
+/* Quantized weights take other kernels (repacked rows for multi-token products, single-row dots for one
+ * token): the engine invariants must hold there too, up to float summation order. */
+static void test_quantized_invariants(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    const char *b = getenv("LLM170_BUILD");
+    char tool[4200];
+    snprintf(tool, sizeof tool, "%s/tests/tools/requant", b ? b : "build");
+    if (access(tool, X_OK) != 0)
+        SKIP("tests/tools/requant is not built");
+    if (!find_python())
+        SKIP("no python3 with numpy");
+    char base[512], q[512], cmd[12000];
+    snprintf(base, sizeof base, "%s/qbase.gguf", g_tmp);
+    snprintf(cmd, sizeof cmd,
+             "LLM170_SHARED='%s' %s tests/oracle/synth.py '{\"arch\": \"qwen3\", \"n_embd\": 256, \"n_ff\": 512, "
+             "\"n_head\": 4, \"n_head_kv\": 2, \"std\": 0.04, \"seed\": 5}' '%s' >/dev/null 2>&1",
+             check_shared_dir(), g_python, base);
+    CHECK(system(cmd) == 0, "synth.py failed");
+    const char *types[] = { "q4_k", "q8_0", "q6_k" };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(q, sizeof q, "%s/q-%s.gguf", g_tmp, types[i]);
+        snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' %s >/dev/null 2>&1", tool, base, q, types[i]);
+        bool made = system(cmd) == 0;
+        CHECK(made, "requant %s failed", types[i]);
+        struct model *m = made ? load(q) : NULL;
+        if (m) {
+            char label[64];
+            snprintf(label, sizeof label, "qwen3-e256-%s", types[i]);
+            invariants_tol(label, m, 1e-5, 5e-2);
+            model_free(m);
+        }
+        unlink(q);
+    }
+    unlink(base);
 }
 
 /* ---------------------------------------------------------------- llama.cpp goldens (tests/golden/) */
@@ -989,6 +1036,7 @@ int main(void)
     RUN(test_decode_errors);
     RUN(test_load_errors);
     RUN(test_synthetic);
+    RUN(test_quantized_invariants);
     RUN(test_llama_logits_stories);
     RUN(test_llama_logits_synthetic);
     RUN(test_llama_greedy);
