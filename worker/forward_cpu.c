@@ -4,9 +4,11 @@
  * One engine_decode runs a batch that may mix sequences: every weight
  * product is one matmul over all batch tokens (so prefill chunks and decode
  * tokens share the weight reads), attention runs per token over its own
- * sequence's cache (threaded over token × KV head), and only the rows that
- * asked for logits get the final norm and the output matmul. All scratch is
- * sized at engine_create; decode does no allocation. */
+ * sequence's cache (threaded over blocks of consecutive tokens × KV head, so
+ * a block's queries share each K/V row read), and only the rows that asked
+ * for logits get the final norm and the output matmul. Weights with a packed
+ * form are repacked once at engine_create for multi-token products. All
+ * scratch is sized at engine_create; decode does no allocation. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,7 +265,11 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         widest = nff;
     c->gact_slot = (2 * widest + 1024 + 63) & ~(size_t)63; /* any vec_dot type is <= 2 bytes/element + block headers */
     c->gact = aligned_alloc(64, 4 * c->gact_slot);
-    if (!c->gact)
+    /* matmul's activation scratch at its largest (B rows of the widest input, any activation type, plus the
+     * packed kernels' per-block sums), so that it never grows during decode */
+    c->ms.cap = (B * (c->gact_slot + widest / 4 + 64) + 127) & ~(size_t)63;
+    c->ms.buf = aligned_alloc(64, c->ms.cap);
+    if (!c->gact || !c->ms.buf)
         ok = false;
     c->blk0 = calloc(B, sizeof(int));
     c->blkn = calloc(B, sizeof(int));
