@@ -603,9 +603,100 @@ static void install_vnni(struct quant_kernels *k)
 
 #pragma GCC pop_options
 
+/* ------------------------------------------------ F16 weights (AVX-512F) */
+
+/* outside the VNNI region: its helpers cannot be inlined here */
+static inline __attribute__((always_inline)) float zf_hsum(__m512 v)
+{
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* F16 weights × NT (≤ 4) activation rows. Four accumulators per token over
+ * 64-element steps, 16-lane steps into the first, then a scalar tail. The
+ * activation loader LD gives 16 f32 of token t at element i: from f16 rows
+ * (dot) or from f32 rows holding the same values (matmul's widened copy), so
+ * both give the same bits. */
+#define ZF16_BODY(LD, SCALAR_A)                                                               \
+    const uint16_t *x = w;                                                                    \
+    __m512 sa[4][4];                                                                          \
+    QX_UNROLL                                                                                 \
+    for (int t = 0; t < NT; t++)                                                              \
+        sa[t][0] = sa[t][1] = sa[t][2] = sa[t][3] = _mm512_setzero_ps();                      \
+    int64_t i = 0;                                                                            \
+    for (; i + 64 <= n; i += 64) {                                                            \
+        __m512 wv[4];                                                                         \
+        QX_UNROLL                                                                             \
+        for (int c = 0; c < 4; c++)                                                           \
+            wv[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * c)));    \
+        QX_UNROLL                                                                             \
+        for (int t = 0; t < NT; t++) {                                                        \
+            QX_UNROLL                                                                         \
+            for (int c = 0; c < 4; c++)                                                       \
+                sa[t][c] = _mm512_fmadd_ps(wv[c], LD(t, i + 16 * c), sa[t][c]);               \
+        }                                                                                     \
+    }                                                                                         \
+    for (; i + 16 <= n; i += 16) {                                                            \
+        const __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));      \
+        QX_UNROLL                                                                             \
+        for (int t = 0; t < NT; t++)                                                          \
+            sa[t][0] = _mm512_fmadd_ps(w0, LD(t, i), sa[t][0]);                               \
+    }                                                                                         \
+    QX_UNROLL                                                                                 \
+    for (int t = 0; t < NT; t++) {                                                            \
+        float r = zf_hsum(_mm512_add_ps(_mm512_add_ps(sa[t][0], sa[t][1]), _mm512_add_ps(sa[t][2], sa[t][3]))); \
+        for (int64_t e = i; e < n; e++)                                                       \
+            r += _cvtsh_ss(x[e]) * SCALAR_A(t, e);                                            \
+        out[t] = r;                                                                           \
+    }
+
+#define ZF16_LDH(t, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)((const uint8_t *)a + (size_t)(t) * as) + (i))))
+#define ZF16_SH(t, e) _cvtsh_ss(((const uint16_t *)((const uint8_t *)a + (size_t)(t) * as))[e])
+#define ZF16_LDF(t, i) _mm512_loadu_ps((const float *)((const uint8_t *)a + (size_t)(t) * as) + (i))
+#define ZF16_SF(t, e) (((const float *)((const uint8_t *)a + (size_t)(t) * as))[e])
+
+QX_INLINE void qx_zf16(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
+{
+    ZF16_BODY(ZF16_LDH, ZF16_SH)
+}
+QX_INLINE void qx_zf16a(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
+{
+    ZF16_BODY(ZF16_LDF, ZF16_SF)
+}
+static float zf16_dot(int64_t n, const void *w, const void *a)
+{
+    float o;
+    qx_zf16(n, w, a, 0, 1, &o);
+    return o;
+}
+#define ZF16_MULTI(name, body)                                                              \
+    static void name(int64_t n, const void *w, const void *a, size_t as, int nt, float *out) \
+    {                                                                                       \
+        while (nt > 0) {                                                                    \
+            int k = nt < 4 ? nt : 4;                                                        \
+            switch (k) {                                                                    \
+            case 1: body(n, w, a, as, 1, out); break;                                       \
+            case 2: body(n, w, a, as, 2, out); break;                                       \
+            case 3: body(n, w, a, as, 3, out); break;                                       \
+            default: body(n, w, a, as, 4, out); break;                                      \
+            }                                                                               \
+            nt -= k;                                                                        \
+            out += k;                                                                       \
+            a = (const uint8_t *)a + (size_t)k * as;                                        \
+        }                                                                                   \
+    }
+ZF16_MULTI(zf16_multi, qx_zf16)
+ZF16_MULTI(zf16a_multi, qx_zf16a)
+
 void quant_avx512_kernels(struct quant_kernels *k, int vnni)
 {
     k->name = vnni ? "avx512vnni" : "avx512";
+    k->dot[QT_F16] = zf16_dot;
+    k->dot_multi[QT_F16] = zf16_multi;
+    k->dot_f32a[QT_F16] = zf16a_multi;
     if (vnni)
         install_vnni(k);
 }
