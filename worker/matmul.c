@@ -7,7 +7,11 @@
  *    the chunk is dotted with all tokens of the tile. The chunk's weights are
  *    read from memory once and then stay in cache for all tiles, and the
  *    kernels' multi-token entry (when a SIMD level has one) unpacks each
- *    weight block once per tile instead of once per token. */
+ *    weight block once per tile instead of once per token.
+ * 3. For batches, two activation side layouts save per-token work in the
+ *    multi-token kernels: Q8_0 rows as q+128 bytes plus f32 scales (VNNI
+ *    level), and F16 rows widened to f32 (AVX-512). Every path gives the same
+ *    bits as vec_dot on the ordinary rows, whatever the token count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
