@@ -802,6 +802,7 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
 }
 
 static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
+static void matmul_packed_q5_k(void) { matmul_packed_one(QT_Q5_K, 768); }
 static void matmul_packed_q6_k(void) { matmul_packed_one(QT_Q6_K, 512); }
 static void matmul_packed_q8_0(void)
 {
@@ -910,6 +911,7 @@ int main(void)
     RUN(dot_vs_dequant);
     RUN(matmul_vs_vec_dot);
     RUN(matmul_packed_q4_k);
+    RUN(matmul_packed_q5_k);
     RUN(matmul_packed_q6_k);
     RUN(matmul_packed_q8_0);
     RUN(matmul_vs_llamacpp);

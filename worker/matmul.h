@@ -27,7 +27,7 @@ void matmul_scratch_free(struct matmul_scratch *s);
 /* Optional faster path: a weight matrix repacked once (e.g. at model load)
  * into a layout that lets one SIMD instruction serve several output rows.
  * matmul_pack returns NULL when this type has no packed form on this CPU (now:
- * Q4_K, Q6_K and Q8_0 with AVX-512 VNNI) or memory runs out — then keep using matmul().
+ * Q4_K, Q5_K, Q6_K and Q8_0 with AVX-512 VNNI) or memory runs out — then keep using matmul().
  * matmul_packed_run computes the same Y as matmul() up to float summation
  * order (~1e-6 relative); W may be freed after packing. */
 struct matmul_packed;

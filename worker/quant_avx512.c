@@ -348,18 +348,20 @@ QX_ENTRIES(z_q5_0)
 QX_ENTRIES(z_iq4_nl)
 QX_ENTRIES(z_mxfp4)
 
-/* Packed Q4_K (layout in quant_internal.h): 16 rows per 512-bit register.
+/* Packed Q4_K / Q5_K (layouts in quant_internal.h): 16 rows per 512-bit register.
  * Per 8 elements of a row group: one load, the nibble split, and per token two
  * vpdpbusd with a broadcast activation word; the sub-block scales are applied
  * to the int32 sums (vpmulld) once per 32 elements. */
-QX_INLINE void pk_q4_k(int64_t n, const uint8_t *g, const void *a, size_t as, const int NT, float *out)
+QX_INLINE void pk_k4(int64_t n, const uint8_t *g, const void *a, size_t as, const int NT, float *out, const int Q5)
 {
+    const size_t sb = Q5 ? PQ5K_SB : PQ4K_SB;
+    const __m512i one = _mm512_set1_epi8(1);
     __m512 acc[PQ_MAXT];
     QX_UNROLL
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int64_t i = 0; i < n / QK_K; i++, g += PQ4K_SB) {
+    for (int64_t i = 0; i < n / QK_K; i++, g += sb) {
         __m512i isum[PQ_MAXT];
         QX_UNROLL
         for (int t = 0; t < NT; t++)
@@ -372,7 +374,12 @@ QX_INLINE void pk_q4_k(int64_t n, const uint8_t *g, const void *a, size_t as, co
             QX_UNROLL
             for (int k = 0; k < 8; k++) {
                 const __m512i W = _mm512_loadu_si512(g + (c * 8 + k) * 64);
-                const __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+                __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+                if (Q5) { /* 5th bits: bit 2c (low nibbles) and 2c+1 (high nibbles) of qh[4k + b] */
+                    const __m512i QH = _mm512_loadu_si512(g + PQ5K_OFF_QH + k * 64);
+                    lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(QH, 2 * c), one), 4));
+                    hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(QH, 2 * c + 1), one), 4));
+                }
                 QX_UNROLL
                 for (int t = 0; t < NT; t++) {
                     const int8_t *q = QX_ACT_K(t, i)->qs + 64 * c + 4 * k;
@@ -421,10 +428,29 @@ static void pk_q4_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as,
     while (nt > 0) {
         int k = nt < PQ_MAXT ? nt : PQ_MAXT;
         switch (k) {
-        case 1: pk_q4_k(n, g, a, as, 1, out); break;
-        case 2: pk_q4_k(n, g, a, as, 2, out); break;
-        case 3: pk_q4_k(n, g, a, as, 3, out); break;
-        default: pk_q4_k(n, g, a, as, 4, out); break;
+        case 1: pk_k4(n, g, a, as, 1, out, 0); break;
+        case 2: pk_k4(n, g, a, as, 2, out, 0); break;
+        case 3: pk_k4(n, g, a, as, 3, out, 0); break;
+        default: pk_k4(n, g, a, as, 4, out, 0); break;
+        }
+        nt -= k;
+        out += 16 * k;
+        a = (const uint8_t *)a + (size_t)k * as;
+    }
+}
+
+static void pk_q5_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,
+                          int nt, float *out)
+{
+    (void)aux;
+    (void)auxs;
+    while (nt > 0) {
+        int k = nt < PQ_MAXT ? nt : PQ_MAXT;
+        switch (k) {
+        case 1: pk_k4(n, g, a, as, 1, out, 1); break;
+        case 2: pk_k4(n, g, a, as, 2, out, 1); break;
+        case 3: pk_k4(n, g, a, as, 3, out, 1); break;
+        default: pk_k4(n, g, a, as, 4, out, 1); break;
         }
         nt -= k;
         out += 16 * k;
@@ -594,6 +620,7 @@ static void install_vnni(struct quant_kernels *k)
     k->packed[QT_Q4_K] = pk_q4_k_entry;
     k->packed[QT_Q8_0] = pk_q8_0_entry;
     k->packed[QT_Q6_K] = pk_q6_k_entry;
+    k->packed[QT_Q5_K] = pk_q5_k_entry;
     k->dot_prep[QT_Q8_0] = zp_q8_0_prep;
     k->dot_prep[QT_Q4_0] = zp_q4_0_prep;
     k->dot_prep[QT_Q5_0] = zp_q5_0_prep;
