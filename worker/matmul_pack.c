@@ -234,3 +234,27 @@ void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct 
     j.chunk = chunk < 1 ? 1 : chunk;
     tpool_run(tp, pk_rows_task, &j, (p->n_groups + j.chunk - 1) / j.chunk);
 }
+
+void matmul_weight_init(struct matmul_weight *mw, enum qtype wt, const void *W, int64_t n_in, int64_t n_out, bool pack)
+{
+    mw->wt = wt;
+    mw->W = W;
+    mw->n_in = n_in;
+    mw->n_out = n_out;
+    mw->packed = pack ? matmul_pack(wt, W, n_in, n_out) : NULL;
+}
+
+void matmul_weight_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_weight *mw, const float *X,
+                       int64_t n_tok, float *Y)
+{
+    if (mw->packed)
+        matmul_packed_run(tp, s, mw->packed, X, n_tok, Y);
+    else
+        matmul(tp, s, mw->wt, mw->W, mw->n_in, mw->n_out, X, n_tok, Y);
+}
+
+void matmul_weight_free(struct matmul_weight *mw)
+{
+    matmul_packed_free(mw->packed);
+    mw->packed = NULL;
+}
