@@ -13,8 +13,12 @@
 
 #include "quant_internal.h"
 
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
+#endif
 
 #define QX(name) name##_vnni256
 #define QX_VNNI
@@ -628,7 +632,11 @@ static void install_vnni(struct quant_kernels *k)
     k->dot_prep[QT_MXFP4] = zp_mxfp4_prep;
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 /* ------------------------------------------------ F16 weights (AVX-512F) */
 
