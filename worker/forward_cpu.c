@@ -130,9 +130,29 @@ static void pk_add_wt(struct engine_ctx *c, const struct wt *w)
         pk_add(c, w->type, (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes, w->ne[0], w->ne[1]);
 }
 
+/* Bytes of all layer matrices and the output (an upper bound of what packing copies). */
+static uint64_t matrix_bytes(const struct model *m)
+{
+    uint64_t b = (uint64_t)m->output.row_bytes * (uint64_t)m->output.ne[1];
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct layer *ly = &m->layers[il];
+        const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
+                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->data)
+                b += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->ne[1] * (uint64_t)ws[i]->ne[2];
+    }
+    return b;
+}
+
 static int pack_weights(struct engine_ctx *c, struct err *e)
 {
     const struct model *m = c->m;
+    /* Single-token decode keeps reading the file layout, so packed copies add to the resident set:
+     * only pack when that stays a modest part of the machine's memory. */
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && matrix_bytes(m) > (uint64_t)pages * (uint64_t)psz / 4)
+        return 0;
     size_t n = 1;
     for (int il = 0; il < m->hp.n_layer; il++)
         n += 8 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
