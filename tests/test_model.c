@@ -823,12 +823,16 @@ static void logits_golden(const char *dir, const char *jname, const char *model_
     json_t *pr = json_object_get(j, "prompt");
     const int n = (int)json_array_size(pr), V = (int)json_integer_value(json_object_get(j, "n_vocab"));
     double tol = json_number_value(json_object_get(j, "tolerance_rel_l2"));
-    /* Quantized weights: one activation-rounding flip (an ulp of float summation order landing on a Q8
-     * rounding boundary) moves these small random models' logits by ~1e-2 from that position on; llama.cpp's
-     * own CPU variants differ from each other by that much (measured: x64 vs haswell 2.4e-2 on q5_K,
-     * 2.6e-2 on q6_K). Without a flip the error is ~1e-7. */
-    if (model_path && tol < 3e-2)
-        tol = 3e-2;
+    /* Quantized weights (model made here): a rounding flip of an activation quantization that our float
+     * summation order causes and none of llama.cpp's builds does moves these small random models' logits
+     * by ~1e-2 (measured 0.85–1.1e-2) from that position on; without one the error is ~1e-7. */
+    if (model_path && tol < 2.5e-2)
+        tol = 2.5e-2;
+    /* where llama.cpp's own CPU builds disagree at a position (an activation-quantization rounding flip),
+     * the golden records that spread and the position's tolerance is max(tol, 2 × spread) */
+    json_t *spread = json_object_get(j, "variant_spread");
+    const char *kvt = json_string_value(json_object_get(j, "kv"));
+    const bool kv_f16 = kvt && !strcmp(kvt, "f16");
     float *ref = malloc(sizeof(float) * (size_t)V * n), *got = malloc(sizeof(float) * (size_t)V * n);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
     json_ids(pr, ids, n);
@@ -838,21 +842,27 @@ static void logits_golden(const char *dir, const char *jname, const char *model_
     if (f)
         fclose(f);
     CHECK(ok, "%s: cannot read %s", jname, jp);
-    struct engine_ctx *c = m && ok ? make_engine(m, 1, 512, true) : NULL;
+    struct engine_ctx *c = m && ok ? make_engine(m, 1, 512, !kv_f16) : NULL;
     if (c && m && model_info(m)->n_vocab == V && run_seq(c, 0, ids, n, n, got, V) == 0) {
-        double worst = 0;
+        double worst = 0, worst_excess = 0;
         int bad_argmax = 0;
         json_t *am = json_object_get(j, "argmax"), *t1 = json_object_get(j, "top1"), *gp = json_object_get(j, "gap");
         for (int i = 0; i < n; i++) {
             double r = rel_l2(got + (size_t)i * V, ref + (size_t)i * V, (size_t)V);
             if (r > worst)
                 worst = r;
+            double ti = tol;
+            if (spread && 2 * json_number_value(json_array_get(spread, (size_t)i)) > ti)
+                ti = 2 * json_number_value(json_array_get(spread, (size_t)i));
+            if (r / ti > worst_excess)
+                worst_excess = r / ti;
             if (!near_tie(json_number_value(json_array_get(t1, (size_t)i)), json_number_value(json_array_get(gp, (size_t)i))) &&
                 argmax(got + (size_t)i * V, V) != (int)json_integer_value(json_array_get(am, (size_t)i)))
                 bad_argmax++;
         }
-        printf("#   %-44s rel err %.3g (tol %g) over %d positions\n", jname, worst, tol, n);
-        CHECK(worst <= tol, "%s: rel err %.3g > %g", jname, worst, tol);
+        printf("#   %-44s rel err %.3g (tol %g%s, kv %s) over %d positions\n", jname, worst, tol,
+               spread ? " or 2×llama.cpp's spread" : "", kv_f16 ? "f16" : "f32", n);
+        CHECK(worst_excess <= 1.0, "%s: rel err %.3g is %.2f× its position's tolerance", jname, worst, worst_excess);
         CHECK(bad_argmax == 0, "%s: %d argmax differ away from near-ties", jname, bad_argmax);
         if (worst > *worst_out)
             *worst_out = worst;
