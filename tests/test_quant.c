@@ -802,6 +802,37 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
 }
 
 static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
+
+/* matmul_weight picks the packed path when it exists and the plain one otherwise. */
+static void matmul_weight_paths(void)
+{
+    static uint8_t W[40 * 512 * 2];
+    static float X[3 * 512], Y1[3 * 40], Y2[3 * 40];
+    struct matmul_scratch s = {0};
+    const enum qtype types[] = {QT_Q4_K, QT_Q8_0, QT_IQ4_XS, QT_F16};
+    for (int ti = 0; ti < 4; ti++) {
+        enum qtype t = types[ti];
+        rnd_row(t, W, 512 * 40, 8, 16);
+        for (int i = 0; i < 3 * 512; i++)
+            X[i] = rndf();
+        struct matmul_weight a, b;
+        matmul_weight_init(&a, t, W, 512, 40, true);
+        matmul_weight_init(&b, t, W, 512, 40, false);
+        CHECK(b.packed == NULL, "pack=false must keep the plain path");
+        CHECK(a.packed == NULL || t == QT_Q4_K || t == QT_Q8_0, "%s: unexpected packed form", qtype_get(t)->name);
+        matmul_weight_run(NULL, &s, &a, X, 3, Y1);
+        matmul_weight_run(NULL, &s, &b, X, 3, Y2);
+        int bad = 0;
+        for (int i = 0; i < 3 * 40; i++)
+            bad += !(fabsf(Y1[i] - Y2[i]) <= 1e-4f * (1.0f + fabsf(Y2[i])));
+        CHECK(bad == 0, "%s: %d outputs differ between paths", qtype_get(t)->name, bad);
+        matmul_weight_free(&a);
+        matmul_weight_free(&b);
+        CHECK(a.packed == NULL, "free clears packed");
+    }
+    matmul_scratch_free(&s);
+}
+static void matmul_packed_q5_k(void) { matmul_packed_one(QT_Q5_K, 768); }
 static void matmul_packed_q6_k(void) { matmul_packed_one(QT_Q6_K, 512); }
 static void matmul_packed_q8_0(void)
 {
@@ -910,6 +941,8 @@ int main(void)
     RUN(dot_vs_dequant);
     RUN(matmul_vs_vec_dot);
     RUN(matmul_packed_q4_k);
+    RUN(matmul_weight_paths);
+    RUN(matmul_packed_q5_k);
     RUN(matmul_packed_q6_k);
     RUN(matmul_packed_q8_0);
     RUN(matmul_vs_llamacpp);

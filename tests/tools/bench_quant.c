@@ -53,11 +53,11 @@ int main(int argc, char **argv)
     srand(1);
     for (int64_t r = 0; r < n_out; r++) {
         for (int64_t i = 0; i < n_in; i++)
-            row[i] = (float)rand() / RAND_MAX - 0.5f;
+            row[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
         quant_weights_row(t, row, W + (size_t)r * wr, n_in);
     }
     for (int64_t i = 0; i < n_in * n_tok; i++)
-        X[i] = (float)rand() / RAND_MAX - 0.5f;
+        X[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     struct tpool *tp = tpool_create(nth);
     struct matmul_scratch s = {0};
     struct matmul_packed *pk = packed ? matmul_pack(t, W, n_in, n_out) : NULL;
