@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "llama_api.h"
@@ -59,7 +60,7 @@ static void quiet_log(int32_t level, const char *text, void *user)
 struct opts {
     const char *model, *text, *file, *out, *inp, *kv;
     const char *tokens;       /* "1,2,3" */
-    int no_special, no_bos, all, threads, n, stop_eog;
+    int no_special, no_bos, all, threads, n, stop_eog, tg, reps;
 };
 
 static void parse_opts(int argc, char **argv, struct opts *o)
@@ -80,6 +81,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
         else if (!strcmp(a, "--prompt-tokens")) VAL(tokens);
         else if (!strcmp(a, "--threads")) { if (!v) die("--threads needs a value"); o->threads = atoi(v); i++; }
         else if (!strcmp(a, "--n")) { if (!v) die("--n needs a value"); o->n = atoi(v); i++; }
+        else if (!strcmp(a, "--tg")) { if (!v) die("--tg needs a value"); o->tg = atoi(v); i++; }
+        else if (!strcmp(a, "--reps")) { if (!v) die("--reps needs a value"); o->reps = atoi(v); i++; }
         else if (!strcmp(a, "--no-special")) o->no_special = 1;
         else if (!strcmp(a, "--no-bos")) o->no_bos = 1;
         else if (!strcmp(a, "--all")) o->all = 1;
@@ -400,10 +403,71 @@ static int cmd_quantize(int argc, char **argv)
     return 0;
 }
 
+/* bench: llama-bench-like timing of llama.cpp itself, for docs/benchmarks.md
+ * side-by-side runs (not a test). Default context settings as llama-bench
+ * uses them (f16 KV, flash attention auto, n_ubatch 512); a fresh context per
+ * repetition so every run starts from an empty cache; median of --reps. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmd_bench(struct opts *o)
+{
+    int pp = o->n > 0 ? o->n : 512, tg = o->tg > 0 ? o->tg : 128, reps = o->reps > 0 ? o->reps : 3;
+    struct llama_model *m = load_model(o->model, 0);
+    int nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    llama_token *toks = malloc(sizeof *toks * (size_t)(pp > tg ? pp : tg));
+    for (int i = 0; i < (pp > tg ? pp : tg); i++)
+        toks[i] = (llama_token)((i * 7919 + 13) % nv);
+    const char *names[2] = { "pp", "tg" };
+    for (int t = 0; t < 2; t++) {
+        double *r = malloc(sizeof *r * (size_t)(reps + 1));
+        for (int rep = 0; rep <= reps; rep++) { /* rep 0 warms up */
+            struct llama_context_params cp = llama_context_default_params();
+            cp.n_ctx = (uint32_t)(pp + tg + 16);
+            cp.n_batch = 2048;
+            cp.n_ubatch = 512;
+            cp.n_threads = o->threads;
+            cp.n_threads_batch = o->threads;
+            cp.no_perf = true;
+            struct llama_context *ctx = llama_init_from_model(m, cp);
+            if (!ctx) die("cannot create a context");
+            double t0 = now_s();
+            if (t == 0) {
+                decode(ctx, toks, pp, 0, 0);
+            } else {
+                for (int i = 0; i < tg; i++)
+                    decode(ctx, toks + i, 1, i, 0);
+            }
+            double dt = now_s() - t0;
+            if (rep > 0)
+                r[rep - 1] = (t == 0 ? pp : tg) / dt;
+            llama_free(ctx);
+        }
+        qsort(r, (size_t)reps, sizeof *r, cmp_d);
+        printf("| llama.cpp %s | %d threads | %s%d | %.2f |\n", g_variant, o->threads, names[t], t == 0 ? pp : tg,
+               r[reps / 2]);
+        fflush(stdout);
+        free(r);
+    }
+    free(toks);
+    llama_model_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help")) {
-        fputs("usage: oracle tokenize|tokenize-inp|logits|greedy|quantize|info ... (see oracle.c)\n", stderr);
+        fputs("usage: oracle tokenize|tokenize-inp|logits|greedy|quantize|bench|info ... (see oracle.c)\n", stderr);
         return argc < 2 ? 2 : 0;
     }
     init_backend();
@@ -421,6 +485,7 @@ int main(int argc, char **argv)
         else if (!strcmp(cmd, "tokenize-inp")) rc = cmd_tokenize_inp(&o);
         else if (!strcmp(cmd, "logits")) rc = cmd_logits(&o);
         else if (!strcmp(cmd, "greedy")) rc = cmd_greedy(&o);
+        else if (!strcmp(cmd, "bench")) rc = cmd_bench(&o);
         else die("unknown command '%s'", cmd);
     }
     llama_backend_free();
