@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "forward_hybrid.h"
 #include "kv_cache.h"
 #include "matmul.h"
 #include "model.h"
@@ -50,6 +51,7 @@ struct engine_ctx {
     /* batch bookkeeping */
     int *seq_next;            /* [n_seq] next position per sequence during validation */
     int *out_rows;            /* [B] batch rows that asked for logits */
+    struct hybrid *hy;        /* GDN / gated-attention layers and their state (qwen35*), else NULL */
 };
 
 void engine_params_default(struct engine_params *p)
@@ -66,6 +68,7 @@ void engine_free(struct engine_ctx *c)
     tpool_destroy(c->tp);
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
+    hybrid_free(c->hy);
     void *bufs[] = { c->f16tab, c->x, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
                      c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -181,6 +184,10 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     if (!ok || !c->seq_next || !c->out_rows) {
         engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
+    }
+    if (m->arch->hybrid && (rc = hybrid_create(&c->hy, m, &c->p, c->tp, &c->ms, e))) {
+        engine_free(c);
+        return rc;
     }
     *out = c;
     return 0;
@@ -370,6 +377,8 @@ static void ffn_block(struct engine_ctx *c, const struct layer *ly, int n)
         ffn_moe(c, ly, n);
     else
         ffn_dense(c, ly, n);
+    if (ly->down_shexp.data)
+        hybrid_shexp(c->hy, ly, c->h, c->a, n);
     for (int t = 0; t < n; t++)
         ops_add(c->x + (size_t)t * E, c->a + (size_t)t * E, E);
 }
@@ -425,6 +434,10 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
         case LAYER_ATTN:
             attn_block(c, ly, toks, n);
             break;
+        case LAYER_GDN:
+        case LAYER_GATED_ATTN:
+            hybrid_layer(c->hy, ly, toks, n, c->x, c->cs, &c->kv, c->f16tab);
+            break;
         }
         ffn_block(c, ly, n);
     }
@@ -441,7 +454,12 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
     return 0;
 }
 
-void engine_seq_truncate(struct engine_ctx *c, int seq, int pos) { kv_truncate(&c->kv, seq, pos); }
+int engine_seq_truncate(struct engine_ctx *c, int seq, int pos)
+{
+    if (seq < 0 || seq >= c->kv.n_seq)
+        return 0;
+    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, NULL);
+}
 
 int engine_seq_len(const struct engine_ctx *c, int seq)
 {
@@ -452,5 +470,17 @@ int engine_seq_len(const struct engine_ctx *c, int seq)
 
 int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e)
 {
-    return kv_copy(&c->kv, src, dst, n, e);
+    return hybrid_seq_copy(c->hy, &c->kv, src, dst, n, e);
+}
+
+int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e) { return hybrid_seq_snapshot(c->hy, &c->kv, seq, e); }
+
+int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e)
+{
+    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, e);
+}
+
+int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos)
+{
+    return hybrid_seq_restorable(c->hy, &c->kv, seq, pos);
 }

