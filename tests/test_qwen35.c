@@ -290,10 +290,199 @@ static void test_golden_qwen35moe(void)
     printf("#   qwen35moe-tiny: worst rel err %.3g\n", w);
 }
 
+
+/* ---------------------------------------------------------------- invariants */
+
+/* A 130-token prompt: the p100 and p20 golden prompts, then a few more ids. */
+static int long_prompt(const struct gold *g, int32_t *ids, int V)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_prompt[1]; i++)
+        ids[n++] = g->prompt[1][i];
+    for (int i = 0; i < g->n_prompt[0]; i++)
+        ids[n++] = g->prompt[0][i];
+    while (n < 130)
+        ids[n] = (int32_t)((n * 7919u + 13u) % (unsigned)V), n++;
+    return n;
+}
+
+static double worst_rows(const float *a, const float *b, int n, int V, int *at)
+{
+    double w = 0;
+    for (int t = 0; t < n; t++) {
+        double r = rel_l2(a + (size_t)t * V, b + (size_t)t * V, (size_t)V);
+        if (r > w) {
+            w = r;
+            if (at)
+                *at = t;
+        }
+    }
+    return w;
+}
+
+static void invariants(const char *name)
+{
+    struct gold g;
+    if (!read_gold(g_syn, name, &g)) {
+        CHECK(0, "cannot read the golden of %s", name);
+        return;
+    }
+    struct model *m = load(g.model);
+    CHECK(m != NULL, "load %s", g.model);
+    if (!m)
+        return;
+    const int V = m->hp.n_vocab;
+    int32_t ids[160];
+    const int n = long_prompt(&g, ids, V);
+    float *ref = malloc(sizeof(float) * (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
+    struct err e = { 0 };
+
+    /* one-shot (chunked delta rule) is the reference */
+    struct engine_ctx *c = make_engine(m, 4, 512, 0);
+    CHECK(c && run_seq(c, 0, ids, n, n, ref, V) == 0, "one-shot run");
+
+    /* chunked prefill, both delta-rule forms */
+    const int chunks[] = { 1, 16, 63, 64, 65, 512 };
+    for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++)
+        for (int form = 0; form < 2; form++) {
+            struct engine_ctx *c2 = make_engine(m, 1, 512, form ? 1 << 20 : 0);
+            int at = -1;
+            if (c2 && run_seq(c2, 0, ids, n, chunks[ci], out, V) == 0) {
+                double w = worst_rows(out, ref, n, V, &at);
+                CHECK(w <= 1e-4, "%s chunk %d (%s): rel err %.3g at position %d", name, chunks[ci],
+                      form ? "token by token" : "chunked form", w, at);
+            } else {
+                CHECK(0, "%s chunk %d run", name, chunks[ci]);
+            }
+            engine_free(c2);
+        }
+
+    /* batched: three sequences interleaved token by token in one batch == solo runs */
+    {
+        struct engine_ctx *cb = make_engine(m, 3, 512, 0);
+        const int lens[3] = { 100, 70, 37 };
+        const int offs[3] = { 0, 20, 50 };
+        struct engine_tok toks[256];
+        int nt = 0, outrow[3][100];
+        for (int i = 0; i < 100; i++)
+            for (int s = 0; s < 3; s++)
+                if (i < lens[s]) {
+                    outrow[s][i] = nt;
+                    toks[nt++] = (struct engine_tok){ .token = ids[offs[s] + i], .pos = i, .seq = s, .logits = true };
+                }
+        float *bo = malloc(sizeof(float) * (size_t)nt * V);
+        CHECK(cb && engine_decode(cb, toks, nt, bo, &e) == 0, "batched decode: %s", e.msg);
+        for (int s = 0; s < 3 && cb; s++) {
+            struct engine_ctx *cs = make_engine(m, 1, 512, 0);
+            if (!cs || run_seq(cs, 0, ids + offs[s], lens[s], lens[s], out, V)) {
+                CHECK(0, "solo run %d", s);
+                engine_free(cs);
+                continue;
+            }
+            double w = 0;
+            for (int i = 0; i < lens[s]; i++) {
+                double r = rel_l2(bo + (size_t)outrow[s][i] * V, out + (size_t)i * V, (size_t)V);
+                w = r > w ? r : w;
+            }
+            CHECK(w <= 1e-5, "%s batched sequence %d vs solo: rel err %.3g", name, s, w);
+            engine_free(cs);
+        }
+        free(bo);
+        engine_free(cb);
+    }
+
+    /* state operations on seq 0 (prefilled to 64, snapshot, then to n) */
+    if (c) {
+        engine_seq_truncate(c, 0, 0);
+        CHECK(engine_seq_len(c, 0) == 0, "truncate to 0");
+        CHECK(run_seq(c, 0, ids, 64, 64, NULL, V) == 0, "prefill 64");
+        CHECK(engine_seq_snapshot(c, 0, &e) == 0, "snapshot: %s", e.msg);
+        CHECK(run_seq(c, 0, ids + 64, n - 64, 64, out + (size_t)64 * V, V) == 0, "prefill rest");
+        CHECK(worst_rows(out + (size_t)64 * V, ref + (size_t)64 * V, n - 64, V, NULL) <= 1e-4, "after reset");
+        CHECK_EQ_INT(engine_seq_restorable(c, 0, 100), 64);
+        CHECK_EQ_INT(engine_seq_restorable(c, 0, 63), 0);
+        CHECK_EQ_INT(engine_seq_restorable(c, 0, 500), n);
+        /* arbitrary cut-backs are refused and change nothing */
+        CHECK_EQ_INT(engine_seq_truncate(c, 0, 50), ERR_UNSUPPORTED);
+        CHECK_EQ_INT(engine_seq_restore(c, 0, 50, &e), ERR_UNSUPPORTED);
+        CHECK(strstr(e.msg, "snapshot") != NULL, "message names the rule: %s", e.msg);
+        CHECK_EQ_INT(engine_seq_len(c, 0), n);
+        CHECK_EQ_INT(engine_seq_copy(c, 0, 1, 50, &e), ERR_UNSUPPORTED);
+        /* full copy: the copy continues like the original */
+        CHECK(engine_seq_copy(c, 0, 1, n, &e) == 0, "copy all: %s", e.msg);
+        float *r0 = malloc(sizeof(float) * (size_t)V * 8), *r1 = malloc(sizeof(float) * (size_t)V * 8);
+        int32_t cont[8] = { 5, 77, 300, 1001, 42, 8, 900, 64 };
+        CHECK(run_seq(c, 0, cont, 8, 8, r0, V) == 0 && run_seq(c, 1, cont, 8, 8, r1, V) == 0, "continue both");
+        CHECK(worst_rows(r1, r0, 8, V, NULL) <= 1e-6, "copied sequence diverges");
+        /* snapshot copy: seq 2 gets positions [0, 64) and redoes the rest */
+        CHECK(engine_seq_copy(c, 0, 2, 64, &e) == 0, "copy to the snapshot: %s", e.msg);
+        CHECK_EQ_INT(engine_seq_len(c, 2), 64);
+        CHECK(run_seq(c, 2, ids + 64, n - 64, 17, out + (size_t)64 * V, V) == 0, "redo from the snapshot");
+        CHECK(worst_rows(out + (size_t)64 * V, ref + (size_t)64 * V, n - 64, V, NULL) <= 1e-4,
+              "copy from a snapshot differs from the one-shot run");
+        /* restore seq 0 to its snapshot (its continuation is forgotten) and redo */
+        CHECK(engine_seq_restore(c, 0, 64, &e) == 0, "restore: %s", e.msg);
+        CHECK_EQ_INT(engine_seq_len(c, 0), 64);
+        CHECK(run_seq(c, 0, ids + 64, n - 64, n - 64, out + (size_t)64 * V, V) == 0, "redo after restore");
+        CHECK(worst_rows(out + (size_t)64 * V, ref + (size_t)64 * V, n - 64, V, NULL) <= 1e-4,
+              "restore differs from the one-shot run");
+        /* seq 2 inherited the snapshot at 64; restoring below it drops it */
+        CHECK(engine_seq_restore(c, 2, 64, &e) == 0, "inherited snapshot: %s", e.msg);
+        CHECK(engine_seq_truncate(c, 2, 0) == 0, "truncate to 0");
+        CHECK(run_seq(c, 2, ids, 70, 70, NULL, V) == 0, "re-prefill");
+        CHECK_EQ_INT(engine_seq_truncate(c, 2, 64), ERR_UNSUPPORTED);
+        free(r0);
+        free(r1);
+    }
+    engine_free(c);
+    free(ref);
+    free(out);
+    model_free(m);
+}
+
+static void test_invariants_qwen35(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    invariants("qwen35-tiny");
+}
+
+static void test_invariants_qwen35moe(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    invariants("qwen35moe-tiny");
+}
+
+/* The MTP block of qwen35moe-tiny is bound but not part of the trunk. */
+static void test_mtp_loaded(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    char p[4400];
+    snprintf(p, sizeof p, "%s/qwen35moe-tiny.gguf", g_syn);
+    struct model *m = load(p);
+    CHECK(m != NULL, "load");
+    if (!m)
+        return;
+    CHECK_EQ_INT(m->hp.n_layer, 4);
+    CHECK_EQ_INT(m->hp.n_layer_all, 5);
+    CHECK_EQ_INT(m->hp.n_nextn, 1);
+    CHECK(m->mtp.eh_proj.data && m->mtp.enorm.data && m->mtp.hnorm.data, "MTP tensors bound");
+    CHECK(m->layers[4].kind == LAYER_GATED_ATTN && m->layers[4].kv_index < 0, "MTP block has no trunk cache");
+    CHECK_EQ_INT(m->n_gdn_layers, 2);
+    CHECK_EQ_INT(m->n_kv_layers, 2);
+    CHECK(m->layers[0].kind == LAYER_GDN && m->layers[1].kind == LAYER_GATED_ATTN, "pattern GDN, attn");
+    model_free(m);
+}
+
 int main(void)
 {
     RUN(test_delta_forms);
     RUN(test_golden_qwen35);
     RUN(test_golden_qwen35moe);
+    RUN(test_invariants_qwen35);
+    RUN(test_invariants_qwen35moe);
+    RUN(test_mtp_loaded);
     CHECK_EXIT();
 }

@@ -456,8 +456,6 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
 
 int engine_seq_truncate(struct engine_ctx *c, int seq, int pos)
 {
-    if (seq < 0 || seq >= c->kv.n_seq)
-        return 0;
     return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, NULL);
 }
 
