@@ -550,6 +550,11 @@ static void act_simd_equal(void)
                 if (rep == 0) /* exact ties after scaling: amax = 127 per block */
                     for (int j = 0; j < 4096; j++)
                         x[j] = (j % 32 == 0) ? 127.0f : (float)((int)(rnd64() % 200) - 100) + 0.5f;
+                if (rep == 1) /* equal magnitudes of both signs: the first one decides Q8_K's sign */
+                    for (int j = 0; j < 4096; j += 256) {
+                        x[j + 7] = (j & 256) ? 5.0f : -5.0f;
+                        x[j + 200] = -x[j + 7];
+                    }
                 int64_t n = 4096;
                 size_t bytes = qtype_row_size(vt[i], n);
                 ref->act[vt[i]](x, r, n);
@@ -696,7 +701,7 @@ static void matmul_vs_vec_dot(void)
 {
     const enum qtype types[] = {QT_F32, QT_F16, QT_BF16, QT_Q8_0, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q2_K,
                                 QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_IQ4_NL, QT_IQ4_XS, QT_MXFP4};
-    const int64_t n_in = 512, outs[] = {37, 300};
+    const int64_t outs[] = {37, 300};
     const int toks[] = {1, 3, 17};
     static uint8_t W[300 * 512 * 4], A[17 * 512 * 4];
     static float X[17 * 512], Y[17 * 300];
@@ -706,9 +711,13 @@ static void matmul_vs_vec_dot(void)
         CHECK(tp != NULL, "tpool_create(%d)", nth);
         if (!tp)
             return;
-        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-            enum qtype t = types[ti];
+        for (size_t ti = 0; ti < 2 * sizeof types / sizeof types[0]; ti++) {
+            enum qtype t = types[ti / 2];
             const struct qtype_info *q = qtype_get(t);
+            /* 512, and for 32-element blocks also an odd block count (5 blocks) */
+            const int64_t n_in = ti % 2 == 0 ? 512 : 160;
+            if (ti % 2 == 1 && q->blck != 32 && q->blck != 1)
+                continue;
             size_t wr = qtype_row_size(t, n_in), ar = qtype_row_size(q->vec_dot, n_in);
             for (int oi = 0; oi < 2; oi++) {
                 int64_t n_out = outs[oi];
@@ -726,14 +735,77 @@ static void matmul_vs_vec_dot(void)
                             float want = vec_dot(t, n_in, W + r * wr, A + tt * ar);
                             bad += memcmp(&want, &Y[tt * n_out + r], 4) != 0;
                         }
-                    CHECK(bad == 0, "%s threads=%d n_out=%lld n_tok=%d: %d differ", q->name, nth, (long long)n_out,
-                          n_tok, bad);
+                    CHECK(bad == 0, "%s threads=%d n_in=%lld n_out=%lld n_tok=%d: %d differ", q->name, nth,
+                          (long long)n_in, (long long)n_out, n_tok, bad);
                 }
             }
         }
         tpool_destroy(tp);
     }
     matmul_scratch_free(&s);
+}
+
+/* Packed matmul (Q4_K, Q8_0): same results as per-row vec_dot up to float summation order. */
+static void matmul_packed_one(enum qtype wt, int64_t n_in)
+{
+    const int64_t outs[] = {16, 37, 300};
+    const int toks[] = {1, 3, 17};
+    static uint8_t W[300 * 768 * 2], A[17 * 1024];
+    static float X[17 * 768], Y[17 * 300];
+    struct matmul_scratch s = {0};
+    size_t wr = qtype_row_size(wt, n_in), ar = qtype_row_size(qtype_get(wt)->vec_dot, n_in);
+    rnd_row(wt, W, n_in * 300, 8, 16);
+    struct matmul_packed *probe = matmul_pack(wt, W, n_in, 300);
+    if (!probe)
+        SKIP("no packed kernel on this CPU / SIMD level");
+    CHECK(matmul_packed_bytes(probe) >= 300 * wr, "packed size %zu", matmul_packed_bytes(probe));
+    matmul_packed_free(probe);
+    CHECK(matmul_pack(QT_Q4_K, W, 100, 4) == NULL, "n_in not a multiple of 256 must be refused");
+    CHECK(matmul_pack(QT_Q8_K, W, 256, 4) == NULL, "type without packed form must be refused");
+    for (int nth = 1; nth <= 4; nth++) {
+        struct tpool *tp = tpool_create(nth);
+        for (int oi = 0; oi < 3; oi++) {
+            int64_t n_out = outs[oi];
+            rnd_row(wt, W, n_in * n_out, 8, 16);
+            struct matmul_packed *p = matmul_pack(wt, W, n_in, n_out);
+            CHECK(p != NULL, "pack failed");
+            if (!p)
+                continue;
+            for (int ki = 0; ki < 3; ki++) {
+                int n_tok = toks[ki];
+                for (int64_t i = 0; i < n_tok * n_in; i++)
+                    X[i] = rndf();
+                for (int tt = 0; tt < n_tok; tt++)
+                    quant_act_row(wt, X + tt * n_in, A + tt * ar, n_in);
+                for (int64_t i = 0; i < n_tok * n_out; i++)
+                    Y[i] = NAN;
+                matmul_packed_run(tp, &s, p, X, n_tok, Y);
+                int bad = 0;
+                for (int tt = 0; tt < n_tok; tt++)
+                    for (int64_t r = 0; r < n_out; r++) {
+                        double mag;
+                        dd_dot(wt, n_in, W + r * wr, A + tt * ar, &mag);
+                        float want = vec_dot_ref(wt, n_in, W + r * wr, A + tt * ar);
+                        float got = Y[tt * n_out + r];
+                        if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-30) && bad++ < 3)
+                            printf("#   threads=%d n_out=%lld n_tok=%d t=%d r=%lld: %.9g vs %.9g\n", nth,
+                                   (long long)n_out, n_tok, tt, (long long)r, got, want);
+                    }
+                CHECK(bad == 0, "threads=%d n_out=%lld n_tok=%d: %d differ", nth, (long long)n_out, n_tok, bad);
+            }
+            matmul_packed_free(p);
+        }
+        tpool_destroy(tp);
+    }
+    matmul_scratch_free(&s);
+}
+
+static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
+static void matmul_packed_q6_k(void) { matmul_packed_one(QT_Q6_K, 512); }
+static void matmul_packed_q8_0(void)
+{
+    matmul_packed_one(QT_Q8_0, 768);
+    matmul_packed_one(QT_Q8_0, 96);
 }
 
 /* ------------------------------------------------ (f) quantizer round trip */
@@ -778,6 +850,9 @@ int main(void)
     RUN(dot_simd_vs_ref);
     RUN(dot_vs_dequant);
     RUN(matmul_vs_vec_dot);
+    RUN(matmul_packed_q4_k);
+    RUN(matmul_packed_q6_k);
+    RUN(matmul_packed_q8_0);
     RUN(quantize_round_trip);
     CHECK_EXIT();
 }

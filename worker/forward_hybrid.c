@@ -53,7 +53,6 @@ struct hybrid {
     float *q;                 /* [B][n_head_max·D] normed, rotated queries */
     float *k;                 /* [B][n_head_kv_max·D] */
     float *v;                 /* [B][n_head_kv_max·D] */
-    float *a;                 /* [B][n_embd] projected block output */
     float *sg;                /* [B][n_ff_shexp] shared-expert gate */
     float *su;                /* [B][n_ff_shexp] shared-expert up */
     float *att;               /* [n_threads][att_per] attention scores */
@@ -83,7 +82,7 @@ void hybrid_free(struct hybrid *hy)
         for (size_t i = 0; i < (size_t)hy->n_seq * (size_t)hy->n_snap; i++)
             free(hy->snaps[i].state);
     void *bufs[] = { hy->state, hy->snaps, hy->pe_pair, hy->hn, hy->mix, hy->y, hy->z, hy->beta, hy->gd, hy->o,
-                     hy->q, hy->k, hy->v, hy->a, hy->sg, hy->su, hy->att, hy->cw, hy->rows, hy->grp_seq,
+                     hy->q, hy->k, hy->v, hy->sg, hy->su, hy->att, hy->cw, hy->rows, hy->grp_seq,
                      hy->grp_start, hy->grp_len };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
@@ -132,7 +131,6 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
     hy->q = alloc_z(B * nq, sizeof(float), &ok);
     hy->k = alloc_z(B * nkv, sizeof(float), &ok);
     hy->v = alloc_z(B * nkv, sizeof(float), &ok);
-    hy->a = alloc_z(B * E, sizeof(float), &ok);
     hy->sg = alloc_z(B * (size_t)hp->n_ff_shexp, sizeof(float), &ok);
     hy->su = alloc_z(B * (size_t)hp->n_ff_shexp, sizeof(float), &ok);
     int n_gqa_max = 1;
@@ -263,7 +261,7 @@ static void delta_task(void *ctx, int64_t i, int worker)
         gdn_recurrent(&h, rows, T, S);
 }
 
-static void gdn_block(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n)
+static void gdn_block(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *out)
 {
     const struct hparams *hp = &hy->m->hp;
     const int HV = hp->n_v_heads, dv = hp->d_state;
@@ -299,7 +297,7 @@ static void gdn_block(struct hybrid *hy, const struct layer *ly, const struct en
             for (int i = 0; i < dv; i++)
                 o[i] = o[i] * ops_silu(z[i]);
         }
-    mm(hy, &ly->ssm_out, hy->o, n, hy->a);
+    mm(hy, &ly->ssm_out, hy->o, n, out);
 }
 
 /* ---- gated full attention ---- */
@@ -331,7 +329,7 @@ static void attn_task(void *ctx, int64_t i, int worker)
 }
 
 static void gated_attn_block(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
-                             const float *cs_all, struct kv_cache *kv, const float *f16tab)
+                             const float *cs_all, struct kv_cache *kv, const float *f16tab, float *out)
 {
     const struct hparams *hp = &hy->m->hp;
     const int D = hp->head_dim, nr = hp->n_rot;
@@ -370,22 +368,20 @@ static void gated_attn_block(struct hybrid *hy, const struct layer *ly, const st
             for (int i = 0; i < D; i++)
                 o[h * D + i] *= gdn_sigmoid(qf[(size_t)h * 2 * D + D + i]);
     }
-    mm(hy, &ly->wo, hy->o, n, hy->a);
+    mm(hy, &ly->wo, hy->o, n, out);
 }
 
-void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *x,
-                  const float *cs, struct kv_cache *kv, const float *f16tab)
+void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
+                  float *a, const float *cs, struct kv_cache *kv, const float *f16tab)
 {
     const struct hparams *hp = &hy->m->hp;
     const int E = hp->n_embd;
     for (int t = 0; t < n; t++)
         ops_rms_norm(hy->hn + (size_t)t * E, x + (size_t)t * E, ly->attn_norm.data, E, hp->rms_eps);
     if (ly->kind == LAYER_GDN)
-        gdn_block(hy, ly, toks, n);
+        gdn_block(hy, ly, toks, n, a);
     else
-        gated_attn_block(hy, ly, toks, n, cs, kv, f16tab);
-    for (int t = 0; t < n; t++)
-        ops_add(x + (size_t)t * E, hy->a + (size_t)t * E, E);
+        gated_attn_block(hy, ly, toks, n, cs, kv, f16tab, a);
 }
 
 void hybrid_shexp(struct hybrid *hy, const struct layer *ly, const float *h, float *a, int n)

@@ -28,10 +28,11 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
                   struct matmul_scratch *ms, struct err *e);
 void hybrid_free(struct hybrid *hy);
 
-/* One trunk layer (LAYER_GDN or LAYER_GATED_ATTN) over n batch tokens: x[n][n_embd] += mixer(attn_norm(x)).
+/* The mixer of one trunk layer (LAYER_GDN or LAYER_GATED_ATTN) over n batch tokens:
+ * a[n][n_embd] = mixer(attn_norm(x)); the caller adds it to the residual x.
  * cs: [n][n_rot] the tokens' plain RoPE cos/sin (ops_rope_cache); f16tab for an f16 KV cache. */
-void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *x,
-                  const float *cs, struct kv_cache *kv, const float *f16tab);
+void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
+                  float *a, const float *cs, struct kv_cache *kv, const float *f16tab);
 
 /* a[n][n_embd] += sigmoid(gate_inp_shexp·h) · shared_expert(h) (qwen35moe). */
 void hybrid_shexp(struct hybrid *hy, const struct layer *ly, const float *h, float *a, int n);

@@ -27,6 +27,9 @@ struct mm_job {
     const float *X;     /* [n_tok][n_in] f32 input (for the quantize step) */
     int64_t n_in, n_out, n_tok;
     int64_t chunk;      /* output rows per task */
+    qdot_prep_fn prep;  /* set when the prepared Q8_0 layout is used */
+    uint8_t *PQ;        /* [n_tok][n_in] prepared quants (q + 128) */
+    float *PD;          /* [n_tok][n_in/32] prepared block scales */
     float *Y;           /* [n_tok][n_out] */
 };
 
@@ -34,7 +37,10 @@ static void mm_quant_task(void *ctx, int64_t t, int worker)
 {
     (void)worker;
     struct mm_job *j = ctx;
-    j->k->act[qtype_get(j->wt)->vec_dot](j->X + t * j->n_in, (void *)(j->A + (size_t)t * j->arow), j->n_in);
+    void *row = (void *)(j->A + (size_t)t * j->arow);
+    j->k->act[qtype_get(j->wt)->vec_dot](j->X + t * j->n_in, row, j->n_in);
+    if (j->prep)
+        quant_prep_q8_0(row, j->n_in, j->PQ + t * j->n_in, j->PD + t * (j->n_in / QK));
 }
 
 static void mm_rows_task(void *ctx, int64_t c, int worker)
@@ -57,7 +63,10 @@ static void mm_rows_task(void *ctx, int64_t c, int worker)
         const uint8_t *a = j->A + (size_t)t0 * j->arow;
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *w = j->W + (size_t)r * j->wrow;
-            if (multi && nt > 1) {
+            if (j->prep && nt > 1) {
+                j->prep(j->n_in, w, j->PQ + t0 * j->n_in, (size_t)j->n_in, j->PD + t0 * (j->n_in / QK),
+                        (size_t)(j->n_in / QK), nt, tmp);
+            } else if (multi && nt > 1) {
                 multi(j->n_in, w, a, j->arow, nt, tmp);
             } else {
                 for (int t = 0; t < nt; t++)
@@ -90,7 +99,11 @@ void matmul(struct tpool *tp, struct matmul_scratch *s, enum qtype wt, const voi
     if (vd == QT_F32) {
         j.A = (const uint8_t *)X;
     } else {
+        j.prep = n_tok > 1 && vd == QT_Q8_0 ? j.k->dot_prep[wt] : NULL;
         size_t need = (size_t)n_tok * j.arow;
+        size_t pq_off = (need + 63) & ~(size_t)63, pd_off = pq_off + (((size_t)(n_tok * n_in) + 63) & ~(size_t)63);
+        if (j.prep)
+            need = pd_off + (size_t)n_tok * (size_t)(n_in / QK) * sizeof(float);
         if (s->cap < need) {
             size_t cap = (need + 63) & ~(size_t)63;
             void *p = aligned_alloc(64, cap);
@@ -104,6 +117,10 @@ void matmul(struct tpool *tp, struct matmul_scratch *s, enum qtype wt, const voi
             s->cap = cap;
         }
         j.A = s->buf;
+        if (j.prep) {
+            j.PQ = (uint8_t *)s->buf + pq_off;
+            j.PD = (float *)((uint8_t *)s->buf + pd_off);
+        }
         tpool_run(tp, mm_quant_task, &j, n_tok);
     }
     int nth = tpool_size(tp);

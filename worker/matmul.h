@@ -24,4 +24,18 @@ void matmul(struct tpool *tp, struct matmul_scratch *s, enum qtype wt, const voi
 
 void matmul_scratch_free(struct matmul_scratch *s);
 
+/* Optional faster path: a weight matrix repacked once (e.g. at model load)
+ * into a layout that lets one SIMD instruction serve several output rows.
+ * matmul_pack returns NULL when this type has no packed form on this CPU (now:
+ * Q4_K, Q6_K and Q8_0 with AVX-512 VNNI) or memory runs out — then keep using matmul().
+ * matmul_packed_run computes the same Y as matmul() up to float summation
+ * order (~1e-6 relative); W may be freed after packing. */
+struct matmul_packed;
+struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out);
+void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_packed *p, const float *X,
+                       int64_t n_tok, float *Y);
+void matmul_packed_free(struct matmul_packed *p);
+/* Bytes the packed matrix holds (for memory accounting). */
+size_t matmul_packed_bytes(const struct matmul_packed *p);
+
 #endif

@@ -236,6 +236,35 @@ static int bind_flat(struct loader *L, struct vec *v, const char *name, int64_t 
     return 0;
 }
 
+/* Copy a fused [n_in, 2F, X] gate/up expert stack into a gate stack and an up stack [n_in, F, X]. */
+static int split_gate_up(struct loader *L, const struct wt *gu, int64_t F, int64_t X, struct wt *g, struct wt *u,
+                         struct err *e)
+{
+    struct model *m = L->m;
+    const size_t half = (size_t)F * gu->row_bytes;
+    float **grown = realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 2));
+    if (grown)
+        m->owned = grown;
+    char *gb = grown ? malloc(half * (size_t)X) : NULL, *ub = gb ? malloc(half * (size_t)X) : NULL;
+    if (!ub) {
+        free(gb);
+        return err_set(e, ERR_NOMEM, "%s: out of memory splitting '%s'", L->path, gu->name);
+    }
+    for (int64_t x = 0; x < X; x++) {
+        const char *src = (const char *)gu->data + (size_t)x * 2 * half;
+        memcpy(gb + (size_t)x * half, src, half);
+        memcpy(ub + (size_t)x * half, src + half, half);
+    }
+    m->owned[m->n_owned++] = (float *)(void *)gb;
+    m->owned[m->n_owned++] = (float *)(void *)ub;
+    *g = *gu;
+    g->ne[1] = F;
+    g->data = gb;
+    *u = *g;
+    u->data = ub;
+    return 0;
+}
+
 static int load_layer(struct loader *L, int il, struct err *e)
 {
     struct model *m = L->m;
@@ -289,11 +318,11 @@ static int load_layer(struct loader *L, int il, struct err *e)
         if ((rc = mload_wt(L, &gu, NM("ffn_gate_up_exps.weight"), E, 2 * F, X, false, e)))
             return rc;
         if (gu.data) {
-            /* fused: per expert rows [0, F) are gate, [F, 2F) up; views keep ne1 = 2F so that
-             * the expert stride stays right and the kernels read F rows */
-            ly->gate_exps = gu;
-            ly->up_exps = gu;
-            ly->up_exps.data = (const char *)gu.data + (size_t)F * gu.row_bytes;
+            /* fused: per expert rows [0, F) are gate, [F, 2F) up. Split into two owned stacks so
+             * that every expert tensor has the plain [n_in, F, n_expert] layout the kernels and the
+             * weight repacking expect (costs one copy of the tensor) */
+            if ((rc = split_gate_up(L, &gu, F, X, &ly->gate_exps, &ly->up_exps, e)))
+                return rc;
         } else if ((rc = mload_wt(L, &ly->gate_exps, NM("ffn_gate_exps.weight"), E, F, X, true, e)) ||
                    (rc = mload_wt(L, &ly->up_exps, NM("ffn_up_exps.weight"), E, F, X, true, e))) {
             return rc;

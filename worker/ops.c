@@ -216,10 +216,21 @@ void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V,
     }
 }
 
+void ops_attn_multi_ref(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd,
+                        const void *K, const void *V, size_t stride, float scale, const float *f16tab,
+                        float *scratch)
+{
+    for (int j = 0; j < m; j++)
+        ops_attn_ref(qs[j], 1, hd, K, V, stride, n_kv[j], scale, f16tab, outs[j], scratch);
+}
+
 /* SIMD dispatch: chosen once (read-only afterwards); LLM170_SIMD=scalar forces the reference. */
 typedef void (*attn_fn)(const float *, int, int, const void *, const void *, size_t, int, float, const float *,
                         float *, float *);
 static attn_fn g_attn = ops_attn_ref;
+typedef void (*attn_multi_fn)(int, const float *const *, float *const *, const int *, int, const void *,
+                              const void *, size_t, float, const float *, float *);
+static attn_multi_fn g_attn_multi = ops_attn_multi_ref;
 static void (*g_softmax)(float *, int) = ops_softmax_ref;
 static void (*g_swiglu)(float *, const float *, int) = ops_swiglu_ref;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -231,6 +242,7 @@ static void ops_dispatch_init(void)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
         !(cap && !strcmp(cap, "scalar"))) {
         g_attn = ops_attn_avx2;
+        g_attn_multi = ops_attn_multi_avx2;
         g_softmax = ops_softmax_avx2;
         g_swiglu = ops_swiglu_avx2;
     }
@@ -253,4 +265,11 @@ void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, siz
 {
     pthread_once(&g_once, ops_dispatch_init);
     g_attn(q, n_q, hd, K, V, stride, n_kv, scale, f16tab, out, scratch);
+}
+
+void ops_attn_multi(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd, const void *K,
+                    const void *V, size_t stride, float scale, const float *f16tab, float *scratch)
+{
+    pthread_once(&g_once, ops_dispatch_init);
+    g_attn_multi(m, qs, outs, n_kv, hd, K, V, stride, scale, f16tab, scratch);
 }

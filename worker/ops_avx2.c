@@ -111,60 +111,147 @@ static inline __m256 load8(const void *row, int d, bool f16)
     return _mm256_loadu_ps((const float *)row + d);
 }
 
-/* All n_q heads of one KV head at once: every K and V row is read (and converted) once for the group.
- * Scores of head h live at scratch[h·n_kv …]; V·p is accumulated in register tiles of 16 dims. */
+/* Scores of M query rows (qr: [M][hd], already f16-rounded for an f16 cache) against rows [0, P) of K:
+ * every K chunk is loaded and converted once for all M queries; C independent partial sums per query
+ * (over interleaved 8-dim chunks) keep the FMA pipes busy when M is small. s: [M][P]. */
+#define DEF_SCORES(M, C)                                                                                  \
+    static void scores_##M##_##C(const float *qr, int hd, const char *K, size_t rs, int P, bool f16,       \
+                                 float scale, float *s)                                                   \
+    {                                                                                                     \
+        for (int p = 0; p < P; p++, K += rs) {                                                            \
+            __m256 acc[M][C];                                                                             \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[j][c] = _mm256_setzero_ps();      \
+            for (int d = 0; d < hd; d += 8 * C) {                                                         \
+                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)                                       \
+                {                                                                                         \
+                    const __m256 kv = load8(K, d + 8 * c, f16);                                           \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[j][c] =                       \
+                        _mm256_fmadd_ps(_mm256_loadu_ps(qr + (size_t)j * hd + d + 8 * c), kv, acc[j][c]);  \
+                }                                                                                         \
+            }                                                                                             \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+            {                                                                                             \
+                __m256 t = acc[j][0];                                                                     \
+                _Pragma("GCC unroll 8") for (int c = 1; c < C; c++) t = _mm256_add_ps(t, acc[j][c]);      \
+                s[(size_t)j * P + p] = hsum256(t) * scale;                                                \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+
+/* out[j][d] = Σ_p s[j][p]·V[p][d] for M queries over T 8-dim tiles at a time: each V chunk is loaded
+ * once for all queries, and M·T independent accumulators hide the FMA latency. */
+#define DEF_PV(M, T)                                                                                      \
+    static void pv_##M##_##T(const float *s, int hd, const char *V, size_t rs, int P, bool f16,           \
+                             float *const *outs)                                                          \
+    {                                                                                                     \
+        for (int d = 0; d < hd; d += 8 * T) {                                                             \
+            __m256 acc[M][T];                                                                             \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++) acc[j][c] = _mm256_setzero_ps();      \
+            const char *v = V;                                                                            \
+            for (int p = 0; p < P; p++, v += rs) {                                                        \
+                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++)                                       \
+                {                                                                                         \
+                    const __m256 vv = load8(v, d + 8 * c, f16);                                           \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[j][c] = _mm256_fmadd_ps(      \
+                        _mm256_broadcast_ss(s + (size_t)j * P + p), vv, acc[j][c]);                       \
+                }                                                                                         \
+            }                                                                                             \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
+                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++)                                       \
+                    _mm256_storeu_ps(outs[j] + d + 8 * c, acc[j][c]);                                     \
+        }                                                                                                 \
+    }
+
+#define DEF_BOTH(M, T) DEF_SCORES(M, T) DEF_PV(M, T)
+DEF_BOTH(1, 1)
+DEF_BOTH(1, 2)
+DEF_BOTH(1, 4)
+DEF_BOTH(1, 8)
+DEF_BOTH(2, 1)
+DEF_BOTH(2, 2)
+DEF_BOTH(2, 4)
+DEF_BOTH(4, 1)
+DEF_BOTH(4, 2)
+DEF_BOTH(8, 1)
+
+typedef void (*scores_fn)(const float *, int, const char *, size_t, int, bool, float, float *);
+typedef void (*pv_fn)(const float *, int, const char *, size_t, int, bool, float *const *);
+/* [log2 M][log2 T], M·T <= 8 */
+static const scores_fn g_scores[4][4] = {
+    { scores_1_1, scores_1_2, scores_1_4, scores_1_8 },
+    { scores_2_1, scores_2_2, scores_2_4, NULL },
+    { scores_4_1, scores_4_2, NULL, NULL },
+    { scores_8_1, NULL, NULL, NULL },
+};
+static const pv_fn g_pv[4][4] = {
+    { pv_1_1, pv_1_2, pv_1_4, pv_1_8 },
+    { pv_2_1, pv_2_2, pv_2_4, NULL },
+    { pv_4_1, pv_4_2, NULL, NULL },
+    { pv_8_1, NULL, NULL, NULL },
+};
+
+void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd,
+                         const void *K, const void *V, size_t stride, float scale, const float *f16tab,
+                         float *scratch)
+{
+    const bool f16 = f16tab != NULL;
+    const size_t rs = stride * (f16 ? 2 : 4);
+    if (hd & 7 || hd > ATTN_MAX_HD) {
+        for (int j = 0; j < m; j++)
+            ops_attn_ref(qs[j], 1, hd, K, V, stride, n_kv[j], scale, f16tab, outs[j], scratch);
+        return;
+    }
+    float qr[8 * ATTN_MAX_HD];
+    for (int j0 = 0; j0 < m; j0 += 8) {
+        const int mj = m - j0 < 8 ? m - j0 : 8;
+        const int lm = mj == 1 ? 0 : mj == 2 ? 1 : mj <= 4 ? 2 : 3; /* padded by repeating the last query */
+        const int M = 1 << lm;
+        int lt = 3 - lm; /* T = 8/M tiles, fewer when hd is not a multiple of 8·T */
+        while (lt > 0 && hd % (8 << lt))
+            lt--;
+        int P = 0;
+        for (int j = 0; j < mj; j++)
+            if (n_kv[j0 + j] > P)
+                P = n_kv[j0 + j];
+        float *outp[8];
+        for (int j = 0; j < M; j++) {
+            const int src = j0 + (j < mj ? j : mj - 1);
+            if (f16)
+                round_f16(qr + (size_t)j * hd, qs[src], hd);
+            else
+                memcpy(qr + (size_t)j * hd, qs[src], sizeof(float) * (size_t)hd);
+            outp[j] = j < mj ? outs[j0 + j] : outs[j0 + mj - 1]; /* a duplicate writes the same values */
+        }
+        float *s = scratch;
+        g_scores[lm][lt](qr, hd, K, rs, P, f16, scale, s);
+        for (int j = 0; j < M; j++) {
+            const int nk = n_kv[j0 + (j < mj ? j : mj - 1)];
+            float *sj = s + (size_t)j * P;
+            ops_softmax_avx2(sj, nk);
+            if (f16)
+                round_f16(sj, sj, nk); /* probabilities go to f16 for V·p */
+            for (int p = nk; p < P; p++)
+                sj[p] = 0.0f; /* causal: later cells of the block's other tokens */
+        }
+        g_pv[lm][lt](s, hd, V, rs, P, f16, outp);
+    }
+}
+
 void ops_attn_avx2(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
                    float scale, const float *f16tab, float *out, float *scratch)
 {
-    const bool f16 = f16tab != NULL;
-    const size_t es = f16 ? 2 : 4, rs = stride * es;
-    if (n_q > ATTN_MAX_Q || (hd & 15)) { /* unusual shapes: one head at a time, scalar tails */
-        for (int h = 0; h < n_q; h++)
-            ops_attn_ref(q + (size_t)h * hd, 1, hd, K, V, stride, n_kv, scale, f16tab, out + (size_t)h * hd, scratch);
-        return;
-    }
-    float qr[ATTN_MAX_HD];
-    /* scores, head by head (the q row stays in L1; K rows come from L1/L2 after the first head) */
-    for (int h = 0; h < n_q; h++) {
-        const float *qh = q + (size_t)h * hd;
-        if (f16) {
-            round_f16(qr, qh, hd);
-            qh = qr;
+    const float *qs[ATTN_MAX_Q];
+    float *outs[ATTN_MAX_Q];
+    int nk[ATTN_MAX_Q];
+    for (int h0 = 0; h0 < n_q; h0 += ATTN_MAX_Q) {
+        const int m = n_q - h0 < ATTN_MAX_Q ? n_q - h0 : ATTN_MAX_Q;
+        for (int j = 0; j < m; j++) {
+            qs[j] = q + (size_t)(h0 + j) * hd;
+            outs[j] = out + (size_t)(h0 + j) * hd;
+            nk[j] = n_kv;
         }
-        float *s = scratch + (size_t)h * n_kv;
-        const char *k = K;
-        for (int p = 0; p < n_kv; p++, k += rs) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-            for (int d = 0; d < hd; d += 16) {
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), load8(k, d, f16), a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), load8(k, d + 8, f16), a1);
-            }
-            s[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
-        }
-        ops_softmax_avx2(s, n_kv);
-        if (f16)
-            round_f16(s, s, n_kv); /* probabilities go to f16 for V·p */
-    }
-    /* out[h][d] = Σ_p s[h][p] · V[p][d], in tiles of 16 dims × up to 4 heads */
-    for (int h0 = 0; h0 < n_q; h0 += 4) {
-        const int nh = n_q - h0 < 4 ? n_q - h0 : 4;
-        for (int d = 0; d < hd; d += 16) {
-            __m256 acc[4][2];
-            for (int h = 0; h < 4; h++)
-                acc[h][0] = acc[h][1] = _mm256_setzero_ps();
-            const char *v = V;
-            for (int p = 0; p < n_kv; p++, v += rs) {
-                const __m256 v0 = load8(v, d, f16), v1 = load8(v, d + 8, f16);
-                for (int h = 0; h < nh; h++) {
-                    const __m256 w = _mm256_broadcast_ss(scratch + (size_t)(h0 + h) * n_kv + p);
-                    acc[h][0] = _mm256_fmadd_ps(w, v0, acc[h][0]);
-                    acc[h][1] = _mm256_fmadd_ps(w, v1, acc[h][1]);
-                }
-            }
-            for (int h = 0; h < nh; h++) {
-                _mm256_storeu_ps(out + (size_t)(h0 + h) * hd + d, acc[h][0]);
-                _mm256_storeu_ps(out + (size_t)(h0 + h) * hd + d + 8, acc[h][1]);
-            }
-        }
+        ops_attn_multi_avx2(m, qs, outs, nk, hd, K, V, stride, scale, f16tab, scratch);
     }
 }
