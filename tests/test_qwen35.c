@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../worker/engine.h"
+#include "../worker/gguf_write.h"
 #include "../worker/model.h"
 #include "../worker/ops_gdn.h"
 #include "check.h"
@@ -599,6 +600,144 @@ static void test_own_goldens(void)
     printf("#   own Q8_0 model: worst rel err %.3g\n", wq);
 }
 
+
+/* ---------------------------------------------------------------- load errors, one-kind trunks */
+
+static bool run_writer(const char *out, const char *args)
+{
+    const char *b = getenv("LLM170_BUILD");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/tests/tools/mksynth_qwen35 --out %s %s 2>/dev/null", b ? b : "build", out, args);
+    return system(cmd) == 0;
+}
+
+/* Copy `in` to `out` without key `drop_key` / tensor `drop_tensor`, with `set_key` = set_val (u32). */
+static int rewrite(const char *in, const char *out, const char *drop_key, const char *drop_tensor,
+                   const char *set_key, uint32_t set_val, struct err *e)
+{
+    struct gguf *g = NULL;
+    int rc = gguf_open(&g, in, e);
+    if (rc)
+        return rc;
+    struct gguf_w *w = gguf_w_new();
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const struct gguf_kv *kv = &g->kv[i];
+        char k[256];
+        snprintf(k, sizeof k, "%.*s", (int)kv->key.len, kv->key.ptr);
+        if (drop_key && !strcmp(k, drop_key))
+            continue;
+        if (kv->type == GGUF_STRING) {
+            struct gguf_str st;
+            gguf_get_str(g, k, &st, NULL);
+            gguf_w_strn(w, k, st.ptr, st.len);
+        } else if (kv->type == GGUF_ARRAY && kv->arr_type == GGUF_STRING) {
+            struct gguf_str *ss = malloc(sizeof *ss * kv->arr_n);
+            for (uint64_t j = 0; j < kv->arr_n; j++)
+                ss[j] = gguf_arr_str(kv, j);
+            gguf_w_arr_strn(w, k, kv->arr_n, ss);
+            free(ss);
+        } else if (kv->type == GGUF_ARRAY) {
+            gguf_w_arr(w, k, kv->arr_type, kv->arr_n, kv->val);
+        } else if (kv->type == GGUF_FLOAT32) {
+            float f;
+            memcpy(&f, kv->val, 4);
+            gguf_w_f32(w, k, f);
+        } else {
+            int64_t v;
+            gguf_get_i64(g, k, &v, NULL);
+            gguf_w_i64(w, k, v);
+        }
+    }
+    if (set_key)
+        gguf_w_u32(w, set_key, set_val);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        if (drop_tensor && !strcmp(t->name, drop_tensor))
+            continue;
+        gguf_w_tensor(w, t->name, t->n_dims, t->ne, t->type, t->data, t->nbytes);
+    }
+    rc = gguf_w_write(w, out, e);
+    gguf_w_free(w);
+    gguf_close(g);
+    return rc;
+}
+
+static void expect_load_error(const char *path, int code, const char *needle)
+{
+    struct model *m = NULL;
+    struct err e = { 0 };
+    int rc = model_load(&m, path, &e);
+    CHECK(rc == code && m == NULL, "load gave %d (%s), expected %d", rc, e.msg, code);
+    CHECK(strstr(e.msg, needle) != NULL, "message '%s' does not name '%s'", e.msg, needle);
+    model_free(m);
+}
+
+static void test_load_errors(void)
+{
+    char base[512], bad[512];
+    snprintf(base, sizeof base, "%s/base.gguf", g_tmp);
+    snprintf(bad, sizeof bad, "%s/bad.gguf", g_tmp);
+    CHECK(run_writer(base, "--arch qwen35 --seed 9"), "writer");
+    struct err e = { 0 };
+    struct {
+        const char *drop_key, *drop_tensor, *set_key;
+        uint32_t val;
+        int code;
+        const char *needle;
+    } cases[] = {
+        { "qwen35.ssm.state_size", NULL, NULL, 0, ERR_NOTFOUND, "qwen35.ssm.state_size" },
+        { "qwen35.rope.dimension_sections", NULL, NULL, 0, ERR_NOTFOUND, "dimension_sections" },
+        { NULL, NULL, "qwen35.ssm.inner_size", 48, ERR_UNSUPPORTED, "inner_size" },
+        { NULL, NULL, "qwen35.ssm.group_count", 3, ERR_FORMAT, "group_count" },
+        { NULL, "blk.0.ssm_a", NULL, 0, ERR_NOTFOUND, "blk.0.ssm_a" },
+        { NULL, "blk.1.attn_q_norm.weight", NULL, 0, ERR_NOTFOUND, "blk.1.attn_q_norm.weight" },
+        { NULL, NULL, "qwen35.attention.head_count", 6, ERR_FORMAT, "blk.1.attn_q.weight" },
+        { NULL, NULL, "qwen35.nextn_predict_layers", 1, ERR_NOTFOUND, "nextn.eh_proj" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (rewrite(base, bad, cases[i].drop_key, cases[i].drop_tensor, cases[i].set_key, cases[i].val, &e)) {
+            CHECK(0, "rewrite: %s", e.msg);
+            continue;
+        }
+        expect_load_error(bad, cases[i].code, cases[i].needle);
+    }
+    remove(base);
+    remove(bad);
+}
+
+/* A trunk of one layer kind (llama.cpp aborts on it; we run it): chunked == one-shot, state ops work. */
+static void test_one_kind_trunks(void)
+{
+    const char *pat[2] = { "--recurrent 111", "--recurrent 000" };
+    for (int k = 0; k < 2; k++) {
+        char p[512], args[256];
+        snprintf(p, sizeof p, "%s/one.gguf", g_tmp);
+        snprintf(args, sizeof args, "--arch qwen35moe --n-layer 3 --seed 7 %s", pat[k]);
+        CHECK(run_writer(p, args), "writer %s", args);
+        struct model *m = load(p);
+        CHECK(m != NULL, "load %s", args);
+        if (!m)
+            continue;
+        CHECK_EQ_INT(m->n_gdn_layers, k ? 0 : 3);
+        const int V = m->hp.n_vocab, n = 80;
+        int32_t ids[80];
+        for (int i = 0; i < n; i++)
+            ids[i] = (int32_t)((i * 37 + 11) % V);
+        float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+        struct engine_ctx *c1 = make_engine(m, 1, 512, 0), *c2 = make_engine(m, 1, 512, 0);
+        CHECK(c1 && c2 && run_seq(c1, 0, ids, n, n, a, V) == 0 && run_seq(c2, 0, ids, n, 7, b, V) == 0, "runs");
+        double w = worst_rows(b, a, n, V, NULL);
+        CHECK(w <= 1e-4, "%s: chunk 7 vs one-shot %.3g", pat[k], w);
+        CHECK_EQ_INT(engine_seq_truncate(c1, 0, 40), k ? 0 : ERR_UNSUPPORTED);
+        engine_free(c1);
+        engine_free(c2);
+        free(a);
+        free(b);
+        model_free(m);
+        remove(p);
+    }
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/llm170-q35-XXXXXX");
@@ -613,6 +752,8 @@ int main(void)
     RUN(test_invariants_qwen35moe);
     RUN(test_mtp_loaded);
     RUN(test_own_goldens);
+    RUN(test_load_errors);
+    RUN(test_one_kind_trunks);
     rmdir(g_tmp);
     CHECK_EXIT();
 }

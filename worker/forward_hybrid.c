@@ -428,6 +428,9 @@ static void drop_snaps_after(struct hybrid *hy, int seq, int pos)
 
 static bool seq_ok(const struct kv_cache *kv, int seq) { return seq >= 0 && seq < kv->n_seq; }
 
+/* A hybrid whose trunk has no GDN layer keeps no recurrent state: cut anywhere like a transformer. */
+static const struct hybrid *stateful(const struct hybrid *hy) { return hy && hy->per_seq ? hy : NULL; }
+
 int hybrid_seq_restorable(const struct hybrid *hy, const struct kv_cache *kv, int seq, int pos)
 {
     if (!seq_ok(kv, seq) || pos <= 0)
@@ -435,7 +438,7 @@ int hybrid_seq_restorable(const struct hybrid *hy, const struct kv_cache *kv, in
     const int len = kv->len[seq];
     if (pos >= len)
         return len;
-    if (!hy)
+    if (!stateful(hy))
         return pos;
     int best = 0;
     const struct snap *s = snaps_of(hy, seq);
@@ -453,6 +456,8 @@ int hybrid_seq_truncate(struct hybrid *hy, struct kv_cache *kv, int seq, int pos
         pos = 0;
     if (pos >= kv->len[seq])
         return 0;
+    if (!stateful(hy))
+        hy = NULL;
     if (hy && pos > 0) {
         const struct snap *s = find_snap(hy, seq, pos);
         if (!s)
@@ -473,7 +478,7 @@ int hybrid_seq_snapshot(struct hybrid *hy, struct kv_cache *kv, int seq, struct 
     if (!seq_ok(kv, seq))
         return err_set(e, ERR_INVALID, "engine: sequence %d out of range [0, %d)", seq, kv->n_seq);
     const int pos = kv->len[seq];
-    if (!hy || pos == 0)
+    if (!stateful(hy) || pos == 0)
         return 0; /* attention state is the cells themselves; position 0 is the empty state */
     struct snap *s = find_snap(hy, seq, pos);
     if (!s) {
@@ -501,7 +506,7 @@ int hybrid_seq_copy(struct hybrid *hy, struct kv_cache *kv, int src, int dst, in
 {
     if (!seq_ok(kv, src) || !seq_ok(kv, dst))
         return err_set(e, ERR_INVALID, "engine: sequence %d or %d out of range [0, %d)", src, dst, kv->n_seq);
-    if (!hy)
+    if (!stateful(hy))
         return kv_copy(kv, src, dst, n, e);
     if (n < 0 || n > kv->len[src])
         return err_set(e, ERR_RANGE, "engine: cannot copy %d positions of sequence %d (it has %d)", n, src,
