@@ -136,7 +136,7 @@ static int pack_weights(struct engine_ctx *c, struct err *e)
     const struct model *m = c->m;
     size_t n = 1;
     for (int il = 0; il < m->hp.n_layer; il++)
-        n += 8 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
+        n += 14 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
     c->pk_cap = 16;
     while (c->pk_cap < 2 * n)
         c->pk_cap *= 2;
@@ -147,7 +147,10 @@ static int pack_weights(struct engine_ctx *c, struct err *e)
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct layer *ly = &m->layers[il];
         const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
-                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
+                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
+                                  /* hybrids (forward_hybrid.c multiplies through mm_wt) */
+                                  &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
+                                  &ly->down_shexp };
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             pk_add_wt(c, ws[i]);
     }
@@ -162,6 +165,8 @@ static void *alloc_f(size_t n, bool *ok)
         *ok = false;
     return p;
 }
+
+static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y);
 
 int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *pin,
                   struct err *e)
@@ -274,7 +279,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
     }
-    if (m->arch->hybrid && (rc = hybrid_create(&c->hy, m, &c->p, c->tp, &c->ms, e))) {
+    if (m->arch->hybrid && (rc = hybrid_create(&c->hy, m, &c->p, c->tp, mm_wt, c, e))) {
         engine_free(c);
         return rc;
     }
@@ -300,6 +305,9 @@ static void mm(struct engine_ctx *c, const struct wt *w, const float *X, int n, 
 {
     mm_at(c, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
 }
+
+/* mm for forward_hybrid.c (packed weights included) */
+static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y) { mm(c, w, X, n, Y); }
 
 /* Several weight products that could run at once (Q/K/V, gate/up). A single-token batch (decode)
  * runs them as one parallel loop over the rows of all of them, so the pool wakes once instead of once

@@ -29,7 +29,8 @@ struct snap {
 struct hybrid {
     const struct model *m;
     struct tpool *tp;
-    struct matmul_scratch *ms;
+    hybrid_mm_fn mm;          /* the engine's weight product */
+    void *mm_ctx;
     int n_seq, n_batch, n_ctx, n_threads;
     int chunk_min;            /* runs this long use the chunked delta rule */
     int n_snap;               /* snapshot slots per sequence */
@@ -90,7 +91,7 @@ void hybrid_free(struct hybrid *hy)
 }
 
 int hybrid_create(struct hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,
-                  struct matmul_scratch *ms, struct err *e)
+                  hybrid_mm_fn mm, void *mm_ctx, struct err *e)
 {
     *out = NULL;
     const struct hparams *hp = &m->hp;
@@ -99,7 +100,8 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
         return err_set(e, ERR_NOMEM, "engine: out of memory");
     hy->m = m;
     hy->tp = tp;
-    hy->ms = ms;
+    hy->mm = mm;
+    hy->mm_ctx = mm_ctx;
     hy->n_seq = p->n_seq;
     hy->n_batch = p->n_batch;
     hy->n_ctx = p->n_ctx;
@@ -167,7 +169,7 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
 
 static void mm(struct hybrid *hy, const struct wt *w, const float *X, int n, float *Y)
 {
-    matmul(hy->tp, hy->ms, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
+    hy->mm(hy->mm_ctx, w, X, n, Y);
 }
 
 static float *seq_state(struct hybrid *hy, int seq, int gdn_index)
