@@ -161,17 +161,30 @@ static void test_delta_forms(void)
     const struct gdn_head h = { .Q = Q, .K = K, .V = V, .qk_stride = (size_t)dk, .v_stride = (size_t)dv, .beta = bt,
                                 .gdecay = gd, .gate_stride = 1, .O = O1, .o_stride = (size_t)dv, .d_k = dk, .d_v = dv,
                                 .scale = 0.25f };
-    struct gdn_head h2 = h;
-    h2.O = O2;
-    const int lens[] = { 1, 5, 63, 64, 65, 150 };
-    int at = 0;
-    for (size_t li = 0; li < sizeof lens / sizeof lens[0] && at < Tmax; li++) {
-        int T = lens[li] < Tmax - at ? lens[li] : Tmax - at;
-        gdn_recurrent(&h, rows + at, T, S1);
-        gdn_chunked(&h2, rows + at, T, S2, work);
-        double eo = rel_l2(O2 + (size_t)at * dv, O1 + (size_t)at * dv, (size_t)T * dv), es = rel_l2(S2, S1, (size_t)dk * dv);
-        CHECK(eo < 1e-5 && es < 1e-5, "T=%d: outputs %.3g, state %.3g", T, eo, es);
-        at += T;
+    const char *names[3] = { "token by token (dispatched)", "chunked f32", "chunked double" };
+    float S0[16 * 16];
+    memcpy(S0, S1, sizeof S0);
+    for (int form = 0; form < 3; form++) {
+        struct gdn_head h2 = h;
+        h2.O = O2;
+        memcpy(S1, S0, sizeof S1);
+        memcpy(S2, S0, sizeof S2);
+        const int lens[] = { 1, 5, 63, 64, 65, 150 };
+        int at = 0;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0] && at < Tmax; li++) {
+            int T = lens[li] < Tmax - at ? lens[li] : Tmax - at;
+            gdn_recurrent_ref(&h, rows + at, T, S1);
+            if (form == 0)
+                gdn_recurrent(&h2, rows + at, T, S2);
+            else if (form == 1)
+                gdn_chunked(&h2, rows + at, T, S2, work);
+            else
+                gdn_chunked_ref(&h2, rows + at, T, S2, work);
+            double eo = rel_l2(O2 + (size_t)at * dv, O1 + (size_t)at * dv, (size_t)T * dv),
+                   es = rel_l2(S2, S1, (size_t)dk * dv);
+            CHECK(eo < 1e-5 && es < 1e-5, "%s, T=%d: outputs %.3g, state %.3g", names[form], T, eo, es);
+            at += T;
+        }
     }
 #undef RND
     free(Q), free(K), free(V), free(bt), free(gd), free(O1), free(O2), free(work);
@@ -277,8 +290,9 @@ static void test_golden_qwen35(void)
     if (!have_shared())
         SKIP("../shared/data is absent");
     double w = 0;
-    check_gold(g_syn, "qwen35-tiny", 0, &w);
-    check_gold(g_syn, "qwen35-tiny", 1 << 20, &w); /* token by token everywhere */
+    check_gold(g_syn, "qwen35-tiny", 0, &w);         /* the default: token by token */
+    check_gold(g_syn, "qwen35-tiny", 1, &w);         /* chunked form everywhere */
+    check_gold(g_syn, "qwen35-tiny", GDN_CHUNK, &w); /* chunked for runs of >= 64 (the p100 prompt) */
     printf("#   qwen35-tiny: worst rel err %.3g\n", w);
 }
 
@@ -288,7 +302,8 @@ static void test_golden_qwen35moe(void)
         SKIP("../shared/data is absent");
     double w = 0;
     check_gold(g_syn, "qwen35moe-tiny", 0, &w);
-    check_gold(g_syn, "qwen35moe-tiny", 1 << 20, &w);
+    check_gold(g_syn, "qwen35moe-tiny", 1, &w);
+    check_gold(g_syn, "qwen35moe-tiny", GDN_CHUNK, &w);
     printf("#   qwen35moe-tiny: worst rel err %.3g\n", w);
 }
 
@@ -339,20 +354,20 @@ static void invariants(const char *name)
     float *ref = malloc(sizeof(float) * (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
     struct err e = { 0 };
 
-    /* one-shot (chunked delta rule) is the reference */
-    struct engine_ctx *c = make_engine(m, 4, 512, 0);
+    /* one-shot with the chunked delta rule is the reference */
+    struct engine_ctx *c = make_engine(m, 4, 512, 1);
     CHECK(c && run_seq(c, 0, ids, n, n, ref, V) == 0, "one-shot run");
 
     /* chunked prefill, both delta-rule forms */
     const int chunks[] = { 1, 16, 63, 64, 65, 512 };
     for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++)
         for (int form = 0; form < 2; form++) {
-            struct engine_ctx *c2 = make_engine(m, 1, 512, form ? 1 << 20 : 0);
+            struct engine_ctx *c2 = make_engine(m, 1, 512, form ? GDN_CHUNK : 0);
             int at = -1;
             if (c2 && run_seq(c2, 0, ids, n, chunks[ci], out, V) == 0) {
                 double w = worst_rows(out, ref, n, V, &at);
                 CHECK(w <= 1e-4, "%s chunk %d (%s): rel err %.3g at position %d", name, chunks[ci],
-                      form ? "token by token" : "chunked form", w, at);
+                      form ? "chunked form for calls >= 64" : "token by token", w, at);
             } else {
                 CHECK(0, "%s chunk %d run", name, chunks[ci]);
             }
@@ -361,7 +376,7 @@ static void invariants(const char *name)
 
     /* batched: three sequences interleaved token by token in one batch == solo runs */
     {
-        struct engine_ctx *cb = make_engine(m, 3, 512, 0);
+        struct engine_ctx *cb = make_engine(m, 3, 512, GDN_CHUNK);
         const int lens[3] = { 100, 70, 37 };
         const int offs[3] = { 0, 20, 50 };
         struct engine_tok toks[256];
@@ -375,7 +390,7 @@ static void invariants(const char *name)
         float *bo = malloc(sizeof(float) * (size_t)nt * V);
         CHECK(cb && engine_decode(cb, toks, nt, bo, &e) == 0, "batched decode: %s", e.msg);
         for (int s = 0; s < 3 && cb; s++) {
-            struct engine_ctx *cs = make_engine(m, 1, 512, 0);
+            struct engine_ctx *cs = make_engine(m, 1, 512, GDN_CHUNK);
             if (!cs || run_seq(cs, 0, ids + offs[s], lens[s], lens[s], out, V)) {
                 CHECK(0, "solo run %d", s);
                 engine_free(cs);
@@ -518,7 +533,8 @@ static bool own_model(json_t *j, char *path, size_t cap, char *why, size_t why_c
     return true;
 }
 
-static void own_golden(const char *name, double tol, double *worst)
+/* tol: per-position relative logit error; tie: greedy steps whose llama.cpp top-1 gap is below it may flip */
+static void own_golden(const char *name, double tol, double tie, double *worst)
 {
     char jp[512], mp[512], why[512];
     snprintf(jp, sizeof jp, "tests/golden/qwen35/%s.json", name);
@@ -550,7 +566,7 @@ static void own_golden(const char *name, double tol, double *worst)
         float *ref = read_f32(lp, (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
         CHECK(ref != NULL, "read %s", lp);
         for (int chunk_min = 0; chunk_min < 2 && ref; chunk_min++) {
-            struct engine_ctx *c = make_engine(m, 1, 512, chunk_min ? 1 << 20 : 0);
+            struct engine_ctx *c = make_engine(m, 1, 512, chunk_min); /* token by token, chunked */
             if (!c || run_seq(c, 0, ids, n, n, out, V)) {
                 CHECK(0, "%s run", name);
                 engine_free(c);
@@ -569,7 +585,7 @@ static void own_golden(const char *name, double tol, double *worst)
             for (int st = 0; st < ng && V <= 4096; st++) {
                 double gap = json_real_value(json_array_get(gaps, (size_t)st));
                 if (tok != greedy[st]) {
-                    CHECK(gap < 1e-3, "%s p%d greedy step %d: %d vs llama.cpp %d (gap %.3g)", name, n, st, tok,
+                    CHECK(gap < tie, "%s p%d greedy step %d: %d vs llama.cpp %d (gap %.3g)", name, n, st, tok,
                           greedy[st], gap);
                     break;
                 }
@@ -590,13 +606,14 @@ static void own_golden(const char *name, double tol, double *worst)
 static void test_own_goldens(void)
 {
     double w = 0, wq = 0;
-    own_golden("dense_hv3", 1e-4, &w);
-    own_golden("moe_fused_pattern", 1e-4, &w);
+    own_golden("dense_hv3", 1e-4, 1e-3, &w);
+    own_golden("moe_fused_pattern", 1e-4, 1e-3, &w);
     printf("#   own F32 models: worst rel err %.3g\n", w);
     /* Q8_0: the first positions agree to ~2e-7 (same activation quantization as ggml); later a
      * single activation landing on the other side of a Q8_0 rounding boundary (f32 sums in another
-     * order) moves the recurrent state, seen as ~2e-2 from position 10 of the 130-token prompt */
-    own_golden("dense_q8", 5e-2, &wq);
+     * order) moves the recurrent state, seen as 3e-3..3e-2 (by kernel) from position 10 of the
+     * 130-token prompt, and a greedy step with a top-1 gap of 5e-3 can flip */
+    own_golden("dense_q8", 5e-2, 5e-2, &wq);
     printf("#   own Q8_0 model: worst rel err %.3g\n", wq);
 }
 

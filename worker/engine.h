@@ -54,7 +54,8 @@ struct engine_params {
     /* recurrent hybrids (qwen35*) */
     int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
     int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
-                           Gated DeltaNet form, shorter runs the token-by-token one; 0 = 64 */
+                           Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
+                           backend's faster choice (CPU: token by token for every run) */
 };
 void engine_params_default(struct engine_params *p);
 

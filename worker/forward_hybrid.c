@@ -10,6 +10,7 @@
  * at creation; decode does no allocation (snapshots allocate when taken). */
 #include "forward_hybrid.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +107,9 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
     hy->n_batch = p->n_batch;
     hy->n_ctx = p->n_ctx;
     hy->n_threads = tpool_size(tp);
-    hy->chunk_min = p->gdn_chunk_min > 0 ? p->gdn_chunk_min : GDN_CHUNK;
+    /* default: token by token for every run; on the CPU its AVX2 form measured ~2x faster than the
+     * f32 chunked form (d_k = d_v = 128, 512 tokens: 4.6 vs 9.8 ms per head) */
+    hy->chunk_min = p->gdn_chunk_min > 0 ? p->gdn_chunk_min : INT_MAX;
     hy->n_snap = p->n_snap > 0 ? p->n_snap : 4;
     hy->key_dim = hp->n_k_heads * hp->d_state;
     hy->value_dim = hp->n_v_heads * hp->d_state;

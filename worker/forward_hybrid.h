@@ -22,8 +22,9 @@
 
 struct hybrid;
 
-/* chunk_min: a sequence's run of at least this many tokens in one call uses the chunked delta
- * rule (<= 0: GDN_CHUNK); n_snap: snapshots kept per sequence (<= 0: 4). */
+/* p->gdn_chunk_min: a sequence's run of at least this many tokens in one call uses the chunked
+ * delta rule (<= 0: never — token by token is the faster form on the CPU); p->n_snap: snapshots
+ * kept per sequence (<= 0: 4). */
 typedef void (*hybrid_mm_fn)(void *ctx, const struct wt *w, const float *X, int n, float *Y);
 /* mm(mm_ctx, w, X, n, Y): the engine's Y[n][ne1] = X[n][ne0]·wᵀ (its packed weights included). */
 int hybrid_create(struct hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,

@@ -11,6 +11,7 @@
 #ifndef LLM170_OPS_GDN_H
 #define LLM170_OPS_GDN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define GDN_CHUNK 64
@@ -44,8 +45,17 @@ struct gdn_head {
     float scale;
 };
 void gdn_recurrent(const struct gdn_head *h, const int *rows, int T, float *S);
-/* The same result by 64-token chunks (spec §6.4.1). work: gdn_chunk_work(d_k, d_v) doubles. */
+/* The scalar reference and the AVX2/FMA form gdn_recurrent dispatches to (d_k % 8 == 0). */
+void gdn_recurrent_ref(const struct gdn_head *h, const int *rows, int T, float *S);
+void gdn_recurrent_avx2(const struct gdn_head *h, const int *rows, int T, float *S);
+/* The same result by 64-token chunks (spec §6.4.1), in f32 on contiguous rows (AVX2 when d_k and
+ * d_v are multiples of 8). work: gdn_chunk_work(d_k, d_v) doubles. gdn_chunked_ref does the chunk
+ * algebra in double (the reference the tests hold both forms to). */
 void gdn_chunked(const struct gdn_head *h, const int *rows, int T, float *S, double *work);
+void gdn_chunked_ref(const struct gdn_head *h, const int *rows, int T, float *S, double *work);
+/* y += a·x and a·b over n floats (n % 8 == 0), for the f32 chunked form. */
+void gdn_axpy_avx2(float *y, float a, const float *x, int n);
+float gdn_dot_avx2(const float *a, const float *b, int n);
 size_t gdn_chunk_work(int d_k, int d_v);
 
 #endif
