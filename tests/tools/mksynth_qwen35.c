@@ -9,10 +9,12 @@
  * Presets: tiny (the default shape), 27b (Qwen3.5-27B shapes), 35b-a3b
  * (Qwen3.5-35B-A3B shapes). The real-shape presets default to q4_K weights
  * and --share (every layer of a kind reuses one set of random tensors, so
- * the writer needs one layer's memory while the file has the full size) —
- * for speed runs. Options override a preset; --help lists them.
+ * the writer needs one layer's memory while the file has the full size;
+ * it also draws only the first 2048 rows of each tensor and repeats them).
+ * Options override a preset; --help lists them.
  * Same arguments + seed → byte-identical file. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,8 +115,10 @@ static void keep(struct ctx *x, void *p)
     x->own[x->n_own++] = p;
 }
 
-/* Random gaussian tensor [ne0, ne1, ne2] in type t (f32 when t cannot hold rows of ne0). */
-static void *make_data(enum qtype t, int64_t ne0, int64_t rows, float mean, float sd, size_t *nbytes)
+/* Random gaussian tensor [ne0, ne1, ne2] in type t (f32 when t cannot hold rows of ne0). With
+ * `tile`, only the first TILE_ROWS rows are drawn and the rest repeat them (speed-run files). */
+#define TILE_ROWS 2048
+static void *make_data(enum qtype t, int64_t ne0, int64_t rows, float mean, float sd, bool tile, size_t *nbytes)
 {
     const struct qtype_info *qi = qtype_get(t);
     const size_t rb = qtype_row_size(t, ne0);
@@ -126,6 +130,10 @@ static void *make_data(enum qtype t, int64_t ne0, int64_t rows, float mean, floa
         exit(1);
     }
     for (int64_t r = 0; r < rows; r++) {
+        if (tile && r >= TILE_ROWS) {
+            memcpy(buf + (size_t)r * rb, buf + (size_t)(r % TILE_ROWS) * rb, rb);
+            continue;
+        }
         for (int64_t i = 0; i < ne0; i++)
             row[i] = gauss(mean, sd);
         if (t == QT_F32)
@@ -160,7 +168,7 @@ static void mat(struct ctx *x, const char *name, const char *role, int64_t ne0, 
             }
     }
     size_t nb;
-    void *d = make_data(t, ne0, ne1 * ne2, mean, sd, &nb);
+    void *d = make_data(t, ne0, ne1 * ne2, mean, sd, x->c->share, &nb);
     gguf_w_tensor_ref(x->w, name, nd, ne, t, d, nb);
     keep(x, d);
     if (x->c->share && role && x->n_sh < 64) {
