@@ -755,6 +755,43 @@ static void test_one_kind_trunks(void)
     }
 }
 
+
+/* 6 query heads per KV head and a context just above the prompt: the attention scratch must hold the
+ * kernel's padded query group (8), not only n_gqa rows (a heap overflow under ASan otherwise). */
+static void test_gqa6_tight_ctx(void)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/gqa6.gguf", g_tmp);
+    CHECK(run_writer(p, "--arch qwen35 --seed 5 --n-head 6 --n-head-kv 1 --head-dim 16 --rope-dim 8"), "writer");
+    struct model *m = load(p);
+    CHECK(m != NULL, "load");
+    if (!m)
+        return;
+    const int V = m->hp.n_vocab, n = 130;
+    int32_t ids[130];
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)((i * 101 + 7) % V);
+    struct engine_params pr;
+    engine_params_default(&pr);
+    pr.n_ctx = 140;
+    pr.n_threads = 2;
+    pr.kv_f32 = true;
+    struct engine_ctx *c1 = NULL, *c2 = NULL;
+    struct err e = { 0 };
+    CHECK(engine_create(&c1, m, &pr, &e) == 0 && engine_create(&c2, m, &pr, &e) == 0, "%s", e.msg);
+    float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+    if (c1 && c2 && run_seq(c1, 0, ids, n, n, a, V) == 0 && run_seq(c2, 0, ids, n, 13, b, V) == 0)
+        CHECK(worst_rows(b, a, n, V, NULL) <= 1e-4, "chunks of 13 vs one-shot");
+    else
+        CHECK(0, "runs");
+    engine_free(c1);
+    engine_free(c2);
+    free(a);
+    free(b);
+    model_free(m);
+    remove(p);
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/llm170-q35-XXXXXX");
@@ -771,6 +808,7 @@ int main(void)
     RUN(test_own_goldens);
     RUN(test_load_errors);
     RUN(test_one_kind_trunks);
+    RUN(test_gqa6_tight_ctx);
     rmdir(g_tmp);
     CHECK_EXIT();
 }

@@ -142,7 +142,8 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
     for (int il = 0; il < hp->n_layer; il++)
         if (m->layers[il].kind == LAYER_GATED_ATTN && m->layers[il].n_head / m->layers[il].n_head_kv > n_gqa_max)
             n_gqa_max = m->layers[il].n_head / m->layers[il].n_head_kv;
-    hy->att_per = (size_t)n_gqa_max * (size_t)p->n_ctx;
+    /* ops_attn's AVX2 form scores queries in groups of 8 whatever n_q is: room for 8 at least */
+    hy->att_per = (size_t)(n_gqa_max > 8 ? n_gqa_max : 8) * (size_t)p->n_ctx;
     hy->att = alloc_z((size_t)hy->n_threads * hy->att_per, sizeof(float), &ok);
     hy->cw_per = gdn_chunk_work(hp->d_state, hp->d_state);
     hy->cw = alloc_z((size_t)hy->n_threads * hy->cw_per, sizeof(double), &ok);
