@@ -402,7 +402,11 @@ static void make_prompt(int32_t *ids, int n, int V, unsigned seed)
 
 /* Invariants on any model: chunked prefill == one shot; batched == alone; truncate / copy == fresh;
  * f16 KV close to f32. Returns the worst relative error seen (per position). */
-static void invariants(const char *label, const struct model *m)
+/* tol: products that take the same kernels as the one-shot reference (prefill chunks of >= 2 tokens, or
+ * every comparison for f32/f16 weights). tol_path: comparisons whose calls may take other kernels (one-token
+ * calls use single-row dots; quantized multi-token ones use repacked rows): with quantized activations
+ * one rounding flip moves a small random model's logits by ~1e-2, so only gross errors are caught there. */
+static void invariants_tol(const char *label, const struct model *m, double tol, double tol_path)
 {
     const int V = model_info(m)->n_vocab, N = 100;
     int32_t ids[3][100];
@@ -428,7 +432,10 @@ static void invariants(const char *label, const struct model *m)
             if (r > worst)
                 worst = r;
         }
-        CHECK(worst <= 1e-5, "%s: chunk %d vs one-shot rel err %.3g", label, chunks[ci], worst);
+        CHECK(worst <= (chunks[ci] == 1 ? tol_path : tol), "%s: chunk %d vs one-shot rel err %.3g", label,
+              chunks[ci], worst);
+        if (tol_path > 1e-5)
+            printf("#   %s: chunk %d vs one-shot worst rel err %.3g\n", label, chunks[ci], worst);
         engine_free(c);
     }
     /* batched: three sequences interleaved in each call, mixed prefill lengths then decode */
@@ -464,7 +471,7 @@ static void invariants(const char *label, const struct model *m)
             if (r > worst)
                 worst = r;
         }
-        CHECK(worst <= 1e-5, "%s: batched vs alone rel err %.3g", label, worst);
+        CHECK(worst <= tol_path, "%s: batched vs alone rel err %.3g", label, worst);
         free(lg);
         engine_free(c);
     }
@@ -484,10 +491,10 @@ static void invariants(const char *label, const struct model *m)
             CHECK_EQ_INT(engine_seq_len(c, 1), 25);
             CHECK(run_seq(c, 0, ids[0] + 40, N - 40, 16, got, V) == 0, "re-decode");
             double r1 = rel_l2(got, ref + (size_t)40 * V, (size_t)(N - 40) * V);
-            CHECK(r1 <= 1e-5, "%s: truncate + re-decode rel err %.3g", label, r1);
+            CHECK(r1 <= tol_path, "%s: truncate + re-decode rel err %.3g", label, r1);
             CHECK(run_seq(c, 1, ids[0] + 25, N - 25, 13, got, V) == 0, "copy decode");
             double r2 = rel_l2(got, ref + (size_t)25 * V, (size_t)(N - 25) * V);
-            CHECK(r2 <= 1e-5, "%s: seq_copy + decode rel err %.3g", label, r2);
+            CHECK(r2 <= tol_path, "%s: seq_copy + decode rel err %.3g", label, r2);
             engine_free(c);
         }
     }
@@ -502,12 +509,14 @@ static void invariants(const char *label, const struct model *m)
                 worst = r;
         }
         printf("#   %s: f16 KV vs f32 worst rel err %.3g\n", label, worst);
-        CHECK(worst <= 5e-3, "%s: f16 vs f32 KV rel err %.3g", label, worst);
+        CHECK(worst <= (tol_path > 5e-3 ? tol_path : 5e-3), "%s: f16 vs f32 KV rel err %.3g", label, worst);
         engine_free(c);
     }
     free(ref);
     free(got);
 }
+
+static void invariants(const char *label, const struct model *m) { invariants_tol(label, m, 1e-5, 1e-5); }
 
 static void test_stories_invariants(void)
 {
@@ -705,6 +714,44 @@ static void test_synthetic(void)
     }
 }
 
+/* Quantized weights take other kernels (repacked rows for multi-token products, single-row dots for one
+ * token): the engine invariants must hold there too, up to float summation order. */
+static void test_quantized_invariants(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    const char *b = getenv("LLM170_BUILD");
+    char tool[4200];
+    snprintf(tool, sizeof tool, "%s/tests/tools/requant", b ? b : "build");
+    if (access(tool, X_OK) != 0)
+        SKIP("tests/tools/requant is not built");
+    if (!find_python())
+        SKIP("no python3 with numpy");
+    char base[512], q[512], cmd[12000];
+    snprintf(base, sizeof base, "%s/qbase.gguf", g_tmp);
+    snprintf(cmd, sizeof cmd,
+             "LLM170_SHARED='%s' %s tests/oracle/synth.py '{\"arch\": \"qwen3\", \"n_embd\": 256, \"n_ff\": 512, "
+             "\"n_head\": 4, \"n_head_kv\": 2, \"std\": 0.04, \"seed\": 5}' '%s' >/dev/null 2>&1",
+             check_shared_dir(), g_python, base);
+    CHECK(system(cmd) == 0, "synth.py failed");
+    const char *types[] = { "q4_k", "q8_0", "q6_k" };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(q, sizeof q, "%s/q-%s.gguf", g_tmp, types[i]);
+        snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' %s >/dev/null 2>&1", tool, base, q, types[i]);
+        bool made = system(cmd) == 0;
+        CHECK(made, "requant %s failed", types[i]);
+        struct model *m = made ? load(q) : NULL;
+        if (m) {
+            char label[64];
+            snprintf(label, sizeof label, "qwen3-e256-%s", types[i]);
+            invariants_tol(label, m, 1e-5, 5e-2);
+            model_free(m);
+        }
+        unlink(q);
+    }
+    unlink(base);
+}
+
 /* ---------------------------------------------------------------- llama.cpp goldens (tests/golden/) */
 
 /* Build the model a golden describes: a file under ../shared/data, or a synth_dense.py recipe
@@ -776,12 +823,16 @@ static void logits_golden(const char *dir, const char *jname, const char *model_
     json_t *pr = json_object_get(j, "prompt");
     const int n = (int)json_array_size(pr), V = (int)json_integer_value(json_object_get(j, "n_vocab"));
     double tol = json_number_value(json_object_get(j, "tolerance_rel_l2"));
-    /* Quantized weights: one activation-rounding flip (an ulp of float summation order landing on a Q8
-     * rounding boundary) moves these small random models' logits by ~1e-2 from that position on; llama.cpp's
-     * own CPU variants differ from each other by that much (measured: x64 vs haswell 2.4e-2 on q5_K,
-     * 2.6e-2 on q6_K). Without a flip the error is ~1e-7. */
-    if (model_path && tol < 3e-2)
-        tol = 3e-2;
+    /* Quantized weights (model made here): a rounding flip of an activation quantization that our float
+     * summation order causes and none of llama.cpp's builds does moves these small random models' logits
+     * by ~1e-2 (measured 0.85–1.1e-2) from that position on; without one the error is ~1e-7. */
+    if (model_path && tol < 2.5e-2)
+        tol = 2.5e-2;
+    /* where llama.cpp's own CPU builds disagree at a position (an activation-quantization rounding flip),
+     * the golden records that spread and the position's tolerance is max(tol, 2 × spread) */
+    json_t *spread = json_object_get(j, "variant_spread");
+    const char *kvt = json_string_value(json_object_get(j, "kv"));
+    const bool kv_f16 = kvt && !strcmp(kvt, "f16");
     float *ref = malloc(sizeof(float) * (size_t)V * n), *got = malloc(sizeof(float) * (size_t)V * n);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
     json_ids(pr, ids, n);
@@ -791,21 +842,27 @@ static void logits_golden(const char *dir, const char *jname, const char *model_
     if (f)
         fclose(f);
     CHECK(ok, "%s: cannot read %s", jname, jp);
-    struct engine_ctx *c = m && ok ? make_engine(m, 1, 512, true) : NULL;
+    struct engine_ctx *c = m && ok ? make_engine(m, 1, 512, !kv_f16) : NULL;
     if (c && m && model_info(m)->n_vocab == V && run_seq(c, 0, ids, n, n, got, V) == 0) {
-        double worst = 0;
+        double worst = 0, worst_excess = 0;
         int bad_argmax = 0;
         json_t *am = json_object_get(j, "argmax"), *t1 = json_object_get(j, "top1"), *gp = json_object_get(j, "gap");
         for (int i = 0; i < n; i++) {
             double r = rel_l2(got + (size_t)i * V, ref + (size_t)i * V, (size_t)V);
             if (r > worst)
                 worst = r;
+            double ti = tol;
+            if (spread && 2 * json_number_value(json_array_get(spread, (size_t)i)) > ti)
+                ti = 2 * json_number_value(json_array_get(spread, (size_t)i));
+            if (r / ti > worst_excess)
+                worst_excess = r / ti;
             if (!near_tie(json_number_value(json_array_get(t1, (size_t)i)), json_number_value(json_array_get(gp, (size_t)i))) &&
                 argmax(got + (size_t)i * V, V) != (int)json_integer_value(json_array_get(am, (size_t)i)))
                 bad_argmax++;
         }
-        printf("#   %-44s rel err %.3g (tol %g) over %d positions\n", jname, worst, tol, n);
-        CHECK(worst <= tol, "%s: rel err %.3g > %g", jname, worst, tol);
+        printf("#   %-44s rel err %.3g (tol %g%s, kv %s) over %d positions\n", jname, worst, tol,
+               spread ? " or 2×llama.cpp's spread" : "", kv_f16 ? "f16" : "f32", n);
+        CHECK(worst_excess <= 1.0, "%s: rel err %.3g is %.2f× its position's tolerance", jname, worst, worst_excess);
         CHECK(bad_argmax == 0, "%s: %d argmax differ away from near-ties", jname, bad_argmax);
         if (worst > *worst_out)
             *worst_out = worst;
@@ -864,21 +921,23 @@ static void test_llama_logits_synthetic(void)
 
 /* Greedy ids of llama.cpp (prompt in one decode, then one token per decode), f32 and f16 KV: equal
  * up to the first near-tie of the reference. */
-static void test_llama_greedy(void)
+static void greedy_golden(const char *path, int *compared, int *cut)
 {
-    if (!have_shared())
-        SKIP("../shared/data is absent");
     json_error_t je;
-    json_t *j = json_load_file("tests/golden/greedy_stories260K.json", 0, &je);
+    json_t *j = json_load_file(path, 0, &je);
+    CHECK(j != NULL, "%s: %s", path, je.text);
     if (!j)
-        SKIP("tests/golden/greedy_stories260K.json absent");
-    char path[4400];
-    stories_path(path, sizeof path);
-    struct model *m = load(path);
-    CHECK(m != NULL, "load");
+        return;
+    char mpath[4400], why[256] = "";
+    if (!golden_model(json_object_get(j, "model"), mpath, sizeof mpath, why, sizeof why)) {
+        CHECK(0, "%s: %s", path, why);
+        json_decref(j);
+        return;
+    }
+    struct model *m = load(mpath);
+    CHECK(m != NULL, "%s: load", path);
     const int n_pred = (int)json_integer_value(json_object_get(j, "n_predict"));
     json_t *cases = json_object_get(j, "cases");
-    int compared = 0, cut = 0;
     for (int kv = 0; m && kv < 2; kv++) {
         const char *sfx = kv ? "_kv_f16" : "";
         char k_ids[32], k_top[32], k_gap[32];
@@ -891,8 +950,8 @@ static void test_llama_greedy(void)
             int np = json_ids(json_object_get(cs, "prompt"), prompt, 256);
             json_ids(json_object_get(cs, k_ids), want, 256);
             struct engine_ctx *c = make_engine(m, 1, 256, kv == 0);
-            const int V = 512;
-            float *lg = malloc(sizeof(float) * V * (size_t)np);
+            const int V = model_info(m)->n_vocab;
+            float *lg = malloc(sizeof(float) * (size_t)V * (size_t)np);
             if (!c || run_seq(c, 0, prompt, np, np, lg, V)) {
                 CHECK(0, "decode");
                 free(lg);
@@ -900,18 +959,18 @@ static void test_llama_greedy(void)
                 continue;
             }
             int32_t next = argmax(lg + (size_t)(np - 1) * V, V);
-            for (int s = 0; s < n_pred; s++) {
-                CHECK(next == want[s], "greedy case %zu kv %s: step %d: %d vs llama.cpp %d", ci, kv ? "f16" : "f32", s,
-                      next, want[s]);
-                if (next != want[s])
+            for (int st = 0; st < n_pred; st++) {
+                CHECK(next == want[st], "%s case %zu kv %s: step %d: %d vs llama.cpp %d", path, ci, kv ? "f16" : "f32",
+                      st, next, want[st]);
+                if (next != want[st])
                     break;
-                compared++;
-                if (near_tie(json_number_value(json_array_get(json_object_get(cs, k_top), (size_t)s)),
-                             json_number_value(json_array_get(json_object_get(cs, k_gap), (size_t)s)))) {
-                    cut++;
+                (*compared)++;
+                if (near_tie(json_number_value(json_array_get(json_object_get(cs, k_top), (size_t)st)),
+                             json_number_value(json_array_get(json_object_get(cs, k_gap), (size_t)st)))) {
+                    (*cut)++;
                     break; /* beyond a near-tie either choice is right */
                 }
-                if (s + 1 < n_pred) {
+                if (st + 1 < n_pred) {
                     if (run_seq(c, 0, &next, 1, 1, lg, V))
                         break;
                     next = argmax(lg, V);
@@ -921,9 +980,30 @@ static void test_llama_greedy(void)
             engine_free(c);
         }
     }
-    printf("#   greedy: %d tokens equal to llama.cpp (%d cases stopped at a near-tie)\n", compared, cut);
     model_free(m);
     json_decref(j);
+}
+
+static void test_llama_greedy(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    FILE *f = popen("ls tests/golden/greedy_*.json 2>/dev/null", "r");
+    char line[1024];
+    int n = 0, compared = 0, cut = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (strstr(line, "synth") && !find_python()) {
+            printf("#   %s: skipped (no python3 with numpy)\n", line);
+            continue;
+        }
+        greedy_golden(line, &compared, &cut);
+        n++;
+    }
+    if (f)
+        pclose(f);
+    CHECK(n > 0, "no greedy goldens");
+    printf("#   greedy: %d files, %d tokens equal to llama.cpp (%d runs stopped at a near-tie)\n", n, compared, cut);
 }
 
 /* Quantized-weight goldens: the model is re-made with our converter (tests/tools/requant, when built). */
@@ -989,6 +1069,7 @@ int main(void)
     RUN(test_decode_errors);
     RUN(test_load_errors);
     RUN(test_synthetic);
+    RUN(test_quantized_invariants);
     RUN(test_llama_logits_stories);
     RUN(test_llama_logits_synthetic);
     RUN(test_llama_greedy);

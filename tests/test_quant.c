@@ -16,6 +16,7 @@
 #include "../worker/quant_internal.h"
 #include "../worker/threadpool.h"
 #include "check.h"
+#include "golden/quant_gen.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -801,11 +802,100 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
 }
 
 static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
+
+/* matmul_weight picks the packed path when it exists and the plain one otherwise. */
+static void matmul_weight_paths(void)
+{
+    static uint8_t W[40 * 512 * 2];
+    static float X[3 * 512], Y1[3 * 40], Y2[3 * 40];
+    struct matmul_scratch s = {0};
+    const enum qtype types[] = {QT_Q4_K, QT_Q8_0, QT_IQ4_XS, QT_F16};
+    for (int ti = 0; ti < 4; ti++) {
+        enum qtype t = types[ti];
+        rnd_row(t, W, 512 * 40, 8, 16);
+        for (int i = 0; i < 3 * 512; i++)
+            X[i] = rndf();
+        struct matmul_weight a, b;
+        matmul_weight_init(&a, t, W, 512, 40, true);
+        matmul_weight_init(&b, t, W, 512, 40, false);
+        CHECK(b.packed == NULL, "pack=false must keep the plain path");
+        CHECK(a.packed == NULL || t == QT_Q4_K || t == QT_Q8_0, "%s: unexpected packed form", qtype_get(t)->name);
+        matmul_weight_run(NULL, &s, &a, X, 3, Y1);
+        matmul_weight_run(NULL, &s, &b, X, 3, Y2);
+        int bad = 0;
+        for (int i = 0; i < 3 * 40; i++)
+            bad += !(fabsf(Y1[i] - Y2[i]) <= 1e-4f * (1.0f + fabsf(Y2[i])));
+        CHECK(bad == 0, "%s: %d outputs differ between paths", qtype_get(t)->name, bad);
+        matmul_weight_free(&a);
+        matmul_weight_free(&b);
+        CHECK(a.packed == NULL, "free clears packed");
+    }
+    matmul_scratch_free(&s);
+}
+static void matmul_packed_q5_k(void) { matmul_packed_one(QT_Q5_K, 768); }
 static void matmul_packed_q6_k(void) { matmul_packed_one(QT_Q6_K, 512); }
 static void matmul_packed_q8_0(void)
 {
     matmul_packed_one(QT_Q8_0, 768);
     matmul_packed_one(QT_Q8_0, 96);
+}
+
+/* matmul (and the packed path where it exists) against llama.cpp's CPU
+ * mul_mat of the same matrices (tests/golden/matmul_llamacpp.txt, written by
+ * tests/golden/gen_matmul_golden.c): equal up to float summation order. */
+static void matmul_vs_llamacpp(void)
+{
+    FILE *f = fopen("tests/golden/matmul_llamacpp.txt", "r");
+    if (!f)
+        SKIP("tests/golden/matmul_llamacpp.txt not found (run from the repository root)");
+    static uint8_t w[QG_N_OUT * QG_N_IN * 4];
+    static float x[QG_N_TOK * QG_N_IN], y[QG_N_TOK * QG_N_OUT], fw[QG_N_OUT * QG_N_IN];
+    qg_acts(x);
+    struct matmul_scratch s = {0};
+    char name[32];
+    int lines = 0;
+    while (fscanf(f, "%31s", name) == 1) {
+        int k = -1;
+        for (int i = 0; i < QG_NTYPES; i++)
+            if (!strcmp(qg_types[i].name, name))
+                k = i;
+        CHECK(k >= 0, "unknown type '%s' in golden", name);
+        if (k < 0)
+            break;
+        float want[QG_N_TOK * QG_N_OUT];
+        for (int i = 0; i < QG_N_TOK * QG_N_OUT; i++)
+            if (fscanf(f, "%a", &want[i]) != 1)
+                want[i] = NAN;
+        lines++;
+        enum qtype t = (enum qtype)qg_types[k].id;
+        qg_weights(k, w);
+        dequant_row(t, w, fw, (int64_t)QG_N_OUT * QG_N_IN);
+        for (int pass = 0; pass < 2; pass++) {
+            struct matmul_packed *p = NULL;
+            if (pass == 1 && !(p = matmul_pack(t, w, QG_N_IN, QG_N_OUT)))
+                continue;
+            if (p)
+                matmul_packed_run(NULL, &s, p, x, QG_N_TOK, y);
+            else
+                matmul(NULL, &s, t, w, QG_N_IN, QG_N_OUT, x, QG_N_TOK, y);
+            matmul_packed_free(p);
+            int bad = 0;
+            for (int tt = 0; tt < QG_N_TOK; tt++)
+                for (int r = 0; r < QG_N_OUT; r++) {
+                    double mag = 0;
+                    for (int i = 0; i < QG_N_IN; i++)
+                        mag += fabs((double)fw[r * QG_N_IN + i] * x[tt * QG_N_IN + i]);
+                    float got = y[tt * QG_N_OUT + r], exp = want[tt * QG_N_OUT + r];
+                    if (!(fabs((double)got - exp) <= 2e-5 * mag) && bad++ < 2)
+                        printf("#   %s%s t=%d r=%d: %.9g vs llama.cpp %.9g (mag %g)\n", name, p ? " packed" : "", tt, r,
+                               got, exp, mag);
+                }
+            CHECK(bad == 0, "%s%s: %d outputs differ from llama.cpp", name, pass ? " packed" : "", bad);
+        }
+    }
+    fclose(f);
+    CHECK_EQ_INT(lines, QG_NTYPES);
+    matmul_scratch_free(&s);
 }
 
 /* ------------------------------------------------ (f) quantizer round trip */
@@ -851,8 +941,11 @@ int main(void)
     RUN(dot_vs_dequant);
     RUN(matmul_vs_vec_dot);
     RUN(matmul_packed_q4_k);
+    RUN(matmul_weight_paths);
+    RUN(matmul_packed_q5_k);
     RUN(matmul_packed_q6_k);
     RUN(matmul_packed_q8_0);
+    RUN(matmul_vs_llamacpp);
     RUN(quantize_round_trip);
     CHECK_EXIT();
 }

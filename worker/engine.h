@@ -50,7 +50,8 @@ struct engine_params {
     int n_threads;  /* CPU threads; 0 = all cores */
     bool kv_f32;    /* f32 KV cache instead of the default f16 */
     bool no_pack;   /* CPU: keep weights in the file layout instead of repacking them for the
-                       faster kernels (saves a copy of the packable weights in memory) */
+                       faster multi-token kernels (saves a copy of the packable weights in memory;
+                       packing is also skipped when the weights exceed a quarter of the RAM) */
     /* recurrent hybrids (qwen35*) */
     int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
     int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked

@@ -4,9 +4,11 @@
  * One engine_decode runs a batch that may mix sequences: every weight
  * product is one matmul over all batch tokens (so prefill chunks and decode
  * tokens share the weight reads), attention runs per token over its own
- * sequence's cache (threaded over token × KV head), and only the rows that
- * asked for logits get the final norm and the output matmul. All scratch is
- * sized at engine_create; decode does no allocation. */
+ * sequence's cache (threaded over blocks of consecutive tokens × KV head, so
+ * a block's queries share each K/V row read), and only the rows that asked
+ * for logits get the final norm and the output matmul. Weights with a packed
+ * form are repacked once at engine_create for multi-token products. All
+ * scratch is sized at engine_create; decode does no allocation. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,9 +133,31 @@ static void pk_add_wt(struct engine_ctx *c, const struct wt *w)
         pk_add(c, w->type, (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes, w->ne[0], w->ne[1]);
 }
 
+/* Bytes of all layer matrices and the output (an upper bound of what packing copies). */
+static uint64_t matrix_bytes(const struct model *m)
+{
+    uint64_t b = (uint64_t)m->output.row_bytes * (uint64_t)m->output.ne[1];
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct layer *ly = &m->layers[il];
+        const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
+                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
+                                  &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
+                                  &ly->down_shexp };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->data)
+                b += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->ne[1] * (uint64_t)ws[i]->ne[2];
+    }
+    return b;
+}
+
 static int pack_weights(struct engine_ctx *c, struct err *e)
 {
     const struct model *m = c->m;
+    /* Single-token decode keeps reading the file layout, so packed copies add to the resident set:
+     * only pack when that stays a modest part of the machine's memory. */
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && matrix_bytes(m) > (uint64_t)pages * (uint64_t)psz / 4)
+        return 0;
     size_t n = 1;
     for (int il = 0; il < m->hp.n_layer; il++)
         n += 14 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
@@ -271,7 +295,11 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         widest = nff;
     c->gact_slot = (2 * widest + 1024 + 63) & ~(size_t)63; /* any vec_dot type is <= 2 bytes/element + block headers */
     c->gact = aligned_alloc(64, 4 * c->gact_slot);
-    if (!c->gact)
+    /* matmul's activation scratch at its largest (B rows of the widest input, any activation type, plus the
+     * packed kernels' per-block sums), so that it never grows during decode */
+    c->ms.cap = (B * (c->gact_slot + widest / 4 + 64) + 127) & ~(size_t)63;
+    c->ms.buf = aligned_alloc(64, c->ms.cap);
+    if (!c->gact || !c->ms.buf)
         ok = false;
     c->blk0 = calloc(B, sizeof(int));
     c->blkn = calloc(B, sizeof(int));

@@ -87,11 +87,12 @@ static inline int q8_block_avx2(const float *x, float *dout, int8_t *q)
     float amax = _mm_cvtss_f32(m4);
     *dout = amax / 127.0f;
     __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-    const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+#define r (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
     __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), r));
     __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), r));
     __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), r));
     __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), r));
+#undef r
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
@@ -154,11 +155,10 @@ static void act_q8_k_avx2(const float *x, void *dst, int64_t n)
         const float iscale = -127.0f / max;
         const __m256 vs = _mm256_set1_ps(iscale);
         const __m256i lim = _mm256_set1_epi32(127), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-        const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
         for (int j = 0; j < QK_K; j += 32) {
             __m256i q[4];
             for (int k = 0; k < 4; k++)
-                q[k] = _mm256_min_epi32(lim, _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vs), r)));
+                q[k] = _mm256_min_epi32(lim, _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
             p = _mm256_permutevar8x32_epi32(p, perm);
             _mm256_storeu_si256((__m256i *)(b[i].qs + j), p);

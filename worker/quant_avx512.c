@@ -3,16 +3,22 @@
  * installed only when the CPU reports avx512vnni. Only reached through
  * quant.c after the CPU was checked.
  *
- * With VNNI: the shared 256-bit kernels of quant_x86.h in their VNNI form,
- * plus 512-bit kernels for the hot types (Q4_K, Q5_K, Q6_K, Q8_0). Without
+ * With VNNI: the shared 256-bit kernels of quant_x86.h in their VNNI form;
+ * 512-bit kernels for Q4_K, Q5_K, Q6_K and the Q8_0-activation family (Q8_0,
+ * Q4_0, Q5_0, IQ4_NL, MXFP4, incl. matmul's prepared-activation entry); and
+ * the row-interleaved kernels behind matmul_pack (Q4_K, Q6_K, Q8_0). Without
  * VNNI the AVX2 table already in place is kept. */
 #include <immintrin.h>
 #include <string.h>
 
 #include "quant_internal.h"
 
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
+#endif
 
 #define QX(name) name##_vnni256
 #define QX_VNNI
@@ -328,6 +334,7 @@ ZP_ENTRY(q5_0)
 ZP_ENTRY(iq4_nl)
 ZP_ENTRY(mxfp4)
 
+/* QX_ENTRIES(name) calls qx_<name>; these aliases let it wrap the z_ kernels */
 #define qx_z_q4_k z_q4_k
 #define qx_z_q5_k z_q5_k
 #define qx_z_q6_k z_q6_k
@@ -345,18 +352,20 @@ QX_ENTRIES(z_q5_0)
 QX_ENTRIES(z_iq4_nl)
 QX_ENTRIES(z_mxfp4)
 
-/* Packed Q4_K (layout in quant_internal.h): 16 rows per 512-bit register.
+/* Packed Q4_K / Q5_K (layouts in quant_internal.h): 16 rows per 512-bit register.
  * Per 8 elements of a row group: one load, the nibble split, and per token two
  * vpdpbusd with a broadcast activation word; the sub-block scales are applied
  * to the int32 sums (vpmulld) once per 32 elements. */
-QX_INLINE void pk_q4_k(int64_t n, const uint8_t *g, const void *a, size_t as, const int NT, float *out)
+QX_INLINE void pk_k4(int64_t n, const uint8_t *g, const void *a, size_t as, const int NT, float *out, const int Q5)
 {
+    const size_t sb = Q5 ? PQ5K_SB : PQ4K_SB;
+    const __m512i one = _mm512_set1_epi8(1);
     __m512 acc[PQ_MAXT];
     QX_UNROLL
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int64_t i = 0; i < n / QK_K; i++, g += PQ4K_SB) {
+    for (int64_t i = 0; i < n / QK_K; i++, g += sb) {
         __m512i isum[PQ_MAXT];
         QX_UNROLL
         for (int t = 0; t < NT; t++)
@@ -369,7 +378,12 @@ QX_INLINE void pk_q4_k(int64_t n, const uint8_t *g, const void *a, size_t as, co
             QX_UNROLL
             for (int k = 0; k < 8; k++) {
                 const __m512i W = _mm512_loadu_si512(g + (c * 8 + k) * 64);
-                const __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+                __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+                if (Q5) { /* 5th bits: bit 2c (low nibbles) and 2c+1 (high nibbles) of qh[4k + b] */
+                    const __m512i QH = _mm512_loadu_si512(g + PQ5K_OFF_QH + k * 64);
+                    lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(QH, 2 * c), one), 4));
+                    hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(QH, 2 * c + 1), one), 4));
+                }
                 QX_UNROLL
                 for (int t = 0; t < NT; t++) {
                     const int8_t *q = QX_ACT_K(t, i)->qs + 64 * c + 4 * k;
@@ -418,10 +432,29 @@ static void pk_q4_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as,
     while (nt > 0) {
         int k = nt < PQ_MAXT ? nt : PQ_MAXT;
         switch (k) {
-        case 1: pk_q4_k(n, g, a, as, 1, out); break;
-        case 2: pk_q4_k(n, g, a, as, 2, out); break;
-        case 3: pk_q4_k(n, g, a, as, 3, out); break;
-        default: pk_q4_k(n, g, a, as, 4, out); break;
+        case 1: pk_k4(n, g, a, as, 1, out, 0); break;
+        case 2: pk_k4(n, g, a, as, 2, out, 0); break;
+        case 3: pk_k4(n, g, a, as, 3, out, 0); break;
+        default: pk_k4(n, g, a, as, 4, out, 0); break;
+        }
+        nt -= k;
+        out += 16 * k;
+        a = (const uint8_t *)a + (size_t)k * as;
+    }
+}
+
+static void pk_q5_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,
+                          int nt, float *out)
+{
+    (void)aux;
+    (void)auxs;
+    while (nt > 0) {
+        int k = nt < PQ_MAXT ? nt : PQ_MAXT;
+        switch (k) {
+        case 1: pk_k4(n, g, a, as, 1, out, 1); break;
+        case 2: pk_k4(n, g, a, as, 2, out, 1); break;
+        case 3: pk_k4(n, g, a, as, 3, out, 1); break;
+        default: pk_k4(n, g, a, as, 4, out, 1); break;
         }
         nt -= k;
         out += 16 * k;
@@ -591,6 +624,7 @@ static void install_vnni(struct quant_kernels *k)
     k->packed[QT_Q4_K] = pk_q4_k_entry;
     k->packed[QT_Q8_0] = pk_q8_0_entry;
     k->packed[QT_Q6_K] = pk_q6_k_entry;
+    k->packed[QT_Q5_K] = pk_q5_k_entry;
     k->dot_prep[QT_Q8_0] = zp_q8_0_prep;
     k->dot_prep[QT_Q4_0] = zp_q4_0_prep;
     k->dot_prep[QT_Q5_0] = zp_q5_0_prep;
@@ -598,11 +632,106 @@ static void install_vnni(struct quant_kernels *k)
     k->dot_prep[QT_MXFP4] = zp_mxfp4_prep;
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
+
+/* ------------------------------------------------ F16 weights (AVX-512F) */
+
+/* outside the VNNI region: its helpers cannot be inlined here */
+static inline __attribute__((always_inline)) float zf_hsum(__m512 v)
+{
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* F16 weights × NT (≤ 4) activation rows. Four accumulators per token over
+ * 64-element steps, 16-lane steps into the first, then a scalar tail. The
+ * activation loader LD gives 16 f32 of token t at element i: from f16 rows
+ * (dot) or from f32 rows holding the same values (matmul's widened copy), so
+ * both give the same bits. */
+#define ZF16_BODY(LD, SCALAR_A)                                                               \
+    const uint16_t *x = w;                                                                    \
+    __m512 sa[4][4];                                                                          \
+    QX_UNROLL                                                                                 \
+    for (int t = 0; t < NT; t++)                                                              \
+        sa[t][0] = sa[t][1] = sa[t][2] = sa[t][3] = _mm512_setzero_ps();                      \
+    int64_t i = 0;                                                                            \
+    for (; i + 64 <= n; i += 64) {                                                            \
+        __m512 wv[4];                                                                         \
+        QX_UNROLL                                                                             \
+        for (int c = 0; c < 4; c++)                                                           \
+            wv[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * c)));    \
+        QX_UNROLL                                                                             \
+        for (int t = 0; t < NT; t++) {                                                        \
+            QX_UNROLL                                                                         \
+            for (int c = 0; c < 4; c++)                                                       \
+                sa[t][c] = _mm512_fmadd_ps(wv[c], LD(t, i + 16 * c), sa[t][c]);               \
+        }                                                                                     \
+    }                                                                                         \
+    for (; i + 16 <= n; i += 16) {                                                            \
+        const __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));      \
+        QX_UNROLL                                                                             \
+        for (int t = 0; t < NT; t++)                                                          \
+            sa[t][0] = _mm512_fmadd_ps(w0, LD(t, i), sa[t][0]);                               \
+    }                                                                                         \
+    QX_UNROLL                                                                                 \
+    for (int t = 0; t < NT; t++) {                                                            \
+        float r = zf_hsum(_mm512_add_ps(_mm512_add_ps(sa[t][0], sa[t][1]), _mm512_add_ps(sa[t][2], sa[t][3]))); \
+        for (int64_t e = i; e < n; e++)                                                       \
+            r += _cvtsh_ss(x[e]) * SCALAR_A(t, e);                                            \
+        out[t] = r;                                                                           \
+    }
+
+#define ZF16_LDH(t, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)((const uint8_t *)a + (size_t)(t) * as) + (i))))
+#define ZF16_SH(t, e) _cvtsh_ss(((const uint16_t *)((const uint8_t *)a + (size_t)(t) * as))[e])
+#define ZF16_LDF(t, i) _mm512_loadu_ps((const float *)((const uint8_t *)a + (size_t)(t) * as) + (i))
+#define ZF16_SF(t, e) (((const float *)((const uint8_t *)a + (size_t)(t) * as))[e])
+
+QX_INLINE void qx_zf16(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
+{
+    ZF16_BODY(ZF16_LDH, ZF16_SH)
+}
+QX_INLINE void qx_zf16a(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
+{
+    ZF16_BODY(ZF16_LDF, ZF16_SF)
+}
+static float zf16_dot(int64_t n, const void *w, const void *a)
+{
+    float o;
+    qx_zf16(n, w, a, 0, 1, &o);
+    return o;
+}
+#define ZF16_MULTI(name, body)                                                              \
+    static void name(int64_t n, const void *w, const void *a, size_t as, int nt, float *out) \
+    {                                                                                       \
+        while (nt > 0) {                                                                    \
+            int k = nt < 4 ? nt : 4;                                                        \
+            switch (k) {                                                                    \
+            case 1: body(n, w, a, as, 1, out); break;                                       \
+            case 2: body(n, w, a, as, 2, out); break;                                       \
+            case 3: body(n, w, a, as, 3, out); break;                                       \
+            default: body(n, w, a, as, 4, out); break;                                      \
+            }                                                                               \
+            nt -= k;                                                                        \
+            out += k;                                                                       \
+            a = (const uint8_t *)a + (size_t)k * as;                                        \
+        }                                                                                   \
+    }
+ZF16_MULTI(zf16_multi, qx_zf16)
+ZF16_MULTI(zf16a_multi, qx_zf16a)
 
 void quant_avx512_kernels(struct quant_kernels *k, int vnni)
 {
     k->name = vnni ? "avx512vnni" : "avx512";
+    k->dot[QT_F16] = zf16_dot;
+    k->dot_multi[QT_F16] = zf16_multi;
+    k->dot_f32a[QT_F16] = zf16a_multi;
     if (vnni)
         install_vnni(k);
 }

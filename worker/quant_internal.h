@@ -117,6 +117,10 @@ typedef void (*qdot_prep_fn)(int64_t n, const void *w, const uint8_t *aq, size_t
 #define PQ4K_OFF_MN 2176
 #define PQ4K_OFF_D 2432
 #define PQ4K_OFF_DMIN 2464
+/* Packed Q5_K: the packed Q4_K super-block (low 4 bits in qs) followed by
+ *   qh  [8 k][16 r][4 b] = row r's qh[4k + b]                                512 B */
+#define PQ5K_SB 3008
+#define PQ5K_OFF_QH 2496
 /* Packed Q8_0: per 32-element block of 16 rows, PQ8_SB bytes:
  *   qs [8 k][16 r][4 b] = row r's qs[4k + b] ^ 0x80 (stored unsigned)       512 B
  *   d  [16 r] fp16                                                           32 B
@@ -149,7 +153,11 @@ struct quant_kernels {
     qdot_fn dot[QT_COUNT];         /* indexed by weight type */
     qdot_multi_fn dot_multi[QT_COUNT]; /* optional, indexed by weight type */
     qdot_prep_fn dot_prep[QT_COUNT];   /* optional, weight types with Q8_0 activations */
-    qpacked_fn packed[QT_COUNT];       /* optional, matmul_pack layouts (Q4_K) */
+    qpacked_fn packed[QT_COUNT];       /* optional, matmul_pack layouts (Q4_K, Q6_K, Q8_0) */
+    /* optional multi-token entry reading f32 activation rows that hold exactly
+     * the values of the vec_dot-type rows (F16 weights: f16-rounded inputs
+     * widened once per matmul); same bits as dot */
+    qdot_multi_fn dot_f32a[QT_COUNT];
     qact_fn act[QT_COUNT];         /* indexed by activation (vec_dot) type */
     qdeq_fn deq[QT_COUNT];         /* indexed by weight type */
 };

@@ -5,7 +5,7 @@ Prints "ok - …", "not ok - …" and "skip - …: why" lines; called by tests/p
   parity.py tok    --cli BIN --golden tok_X.txt --vocab V.gguf [--jobs N]
   parity.py logits --cli BIN --golden G.json... [--pynp PY] [--requant BIN] [--shared DIR] [--extra ARGS]
                    (rebuilds each golden's model and checks its sha256 first)
-  parity.py greedy --cli BIN --golden greedy_X.json --model M.gguf [--batched]
+  parity.py greedy --cli BIN --golden greedy_X.json... [--pynp PY] [--shared DIR] [--batched]
 
 Rules (from the project brief and system.md):
 * tokenize: ids equal, for every case and mode;
@@ -88,6 +88,16 @@ def live_tok_cases(a, cases, n=24):
 def cmd_tok(a):
     cases = read_tok_golden(a.golden[0])
     label = os.path.basename(a.golden[0])[:-4]
+    # one probe first: a CLI that cannot load this vocab at all gets one line, not hundreds
+    fd, p = tempfile.mkstemp(prefix="llm170-probe-")
+    os.write(fd, b"probe")
+    os.close(fd)
+    r = subprocess.run([a.cli, "tokenize", "--model", a.vocab, "--file", p], capture_output=True)
+    os.unlink(p)
+    if r.returncode != 0:
+        print("not ok - tokenize %s: llm170 cannot tokenize with this vocab-only GGUF (as llama.cpp can): %s"
+              % (label, first_line(r.stderr.decode("utf-8", "replace"))))
+        return
     if a.live:
         cases += live_tok_cases(a, cases)
     tmp = tempfile.mkdtemp(prefix="llm170-tok-")
@@ -197,6 +207,17 @@ def live_golden(a, g, model, tmp):
         return None
     with open(out, "rb") as f:
         ref = struct.unpack("<%df" % (nv * n), f.read())
+    spread = [0.0] * n
+    r = subprocess.run([a.live, "logits", "--model", model, "--prompt-tokens", ",".join(map(str, prompt)), "--all",
+                        "--out", out, "--threads", "1", "--kv", "f32"], capture_output=True, text=True,
+                       env=dict(os.environ, ORACLE_CPU="x64"))
+    if r.returncode == 0:
+        with open(out, "rb") as f:
+            other = struct.unpack("<%df" % (nv * n), f.read())
+        for p in range(n):
+            x, y = other[p * nv:(p + 1) * nv], ref[p * nv:(p + 1) * nv]
+            den = sum(v * v for v in y)
+            spread[p] = math.sqrt(sum((u - v) ** 2 for u, v in zip(x, y)) / den) if den > 0 else 0.0
     os.unlink(out)
     am, t1, gap = [], [], []
     for p in range(n):
@@ -206,7 +227,7 @@ def live_golden(a, g, model, tmp):
         t1.append(row[best])
         gap.append(row[best] - max(v for i, v in enumerate(row) if i != best))
     lg = dict(g, case=g["case"] + " (live oracle, %d new tokens)" % n, prompt=prompt, n_tokens=n, argmax=am,
-              top1=t1, gap=gap)
+              top1=t1, gap=gap, variant_spread=spread)
     return lg, ref
 
 
@@ -224,7 +245,7 @@ def check_logits(a, gpath, model, live=None):
     os.close(fd)
     try:
         cmd = [a.cli, "diag", "logits", "--model", model, "--prompt-tokens", ",".join(map(str, g["prompt"])),
-               "--all", "--out", out] + (a.extra.split() if a.extra else [])
+               "--all", "--out", out] + [x for x in a.extra.split() if g.get("kv", "f32") == "f32" or x != "--kv-f32"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             print("not ok - %s: exit %d: %s" % (tag, r.returncode, first_line(r.stderr)))
@@ -238,7 +259,8 @@ def check_logits(a, gpath, model, live=None):
         return
     ours = struct.unpack("<%df" % (nv * nt), raw)
     tol = g["tolerance_rel_l2"]
-    worst, worst_pos, bad_argmax, nan = 0.0, 0, [], False
+    spread = g.get("variant_spread")
+    worst, worst_ratio, worst_pos, bad_argmax, nan = 0.0, 0.0, 0, [], False
     for p in range(nt):
         o, rr = ours[p * nv:(p + 1) * nv], ref[p * nv:(p + 1) * nv]
         if any(math.isnan(x) or math.isinf(x) for x in o):
@@ -247,15 +269,18 @@ def check_logits(a, gpath, model, live=None):
         num = sum((x - y) * (x - y) for x, y in zip(o, rr))
         den = sum(y * y for y in rr)
         e = math.sqrt(num / den) if den > 0 else math.sqrt(num)
-        if e > worst:
-            worst, worst_pos = e, p
+        # where llama.cpp's own CPU builds disagree (a rounding flip), allow twice that
+        tol_p = max(tol, 2 * spread[p]) if spread else tol
+        if e / tol_p > worst_ratio:
+            worst_ratio, worst, worst_pos = e / tol_p, e, p
         am = max(range(nv), key=lambda i: (o[i], -i))
         if am != g["argmax"][p] and not near_tie(g["gap"][p], g["top1"][p]):
             bad_argmax.append((p, am, g["argmax"][p]))
-    msg = "max rel err %.3g at position %d (tolerance %g)" % (worst, worst_pos, tol)
+    wtol = max(tol, 2 * spread[worst_pos]) if spread else tol
+    msg = "worst position %d: rel err %.3g, tolerance %.3g" % (worst_pos, worst, wtol)
     if nan:
         print("not ok - %s: NaN/inf in our logits at position %d" % (tag, worst_pos))
-    elif worst > tol:
+    elif worst_ratio > 1:
         print("not ok - %s: %s" % (tag, msg))
     elif bad_argmax:
         p, am, want = bad_argmax[0]
@@ -277,7 +302,10 @@ def cmd_logits(a):
                 print("%s - logits %s: %s" % (verdict, g["case"], why), flush=True)
                 continue
             check_logits(a, gpath, path)
-            if a.live:
+            # live extras only for F32 weights: with quantized activations a single rounding flip moves
+            # logits by ~1e-2, so a fresh prompt would test luck, not code (the stored quantized
+            # goldens carry the oracle's own spread instead)
+            if a.live and g["tolerance_rel_l2"] <= 1e-4:
                 lv = live_golden(a, g, path, tmp)
                 if lv is None:
                     print("not ok - logits %s (live oracle): the oracle failed on this model" % g["case"])
@@ -339,22 +367,40 @@ def run_infer(a, prompts, n):
 
 
 def cmd_greedy(a):
-    g = json.load(open(a.golden[0]))
+    tmp = tempfile.mkdtemp(prefix="llm170-greedy-")
+    try:
+        models = Models(a, tmp)
+        for gpath in a.golden:
+            greedy_one(a, gpath, models)
+    finally:
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+        os.rmdir(tmp)
+
+
+def greedy_one(a, gpath, models):
+    g = json.load(open(gpath))
+    label = os.path.basename(gpath)[:-5]
+    path, err = models.get(g["model"])
+    if err:
+        print("%s - %s: %s" % (err[0], label, err[1]))
+        return
+    a.model = path
     n = g["n_predict"]
     eog = set(g.get("eog_ids", [2]))
     cases = g["cases"]
     if a.batched:
         seqs, err = run_infer(a, [c["prompt"] for c in cases], n)
         for i, c in enumerate(cases):
-            tag = "greedy batched seq %d %r" % (i, c["prompt_text"])
+            tag = "%s batched seq %d %r" % (label, i, c["prompt_text"])
             if err:
                 print("not ok - %s: %s" % (tag, err))
                 continue
             ok, why = judge(seqs.get(i, []), c, eog)
             print("%s - %s: %s" % ("ok" if ok else "not ok", tag, why))
         return
-    for c in cases:
-        tag = "greedy %r" % c["prompt_text"]
+    for i, c in enumerate(cases):
+        tag = "%s %d %r" % (label, i, c["prompt_text"])
         seqs, err = run_infer(a, [c["prompt"]], n)
         if err:
             print("not ok - %s: %s" % (tag, err))
