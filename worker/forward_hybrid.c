@@ -204,6 +204,32 @@ static void group_rows(struct hybrid *hy, const struct engine_tok *toks, int n)
     }
 }
 
+/* Per-token work: inline for a few tokens (decode), else over the pool. */
+static void rows_run(struct hybrid *hy, tpool_fn fn, void *ctx, int n)
+{
+    if (n < 8) {
+        for (int t = 0; t < n; t++)
+            fn(ctx, t, 0);
+    } else {
+        tpool_run(hy->tp, fn, ctx, n);
+    }
+}
+
+struct norm_job {
+    struct hybrid *hy;
+    const struct layer *ly;
+    const float *x;
+};
+
+static void norm_task(void *ctx, int64_t t, int worker)
+{
+    (void)worker;
+    const struct norm_job *j = ctx;
+    const struct hparams *hp = &j->hy->m->hp;
+    const size_t E = (size_t)hp->n_embd;
+    ops_rms_norm(j->hy->hn + (size_t)t * E, j->x + (size_t)t * E, j->ly->attn_norm.data, (int)E, hp->rms_eps);
+}
+
 /* ---- Gated DeltaNet ---- */
 
 struct gdn_job {
@@ -267,10 +293,27 @@ static void delta_task(void *ctx, int64_t i, int worker)
         gdn_recurrent(&h, rows, T, S);
 }
 
+/* gated output norm per head of one token: RMSNorm(o; ssm_norm) ⊙ silu(z) */
+static void gnorm_task(void *ctx, int64_t t, int worker)
+{
+    (void)worker;
+    const struct gdn_job *j = ctx;
+    struct hybrid *hy = j->hy;
+    const struct hparams *hp = &hy->m->hp;
+    const int dv = hp->d_state;
+    for (int h = 0; h < hp->n_v_heads; h++) {
+        float *o = hy->o + (size_t)t * hy->value_dim + (size_t)h * dv;
+        const float *z = hy->z + (size_t)t * hy->value_dim + (size_t)h * dv;
+        ops_rms_norm(o, o, j->ly->ssm_norm.data, dv, hp->rms_eps);
+        for (int i = 0; i < dv; i++)
+            o[i] = o[i] * ops_silu(z[i]);
+    }
+}
+
 static void gdn_block(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *out)
 {
     const struct hparams *hp = &hy->m->hp;
-    const int HV = hp->n_v_heads, dv = hp->d_state;
+    const int HV = hp->n_v_heads;
 
     mm(hy, &ly->ssm_qkv, hy->hn, n, hy->mix);
     mm(hy, &ly->ssm_z, hy->hn, n, hy->z);
@@ -291,18 +334,10 @@ static void gdn_block(struct hybrid *hy, const struct layer *ly, const struct en
 
     struct gdn_job job = { .hy = hy, .ly = ly, .n_blocks = (hy->conv_dim + CONV_BLOCK - 1) / CONV_BLOCK };
     tpool_run(hy->tp, conv_task, &job, (int64_t)hy->n_grp * job.n_blocks);
-    tpool_run(hy->tp, l2_task, &job, n);
+    rows_run(hy, l2_task, &job, n);
     tpool_run(hy->tp, delta_task, &job, (int64_t)hy->n_grp * HV);
 
-    /* gated output norm per head: RMSNorm(o; ssm_norm) ⊙ silu(z) */
-    for (int t = 0; t < n; t++)
-        for (int h = 0; h < HV; h++) {
-            float *o = hy->o + (size_t)t * hy->value_dim + (size_t)h * dv;
-            const float *z = hy->z + (size_t)t * hy->value_dim + (size_t)h * dv;
-            ops_rms_norm(o, o, ly->ssm_norm.data, dv, hp->rms_eps);
-            for (int i = 0; i < dv; i++)
-                o[i] = o[i] * ops_silu(z[i]);
-        }
+    rows_run(hy, gnorm_task, &job, n);
     mm(hy, &ly->ssm_out, hy->o, n, out);
 }
 
@@ -380,10 +415,8 @@ static void gated_attn_block(struct hybrid *hy, const struct layer *ly, const st
 void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
                   float *a, const float *cs, struct kv_cache *kv, const float *f16tab)
 {
-    const struct hparams *hp = &hy->m->hp;
-    const int E = hp->n_embd;
-    for (int t = 0; t < n; t++)
-        ops_rms_norm(hy->hn + (size_t)t * E, x + (size_t)t * E, ly->attn_norm.data, E, hp->rms_eps);
+    struct norm_job nj = { .hy = hy, .ly = ly, .x = x };
+    rows_run(hy, norm_task, &nj, n);
     if (ly->kind == LAYER_GDN)
         gdn_block(hy, ly, toks, n, a);
     else
