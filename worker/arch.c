@@ -15,6 +15,9 @@ static const struct arch_desc g_arches[] = {
       .o_bias = false, .ffn_bias = false, .rope_freqs = false, .q_is_square = false, .n_ff_exp_key = false },
     { .name = "qwen3moe", .rope = ROPE_NEOX, .qk_norm = true, .moe = true, .out_bias = false,
       .o_bias = false, .ffn_bias = false, .rope_freqs = false, .q_is_square = false, .n_ff_exp_key = true },
+    /* hybrids (arch-qwen35.md): IMROPE is NEOX rotation with per-pair position components (text: p_e = 0) */
+    { .name = "qwen35", .rope = ROPE_NEOX, .qk_norm = true, .moe = false, .n_ff_exp_key = false, .hybrid = true },
+    { .name = "qwen35moe", .rope = ROPE_NEOX, .qk_norm = true, .moe = true, .n_ff_exp_key = true, .hybrid = true },
 };
 
 const struct arch_desc *arch_find(const char *name)

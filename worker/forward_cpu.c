@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "forward_hybrid.h"
 #include "kv_cache.h"
 #include "matmul.h"
 #include "model.h"
@@ -60,6 +61,7 @@ struct engine_ctx {
     /* batch bookkeeping */
     int *seq_next;            /* [n_seq] next position per sequence during validation */
     int *out_rows;            /* [B] batch rows that asked for logits */
+    struct hybrid *hy;        /* GDN / gated-attention layers and their state (qwen35*), else NULL */
 };
 
 void engine_params_default(struct engine_params *p)
@@ -80,6 +82,7 @@ void engine_free(struct engine_ctx *c)
     tpool_destroy(c->tp);
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
+    hybrid_free(c->hy);
     void *bufs[] = { c->f16tab, c->x, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
                      c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows, c->blk0, c->blkn, c->gact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -137,7 +140,9 @@ static uint64_t matrix_bytes(const struct model *m)
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct layer *ly = &m->layers[il];
         const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
-                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
+                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
+                                  &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
+                                  &ly->down_shexp };
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (ws[i]->data)
                 b += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->ne[1] * (uint64_t)ws[i]->ne[2];
@@ -155,7 +160,7 @@ static int pack_weights(struct engine_ctx *c, struct err *e)
         return 0;
     size_t n = 1;
     for (int il = 0; il < m->hp.n_layer; il++)
-        n += 8 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
+        n += 14 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
     c->pk_cap = 16;
     while (c->pk_cap < 2 * n)
         c->pk_cap *= 2;
@@ -166,7 +171,10 @@ static int pack_weights(struct engine_ctx *c, struct err *e)
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct layer *ly = &m->layers[il];
         const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
-                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
+                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
+                                  /* hybrids (forward_hybrid.c multiplies through mm_wt) */
+                                  &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
+                                  &ly->down_shexp };
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             pk_add_wt(c, ws[i]);
     }
@@ -181,6 +189,8 @@ static void *alloc_f(size_t n, bool *ok)
         *ok = false;
     return p;
 }
+
+static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y);
 
 int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *pin,
                   struct err *e)
@@ -297,6 +307,10 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
     }
+    if (m->arch->hybrid && (rc = hybrid_create(&c->hy, m, &c->p, c->tp, mm_wt, c, e))) {
+        engine_free(c);
+        return rc;
+    }
     *out = c;
     return 0;
 }
@@ -319,6 +333,9 @@ static void mm(struct engine_ctx *c, const struct wt *w, const float *X, int n, 
 {
     mm_at(c, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
 }
+
+/* mm for forward_hybrid.c (packed weights included) */
+static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y) { mm(c, w, X, n, Y); }
 
 /* Several weight products that could run at once (Q/K/V, gate/up). A single-token batch (decode)
  * runs them as one parallel loop over the rows of all of them, so the pool wakes once instead of once
@@ -670,6 +687,8 @@ static void ffn_block(struct engine_ctx *c, const struct layer *ly, int n)
         ffn_moe(c, ly, n);
     else
         ffn_dense(c, ly, n);
+    if (ly->down_shexp.data)
+        hybrid_shexp(c->hy, ly, c->h, c->a, n);
     par_rows(c, ly, NULL, n, ROW_ADD, 0);
 }
 
@@ -724,6 +743,10 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
         case LAYER_ATTN:
             attn_block(c, ly, toks, n);
             break;
+        case LAYER_GDN:
+        case LAYER_GATED_ATTN:
+            hybrid_layer(c->hy, ly, toks, n, c->x, c->a, c->cs, &c->kv, c->f16tab);
+            break;
         }
         ffn_block(c, ly, n);
     }
@@ -740,7 +763,10 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
     return 0;
 }
 
-void engine_seq_truncate(struct engine_ctx *c, int seq, int pos) { kv_truncate(&c->kv, seq, pos); }
+int engine_seq_truncate(struct engine_ctx *c, int seq, int pos)
+{
+    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, NULL);
+}
 
 int engine_seq_len(const struct engine_ctx *c, int seq)
 {
@@ -751,5 +777,17 @@ int engine_seq_len(const struct engine_ctx *c, int seq)
 
 int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e)
 {
-    return kv_copy(&c->kv, src, dst, n, e);
+    return hybrid_seq_copy(c->hy, &c->kv, src, dst, n, e);
+}
+
+int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e) { return hybrid_seq_snapshot(c->hy, &c->kv, seq, e); }
+
+int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e)
+{
+    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, e);
+}
+
+int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos)
+{
+    return hybrid_seq_restorable(c->hy, &c->kv, seq, pos);
 }

@@ -10,15 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_loader.h"
 #include "ops.h"
-
-struct loader {
-    struct model *m;
-    const struct gguf *g;
-    const char *path;
-    const char *A; /* arch prefix */
-    int n_bound;   /* tensors bound (for the unused-tensor check) */
-};
 
 static const char *key(char *buf, size_t cap, const char *A, const char *suffix)
 {
@@ -433,7 +426,11 @@ int model_load(struct model **out, const char *path, struct err *e)
         goto fail;
     }
     struct loader L = { .m = m, .g = m->g, .path = path, .A = m->arch_name };
-    if ((rc = load_hparams(&L, e)) || (rc = load_tensors(&L, e)))
+    if (m->arch->hybrid)
+        rc = model_hybrid_load(&L, e);
+    else if (!(rc = load_hparams(&L, e)))
+        rc = load_tensors(&L, e);
+    if (rc)
         goto fail;
     if ((rc = tok_load(&m->vocab, m->g, e))) {
         err_prefix(e, "%s", path);
@@ -484,3 +481,45 @@ void model_free(struct model *m)
 const struct model_info *model_info(const struct model *m) { return &m->info; }
 const struct tok_vocab *model_vocab(const struct model *m) { return m->vocab; }
 const struct gguf *model_gguf(const struct model *m) { return m->g; }
+
+/* ---- the helpers above, for the loaders in other files (model_loader.h) ---- */
+
+int mload_int(struct loader *L, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *out,
+              struct err *e)
+{
+    return get_int(L, suffix, required, def, lo, hi, out, e);
+}
+
+int mload_layer_int(struct loader *L, const char *suffix, uint32_t il, bool required, int64_t def, int64_t lo,
+                    int64_t hi, int *out, struct err *e)
+{
+    return get_layer_int(L, suffix, il, required, def, lo, hi, out, e);
+}
+
+int mload_float(struct loader *L, const char *suffix, bool required, float def, float *out, struct err *e)
+{
+    return get_float(L, suffix, required, def, out, e);
+}
+
+int mload_wt(struct loader *L, struct wt *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
+             struct err *e)
+{
+    return bind_wt(L, w, name, ne0, ne1, ne2, required, e);
+}
+
+int mload_vec(struct loader *L, struct vec *v, const char *name, int64_t n, bool required, struct err *e)
+{
+    return bind_vec(L, v, name, n, required, e);
+}
+
+int mload_n_vocab(struct loader *L, struct err *e)
+{
+    struct hparams *hp = &L->m->hp;
+    const struct gguf_kv *toks = gguf_find_kv(L->g, "tokenizer.ggml.tokens");
+    if (toks && toks->type == GGUF_ARRAY && toks->arr_n > 0 && toks->arr_n < (1u << 30)) {
+        hp->n_vocab = (int)toks->arr_n;
+        return 0;
+    }
+    int rc = get_int(L, "vocab_size", true, 0, 1, 1 << 30, &hp->n_vocab, e);
+    return rc ? err_prefix(e, "no tokenizer.ggml.tokens") : 0;
+}

@@ -36,7 +36,8 @@ enum rope_scaling {
 
 enum layer_kind {
     LAYER_ATTN = 0, /* softmax self-attention with a KV cache */
-    /* future: LAYER_GATED_ATTN (qwen35 full attention), LAYER_GDN (recurrent) … */
+    LAYER_GDN = 1,        /* qwen35*: Gated DeltaNet, per-sequence conv + recurrent state (forward_hybrid.c) */
+    LAYER_GATED_ATTN = 2, /* qwen35*: attention with a sigmoid output gate, q/k norm and IMROPE (forward_hybrid.c) */
 };
 
 enum ffn_kind {
@@ -56,6 +57,7 @@ struct arch_desc {
     bool rope_freqs;        /* may carry rope_freqs.weight (llama 3.1+) */
     bool q_is_square;       /* requires head_dim·n_head == n_embd (qwen2 declares Wq/Wo square) */
     bool n_ff_exp_key;      /* n_ff_exp from {A}.expert_feed_forward_length (else n_ff) */
+    bool hybrid;            /* qwen35*: GDN + gated-attention stack, loaded by model_hybrid.c */
 };
 
 const struct arch_desc *arch_find(const char *name);
@@ -110,6 +112,36 @@ struct layer {
     struct wt gate_exps;     /* [n_embd, n_ff_exp, n_expert] expert e = slice ne2 = e */
     struct wt up_exps;       /* [n_embd, n_ff_exp, n_expert] */
     struct wt down_exps;     /* [n_ff_exp, n_embd, n_expert] */
+
+    /* hybrids (qwen35*). Gated attention reuses wq (then [n_embd, 2·head_dim·n_head], per head h
+     * rows [h·2D, h·2D+D) query and [h·2D+D, (h+1)·2D) gate), wk, wv, wo, q_norm, k_norm;
+     * attn_norm/ffn_norm hold attn_norm / post_attention_norm. */
+    int gdn_index;           /* index of this layer's recurrent state, -1 if it has none */
+    struct wt ssm_qkv;       /* [n_embd, conv_dim] GDN input projection, output [q | k | v] (attn_qkv) */
+    struct wt ssm_z;         /* [n_embd, value_dim] output gate z (attn_gate) */
+    struct vec ssm_conv;     /* [d_conv·conv_dim] depthwise conv taps, channel c at [c·d_conv, (c+1)·d_conv) */
+    struct vec ssm_dt;       /* [H_v] dt bias, added before softplus */
+    struct vec ssm_a;        /* [H_v] −exp(A_log), negative */
+    struct wt ssm_beta;      /* [n_embd, H_v] */
+    struct wt ssm_alpha;     /* [n_embd, H_v] */
+    struct vec ssm_norm;     /* [d_v] gated RMSNorm weight shared by the V heads (not +1-shifted) */
+    struct wt ssm_out;       /* [value_dim, n_embd] */
+    /* MoE shared expert (qwen35moe) */
+    struct vec gate_inp_shexp; /* [n_embd] sigmoid gate: one scalar per token */
+    struct wt gate_shexp;    /* [n_embd, n_ff_shexp] */
+    struct wt up_shexp;      /* [n_embd, n_ff_shexp] */
+    struct wt down_shexp;    /* [n_ff_shexp, n_embd] */
+};
+
+/* The multi-token-prediction block of a hybrid (loaded, not run by the forward pass). Its
+ * attention + FFN tensors are in layers[n_layer]. */
+struct mtp_head {
+    struct wt eh_proj;       /* [2·n_embd, n_embd] input concat(enorm(e), hnorm(h)) */
+    struct vec enorm;        /* [n_embd] */
+    struct vec hnorm;        /* [n_embd] */
+    struct wt embed_tokens;  /* [n_embd, n_vocab] optional (else token_embd) */
+    struct vec head_norm;    /* [n_embd] optional (else output_norm) */
+    struct wt head;          /* [n_embd, n_vocab] optional (else output) */
 };
 
 struct hparams {
@@ -138,6 +170,15 @@ struct hparams {
     int n_expert_used;
     int n_ff_exp;
     float expert_weights_scale; /* 0 = none */
+    /* hybrids (qwen35*) */
+    int n_layer_all;      /* block_count: trunk + MTP blocks (n_layer is the trunk) */
+    int n_nextn;          /* MTP blocks after the trunk (0 or 1) */
+    int rope_sections[4]; /* IMROPE sections t, h, w, e (pairs), text positions use p_e = 0 */
+    int d_conv;           /* ssm.conv_kernel */
+    int d_state;          /* ssm.state_size = d_k = d_v */
+    int n_k_heads;        /* ssm.group_count H_k */
+    int n_v_heads;        /* ssm.time_step_rank H_v */
+    int n_ff_shexp;       /* shared-expert width (0 = none) */
 };
 
 struct model {
@@ -157,7 +198,9 @@ struct model {
     struct vec rope_freqs;   /* [n_rot/2] optional (llama) */
 
     int n_kv_layers;         /* layers with a KV cache */
-    struct layer *layers;    /* [n_layer] */
+    struct layer *layers;    /* [n_layer] (hybrids: [n_layer_all], MTP blocks after the trunk) */
+    int n_gdn_layers;        /* layers with a recurrent state (hybrids) */
+    struct mtp_head mtp;     /* hybrids with n_nextn = 1 */
 
     float **owned;           /* f32 copies of non-f32 1-D tensors, freed with the model */
     int n_owned;
