@@ -407,7 +407,13 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
         reuse = limit;
     if (reuse < 0)
         reuse = 0;
-    engine_seq_truncate(s->eng, best_free, reuse);
+    /* recurrent (hybrid) layers can only go back to their snapshots: reuse
+     * the longest prefix the slot's state can really be cut back to */
+    reuse = engine_seq_restorable(s->eng, best_free, reuse);
+    if (reuse < 0 || engine_seq_truncate(s->eng, best_free, reuse) != 0) {
+        reuse = 0;
+        engine_seq_truncate(s->eng, best_free, 0);
+    }
     sl->n_cache = reuse;
     r->n_past = reuse;
     r->n_cached = reuse;
