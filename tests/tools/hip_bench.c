@@ -1,0 +1,138 @@
+/* hip_bench — speed of the `hip` engine, llama-bench style:
+ *   hip_bench MODEL [--pp N] [--tg N] [--depth D] [--reps R] [--no-graph]
+ * pp: one batch of N prompt tokens from an empty cache (logits of the last only);
+ * tg: N single-token greedy decode steps (argmax on the device) after D cached
+ * positions. Warm-up first, then R repetitions; prints the median and all reps. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../worker/backend_hip.h"
+#include "../../worker/engine.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int prefill(struct hip_engine *c, struct engine_tok *t, int from, int n, int nb, int V, struct err *e)
+{
+    for (int done = 0; done < n; done += nb) {
+        int k = n - done < nb ? n - done : nb;
+        for (int i = 0; i < k; i++)
+            t[i] = (struct engine_tok){ .token = (int)((1000003u * (unsigned)(from + done + i) + 7u) % (unsigned)V),
+                                        .pos = from + done + i, .seq = 0, .logits = done + i == n - 1 };
+        int32_t out;
+        int rc = hip_engine_decode_greedy(c, t, k, &out, e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: hip_bench MODEL [--pp N] [--tg N] [--depth D] [--reps R] [--no-graph]\n");
+        return 2;
+    }
+    int pp = 512, tg = 128, depth = 0, reps = 3;
+    bool graph = true;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--pp") && i + 1 < argc)
+            pp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tg") && i + 1 < argc)
+            tg = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--depth") && i + 1 < argc)
+            depth = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-graph"))
+            graph = false;
+    }
+    if (reps < 1 || reps > 50)
+        reps = 3;
+    struct err e = { 0 };
+    struct model *m = NULL;
+    double t0 = now();
+    if (model_load(&m, argv[1], &e)) {
+        fprintf(stderr, "hip_bench: %s\n", e.msg);
+        return 1;
+    }
+    const int V = model_info(m)->n_vocab;
+    struct engine_params p;
+    engine_params_default(&p);
+    p.backend = BACKEND_HIP;
+    p.n_batch = pp > 512 ? pp : 512;
+    p.n_ctx = depth + tg + pp + 64;
+    p.n_seq = 1;
+    struct hip_engine *c = NULL;
+    if (hip_engine_create(&c, m, &p, &e)) {
+        fprintf(stderr, "hip_bench: %s\n", e.msg);
+        return 1;
+    }
+    hip_engine_set_graphs(c, graph);
+    printf("# %s on %s; load+upload %.1f s; graphs %s\n", argv[1], hip_engine_device(c), now() - t0,
+           graph ? "on" : "off");
+    struct engine_tok *t = calloc((size_t)p.n_batch, sizeof *t);
+    double *ts = calloc((size_t)reps, sizeof(double));
+    int rc = 0;
+    /* warm-up: module loads, graph capture */
+    rc = prefill(c, t, 0, pp, p.n_batch, V, &e);
+    for (int i = 0; i < 4 && !rc; i++) {
+        struct engine_tok d = { .token = 1, .pos = pp + i, .seq = 0, .logits = true };
+        int32_t o;
+        rc = hip_engine_decode_greedy(c, &d, 1, &o, &e);
+    }
+    if (pp > 0) {
+        for (int r = 0; r < reps && !rc; r++) {
+            hip_engine_seq_truncate(c, 0, 0);
+            double a = now();
+            rc = prefill(c, t, 0, pp, p.n_batch, V, &e);
+            ts[r] = pp / (now() - a);
+        }
+        qsort(ts, (size_t)reps, sizeof(double), cmpd);
+        printf("RESULT pp%d t/s %.1f  (reps:", pp, ts[reps / 2]);
+        for (int r = 0; r < reps; r++)
+            printf(" %.1f", ts[r]);
+        printf(")\n");
+    }
+    if (tg > 0 && !rc) {
+        for (int r = 0; r < reps && !rc; r++) {
+            hip_engine_seq_truncate(c, 0, 0);
+            if (depth)
+                rc = prefill(c, t, 0, depth, p.n_batch, V, &e);
+            int32_t tok = 1;
+            double a = now();
+            for (int i = 0; i < tg && !rc; i++) {
+                struct engine_tok d = { .token = tok, .pos = depth + i, .seq = 0, .logits = true };
+                rc = hip_engine_decode_greedy(c, &d, 1, &tok, &e);
+            }
+            ts[r] = tg / (now() - a);
+        }
+        qsort(ts, (size_t)reps, sizeof(double), cmpd);
+        printf("RESULT tg%d", tg);
+        if (depth)
+            printf(" @ d%d", depth);
+        printf(" t/s %.1f  (reps:", ts[reps / 2]);
+        for (int r = 0; r < reps; r++)
+            printf(" %.1f", ts[r]);
+        printf(")\n");
+    }
+    if (rc)
+        fprintf(stderr, "hip_bench: %s\n", e.msg);
+    free(t);
+    free(ts);
+    hip_engine_free(c);
+    model_free(m);
+    return rc ? 1 : 0;
+}
