@@ -36,6 +36,8 @@ struct gemv_args {
     DP(const float) bias;        /* [n_rows] or 0 */
     DP(const float) bias2;       /* [n_rows] or 0 (mode 2) */
     DP(const int) sel;           /* [nz] expert id per z (its slice = w + sel·expert_bytes), or 0 */
+    DP(const float) xd;          /* q8 GEMV only: [..][x_stride / 32][2] (d, d·Σq) per 32 activations;
+                                    x then points to the int8 quants [..][x_stride] */
     a_i64 row_bytes;
     a_i64 expert_bytes;
     a_i32 n_rows, k;             /* output rows, elements per row */
@@ -53,6 +55,8 @@ struct attn_args {
     DP(const int) pos;           /* [n] query position; it sees cells 0..pos of its sequence */
     DP(const int) seq;           /* [n] */
     DP(float) part;              /* [n][n_head][nsplit][hd + 2] partial (o, m, l) when nsplit > 1 */
+    DP(signed char) oq;          /* attn_combine: also a q8 copy of o, [n][o_stride] (hd % 32 == 0), or 0 */
+    DP(float) oqd;               /* [n][o_stride / 32][2] */
     a_i64 seq_stride;            /* elements between sequences = n_ctx·kv_dim */
     a_i32 kv_dim, hd;
     a_i32 n_head, n_head_kv;

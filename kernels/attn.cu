@@ -31,42 +31,50 @@ extern "C" __global__ void __launch_bounds__(256) attn(const struct attn_args a)
     }
     float m = -INF_F, l = 0.0f;
     const long long base = (long long)a.seq[t] * a.seq_stride + (long long)g * a.hd;
-    for (int p = p0 + warp; p < p1; p += nw) {
-        const long long off = base + (long long)p * a.kv_dim;
-        float s = 0.0f;
-        float vv[EPL];
-        if (a.kv_f16) {
-            const u16 *K = (const u16 *)a.k + off, *V = (const u16 *)a.v + off;
+    /* two positions per step: both rows' loads are in flight before the first reduction */
+    for (int p = p0 + warp; p < p1; p += 2 * nw) {
+        const bool two = p + nw < p1;
+        float s[2] = { 0.0f, 0.0f };
+        float vv[2][EPL];
 #pragma unroll
-            for (int e = 0; e < EPL; e++) {
-                const int d = lane + e * WARP;
-                if (d < a.hd) {
-                    s += qv[e] * h2f(K[d]);
-                    vv[e] = h2f(V[d]);
-                } else {
-                    vv[e] = 0.0f;
+        for (int j = 0; j < 2; j++) {
+            const long long off = base + (long long)(two || j == 0 ? p + j * nw : p) * a.kv_dim;
+            if (a.kv_f16) {
+                const u16 *K = (const u16 *)a.k + off, *V = (const u16 *)a.v + off;
+#pragma unroll
+                for (int e = 0; e < EPL; e++) {
+                    const int d = lane + e * WARP;
+                    if (d < a.hd) {
+                        s[j] += qv[e] * h2f(K[d]);
+                        vv[j][e] = h2f(V[d]);
+                    } else {
+                        vv[j][e] = 0.0f;
+                    }
                 }
-            }
-        } else {
-            const float *K = (const float *)a.k + off, *V = (const float *)a.v + off;
+            } else {
+                const float *K = (const float *)a.k + off, *V = (const float *)a.v + off;
 #pragma unroll
-            for (int e = 0; e < EPL; e++) {
-                const int d = lane + e * WARP;
-                if (d < a.hd) {
-                    s += qv[e] * K[d];
-                    vv[e] = V[d];
-                } else {
-                    vv[e] = 0.0f;
+                for (int e = 0; e < EPL; e++) {
+                    const int d = lane + e * WARP;
+                    if (d < a.hd) {
+                        s[j] += qv[e] * K[d];
+                        vv[j][e] = V[d];
+                    } else {
+                        vv[j][e] = 0.0f;
+                    }
                 }
             }
         }
-        s = warp_sum(s) * a.scale;
-        const float mn = fmaxf(m, s);
-        const float corr = expf(m - mn), pe = expf(s - mn);
-        l = l * corr + pe;
+        s[0] = warp_sum(s[0]) * a.scale;
+        s[1] = warp_sum(s[1]) * a.scale;
+        if (!two)
+            s[1] = -INF_F;
+        const float mn = fmaxf(m, fmaxf(s[0], s[1]));
+        const float corr = expf(m - mn), pe0 = expf(s[0] - mn), pe1 = two ? expf(s[1] - mn) : 0.0f;
+        l = l * corr + pe0 + pe1;
 #pragma unroll
         for (int e = 0; e < EPL; e++)
-            o[e] = o[e] * corr + pe * vv[e];
+            o[e] = o[e] * corr + pe0 * vv[0][e] + pe1 * vv[1][e];
         m = mn;
     }
     if (lane == 0)
@@ -101,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(256) attn(const struct attn_args a)
     }
 }
 
-/* Merge the nsplit partials of each (token, head). Grid: n · n_head. */
+/* Merge the nsplit partials of each (token, head). Grid: n · n_head; blockDim >= hd (== hd with oq). */
 extern "C" __global__ void attn_combine(const struct attn_args a)
 {
     const int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
@@ -123,6 +131,9 @@ extern "C" __global__ void attn_combine(const struct attn_args a)
             if (ls > 0.0f)
                 O += pp[s * (a.hd + 2) + d] * expf(pp[s * (a.hd + 2) + a.hd] - M);
         }
-        a.o[(long long)t * a.o_stride + (long long)h * a.hd + d] = L > 0.0f ? O / L : 0.0f;
+        const float v = L > 0.0f ? O / L : 0.0f;
+        a.o[(long long)t * a.o_stride + (long long)h * a.hd + d] = v;
+        if (a.oq) /* blockDim == hd: every lane of each 32-group is here */
+            q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * a.hd + d);
     }
 }

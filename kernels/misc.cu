@@ -13,9 +13,10 @@ extern "C" __global__ void embed_rows(const u8 *table, long long row_bytes, int 
         y[i] = deq_any(type, row, i);
 }
 
-/* y[r] = (x[src(r)] · 1/sqrt(mean(x²) + eps)) * w, src(r) = rows ? rows[r] : r. Grid: rows. */
+/* y[r] = (x[src(r)] · 1/sqrt(mean(x²) + eps)) * w, src(r) = rows ? rows[r] : r. Grid: rows.
+ * With q (n a multiple of WARP) the row is also written as q8: q [rows][n], qd [rows][n/32][2]. */
 extern "C" __global__ void rms_norm(float *y, const float *x, const float *w, const int *rows, int n, float eps,
-                                    int x_stride, int y_stride)
+                                    int x_stride, int y_stride, i8 *q, float *qd)
 {
     __shared__ float red[32];
     const int r = blockIdx.x;
@@ -30,6 +31,24 @@ extern "C" __global__ void rms_norm(float *y, const float *x, const float *w, co
         const float t = xr[i] * scale;
         yr[i] = w ? t * w[i] : t;
     }
+    if (!q)
+        return;
+    __syncthreads();
+    const int lane = threadIdx.x % WARP, wp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    for (int b = wp * WARP; b < n; b += nw * WARP) /* whole warps, n a multiple of WARP */
+        q8_group(yr[b + lane], q + (long long)r * n, qd + (long long)r * (n / 32) * 2, b + lane);
+}
+
+/* x [rows][x_stride] f32 → q8 q [rows][n], qd [rows][n/32][2]; n a multiple of 32.
+ * n a multiple of WARP. Grid: (ceil(n / blockDim), rows). */
+extern "C" __global__ void quantize_q8(const float *x, int n, int x_stride, i8 *q, float *qd)
+{
+    const int r = blockIdx.y;
+    const int b = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * WARP;
+    if (b >= n)
+        return;
+    const int e = b + threadIdx.x % WARP;
+    q8_group(x[(long long)r * x_stride + e], q + (long long)r * n, qd + (long long)r * (n / 32) * 2, e);
 }
 
 /* Grid (n, n_head + n_head_kv), blockDim >= hd. Heads below n_head are query heads (normed and

@@ -53,6 +53,24 @@ static __device__ __forceinline__ u16 f2h(float x)
 
 #define INF_F __int_as_float(0x7f800000)
 
+/* c + Σ of the four signed byte products of a and b */
+static __device__ __forceinline__ int dp4a(int a, int b, int c)
+{
+#if defined(LLM_HIP)
+#if defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__)
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#else
+    for (int i = 0; i < 4; i++)
+        c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+    return c;
+#endif
+#else
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+#endif
+}
+
 static __device__ __forceinline__ float warp_sum(float v)
 {
 #pragma unroll

@@ -278,4 +278,167 @@ template <> struct unit<KT_IQ4_XS> {
     }
 };
 
+/* ---- GEMV units on q8 activations (int8 quants + per-32 scale, as llama.cpp's MMVQ) ----
+ * load_x fetches a unit's int8 activations and their block scales once for all rows of a warp;
+ * dot does the integer products with dp4a and applies the scales in f32. */
+struct xq8 {
+    int a[8];       /* int8 activations, 4 per word */
+    float d[4];     /* block scales of the unit's 32-element groups */
+    int s[4];       /* per group Σq (or 32·Σq for q6_K's offset) */
+};
+template <int T> struct qunit;
+
+static __device__ __forceinline__ float2 ldd(const float *xd, int blk) { return ((const float2 *)xd)[blk]; }
+
+static __device__ __forceinline__ void load_xq_k4(const i8 *x, const float *xd, int u, struct xq8 &r)
+{
+    const int sb = u / 8, t = u % 8, c = t / 2;
+    const int e0 = 256 * sb + 64 * c + 16 * (t % 2);
+    const int4 lo = *(const int4 *)(x + e0), hi = *(const int4 *)(x + e0 + 32);
+    r.a[0] = lo.x, r.a[1] = lo.y, r.a[2] = lo.z, r.a[3] = lo.w;
+    r.a[4] = hi.x, r.a[5] = hi.y, r.a[6] = hi.z, r.a[7] = hi.w;
+    r.d[0] = ldd(xd, e0 / 32).x;
+    r.d[1] = ldd(xd, e0 / 32 + 1).x;
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s0 = dp4a(0x01010101, r.a[i], s0);
+        s1 = dp4a(0x01010101, r.a[4 + i], s1);
+    }
+    r.s[0] = s0, r.s[1] = s1;
+}
+
+template <> struct qunit<KT_Q4_K> {
+    static __device__ __forceinline__ void load_x(const i8 *x, const float *xd, int u, struct xq8 &r)
+    {
+        load_xq_k4(x, xd, u, r);
+    }
+    static __device__ __forceinline__ float dot(const u8 *row, int u, const struct xq8 &r)
+    {
+        const int sb = u / 8, t = u % 8, c = t / 2;
+        const u8 *b = row + 144 * sb;
+        const int4 q4 = *(const int4 *)(b + 16 + 16 * t);
+        const int qw[4] = { q4.x, q4.y, q4.z, q4.w };
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            s0 = dp4a(qw[i] & 0x0F0F0F0F, r.a[i], s0);
+            s1 = dp4a((qw[i] >> 4) & 0x0F0F0F0F, r.a[4 + i], s1);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4(2 * c, b + 4, &sc0, &m0);
+        scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
+        const u32 dd = *(const u32 *)b;
+        const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
+        return d * ((float)(sc0 * s0) * r.d[0] + (float)(sc1 * s1) * r.d[1]) -
+               dm * ((float)(m0 * r.s[0]) * r.d[0] + (float)(m1 * r.s[1]) * r.d[1]);
+    }
+};
+template <> struct qunit<KT_Q5_K> {
+    static __device__ __forceinline__ void load_x(const i8 *x, const float *xd, int u, struct xq8 &r)
+    {
+        load_xq_k4(x, xd, u, r);
+    }
+    static __device__ __forceinline__ float dot(const u8 *row, int u, const struct xq8 &r)
+    {
+        const int sb = u / 8, t = u % 8, c = t / 2;
+        const u8 *b = row + 176 * sb;
+        const int4 q4 = *(const int4 *)(b + 48 + 16 * t);
+        const int4 h4 = *(const int4 *)(b + 16 + 16 * (t % 2));
+        const int qw[4] = { q4.x, q4.y, q4.z, q4.w };
+        const int hw[4] = { h4.x, h4.y, h4.z, h4.w };
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int lo = (qw[i] & 0x0F0F0F0F) | (((hw[i] >> (2 * c)) & 0x01010101) << 4);
+            const int hi = ((qw[i] >> 4) & 0x0F0F0F0F) | (((hw[i] >> (2 * c + 1)) & 0x01010101) << 4);
+            s0 = dp4a(lo, r.a[i], s0);
+            s1 = dp4a(hi, r.a[4 + i], s1);
+        }
+        int sc0, m0, sc1, m1;
+        scale_min_k4(2 * c, b + 4, &sc0, &m0);
+        scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
+        const u32 dd = *(const u32 *)b;
+        const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
+        return d * ((float)(sc0 * s0) * r.d[0] + (float)(sc1 * s1) * r.d[1]) -
+               dm * ((float)(m0 * r.s[0]) * r.d[0] + (float)(m1 * r.s[1]) * r.d[1]);
+    }
+};
+/* q6_K: as unit<KT_Q6_K>; group g's activations are 8 int8 at 256sb + 128h + 32g + l0 */
+template <> struct qunit<KT_Q6_K> {
+    static __device__ __forceinline__ void load_x(const i8 *x, const float *xd, int u, struct xq8 &r)
+    {
+        const int sb = u / 8, t = u % 8, h = t / 4, l0 = 8 * (t % 4);
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int e = 256 * sb + 128 * h + 32 * g + l0;
+            const int2 v = *(const int2 *)(x + e);
+            r.a[2 * g] = v.x, r.a[2 * g + 1] = v.y;
+            r.d[g] = ldd(xd, e / 32).x;
+            r.s[g] = dp4a(0x20202020, v.x, dp4a(0x20202020, v.y, 0)); /* 32·Σq: the −32 offset */
+        }
+    }
+    static __device__ __forceinline__ float dot(const u8 *row, int u, const struct xq8 &r)
+    {
+        const int sb = u / 8, t = u % 8, h = t / 4, l0 = 8 * (t % 4);
+        const u8 *b = row + 210 * sb;
+        const u8 *L = b + 64 * h + l0, *H = b + 128 + 32 * h + l0;
+        const int la[2] = { (int)ld32a2(L), (int)ld32a2(L + 4) }, lb[2] = { (int)ld32a2(L + 32), (int)ld32a2(L + 36) };
+        const int ha[2] = { (int)ld32a2(H), (int)ld32a2(H + 4) };
+        int s[4] = { 0, 0, 0, 0 };
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            s[0] = dp4a((la[i] & 0x0F0F0F0F) | ((ha[i] & 0x03030303) << 4), r.a[i], s[0]);
+            s[1] = dp4a((lb[i] & 0x0F0F0F0F) | (((ha[i] >> 2) & 0x03030303) << 4), r.a[2 + i], s[1]);
+            s[2] = dp4a(((la[i] >> 4) & 0x0F0F0F0F) | (((ha[i] >> 4) & 0x03030303) << 4), r.a[4 + i], s[2]);
+            s[3] = dp4a(((lb[i] >> 4) & 0x0F0F0F0F) | (((ha[i] >> 6) & 0x03030303) << 4), r.a[6 + i], s[3]);
+        }
+        const i8 *S = (const i8 *)(b + 192 + 8 * h + l0 / 16);
+        float acc = 0.0f;
+#pragma unroll
+        for (int g = 0; g < 4; g++)
+            acc += (float)((int)S[2 * g] * (s[g] - r.s[g])) * r.d[g];
+        return h2f(ld16(b + 208)) * acc;
+    }
+};
+/* q8_0: one block per unit */
+template <> struct qunit<KT_Q8_0> {
+    static __device__ __forceinline__ void load_x(const i8 *x, const float *xd, int u, struct xq8 &r)
+    {
+        const int4 a = *(const int4 *)(x + 32 * u), b = *(const int4 *)(x + 32 * u + 16);
+        r.a[0] = a.x, r.a[1] = a.y, r.a[2] = a.z, r.a[3] = a.w;
+        r.a[4] = b.x, r.a[5] = b.y, r.a[6] = b.z, r.a[7] = b.w;
+        r.d[0] = ldd(xd, u).x;
+    }
+    static __device__ __forceinline__ float dot(const u8 *row, int u, const struct xq8 &r)
+    {
+        const u8 *b = row + 34 * u;
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            s = dp4a((int)ld32a2(b + 2 + 4 * i), r.a[i], s);
+        return h2f(ld16(b)) * r.d[0] * (float)s;
+    }
+};
+
+/* Quantize 32 consecutive values held by 32 consecutive lanes to q8 (llama.cpp CUDA: d = amax/127,
+ * q = round(x/d), ties away from zero). e: this lane's element index in the row (a multiple of 32
+ * starts a block); reductions stay inside aligned groups of 32 lanes, so WARP = 64 works too. */
+static __device__ __forceinline__ void q8_group(float v, i8 *qrow, float *qdrow, int e)
+{
+    float amax = fabsf(v);
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1)
+        amax = fmaxf(amax, shfl_xor(amax, m));
+    const float d = amax / 127.0f;
+    const int qi = amax == 0.0f ? 0 : (int)roundf(v / d);
+    float s = (float)qi;
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1)
+        s += shfl_xor(s, m);
+    qrow[e] = (i8)qi;
+    if (e % 32 == 0)
+        qdrow[2 * (e / 32)] = d, qdrow[2 * (e / 32) + 1] = d * s;
+}
+
 #endif

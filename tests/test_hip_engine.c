@@ -14,6 +14,7 @@
 #include "check.h"
 
 #define TOL 1e-3
+static double g_tol = TOL; /* LLM170_HIP_TOL overrides (quantized models: the CPU uses q8_K activations) */
 
 static double rel(const float *a, const float *b, size_t n)
 {
@@ -58,7 +59,7 @@ static void both(struct engine_ctx *cpu, struct hip_engine *gpu, const struct en
         if (x > worst)
             worst = x;
     }
-    CHECK(worst <= TOL, "%s: logits rel err %.3g > %g", what, worst, TOL);
+    CHECK(worst <= g_tol, "%s: logits rel err %.3g > %g", what, worst, g_tol);
     printf("#     %-28s rows %-3d max rel %.2e\n", what, n_out, worst);
     if (worst > g_worst)
         g_worst = worst;
@@ -186,6 +187,8 @@ int main(void)
         printf("skip - listed_models_match_cpu: %s\n", why);
         return 0;
     }
+    if (getenv("LLM170_HIP_TOL"))
+        g_tol = atof(getenv("LLM170_HIP_TOL"));
     RUN(stories260k_matches_cpu);
     RUN(listed_models_match_cpu);
     printf("# worst logits rel err over all runs: %.3g\n", g_worst);

@@ -214,6 +214,131 @@ static void gemv_grouped_experts(void)
     free(wq), free(wd), free(tmp);
 }
 
+
+/* llama.cpp CUDA's activation quantization, emulated: per 32, d = amax/127, q = roundf(x/d) */
+static void q8_emulate(const float *x, int n, int8_t *q, float *qd)
+{
+    for (int b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        const float d = amax / 127.0f;
+        int s = 0;
+        for (int j = 0; j < 32; j++) {
+            q[32 * b + j] = (int8_t)(amax == 0.0f ? 0 : (int)roundf(x[32 * b + j] / d));
+            s += q[32 * b + j];
+        }
+        qd[2 * b] = d;
+        qd[2 * b + 1] = d * (float)s;
+    }
+}
+
+/* the dp4a GEMV: weights of type t against q8 activations; reference in double on the dequantized
+ * weights and the dequantized q8 activations (the same function, exactly) */
+static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+{
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    float *wf2 = malloc(sizeof(float) * (size_t)N * K), *wd2 = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N), *wq2 = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *xdq = malloc(sizeof(float) * (size_t)nz * K);
+    int8_t *xq = malloc((size_t)nz * K);
+    float *xqd = malloc(sizeof(float) * (size_t)nz * (K / 32) * 2);
+    float *y0 = malloc(sizeof(float) * (size_t)nz * N), *y = malloc(sizeof(float) * (size_t)nz * N);
+    float *ref = malloc(sizeof(float) * (size_t)nz * N);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(wf2, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    fill(y0, (size_t)nz * N, 1.0f);
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+        quant_weights_row(t, wf2 + (size_t)r * K, wq2 + (size_t)r * rb, K);
+        dequant_row(t, wq2 + (size_t)r * rb, wd2 + (size_t)r * K, K);
+    }
+    for (int z = 0; z < nz; z++) {
+        q8_emulate(x + (size_t)z * K, K, xq + (size_t)z * K, xqd + (size_t)z * (K / 32) * 2);
+        for (int k = 0; k < K; k++)
+            xdq[(size_t)z * K + k] = (float)xq[(size_t)z * K + k] * xqd[(size_t)z * (K / 32) * 2 + 2 * (k / 32)];
+    }
+    for (int z = 0; z < nz; z++)
+        for (int r = 0; r < N; r++) {
+            double s = 0, s2 = 0;
+            for (int k = 0; k < K; k++) {
+                s += (double)wd[(size_t)r * K + k] * xdq[(size_t)z * K + k];
+                s2 += (double)wd2[(size_t)r * K + k] * xdq[(size_t)z * K + k];
+            }
+            size_t i = (size_t)z * N + r;
+            ref[i] = mode == 0 ? (float)s : mode == 1 ? y0[i] + (float)s : ops_silu((float)s) * (float)s2;
+        }
+    /* the quantize kernel itself */
+    uint64_t dx = dup(x, sizeof(float) * (size_t)nz * K), dxq = dup(NULL, (size_t)nz * K);
+    uint64_t dxqd = poisoned((size_t)nz * (K / 32) * 2);
+    int kk = K;
+    void *pq[] = { &dx, &kk, &kk, &dxq, &dxqd };
+    CHECK(launch("quantize_q8", (unsigned)((K + 255) / 256), (unsigned)nz, 256, pq) == 0, "quantize launch");
+    int8_t *gq = malloc((size_t)nz * K);
+    float *gqd = malloc(sizeof(float) * (size_t)nz * (K / 32) * 2);
+    get(gq, dxq, (size_t)nz * K);
+    get(gqd, dxqd, sizeof(float) * (size_t)nz * (K / 32) * 2);
+    CHECK(!memcmp(gq, xq, (size_t)nz * K), "quantize_q8: quants differ from the emulation");
+    CHECK(rel(gqd, xqd, (size_t)nz * (K / 32) * 2) < 1e-6, "quantize_q8: scales rel %.3g",
+          rel(gqd, xqd, (size_t)nz * (K / 32) * 2));
+    uint64_t dw = dup(wq, rb * (size_t)N), dw2 = dup(wq2, rb * (size_t)N);
+    uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
+    struct gemv_args a = { .w = dw, .w2 = mode == 2 ? dw2 : 0, .x = dxq, .xd = dxqd, .y = dy, .row_bytes = (int64_t)rb,
+                           .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
+    void *p[] = { &a };
+    char name[64];
+    snprintf(name, sizeof name, "gemvq_%s", tn);
+    CHECK(launch(name, (unsigned)(nz * ((N + 7) / 8)), 1, 128, p) == 0, "%s launch", name);
+    get(y, dy, sizeof(float) * (size_t)nz * N);
+    double r = rel(y, ref, (size_t)nz * N);
+    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
+    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dw2), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxq);
+    hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dy);
+    free(wf), free(wd), free(wf2), free(wd2), free(wq), free(wq2), free(x), free(xdq), free(xq), free(xqd);
+    free(y0), free(y), free(ref), free(gq), free(gqd);
+}
+
+static void gemv_q8_activations(void)
+{
+    NEED_GPU();
+    static const struct { enum qtype t; const char *name; } qt[] = {
+        { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+    };
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
+        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0);
+        check_mmq(qt[i].t, qt[i].name, 130, 2048, 3, 1);
+        check_mmq(qt[i].t, qt[i].name, 45, 1536, 2, 2);
+    }
+}
+
+/* rms_norm's q8 copy of its output equals quantizing that output */
+static void rms_norm_q8_copy(void)
+{
+    NEED_GPU();
+    const int n = 1024;
+    float x[1024], w[1024], y[1024], qd[64], qdref[64];
+    int8_t q[1024], qref[1024];
+    fill(x, n, 2.0f);
+    fill(w, n, 1.0f);
+    uint64_t dx = dup(x, sizeof x), dw = dup(w, sizeof w), dy = poisoned(n), dq = dup(NULL, n), dqd = poisoned(64);
+    uint64_t rows = 0;
+    float eps = 1e-6f;
+    int nn = n;
+    void *p[] = { &dy, &dx, &dw, &rows, &nn, &eps, &nn, &nn, &dq, &dqd };
+    CHECK(launch("rms_norm", 1, 1, 256, p) == 0, "launch");
+    get(y, dy, sizeof y);
+    get(q, dq, sizeof q);
+    get(qd, dqd, sizeof qd);
+    q8_emulate(y, n, qref, qdref);
+    CHECK(!memcmp(q, qref, sizeof q), "rms_norm q8 quants differ");
+    CHECK(rel(qd, qdref, 64) < 1e-6, "rms_norm q8 scales rel %.3g", rel(qd, qdref, 64));
+    hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dqd);
+}
+
 /* ---- small kernels ---- */
 
 static void embed_rows_dequant(void)
@@ -259,7 +384,8 @@ static void rms_norm_rows(void)
     uint64_t dx = dup(x, sizeof x), dw = dup(w, sizeof w), ds = dup(sel, sizeof sel), dy = poisoned(3000);
     float eps = 1e-6f;
     int nn = n, st = n;
-    void *p[] = { &dy, &dx, &dw, &ds, &nn, &eps, &st, &st };
+    uint64_t nq = 0;
+    void *p[] = { &dy, &dx, &dw, &ds, &nn, &eps, &st, &st, &nq, &nq };
     CHECK(launch("rms_norm", 3, 1, 256, p) == 0, "launch");
     get(y, dy, sizeof y);
     double r = rel(y, ref, 3000);
@@ -506,6 +632,8 @@ int main(void)
     RUN(gemv_all_types);
     RUN(gemm_all_types);
     RUN(gemv_grouped_experts);
+    RUN(gemv_q8_activations);
+    RUN(rms_norm_q8_copy);
     RUN(embed_rows_dequant);
     RUN(rms_norm_rows);
     RUN(rope_and_store);

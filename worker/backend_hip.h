@@ -27,5 +27,9 @@ int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct er
 const char *hip_engine_device(const struct hip_engine *c);
 /* Replay decode steps as graphs (default on; LLM170_HIP_GRAPH=0 turns it off). */
 void hip_engine_set_graphs(struct hip_engine *c, bool on);
+/* GEMV of quantized weights on activations quantized to q8 per 32 (dp4a; llama.cpp CUDA's MMVQ
+ * scheme, ~1e-3 from the CPU's q8_K) instead of f32 activations. Default on; LLM170_HIP_Q8=0 turns
+ * it off. Decide before the first decode (graphs keep the choice they were captured with). */
+void hip_engine_set_q8(struct hip_engine *c, bool on);
 
 #endif

@@ -22,7 +22,7 @@
 
 #define GEMV_MAX 8     /* batches up to this many rows use GEMV */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
-#define DEC_SPLIT 8    /* attention splits of a GEMV-sized batch */
+#define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 #define N_GRAPHS 8
 
 struct dw {                /* a weight on the device */
@@ -52,7 +52,9 @@ struct hip_engine {
     int warp;
     bool graphs;
     /* kernels */
-    hip_fn gemv[QT_COUNT], gemm[QT_COUNT];
+    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
+    hip_fn k_quant;
+    bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     hip_fn k_embed, k_rms, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
     /* weights */
     struct dw tok_embd, output;
@@ -78,6 +80,7 @@ struct hip_engine {
     uint64_t ey;           /* [B·K][E] */
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     uint64_t amax;         /* [B] int argmax results */
+    uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
     int W, nq_max, nkv_max, F;
@@ -194,6 +197,7 @@ void hip_engine_free(struct hip_engine *c)
 int hip_engine_n_ctx(const struct hip_engine *c) { return c->p.n_ctx; }
 const char *hip_engine_device(const struct hip_engine *c) { return hip_rt_describe(c->rt); }
 void hip_engine_set_graphs(struct hip_engine *c, bool on) { c->graphs = on; }
+void hip_engine_set_q8(struct hip_engine *c, bool on) { c->q8 = on; }
 
 static int get_kernels(struct hip_engine *c, struct err *e)
 {
@@ -210,12 +214,16 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         snprintf(nm, sizeof nm, "gemm_%s", names[i].s);
         if ((rc = hip_rt_fn(c->rt, nm, &c->gemm[names[i].t], e)))
             return rc;
+        snprintf(nm, sizeof nm, "gemvq_%s", names[i].s);
+        struct err ign;
+        if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
+            c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
     }
     struct { hip_fn *f; const char *n; } ks[] = {
         { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
         { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
         { &c->k_combine, "moe_combine" }, { &c->k_argmax, "argmax_rows" }, { &c->k_attn, "attn" },
-        { &c->k_attn_comb, "attn_combine" },
+        { &c->k_attn_comb, "attn_combine" }, { &c->k_quant, "quantize_q8" },
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if ((rc = hip_rt_fn(c->rt, ks[i].n, ks[i].f, e)))
@@ -255,6 +263,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->p = p;
     const char *ge = getenv("LLM170_HIP_GRAPH");
     c->graphs = !(ge && !strcmp(ge, "0"));
+    const char *q8e = getenv("LLM170_HIP_Q8");
+    c->q8 = !(q8e && !strcmp(q8e, "0"));
     int rc = hip_rt_open(&c->rt, e);
     if (!rc)
         rc = get_kernels(c, e);
@@ -333,6 +343,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->W = nqm + 2 * nkvm;
     c->F = hp->n_ff_max > hp->n_ff_exp ? hp->n_ff_max : hp->n_ff_exp;
     const size_t F = (size_t)c->F, FK = X ? F * K : F;
+    size_t qmax = E > F ? E : F;
+    if ((size_t)nqm > qmax)
+        qmax = (size_t)nqm;
     const size_t io_bytes = 4 * B * sizeof(int32_t) + B * (size_t)hp->n_rot * sizeof(float);
     struct { uint64_t *d; size_t n; } sc[] = {
         { &c->x, B * E * 4 }, { &c->h, B * E * 4 }, { &c->qkv, B * (size_t)c->W * 4 }, { &c->o, B * (size_t)nqm * 4 },
@@ -340,6 +353,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         { &c->part, (size_t)GEMV_MAX * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
         { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
         { &c->ey, X ? B * K * E * 4 : 4 }, { &c->io, io_bytes }, { &c->amax, B * 4 },
+        { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
     };
     for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
         rc = dalloc(c, sc[i].n, sc[i].d, e);
@@ -361,9 +375,11 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 
 static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
-/* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args. */
+/* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args.
+ * q: c->xq/xqd hold x quantized to q8 (rows of w->ne0), so GEMV may use the dp4a kernels. */
 static int mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int x_div,
-              int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, struct err *e)
+              int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, bool q,
+              struct err *e)
 {
     struct gemv_args a = {
         .w = w->d, .w2 = w2 ? w2->d : 0, .x = x, .y = y, .bias = bias, .bias2 = bias2, .sel = sel,
@@ -373,17 +389,37 @@ static int mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uin
     };
     void *params[] = { &a };
     const unsigned nw = 4;
-    if (nz <= GEMV_MAX || sel || mode == 2)
-        return hip_rt_launch(c->rt, c->gemv[w->type], (unsigned)nz * cdiv((size_t)a.n_rows, nw * GEMV_R), 1, 1,
+    if (nz <= GEMV_MAX || sel || mode == 2) {
+        hip_fn f = c->gemv[w->type];
+        if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
+            f = c->gemvq[w->type];
+            a.x = c->xq;
+            a.xd = c->xqd;
+            a.x_stride = (int)w->ne0;
+        }
+        return hip_rt_launch(c->rt, f, (unsigned)nz * cdiv((size_t)a.n_rows, nw * GEMV_R), 1, 1,
                              nw * (unsigned)c->warp, params, e);
+    }
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a.n_rows, 64), cdiv((size_t)nz, 64), 1, 256, params, e);
 }
 
+static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
+
+/* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
+static int quant(struct hip_engine *c, uint64_t x, int rows, int k, int x_stride, struct err *e)
+{
+    uint64_t q = c->xq, qd = c->xqd;
+    void *p[] = { &x, &k, &x_stride, &q, &qd };
+    return hip_rt_launch(c->rt, c->k_quant, cdiv((size_t)k, 256), (unsigned)rows, 1, 256, p, e);
+}
+
+/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w; also its q8 copy into xq/xqd when q */
 static int rms(struct hip_engine *c, uint64_t y, uint64_t x, uint64_t w, uint64_t rows, int nr, int n, int xs, int ys,
-               struct err *e)
+               bool q, struct err *e)
 {
     float eps = c->m->hp.rms_eps;
-    void *params[] = { &y, &x, &w, &rows, &n, &eps, &xs, &ys };
+    uint64_t qq = q ? c->xq : 0, qd = q ? c->xqd : 0;
+    void *params[] = { &y, &x, &w, &rows, &n, &eps, &xs, &ys, &qq, &qd };
     return hip_rt_launch(c->rt, c->k_rms, (unsigned)nr, 1, 1, 256, params, e);
 }
 
@@ -408,13 +444,14 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const uint64_t tok = c->io, pos = tok + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B;
     const uint64_t cs = c->io + 16u * (uint64_t)B;
     int rc;
-    TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, e));
+    const bool qh = want_q8(c, E);
+    TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
     if (d->wqkv.d) {
-        TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, e));
+        TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, qh, e));
     } else {
-        TRY(mm(c, &d->wq, NULL, c->h, E, 1, n, c->qkv, W, d->bq, 0, 0, 0, e));
-        TRY(mm(c, &d->wk, NULL, c->h, E, 1, n, c->qkv + 4u * (uint64_t)nq, W, d->bk, 0, 0, 0, e));
-        TRY(mm(c, &d->wv, NULL, c->h, E, 1, n, c->qkv + 4u * (uint64_t)(nq + nkv), W, d->bv, 0, 0, 0, e));
+        TRY(mm(c, &d->wq, NULL, c->h, E, 1, n, c->qkv, W, d->bq, 0, 0, 0, qh, e));
+        TRY(mm(c, &d->wk, NULL, c->h, E, 1, n, c->qkv + 4u * (uint64_t)nq, W, d->bk, 0, 0, 0, qh, e));
+        TRY(mm(c, &d->wv, NULL, c->h, E, 1, n, c->qkv + 4u * (uint64_t)(nq + nkv), W, d->bv, 0, 0, 0, qh, e));
     }
     /* the fused projection lays out [Q | K | V] per row with its own width */
     const int qs = d->wqkv.d ? nq + 2 * nkv : W;
@@ -439,10 +476,19 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     };
     void *ap[] = { &aa };
     TRY(hip_rt_launch(c->rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1, 4u * (unsigned)c->warp, ap, e));
-    if (nsplit > 1)
+    /* x += Wo·o + bo; the q8 copy of o for the GEMV comes out of the split merge when heads align */
+    const bool qo = n <= GEMV_MAX && want_q8(c, nq) && c->gemvq[d->wo.type];
+    if (nsplit > 1) {
+        const bool fuse = qo && hd % 32 == 0 && (int)rb == hd;
+        if (fuse)
+            aa.oq = c->xq, aa.oqd = c->xqd;
         TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
-    /* x += Wo·o + bo */
-    return mm(c, &d->wo, NULL, c->o, nq, 1, n, c->x, E, d->bo, 0, 0, 1, e);
+        if (qo && !fuse)
+            TRY(quant(c, c->o, n, nq, nq, e));
+    } else if (qo) {
+        TRY(quant(c, c->o, n, nq, nq, e));
+    }
+    return mm(c, &d->wo, NULL, c->o, nq, 1, n, c->x, E, d->bo, 0, 0, 1, qo, e);
 }
 
 static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, struct err *e)
@@ -450,17 +496,21 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     const struct hparams *hp = &c->m->hp;
     const int E = hp->n_embd;
     int rc;
-    TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, e));
+    const bool qh = want_q8(c, E);
+    TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, qh, e));
     if (ly->ffn == FFN_MOE) {
         const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
-        TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, e));
+        TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
         float scale = hp->expert_weights_scale;
         uint64_t rl = c->rl, sel = c->sel, sw = c->sw;
         int xx = X, kk = K;
         void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
         TRY(hip_rt_launch(c->rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->warp, rp, e));
-        TRY(mm(c, &d->gate_exps, &d->up_exps, c->h, E, K, n * K, c->fg, F, 0, 0, c->sel, 2, e));
-        TRY(mm(c, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, e));
+        TRY(mm(c, &d->gate_exps, &d->up_exps, c->h, E, K, n * K, c->fg, F, 0, 0, c->sel, 2, qh, e));
+        const bool qf = want_q8(c, F) && c->gemvq[d->down_exps.type];
+        if (qf)
+            TRY(quant(c, c->fg, n * K, F, F, e));
+        TRY(mm(c, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, qf, e));
         uint64_t x = c->x, ey = c->ey;
         int ee = E;
         void *cp[] = { &x, &ey, &sw, &ee, &kk };
@@ -468,13 +518,16 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     }
     const int F = ly->n_ff;
     if (n <= GEMV_MAX && d->gate.type == d->up.type) {
-        TRY(mm(c, &d->gate, &d->up, c->h, E, 1, n, c->fg, F, d->b_gate, d->b_up, 0, 2, e));
+        TRY(mm(c, &d->gate, &d->up, c->h, E, 1, n, c->fg, F, d->b_gate, d->b_up, 0, 2, qh, e));
     } else {
-        TRY(mm(c, &d->gate, NULL, c->h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, e));
-        TRY(mm(c, &d->up, NULL, c->h, E, 1, n, c->fu, F, d->b_up, 0, 0, 0, e));
+        TRY(mm(c, &d->gate, NULL, c->h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, qh, e));
+        TRY(mm(c, &d->up, NULL, c->h, E, 1, n, c->fu, F, d->b_up, 0, 0, 0, qh, e));
         TRY(ew(c, c->k_swiglu, c->fg, c->fu, n * F, e));
     }
-    return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, e);
+    const bool qf = n <= GEMV_MAX && want_q8(c, F) && c->gemvq[d->down.type];
+    if (qf)
+        TRY(quant(c, c->fg, n, F, F, e));
+    return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf, e);
 }
 
 /* Every kernel of one step, enqueued (or captured) on the stream. */
@@ -497,8 +550,9 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
     }
     if (n_out) {
         const uint64_t rows = c->io + 12u * (uint64_t)B;
-        TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, e));
-        TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, e));
+        const bool qh = want_q8(c, E);
+        TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
+        TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
         if (greedy) {
             uint64_t lg = c->logits, am = c->amax;
             int vv = V;
