@@ -27,12 +27,14 @@ typedef int32_t a_i32;
 #define KT_IQ4_XS 23
 
 /* y[z][r] (op) W[r] · x[z / x_div] for r < n_rows, z < nz.
- * mode 0: y = dot + bias; 1: y += dot + bias; 2: y = silu(W·x + bias) * (W2·x + bias2). */
+ * mode 0: y = dot + bias; 1: y += dot + bias; 2: y = silu(W·x + bias) * (W2·x + bias2);
+ * 3: y = W·x + bias and y2 = W2·x + bias2 (two projections of one input, e.g. K and V). */
 struct gemv_args {
     DP(const unsigned char) w;   /* [n_rows][row_bytes] (expert 0 when sel is set) */
     DP(const unsigned char) w2;  /* second matrix of mode 2, same shape, or 0 */
     DP(const float) x;           /* [..][x_stride] activation rows */
     DP(float) y;                 /* [nz][y_stride] */
+    DP(float) y2;                /* mode 3: [nz][y_stride] */
     DP(const float) bias;        /* [n_rows] or 0 */
     DP(const float) bias2;       /* [n_rows] or 0 (mode 2) */
     DP(const int) sel;           /* [nz] expert id per z (its slice = w + sel·expert_bytes), or 0 */

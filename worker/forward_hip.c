@@ -249,7 +249,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         p.n_seq = 1;
     if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 16) || p.n_seq > (1 << 16))
         return err_set(e, ERR_RANGE, "hip: n_ctx %d / n_batch %d / n_seq %d too large", p.n_ctx, p.n_batch, p.n_seq);
-    if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 64)
+    if (hp->head_dim > 256 || hp->head_dim % 4 || hp->n_rot > hp->head_dim || hp->n_expert_used > 64)
         return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d experts used are beyond the kernels",
                        hp->head_dim, hp->n_rot, hp->n_expert_used);
     for (int il = 0; il < hp->n_layer; il++)
@@ -375,8 +375,28 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 
 static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
-/* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args.
- * q: c->xq/xqd hold x quantized to q8 (rows of w->ne0), so GEMV may use the dp4a kernels. */
+/* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
+ * q: c->xq/xqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use the dp4a kernels. */
+static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, bool q,
+                     struct err *e)
+{
+    void *params[] = { a };
+    if (a->nz <= GEMV_MAX || a->sel || a->mode >= 2) {
+        hip_fn f = c->gemv[w->type];
+        if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
+            f = c->gemvq[w->type];
+            a->x = c->xq;
+            a->xd = c->xqd;
+            a->x_stride = (int)w->ne0;
+        }
+        return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, GEMV_R), 1, 1, 4u * (unsigned)c->warp,
+                             params, e);
+    }
+    return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
+                         params, e);
+}
+
+/* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args. */
 static int mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int x_div,
               int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, bool q,
               struct err *e)
@@ -387,20 +407,19 @@ static int mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uin
         .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride, .y_stride = y_stride, .x_div = x_div,
         .nz = nz, .mode = mode,
     };
-    void *params[] = { &a };
-    const unsigned nw = 4;
-    if (nz <= GEMV_MAX || sel || mode == 2) {
-        hip_fn f = c->gemv[w->type];
-        if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
-            f = c->gemvq[w->type];
-            a.x = c->xq;
-            a.xd = c->xqd;
-            a.x_stride = (int)w->ne0;
-        }
-        return hip_rt_launch(c->rt, f, (unsigned)nz * cdiv((size_t)a.n_rows, nw * GEMV_R), 1, 1,
-                             nw * (unsigned)c->warp, params, e);
-    }
-    return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a.n_rows, 64), cdiv((size_t)nz, 64), 1, 256, params, e);
+    return launch_mm(c, &a, w, w2, q, e);
+}
+
+/* y = W·x + b and y2 = W2·x + b2 in one pass over x (K and V projections of a decode step) */
+static int mm_dual(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int nz,
+                   uint64_t y, uint64_t y2, int y_stride, uint64_t bias, uint64_t bias2, bool q, struct err *e)
+{
+    struct gemv_args a = {
+        .w = w->d, .w2 = w2->d, .x = x, .y = y, .y2 = y2, .bias = bias, .bias2 = bias2,
+        .row_bytes = (int64_t)w->row_bytes, .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride,
+        .y_stride = y_stride, .x_div = 1, .nz = nz, .mode = 3,
+    };
+    return launch_mm(c, &a, w, w2, q, e);
 }
 
 static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
@@ -450,8 +469,13 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, qh, e));
     } else {
         TRY(mm(c, &d->wq, NULL, c->h, E, 1, n, c->qkv, W, d->bq, 0, 0, 0, qh, e));
-        TRY(mm(c, &d->wk, NULL, c->h, E, 1, n, c->qkv + 4u * (uint64_t)nq, W, d->bk, 0, 0, 0, qh, e));
-        TRY(mm(c, &d->wv, NULL, c->h, E, 1, n, c->qkv + 4u * (uint64_t)(nq + nkv), W, d->bv, 0, 0, 0, qh, e));
+        const uint64_t yk = c->qkv + 4u * (uint64_t)nq, yv = c->qkv + 4u * (uint64_t)(nq + nkv);
+        if (n <= GEMV_MAX && d->wk.type == d->wv.type && d->wk.ne0 == d->wv.ne0 && d->wk.ne1 == d->wv.ne1) {
+            TRY(mm_dual(c, &d->wk, &d->wv, c->h, E, n, yk, yv, W, d->bk, d->bv, qh, e));
+        } else {
+            TRY(mm(c, &d->wk, NULL, c->h, E, 1, n, yk, W, d->bk, 0, 0, 0, qh, e));
+            TRY(mm(c, &d->wv, NULL, c->h, E, 1, n, yv, W, d->bv, 0, 0, 0, qh, e));
+        }
     }
     /* the fused projection lays out [Q | K | V] per row with its own width */
     const int qs = d->wqkv.d ? nq + 2 * nkv : W;
