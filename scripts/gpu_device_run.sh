@@ -54,18 +54,33 @@ if [ "$STAGE" != test ]; then
         tail -3 "$O/peer_build.log"
     fi
     LB=/root/llama/build/bin/llama-bench
-    "$G/bin/hip_bench" /tmp/q8b.gguf --pp 512 --tg 128 --reps 3 2>&1 | tee "$O/bench.log"
+    HB="$G/bin/hip_bench"
+    "$HB" /tmp/q8b.gguf --pp 512 --tg 128 --reps 3 2>&1 | tee "$O/bench.log"
     [ -n "${PEER:-}" ] && [ -x $LB ] && $LB -m /tmp/q8b.gguf -fa 1 -ngl 99 -r 3 -p 512 -n 128 2>&1 | tee "$O/peer_bench.log"
-    "$G/bin/hip_bench" /tmp/q8b.gguf --pp 512 --tg 128 --reps 3 2>&1 | tee -a "$O/bench.log"
-    "$G/bin/hip_bench" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 --no-graph 2>&1 | tee -a "$O/bench.log"
-    LLM170_HIP_Q8=0 "$G/bin/hip_bench" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 2>&1 | sed 's/^RESULT/RESULT(f32 act)/' | tee -a "$O/bench.log"
+    if [ -x "$G/bin_prev/hip_bench" ]; then
+        "$G/bin_prev/hip_bench" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 2>&1 | sed 's/^RESULT/RESULT(previous build)/' | tee -a "$O/bench.log"
+    fi
+    "$HB" /tmp/q8b.gguf --pp 512 --tg 128 --reps 3 2>&1 | tee -a "$O/bench.log"
+    "$HB" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 --no-graph 2>&1 | tee -a "$O/bench.log"
+    LLM170_HIP_MMA=0 "$HB" /tmp/q8b.gguf --pp 512 --tg 0 --reps 3 2>&1 | sed 's/^RESULT/RESULT(fma gemm)/' | tee -a "$O/bench.log"
+    LLM170_HIP_Q8=0 "$HB" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 2>&1 | sed 's/^RESULT/RESULT(f32 act)/' | tee -a "$O/bench.log"
+    "$HB" /tmp/q8b.gguf --pp 0 --tg 32 --reps 1 --profile 2>&1 | grep PROFILE | tee "$O/profile.log"
     if [ -n "${DEPTH:-}" ]; then
-        "$G/bin/hip_bench" /tmp/q8b.gguf --pp 0 --tg 128 --depth 4096 --reps 3 2>&1 | tee -a "$O/bench.log"
+        "$HB" /tmp/q8b.gguf --pp 0 --tg 128 --depth 4096 --reps 3 2>&1 | tee -a "$O/bench.log"
         [ -n "${PEER:-}" ] && [ -x $LB ] && $LB -m /tmp/q8b.gguf -fa 1 -ngl 99 -r 3 -p 0 -n 128 -d 4096 2>&1 | tee -a "$O/peer_bench.log"
+        "$HB" /tmp/q8b.gguf --pp 0 --tg 32 --depth 4096 --reps 1 --profile 2>&1 | grep PROFILE | sed 's/^PROFILE/PROFILE(d4096)/' | tee -a "$O/profile.log"
+    fi
+    if [ -n "${MOE:-}" ]; then
+        rm -f /tmp/q8b.gguf
+        t0=$SECONDS
+        python3 "$G/bigsynth.py" --preset qwen3-30b-a3b --quant q4_k --tokenizer /tmp/tok.json --out /tmp/moe.gguf >"$O/bigsynth_moe.log" 2>&1
+        summary+=("bigsynth qwen3-30b-a3b q4_k rc=$? $((SECONDS - t0))s")
+        "$HB" /tmp/moe.gguf --pp 64 --tg 128 --reps 3 2>&1 | tee -a "$O/bench.log"
     fi
 fi
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
 grep -h '^RESULT\|^# /tmp' "$O"/bench.log 2>/dev/null
+cat "$O"/profile.log 2>/dev/null
 for f in engine engine_q4k engine_q4k_f32; do echo "$f: $(grep -h 'worst logits' "$O/$f.log" 2>/dev/null)"; done
 grep -h '| qwen3\|^| model' "$O"/peer_bench.log 2>/dev/null

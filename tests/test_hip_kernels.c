@@ -188,6 +188,65 @@ static void gemm_all_types(void)
     }
 }
 
+
+/* tensor-core GEMM: reference on f16-rounded weights and activations (its operand precision), in double */
+static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+{
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *xh = malloc(sizeof(float) * (size_t)nz * K);
+    uint16_t *h16 = malloc(2 * (size_t)(N > nz ? N : nz) * K);
+    float *bias = malloc(sizeof(float) * (size_t)N), *y0 = malloc(sizeof(float) * (size_t)nz * N);
+    float *y = malloc(sizeof(float) * (size_t)nz * N), *ref = malloc(sizeof(float) * (size_t)nz * N);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    fill(bias, (size_t)N, 0.3f);
+    fill(y0, (size_t)nz * N, 1.0f);
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+    }
+    quant_weights_row(QT_F16, wd, h16, (int64_t)N * K);
+    dequant_row(QT_F16, h16, wd, (int64_t)N * K);
+    quant_weights_row(QT_F16, x, h16, (int64_t)nz * K);
+    dequant_row(QT_F16, h16, xh, (int64_t)nz * K);
+    for (int z = 0; z < nz; z++)
+        for (int r = 0; r < N; r++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)wd[(size_t)r * K + k] * xh[(size_t)z * K + k];
+            size_t i = (size_t)z * N + r;
+            ref[i] = (mode == 1 ? y0[i] : 0.0f) + ((float)s + bias[r]);
+        }
+    uint64_t dw = dup(wq, rb * (size_t)N), dx = dup(x, sizeof(float) * (size_t)nz * K), db = dup(bias, sizeof(float) * (size_t)N);
+    uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
+    struct gemv_args a = { .w = dw, .x = dx, .y = dy, .bias = db, .row_bytes = (int64_t)rb, .n_rows = N, .k = K,
+                           .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
+    void *p[] = { &a };
+    char name[64];
+    snprintf(name, sizeof name, "gemm_mma_%s", tn);
+    CHECK(launch(name, (unsigned)((N + 63) / 64), (unsigned)((nz + 63) / 64), 128, p) == 0, "%s launch", name);
+    get(y, dy, sizeof(float) * (size_t)nz * N);
+    double r = rel(y, ref, (size_t)nz * N);
+    CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
+    printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dy);
+    free(wf), free(wd), free(wq), free(x), free(xh), free(h16), free(bias), free(y0), free(y), free(ref);
+}
+
+static void gemm_tensor_cores(void)
+{
+    NEED_GPU();
+    static const struct { enum qtype t; const char *name; } qt[] = {
+        { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" }, { QT_IQ4_XS, "iq4_xs" },
+    };
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
+        check_mma(qt[i].t, qt[i].name, 100, 512, 70, 0);
+        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1);
+    }
+}
+
 /* MoE: gate/up over expert slices chosen per z (x row z / K), then down */
 static void gemv_grouped_experts(void)
 {
@@ -652,6 +711,7 @@ int main(void)
     }
     RUN(gemv_all_types);
     RUN(gemm_all_types);
+    RUN(gemm_tensor_cores);
     RUN(gemv_grouped_experts);
     RUN(gemv_q8_activations);
     RUN(rms_norm_q8_copy);

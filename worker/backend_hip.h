@@ -31,5 +31,10 @@ void hip_engine_set_graphs(struct hip_engine *c, bool on);
  * scheme, ~1e-3 from the CPU's q8_K) instead of f32 activations. Default on; LLM170_HIP_Q8=0 turns
  * it off. Decide before the first decode (graphs keep the choice they were captured with). */
 void hip_engine_set_q8(struct hip_engine *c, bool on);
+/* Time every kernel of the following decode calls (turns graphs off while on). */
+struct hip_prof_row;
+int hip_engine_profile(struct hip_engine *c, bool on, struct err *e);
+/* Per-kernel-name totals since hip_engine_profile(on) or the last report; returns the row count. */
+int hip_engine_profile_report(struct hip_engine *c, struct hip_prof_row *rows, int max, struct err *e);
 
 #endif

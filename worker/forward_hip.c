@@ -52,7 +52,8 @@ struct hip_engine {
     int warp;
     bool graphs;
     /* kernels */
-    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
+    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], gemm_mma[QT_COUNT];
+    bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill */
     hip_fn k_quant;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     hip_fn k_embed, k_rms, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
@@ -199,6 +200,17 @@ const char *hip_engine_device(const struct hip_engine *c) { return hip_rt_descri
 void hip_engine_set_graphs(struct hip_engine *c, bool on) { c->graphs = on; }
 void hip_engine_set_q8(struct hip_engine *c, bool on) { c->q8 = on; }
 
+int hip_engine_profile(struct hip_engine *c, bool on, struct err *e)
+{
+    c->graphs = !on;
+    return hip_rt_profile(c->rt, on, e);
+}
+
+int hip_engine_profile_report(struct hip_engine *c, struct hip_prof_row *rows, int max, struct err *e)
+{
+    return hip_rt_profile_report(c->rt, rows, max, e);
+}
+
 static int get_kernels(struct hip_engine *c, struct err *e)
 {
     static const struct { int t; const char *s; } names[] = {
@@ -218,6 +230,9 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         struct err ign;
         if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
+        snprintf(nm, sizeof nm, "gemm_mma_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->gemm_mma[names[i].t], &ign))
+            c->gemm_mma[names[i].t] = NULL; /* float weights, or no tensor-core kernel on this vendor */
     }
     struct { hip_fn *f; const char *n; } ks[] = {
         { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
@@ -263,8 +278,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->p = p;
     const char *ge = getenv("LLM170_HIP_GRAPH");
     c->graphs = !(ge && !strcmp(ge, "0"));
-    const char *q8e = getenv("LLM170_HIP_Q8");
+    const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
     c->q8 = !(q8e && !strcmp(q8e, "0"));
+    c->mma = !(mmae && !strcmp(mmae, "0"));
     int rc = hip_rt_open(&c->rt, e);
     if (!rc)
         rc = get_kernels(c, e);
@@ -392,6 +408,9 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, GEMV_R), 1, 1, 4u * (unsigned)c->warp,
                              params, e);
     }
+    if (c->mma && c->gemm_mma[w->type] && c->warp == 32)
+        return hip_rt_launch(c->rt, c->gemm_mma[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 128,
+                             params, e);
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
                          params, e);
 }

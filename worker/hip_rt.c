@@ -242,6 +242,12 @@ typedef int (*d_gdestroy_t)(void *);
 typedef int (*d_meminfo_t)(size_t *, size_t *);
 typedef int (*d_errstr_cu_t)(int, const char **);
 typedef const char *(*d_errstr_hip_t)(int);
+typedef int (*d_evcreate_t)(void **, unsigned);
+typedef int (*d_evrecord_t)(void *, void *);
+typedef int (*d_evelapsed_t)(float *, void *, void *);
+
+#define PROF_MAX 8192
+#define FN_NAMES 128
 
 struct mod {
     char name[32];
@@ -292,6 +298,19 @@ struct hip_rt {
     d_meminfo_t mem_info;
     d_errstr_cu_t errstr_cu;
     d_errstr_hip_t errstr_hip;
+    d_evcreate_t ev_create;
+    d_evrecord_t ev_record;
+    d_evelapsed_t ev_elapsed;
+    d_stream_t ev_destroy;
+    /* kernel names by handle, for profiles */
+    void *fn_h[FN_NAMES];
+    char fn_name[FN_NAMES][48];
+    int n_fn;
+    /* profile: events[0] before the first launch, events[i + 1] after launch i */
+    bool prof;
+    void **ev;
+    void **ev_fn;
+    int n_ev;
 };
 
 static const char *rt_errstr(const struct hip_rt *rt, int r)
@@ -355,12 +374,18 @@ static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
         { (void **)&rt->mem_info, "cuMemGetInfo_v2", "hipMemGetInfo" },
         { (void **)&rt->errstr_cu, "cuGetErrorString", NULL },
         { (void **)&rt->errstr_hip, NULL, "hipGetErrorString" },
+        { (void **)&rt->ev_create, "cuEventCreate", "hipEventCreateWithFlags" },
+        { (void **)&rt->ev_record, "cuEventRecord", "hipEventRecord" },
+        { (void **)&rt->ev_elapsed, "cuEventElapsedTime_v2", "hipEventElapsedTime" },
+        { (void **)&rt->ev_destroy, "cuEventDestroy_v2", "hipEventDestroy" },
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         const char *nm = amd ? syms[i].hip : syms[i].cu;
         if (!nm)
             continue;
         *syms[i].dst = dlsym(rt->lib, nm);
+        if (!*syms[i].dst && !strcmp(nm, "cuEventElapsedTime_v2"))
+            *syms[i].dst = dlsym(rt->lib, "cuEventElapsedTime");
         if (!*syms[i].dst)
             return err_set(e, ERR_UNSUPPORTED, "hip: the %s driver lacks %s (too old?)", amd ? "HIP" : "CUDA", nm);
     }
@@ -586,6 +611,13 @@ void hip_rt_close(struct hip_rt *rt)
 {
     if (!rt)
         return;
+    if (rt->ev) {
+        for (int i = 0; i < PROF_MAX + 1; i++)
+            if (rt->ev[i])
+                rt->ev_destroy(rt->ev[i]);
+        free(rt->ev);
+        free(rt->ev_fn);
+    }
     for (int i = 0; i < rt->n_mods; i++)
         rt->mod_unload(rt->mods[i].m);
     if (rt->stream)
@@ -615,6 +647,13 @@ int hip_rt_fn(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e)
         void *f = NULL;
         if (!rt->get_fn(&f, rt->mods[i].m, name) && f) {
             *out = f;
+            bool known = false;
+            for (int k = 0; k < rt->n_fn; k++)
+                known = known || rt->fn_h[k] == f;
+            if (!known && rt->n_fn < FN_NAMES) {
+                rt->fn_h[rt->n_fn] = f;
+                snprintf(rt->fn_name[rt->n_fn++], sizeof rt->fn_name[0], "%s", name);
+            }
             return 0;
         }
     }
@@ -682,7 +721,61 @@ int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigne
     if (!gx || !gy || !gz)
         return 0;
     CK(rt->launch(f, gx, gy, gz, bx, 1, 1, 0, rt->stream, params, NULL), "kernel launch");
+    if (rt->prof && rt->n_ev < PROF_MAX) {
+        rt->ev_fn[rt->n_ev] = f;
+        CK(rt->ev_record(rt->ev[++rt->n_ev], rt->stream), "event record");
+    }
     return 0;
+}
+
+int hip_rt_profile(struct hip_rt *rt, bool on, struct err *e)
+{
+    if (on && !rt->ev) {
+        rt->ev = calloc(PROF_MAX + 1, sizeof(void *));
+        rt->ev_fn = calloc(PROF_MAX, sizeof(void *));
+        if (!rt->ev || !rt->ev_fn)
+            return err_set(e, ERR_NOMEM, "hip: out of memory");
+        for (int i = 0; i < PROF_MAX + 1; i++)
+            CK(rt->ev_create(&rt->ev[i], 0), "event create");
+    }
+    rt->prof = on;
+    rt->n_ev = 0;
+    if (on)
+        CK(rt->ev_record(rt->ev[0], rt->stream), "event record");
+    return 0;
+}
+
+int hip_rt_profile_report(struct hip_rt *rt, struct hip_prof_row *rows, int max, struct err *e)
+{
+    int rc = hip_rt_sync(rt, e);
+    if (rc)
+        return rc;
+    int n = 0;
+    for (int i = 0; i < rt->n_ev; i++) {
+        float ms = 0;
+        CK(rt->ev_elapsed(&ms, rt->ev[i], rt->ev[i + 1]), "event elapsed");
+        const char *nm = "?";
+        for (int k = 0; k < rt->n_fn; k++)
+            if (rt->fn_h[k] == rt->ev_fn[i])
+                nm = rt->fn_name[k];
+        int j = 0;
+        while (j < n && strcmp(rows[j].name, nm))
+            j++;
+        if (j == n) {
+            if (n == max)
+                continue;
+            snprintf(rows[n].name, sizeof rows[n].name, "%s", nm);
+            rows[n].calls = 0;
+            rows[n].ms = 0;
+            n++;
+        }
+        rows[j].calls++;
+        rows[j].ms += ms;
+    }
+    rt->n_ev = 0;
+    if (rt->prof)
+        CK(rt->ev_record(rt->ev[0], rt->stream), "event record");
+    return n;
 }
 
 int hip_rt_sync(struct hip_rt *rt, struct err *e)

@@ -72,6 +72,17 @@ int hip_rt_capture_begin(struct hip_rt *rt, struct err *e);
 int hip_rt_capture_end(struct hip_rt *rt, hip_graph *out, struct err *e);
 int hip_rt_graph_launch(struct hip_rt *rt, hip_graph g, struct err *e);
 void hip_rt_graph_free(struct hip_rt *rt, hip_graph g);
+/* Kernel timing (decode profiles; not during graph capture): while on, every launch is followed by
+ * an event; hip_rt_profile_report syncs, adds each kernel's time (between its launch's events) by
+ * kernel name into the table and returns the number of names (at most max). */
+struct hip_prof_row {
+    char name[48];
+    int calls;
+    double ms;
+};
+int hip_rt_profile(struct hip_rt *rt, bool on, struct err *e);
+int hip_rt_profile_report(struct hip_rt *rt, struct hip_prof_row *rows, int max, struct err *e);
+
 /* Warp width of the device's kernels (32 on NVIDIA, 64 on AMD CDNA). */
 int hip_rt_warp(const struct hip_rt *rt);
 

@@ -10,6 +10,7 @@
 
 #include "../../worker/backend_hip.h"
 #include "../../worker/engine.h"
+#include "../../worker/hip_rt.h"
 
 static double now(void)
 {
@@ -42,11 +43,11 @@ static int prefill(struct hip_engine *c, struct engine_tok *t, int from, int n, 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: hip_bench MODEL [--pp N] [--tg N] [--depth D] [--reps R] [--no-graph]\n");
+        fprintf(stderr, "usage: hip_bench MODEL [--pp N] [--tg N] [--depth D] [--reps R] [--no-graph] [--profile]\n");
         return 2;
     }
     int pp = 512, tg = 128, depth = 0, reps = 3;
-    bool graph = true;
+    bool graph = true, profile = false;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--pp") && i + 1 < argc)
             pp = atoi(argv[++i]);
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-graph"))
             graph = false;
+        else if (!strcmp(argv[i], "--profile"))
+            profile = true;
     }
     if (reps < 1 || reps > 50)
         reps = 3;
@@ -127,6 +130,33 @@ int main(int argc, char **argv)
         for (int r = 0; r < reps; r++)
             printf(" %.1f", ts[r]);
         printf(")\n");
+    }
+    if (profile && !rc) {
+        /* kernel times of tg decode steps (graphs off, an event after each launch) */
+        hip_engine_seq_truncate(c, 0, 0);
+        rc = prefill(c, t, 0, depth ? depth : 1, p.n_batch, V, &e);
+        if (!rc)
+            rc = hip_engine_profile(c, true, &e);
+        int32_t tok = 1;
+        const int steps = tg > 0 ? tg : 16;
+        for (int i = 0; i < steps && !rc; i++) {
+            struct engine_tok d = { .token = tok, .pos = (depth ? depth : 1) + i, .seq = 0, .logits = true };
+            rc = hip_engine_decode_greedy(c, &d, 1, &tok, &e);
+        }
+        struct hip_prof_row rows[64];
+        int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, &e);
+        if (nr < 0)
+            rc = nr;
+        double tot = 0;
+        for (int i = 0; i < nr; i++)
+            tot += rows[i].ms;
+        printf("PROFILE %d decode steps after %d positions: kernel time %.3f ms/token\n", steps, depth ? depth : 1,
+               tot / steps);
+        for (int i = 0; i < nr; i++)
+            printf("PROFILE %-16s %5d calls/token  %8.1f us/token  %6.2f us/call  %5.1f%%\n", rows[i].name,
+                   rows[i].calls / steps, 1e3 * rows[i].ms / steps, 1e3 * rows[i].ms / rows[i].calls,
+                   100.0 * rows[i].ms / tot);
+        hip_engine_profile(c, false, &e);
     }
     if (rc)
         fprintf(stderr, "hip_bench: %s\n", e.msg);
