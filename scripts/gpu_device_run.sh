@@ -65,6 +65,7 @@ if [ "$STAGE" != test ]; then
     LLM170_HIP_MMA=0 "$HB" /tmp/q8b.gguf --pp 512 --tg 0 --reps 3 2>&1 | sed 's/^RESULT/RESULT(fma gemm)/' | tee -a "$O/bench.log"
     LLM170_HIP_Q8=0 "$HB" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 2>&1 | sed 's/^RESULT/RESULT(f32 act)/' | tee -a "$O/bench.log"
     "$HB" /tmp/q8b.gguf --pp 0 --tg 32 --reps 1 --profile 2>&1 | grep PROFILE | tee "$O/profile.log"
+    "$HB" /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 1,4,16,64 2>&1 | grep 'RESULT\|hip_bench' | tee -a "$O/bench.log"
     if [ -n "${DEPTH:-}" ]; then
         "$HB" /tmp/q8b.gguf --pp 0 --tg 128 --depth 4096 --reps 3 2>&1 | tee -a "$O/bench.log"
         [ -n "${PEER:-}" ] && [ -x $LB ] && $LB -m /tmp/q8b.gguf -fa 1 -ngl 99 -r 3 -p 0 -n 128 -d 4096 2>&1 | tee -a "$O/peer_bench.log"

@@ -167,6 +167,54 @@ static void listed_models_match_cpu(void)
         parity(p);
 }
 
+/* engine_create with backend HIP reaches the hip engine (engine.c's dispatch); without a GPU it is a
+ * clear error, not a crash */
+static int g_avail;
+static void dispatch_backend_hip(void)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        SKIP("no shared data");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
+    struct model *m = NULL;
+    struct err e = { 0 };
+    if (model_load(&m, path, &e)) {
+        CHECK(0, "load: %s", e.msg);
+        return;
+    }
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_ctx = 64;
+    p.kv_f32 = true;
+    struct engine_ctx *cpu = NULL, *gpu = NULL;
+    CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu: %s", e.msg);
+    p.backend = BACKEND_HIP;
+    int rc = engine_create(&gpu, m, &p, &e);
+    if (!g_avail) {
+        CHECK(rc != 0 && gpu == NULL && e.msg[0], "without a GPU: rc %d, message '%s'", rc, e.msg);
+        printf("# %s\n", e.msg);
+    } else if (cpu) {
+        CHECK(rc == 0, "hip via engine_create: %s", e.msg);
+        if (!rc) {
+            const int V = model_info(m)->n_vocab;
+            struct engine_tok t[3] = { { 1, 0, 0, false }, { 200, 1, 0, false }, { 300, 2, 0, true } };
+            float *a = malloc(sizeof(float) * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
+            CHECK(engine_decode(cpu, t, 3, a, &e) == 0, "%s", e.msg);
+            CHECK(engine_decode(gpu, t, 3, b, &e) == 0, "%s", e.msg);
+            CHECK(engine_seq_len(gpu, 0) == 3 && engine_n_ctx(gpu) == 64, "len %d n_ctx %d", engine_seq_len(gpu, 0),
+                  engine_n_ctx(gpu));
+            double r = rel(b, a, (size_t)V);
+            CHECK(r <= TOL, "dispatched hip logits rel %.3g", r);
+            free(a);
+            free(b);
+        }
+    }
+    engine_free(gpu);
+    engine_free(cpu);
+    model_free(m);
+}
+
 int main(void)
 {
     /* without a GPU runtime every case skips with the runtime's own reason */
@@ -182,6 +230,8 @@ int main(void)
             hip_rt_close(rt);
         }
     }
+    g_avail = avail;
+    RUN(dispatch_backend_hip);
     if (!avail) {
         printf("skip - stories260k_matches_cpu: %s\n", why);
         printf("skip - listed_models_match_cpu: %s\n", why);

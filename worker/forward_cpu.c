@@ -1,5 +1,6 @@
 /* forward_cpu.c — the CPU backend: engine_create / engine_decode /
- * engine_seq_* (engine.h) for every architecture of arch.c.
+ * engine_seq_* (engine.h, as cpu_engine_* behind the dispatch of engine.c)
+ * for every architecture of arch.c.
  *
  * One engine_decode runs a batch that may mix sequences: every weight
  * product is one matmul over all batch tokens (so prefill chunks and decode
@@ -12,13 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend_cpu.h"
 #include "engine.h"
 #include "kv_cache.h"
 #include "matmul.h"
 #include "model.h"
 #include "ops.h"
 
-struct engine_ctx {
+struct cpu_engine {
     const struct model *m;
     struct engine_params p;   /* resolved: n_ctx, n_batch, n_threads filled in */
     struct tpool *tp;
@@ -58,7 +60,7 @@ void engine_params_default(struct engine_params *p)
     p->n_seq = 1;
 }
 
-void engine_free(struct engine_ctx *c)
+void cpu_engine_free(struct cpu_engine *c)
 {
     if (!c)
         return;
@@ -72,7 +74,7 @@ void engine_free(struct engine_ctx *c)
     free(c);
 }
 
-int engine_n_ctx(const struct engine_ctx *c) { return c->p.n_ctx; }
+int cpu_engine_n_ctx(const struct cpu_engine *c) { return c->p.n_ctx; }
 
 static void *alloc_f(size_t n, bool *ok)
 {
@@ -82,7 +84,7 @@ static void *alloc_f(size_t n, bool *ok)
     return p;
 }
 
-int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *pin,
+int cpu_engine_create(struct cpu_engine **out, const struct model *m, const struct engine_params *pin,
                   struct err *e)
 {
     *out = NULL;
@@ -108,14 +110,14 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         return err_set(e, ERR_RANGE, "engine: n_ctx %d / n_batch %d / n_seq %d / n_threads %d too large", p.n_ctx,
                        p.n_batch, p.n_seq, p.n_threads);
 
-    struct engine_ctx *c = calloc(1, sizeof *c);
+    struct cpu_engine *c = calloc(1, sizeof *c);
     if (!c)
         return err_set(e, ERR_NOMEM, "engine: out of memory");
     c->m = m;
     c->p = p;
     c->tp = tpool_create(p.n_threads);
     if (!c->tp) {
-        engine_free(c);
+        cpu_engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: cannot start %d threads", p.n_threads);
     }
     c->p.n_threads = tpool_size(c->tp);
@@ -123,7 +125,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     int nkvl = m->n_kv_layers;
     int *dk = calloc((size_t)nkvl + 1, sizeof(int));
     if (!dk) {
-        engine_free(c);
+        cpu_engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory");
     }
     for (int il = 0; il < hp->n_layer; il++)
@@ -132,7 +134,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     int rc = kv_init(&c->kv, nkvl, dk, dk, p.n_seq, p.n_ctx, !p.kv_f32, e);
     free(dk);
     if (rc) {
-        engine_free(c);
+        cpu_engine_free(c);
         return rc;
     }
 
@@ -173,7 +175,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     c->seq_next = calloc((size_t)p.n_seq, sizeof(int));
     c->out_rows = calloc(B, sizeof(int));
     if (!ok || !c->seq_next || !c->out_rows) {
-        engine_free(c);
+        cpu_engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
     }
     *out = c;
@@ -182,7 +184,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
 
 /* ---- blocks ---- */
 
-static void mm(struct engine_ctx *c, const struct wt *w, const float *X, int n, float *Y)
+static void mm(struct cpu_engine *c, const struct wt *w, const float *X, int n, float *Y)
 {
     matmul(c->tp, &c->ms, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
 }
@@ -202,7 +204,7 @@ static void add_bias(float *y, const struct vec *b, int n_rows, int64_t stride)
 }
 
 struct attn_job {
-    struct engine_ctx *c;
+    struct cpu_engine *c;
     const struct engine_tok *toks;
     int il;       /* kv layer index */
     int n_head, n_head_kv;
@@ -211,7 +213,7 @@ struct attn_job {
 static void attn_task(void *ctx, int64_t i, int worker)
 {
     const struct attn_job *j = ctx;
-    struct engine_ctx *c = j->c;
+    struct cpu_engine *c = j->c;
     const int hd = c->m->hp.head_dim;
     const int t = (int)(i / j->n_head_kv), g = (int)(i % j->n_head_kv);
     const int n_gqa = j->n_head / j->n_head_kv;
@@ -226,7 +228,7 @@ static void attn_task(void *ctx, int64_t i, int worker)
              c->att + (size_t)worker * (size_t)c->p.n_ctx);
 }
 
-static void attn_block(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *toks, int n)
+static void attn_block(struct cpu_engine *c, const struct layer *ly, const struct engine_tok *toks, int n)
 {
     const struct model *m = c->m;
     const struct hparams *hp = &m->hp;
@@ -282,7 +284,7 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
         ops_add(c->x + (size_t)t * E, c->a + (size_t)t * E, E);
 }
 
-static void ffn_dense(struct engine_ctx *c, const struct layer *ly, int n)
+static void ffn_dense(struct cpu_engine *c, const struct layer *ly, int n)
 {
     const int E = c->m->hp.n_embd, F = ly->n_ff;
     mm(c, &ly->ffn_gate, c->h, n, c->fg);
@@ -294,7 +296,7 @@ static void ffn_dense(struct engine_ctx *c, const struct layer *ly, int n)
     add_bias(c->a, &ly->b_down, n, E);
 }
 
-static void ffn_moe(struct engine_ctx *c, const struct layer *ly, int n)
+static void ffn_moe(struct cpu_engine *c, const struct layer *ly, int n)
 {
     const struct hparams *hp = &c->m->hp;
     const int E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
@@ -354,7 +356,7 @@ static void ffn_moe(struct engine_ctx *c, const struct layer *ly, int n)
     }
 }
 
-static void ffn_block(struct engine_ctx *c, const struct layer *ly, int n)
+static void ffn_block(struct cpu_engine *c, const struct layer *ly, int n)
 {
     const struct hparams *hp = &c->m->hp;
     const int E = hp->n_embd;
@@ -368,7 +370,7 @@ static void ffn_block(struct engine_ctx *c, const struct layer *ly, int n)
         ops_add(c->x + (size_t)t * E, c->a + (size_t)t * E, E);
 }
 
-static int validate(struct engine_ctx *c, const struct engine_tok *toks, int n, struct err *e)
+static int validate(struct cpu_engine *c, const struct engine_tok *toks, int n, struct err *e)
 {
     if (n < 1 || n > c->p.n_batch)
         return err_set(e, ERR_INVALID, "engine_decode: %d tokens (batch holds 1..%d)", n, c->p.n_batch);
@@ -392,7 +394,7 @@ static int validate(struct engine_ctx *c, const struct engine_tok *toks, int n, 
     return 0;
 }
 
-int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
+int cpu_engine_decode(struct cpu_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
 {
     int rc = validate(c, toks, n, e);
     if (rc)
@@ -435,16 +437,16 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
     return 0;
 }
 
-void engine_seq_truncate(struct engine_ctx *c, int seq, int pos) { kv_truncate(&c->kv, seq, pos); }
+void cpu_engine_seq_truncate(struct cpu_engine *c, int seq, int pos) { kv_truncate(&c->kv, seq, pos); }
 
-int engine_seq_len(const struct engine_ctx *c, int seq)
+int cpu_engine_seq_len(const struct cpu_engine *c, int seq)
 {
     if (seq < 0 || seq >= c->kv.n_seq)
         return 0;
     return c->kv.len[seq];
 }
 
-int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e)
+int cpu_engine_seq_copy(struct cpu_engine *c, int src, int dst, int n, struct err *e)
 {
     return kv_copy(&c->kv, src, dst, n, e);
 }

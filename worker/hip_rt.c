@@ -338,7 +338,7 @@ static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
     char tried[512];
     rt->lib = open_first(amd ? hip : cu, tried, sizeof tried);
     if (!rt->lib)
-        return err_set(e, ERR_UNSUPPORTED, "hip: no %s driver library found (tried %s)", amd ? "HIP" : "CUDA", tried);
+        return err_set(e, ERR_UNSUPPORTED, "no %s driver library found (tried %s)", amd ? "HIP" : "CUDA", tried);
     rt->amd = amd;
     struct { void **dst; const char *cu, *hip; } syms[] = {
         { (void **)&rt->init, "cuInit", "hipInit" },
@@ -387,7 +387,7 @@ static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
         if (!*syms[i].dst && !strcmp(nm, "cuEventElapsedTime_v2"))
             *syms[i].dst = dlsym(rt->lib, "cuEventElapsedTime");
         if (!*syms[i].dst)
-            return err_set(e, ERR_UNSUPPORTED, "hip: the %s driver lacks %s (too old?)", amd ? "HIP" : "CUDA", nm);
+            return err_set(e, ERR_UNSUPPORTED, "the %s driver lacks %s (too old?)", amd ? "HIP" : "CUDA", nm);
     }
     return 0;
 }
