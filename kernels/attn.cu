@@ -6,20 +6,7 @@
  * write partial (o, max, sum) rows and attn_combine merges the splits. */
 #include "qtypes.h"
 
-#define EPV 2 /* 4-element vectors per lane: hd <= 4 · EPV · WARP, hd % 4 == 0 */
-#define PPS 4 /* positions per warp step: their loads are in flight together */
-
-static __device__ __forceinline__ void ld4(const unsigned char *base, long long off, int f16, float *d)
-{
-    if (f16) {
-        const uint2 u = *(const uint2 *)((const u16 *)base + off);
-        d[0] = h2f((u16)(u.x & 0xFFFF)), d[1] = h2f((u16)(u.x >> 16));
-        d[2] = h2f((u16)(u.y & 0xFFFF)), d[3] = h2f((u16)(u.y >> 16));
-    } else {
-        const float4 v = *(const float4 *)((const float *)base + off);
-        d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
-    }
-}
+#define EPL 8 /* head elements per lane: hd <= EPL · WARP */
 
 extern "C" __global__ void __launch_bounds__(256) attn(const struct attn_args a)
 {
@@ -31,77 +18,72 @@ extern "C" __global__ void __launch_bounds__(256) attn(const struct attn_args a)
     const int n_kv = a.pos[t] + 1;
     const int chunk = (n_kv + a.nsplit - 1) / a.nsplit;
     const int p0 = blockIdx.y * chunk, p1 = min(n_kv, p0 + chunk);
-    const int nv = a.hd / 4;
     const float *q = a.q + (long long)t * a.q_stride + (long long)h * a.hd;
-    float qv[EPV][4], o[EPV][4];
+    float qv[EPL], o[EPL];
 #pragma unroll
-    for (int e = 0; e < EPV; e++) {
-        const int v = lane + e * WARP;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float x = v < nv ? q[4 * v + i] : 0.0f;
-            if (a.kv_f16)
-                x = h2f(f2h(x)); /* as the CPU reference rounds q for the f16 cache */
-            qv[e][i] = x;
-            o[e][i] = 0.0f;
-        }
+    for (int e = 0; e < EPL; e++) {
+        const int d = lane + e * WARP;
+        float v = d < a.hd ? q[d] : 0.0f;
+        if (a.kv_f16)
+            v = h2f(f2h(v)); /* as the CPU reference rounds q for the f16 cache */
+        qv[e] = v;
+        o[e] = 0.0f;
     }
     float m = -INF_F, l = 0.0f;
     const long long base = (long long)a.seq[t] * a.seq_stride + (long long)g * a.hd;
-    for (int p = p0 + warp * PPS; p < p1; p += nw * PPS) {
-        float s[PPS], vv[PPS][EPV][4];
+    /* two positions per step: both rows' loads are in flight before the first reduction */
+    for (int p = p0 + warp; p < p1; p += 2 * nw) {
+        const bool two = p + nw < p1;
+        float s[2] = { 0.0f, 0.0f };
+        float vv[2][EPL];
 #pragma unroll
-        for (int j = 0; j < PPS; j++) {
-            const long long off = base + (long long)min(p + j, p1 - 1) * a.kv_dim;
-            s[j] = 0.0f;
+        for (int j = 0; j < 2; j++) {
+            const long long off = base + (long long)(two || j == 0 ? p + j * nw : p) * a.kv_dim;
+            if (a.kv_f16) {
+                const u16 *K = (const u16 *)a.k + off, *V = (const u16 *)a.v + off;
 #pragma unroll
-            for (int e = 0; e < EPV; e++) {
-                const int v = lane + e * WARP;
-                if (v < nv) {
-                    float kk[4];
-                    ld4(a.k, off + 4 * v, a.kv_f16, kk);
-                    ld4(a.v, off + 4 * v, a.kv_f16, vv[j][e]);
-                    s[j] += qv[e][0] * kk[0] + qv[e][1] * kk[1] + qv[e][2] * kk[2] + qv[e][3] * kk[3];
-                } else {
-                    vv[j][e][0] = vv[j][e][1] = vv[j][e][2] = vv[j][e][3] = 0.0f;
+                for (int e = 0; e < EPL; e++) {
+                    const int d = lane + e * WARP;
+                    if (d < a.hd) {
+                        s[j] += qv[e] * h2f(K[d]);
+                        vv[j][e] = h2f(V[d]);
+                    } else {
+                        vv[j][e] = 0.0f;
+                    }
+                }
+            } else {
+                const float *K = (const float *)a.k + off, *V = (const float *)a.v + off;
+#pragma unroll
+                for (int e = 0; e < EPL; e++) {
+                    const int d = lane + e * WARP;
+                    if (d < a.hd) {
+                        s[j] += qv[e] * K[d];
+                        vv[j][e] = V[d];
+                    } else {
+                        vv[j][e] = 0.0f;
+                    }
                 }
             }
         }
-        float mn = m;
+        s[0] = warp_sum(s[0]) * a.scale;
+        s[1] = warp_sum(s[1]) * a.scale;
+        if (!two)
+            s[1] = -INF_F;
+        const float mn = fmaxf(m, fmaxf(s[0], s[1]));
+        const float corr = expf(m - mn), pe0 = expf(s[0] - mn), pe1 = two ? expf(s[1] - mn) : 0.0f;
+        l = l * corr + pe0 + pe1;
 #pragma unroll
-        for (int j = 0; j < PPS; j++) {
-            s[j] = p + j < p1 ? warp_sum(s[j]) * a.scale : -INF_F;
-            mn = fmaxf(mn, s[j]);
-        }
-        const float corr = expf(m - mn);
-        float pe[PPS];
-        l *= corr;
-#pragma unroll
-        for (int j = 0; j < PPS; j++) {
-            pe[j] = p + j < p1 ? expf(s[j] - mn) : 0.0f;
-            l += pe[j];
-        }
-#pragma unroll
-        for (int e = 0; e < EPV; e++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float acc = o[e][i] * corr;
-#pragma unroll
-                for (int j = 0; j < PPS; j++)
-                    acc += pe[j] * vv[j][e][i];
-                o[e][i] = acc;
-            }
+        for (int e = 0; e < EPL; e++)
+            o[e] = o[e] * corr + pe0 * vv[0][e] + pe1 * vv[1][e];
         m = mn;
     }
     if (lane == 0)
         sm_m[warp] = m, sm_l[warp] = l;
 #pragma unroll
-    for (int e = 0; e < EPV; e++) {
-        const int v = lane + e * WARP;
-        if (v < nv)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                sm_o[warp][4 * v + i] = o[e][i];
+    for (int e = 0; e < EPL; e++) {
+        const int d = lane + e * WARP;
+        if (d < a.hd)
+            sm_o[warp][d] = o[e];
     }
     __syncthreads();
     float M = -INF_F;

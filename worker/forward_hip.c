@@ -53,7 +53,7 @@ struct hip_engine {
     bool graphs;
     /* kernels */
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], gemm_mma[QT_COUNT];
-    bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill */
+    bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill; LLM170_HIP_MMA=1 */
     hip_fn k_quant;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     hip_fn k_embed, k_rms, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
@@ -264,7 +264,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         p.n_seq = 1;
     if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 16) || p.n_seq > (1 << 16))
         return err_set(e, ERR_RANGE, "hip: n_ctx %d / n_batch %d / n_seq %d too large", p.n_ctx, p.n_batch, p.n_seq);
-    if (hp->head_dim > 256 || hp->head_dim % 4 || hp->n_rot > hp->head_dim || hp->n_expert_used > 64)
+    if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 64)
         return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d experts used are beyond the kernels",
                        hp->head_dim, hp->n_rot, hp->n_expert_used);
     for (int il = 0; il < hp->n_layer; il++)
@@ -280,7 +280,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->graphs = !(ge && !strcmp(ge, "0"));
     const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
     c->q8 = !(q8e && !strcmp(q8e, "0"));
-    c->mma = !(mmae && !strcmp(mmae, "0"));
+    /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
+    c->mma = mmae && !strcmp(mmae, "1");
     int rc = hip_rt_open(&c->rt, e);
     if (!rc)
         rc = get_kernels(c, e);

@@ -34,11 +34,13 @@ struct hip_rtc {
     char version[64];
 };
 
+/* RTLD_NODELETE: the vendor libraries (and the C++ runtime they bring) stay mapped after dlclose, as
+ * drivers expect; unloading them would also orphan their runtime's static allocations. */
 static void *open_first(const char *const *names, char *tried, size_t tn)
 {
     tried[0] = 0;
     for (int i = 0; names[i]; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         if (h)
             return h;
         size_t l = strlen(tried);
@@ -63,7 +65,7 @@ int hip_rtc_open(struct hip_rtc **out, bool amd, struct err *e)
     const char *env = getenv("LLM170_RTC_LIB");
     void *lib = NULL;
     if (env && *env) {
-        lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        lib = dlopen(env, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         snprintf(tried, sizeof tried, "%s", env);
     } else {
         lib = open_first(amd ? hiprtc_names : nvrtc_names, tried, sizeof tried);
@@ -246,7 +248,7 @@ typedef int (*d_evcreate_t)(void **, unsigned);
 typedef int (*d_evrecord_t)(void *, void *);
 typedef int (*d_evelapsed_t)(float *, void *, void *);
 
-#define PROF_MAX 8192
+#define PROF_MAX 32768
 #define FN_NAMES 128
 
 struct mod {

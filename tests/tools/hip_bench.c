@@ -141,7 +141,7 @@ int main(int argc, char **argv)
         if (!rc)
             rc = hip_engine_profile(c, true, &e);
         int32_t tok = 1;
-        const int steps = tg > 0 ? tg : 16;
+        const int steps = tg > 0 && tg < 16 ? tg : 16; /* ~400 launches a step; the event pool holds 32768 */
         for (int i = 0; i < steps && !rc; i++) {
             struct engine_tok d = { .token = tok, .pos = (depth ? depth : 1) + i, .seq = 0, .logits = true };
             rc = hip_engine_decode_greedy(c, &d, 1, &tok, &e);
