@@ -1265,6 +1265,26 @@ static void stories260k_facts(void)
     CHECK(strstr(text, "\ntoken_embd.weight  f32  [64, 512]  offset 0\n"), "tensor line");
     free(text);
 
+    /* tensor bytes: stories260K.bin is the same model as a llama2.c checkpoint
+     * (PROVENANCE.md: tensor bytes identical): a 28-byte header, then the
+     * token embedding [512 x 64] f32, then the 5 attention norms [5 x 64]. */
+    snprintf(path, sizeof path, "%s/models/stories260K.bin", dir);
+    FILE *bf = fopen(path, "rb");
+    if (bf) {
+        static float bin[28 / 4 + 512 * 64 + 5 * 64];
+        size_t got = fread(bin, 4, sizeof bin / 4, bf);
+        fclose(bf);
+        CHECK_EQ_INT(got, sizeof bin / 4);
+        const struct gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
+        CHECK(emb && !memcmp(emb->data, bin + 7, 512 * 64 * 4), "token_embd bytes equal the llama2.c checkpoint");
+        for (int l = 0; l < 5; l++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.attn_norm.weight", l);
+            const struct gguf_tensor *t = gguf_find_tensor(g, name);
+            CHECK(t && !memcmp(t->data, bin + 7 + 512 * 64 + l * 64, 64 * 4), "%s bytes", name);
+        }
+    }
+
     /* truncated copies of the real file fail cleanly at every header offset */
     const uint8_t *img = g->parts[0].map;
     int bad = 0;
@@ -1311,6 +1331,64 @@ static void shared_gguf_files_open(void)
         SKIP("no .gguf files under ../shared/data");
 }
 
+/* Models from the independent Python writer ../shared/tools/gguf_synth.py
+ * (its layout is checked to load in llama.cpp, spec changelog) open, with the
+ * tensor count and types the tool reports. */
+static void synth_models_open(void)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        SKIP("../shared/data not present");
+    char tool[4200];
+    snprintf(tool, sizeof tool, "%s/../tools/gguf_synth.py", dir);
+    if (!file_exists(tool))
+        SKIP("../shared/tools/gguf_synth.py not present");
+    if (system("python3 -c 'import sys; sys.exit(sys.version_info < (3, 8))' >/dev/null 2>&1") != 0)
+        SKIP("python3 not installed");
+    struct { const char *args; const char *arch; uint32_t type; } cases[] = {
+        {"--arch llama --type f32", "llama", QT_F32},
+        {"--arch llama --type f16", "llama", QT_F16},
+        {"--arch llama --type q8_0", "llama", QT_Q8_0},
+        {"--arch llama --type q4_k --n-embd 256 --n-ff 256 --n-head 2 --n-head-kv 1", "llama", QT_Q4_K},
+        {"--arch qwen3 --type f16", "qwen3", QT_F16},
+        {"--arch qwen35 --type q8_0", "qwen35", QT_Q8_0},
+        {"--arch qwen35moe --type f16", "qwen35moe", QT_F16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *out = tpath("synth.gguf");
+        char cmd[9000], line[1024] = "";
+        snprintf(cmd, sizeof cmd, "python3 '%s' %s --out '%s' 2>&1", tool, cases[i].args, out);
+        FILE *p = popen(cmd, "r");
+        int n_t = -1;
+        while (p && fgets(line, sizeof line, p)) {
+            const char *k = strstr(line, " tensors=");
+            if (k)
+                n_t = atoi(k + 9);
+        }
+        int st = p ? pclose(p) : -1;
+        CHECK(st == 0 && n_t > 0, "%s: exit %d, tensors=%d (%s)", cases[i].args, st, n_t, line);
+        if (st != 0)
+            continue;
+        struct gguf *g;
+        struct err e;
+        int rc = gguf_open(&g, out, &e);
+        CHECK(rc == 0, "%s: %s", cases[i].args, e.msg);
+        if (rc)
+            continue;
+        CHECK_EQ_INT(g->n_tensors, n_t);
+        char arch[32] = "";
+        CHECK(gguf_get_cstr(g, "general.architecture", arch, sizeof arch, &e) == 0 && !strcmp(arch, cases[i].arch),
+              "%s: arch '%s'", cases[i].args, arch);
+        int n_type = 0;
+        for (uint64_t k = 0; k < g->n_tensors; k++)
+            n_type += g->tensors[k].type == cases[i].type;
+        CHECK(n_type > 0, "%s: no tensor of type %u", cases[i].args, cases[i].type);
+        const struct gguf_kv *tok = NULL;
+        CHECK(gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_STRING, &tok, &e) == 0, "%s: %s", cases[i].args, e.msg);
+        gguf_close(g);
+    }
+}
+
 /* ------------------------------------------------------------ main */
 
 static void rm_dir(const char *dir)
@@ -1347,6 +1425,7 @@ int main(void)
     RUN(dump_format);
     RUN(stories260k_facts);
     RUN(shared_gguf_files_open);
+    RUN(synth_models_open);
     rm_dir(g_dir);
     CHECK_EXIT();
 }

@@ -552,7 +552,7 @@ static void attention_vs_reference(void)
     quant_weights_row(QT_F16, V, V16, (int64_t)nseq * nctx * kvd);
     float *tab = malloc(sizeof(float) * 65536);
     ops_f16_table_init(tab);
-    float q[3 * 8 * 128], ref[3 * 8 * 128], y[3 * 8 * 128], scratch[300];
+    float q[3 * 8 * 128], ref[3 * 8 * 128], y[3 * 8 * 128], scratch[8 * 300]; /* n_q·n_kv */
     fill(q, sizeof q / 4, 1.0f);
     const float scale = 1.0f / sqrtf((float)hd);
     uint64_t dq = dup(q, sizeof q), dp = dup(pos, sizeof pos), ds = dup(seq, sizeof seq);

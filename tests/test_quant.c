@@ -16,6 +16,7 @@
 #include "../worker/quant_internal.h"
 #include "../worker/threadpool.h"
 #include "check.h"
+#include "golden/quant_gen.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -550,6 +551,11 @@ static void act_simd_equal(void)
                 if (rep == 0) /* exact ties after scaling: amax = 127 per block */
                     for (int j = 0; j < 4096; j++)
                         x[j] = (j % 32 == 0) ? 127.0f : (float)((int)(rnd64() % 200) - 100) + 0.5f;
+                if (rep == 1) /* equal magnitudes of both signs: the first one decides Q8_K's sign */
+                    for (int j = 0; j < 4096; j += 256) {
+                        x[j + 7] = (j & 256) ? 5.0f : -5.0f;
+                        x[j + 200] = -x[j + 7];
+                    }
                 int64_t n = 4096;
                 size_t bytes = qtype_row_size(vt[i], n);
                 ref->act[vt[i]](x, r, n);
@@ -696,7 +702,7 @@ static void matmul_vs_vec_dot(void)
 {
     const enum qtype types[] = {QT_F32, QT_F16, QT_BF16, QT_Q8_0, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q2_K,
                                 QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_IQ4_NL, QT_IQ4_XS, QT_MXFP4};
-    const int64_t n_in = 512, outs[] = {37, 300};
+    const int64_t outs[] = {37, 300};
     const int toks[] = {1, 3, 17};
     static uint8_t W[300 * 512 * 4], A[17 * 512 * 4];
     static float X[17 * 512], Y[17 * 300];
@@ -706,9 +712,13 @@ static void matmul_vs_vec_dot(void)
         CHECK(tp != NULL, "tpool_create(%d)", nth);
         if (!tp)
             return;
-        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-            enum qtype t = types[ti];
+        for (size_t ti = 0; ti < 2 * sizeof types / sizeof types[0]; ti++) {
+            enum qtype t = types[ti / 2];
             const struct qtype_info *q = qtype_get(t);
+            /* 512, and for 32-element blocks also an odd block count (5 blocks) */
+            const int64_t n_in = ti % 2 == 0 ? 512 : 160;
+            if (ti % 2 == 1 && q->blck != 32 && q->blck != 1)
+                continue;
             size_t wr = qtype_row_size(t, n_in), ar = qtype_row_size(q->vec_dot, n_in);
             for (int oi = 0; oi < 2; oi++) {
                 int64_t n_out = outs[oi];
@@ -726,13 +736,165 @@ static void matmul_vs_vec_dot(void)
                             float want = vec_dot(t, n_in, W + r * wr, A + tt * ar);
                             bad += memcmp(&want, &Y[tt * n_out + r], 4) != 0;
                         }
-                    CHECK(bad == 0, "%s threads=%d n_out=%lld n_tok=%d: %d differ", q->name, nth, (long long)n_out,
-                          n_tok, bad);
+                    CHECK(bad == 0, "%s threads=%d n_in=%lld n_out=%lld n_tok=%d: %d differ", q->name, nth,
+                          (long long)n_in, (long long)n_out, n_tok, bad);
                 }
             }
         }
         tpool_destroy(tp);
     }
+    matmul_scratch_free(&s);
+}
+
+/* Packed matmul (Q4_K, Q8_0): same results as per-row vec_dot up to float summation order. */
+static void matmul_packed_one(enum qtype wt, int64_t n_in)
+{
+    const int64_t outs[] = {16, 37, 300};
+    const int toks[] = {1, 3, 17};
+    static uint8_t W[300 * 768 * 2], A[17 * 1024];
+    static float X[17 * 768], Y[17 * 300];
+    struct matmul_scratch s = {0};
+    size_t wr = qtype_row_size(wt, n_in), ar = qtype_row_size(qtype_get(wt)->vec_dot, n_in);
+    rnd_row(wt, W, n_in * 300, 8, 16);
+    struct matmul_packed *probe = matmul_pack(wt, W, n_in, 300);
+    if (!probe)
+        SKIP("no packed kernel on this CPU / SIMD level");
+    CHECK(matmul_packed_bytes(probe) >= 300 * wr, "packed size %zu", matmul_packed_bytes(probe));
+    matmul_packed_free(probe);
+    CHECK(matmul_pack(QT_Q4_K, W, 100, 4) == NULL, "n_in not a multiple of 256 must be refused");
+    CHECK(matmul_pack(QT_Q8_K, W, 256, 4) == NULL, "type without packed form must be refused");
+    for (int nth = 1; nth <= 4; nth++) {
+        struct tpool *tp = tpool_create(nth);
+        for (int oi = 0; oi < 3; oi++) {
+            int64_t n_out = outs[oi];
+            rnd_row(wt, W, n_in * n_out, 8, 16);
+            struct matmul_packed *p = matmul_pack(wt, W, n_in, n_out);
+            CHECK(p != NULL, "pack failed");
+            if (!p)
+                continue;
+            for (int ki = 0; ki < 3; ki++) {
+                int n_tok = toks[ki];
+                for (int64_t i = 0; i < n_tok * n_in; i++)
+                    X[i] = rndf();
+                for (int tt = 0; tt < n_tok; tt++)
+                    quant_act_row(wt, X + tt * n_in, A + tt * ar, n_in);
+                for (int64_t i = 0; i < n_tok * n_out; i++)
+                    Y[i] = NAN;
+                matmul_packed_run(tp, &s, p, X, n_tok, Y);
+                int bad = 0;
+                for (int tt = 0; tt < n_tok; tt++)
+                    for (int64_t r = 0; r < n_out; r++) {
+                        double mag;
+                        dd_dot(wt, n_in, W + r * wr, A + tt * ar, &mag);
+                        float want = vec_dot_ref(wt, n_in, W + r * wr, A + tt * ar);
+                        float got = Y[tt * n_out + r];
+                        if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-30) && bad++ < 3)
+                            printf("#   threads=%d n_out=%lld n_tok=%d t=%d r=%lld: %.9g vs %.9g\n", nth,
+                                   (long long)n_out, n_tok, tt, (long long)r, got, want);
+                    }
+                CHECK(bad == 0, "threads=%d n_out=%lld n_tok=%d: %d differ", nth, (long long)n_out, n_tok, bad);
+            }
+            matmul_packed_free(p);
+        }
+        tpool_destroy(tp);
+    }
+    matmul_scratch_free(&s);
+}
+
+static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
+
+/* matmul_weight picks the packed path when it exists and the plain one otherwise. */
+static void matmul_weight_paths(void)
+{
+    static uint8_t W[40 * 512 * 2];
+    static float X[3 * 512], Y1[3 * 40], Y2[3 * 40];
+    struct matmul_scratch s = {0};
+    const enum qtype types[] = {QT_Q4_K, QT_Q8_0, QT_IQ4_XS, QT_F16};
+    for (int ti = 0; ti < 4; ti++) {
+        enum qtype t = types[ti];
+        rnd_row(t, W, 512 * 40, 8, 16);
+        for (int i = 0; i < 3 * 512; i++)
+            X[i] = rndf();
+        struct matmul_weight a, b;
+        matmul_weight_init(&a, t, W, 512, 40, true);
+        matmul_weight_init(&b, t, W, 512, 40, false);
+        CHECK(b.packed == NULL, "pack=false must keep the plain path");
+        CHECK(a.packed == NULL || t == QT_Q4_K || t == QT_Q8_0, "%s: unexpected packed form", qtype_get(t)->name);
+        matmul_weight_run(NULL, &s, &a, X, 3, Y1);
+        matmul_weight_run(NULL, &s, &b, X, 3, Y2);
+        int bad = 0;
+        for (int i = 0; i < 3 * 40; i++)
+            bad += !(fabsf(Y1[i] - Y2[i]) <= 1e-4f * (1.0f + fabsf(Y2[i])));
+        CHECK(bad == 0, "%s: %d outputs differ between paths", qtype_get(t)->name, bad);
+        matmul_weight_free(&a);
+        matmul_weight_free(&b);
+        CHECK(a.packed == NULL, "free clears packed");
+    }
+    matmul_scratch_free(&s);
+}
+static void matmul_packed_q5_k(void) { matmul_packed_one(QT_Q5_K, 768); }
+static void matmul_packed_q6_k(void) { matmul_packed_one(QT_Q6_K, 512); }
+static void matmul_packed_q8_0(void)
+{
+    matmul_packed_one(QT_Q8_0, 768);
+    matmul_packed_one(QT_Q8_0, 96);
+}
+
+/* matmul (and the packed path where it exists) against llama.cpp's CPU
+ * mul_mat of the same matrices (tests/golden/matmul_llamacpp.txt, written by
+ * tests/golden/gen_matmul_golden.c): equal up to float summation order. */
+static void matmul_vs_llamacpp(void)
+{
+    FILE *f = fopen("tests/golden/matmul_llamacpp.txt", "r");
+    if (!f)
+        SKIP("tests/golden/matmul_llamacpp.txt not found (run from the repository root)");
+    static uint8_t w[QG_N_OUT * QG_N_IN * 4];
+    static float x[QG_N_TOK * QG_N_IN], y[QG_N_TOK * QG_N_OUT], fw[QG_N_OUT * QG_N_IN];
+    qg_acts(x);
+    struct matmul_scratch s = {0};
+    char name[32];
+    int lines = 0;
+    while (fscanf(f, "%31s", name) == 1) {
+        int k = -1;
+        for (int i = 0; i < QG_NTYPES; i++)
+            if (!strcmp(qg_types[i].name, name))
+                k = i;
+        CHECK(k >= 0, "unknown type '%s' in golden", name);
+        if (k < 0)
+            break;
+        float want[QG_N_TOK * QG_N_OUT];
+        for (int i = 0; i < QG_N_TOK * QG_N_OUT; i++)
+            if (fscanf(f, "%a", &want[i]) != 1)
+                want[i] = NAN;
+        lines++;
+        enum qtype t = (enum qtype)qg_types[k].id;
+        qg_weights(k, w);
+        dequant_row(t, w, fw, (int64_t)QG_N_OUT * QG_N_IN);
+        for (int pass = 0; pass < 2; pass++) {
+            struct matmul_packed *p = NULL;
+            if (pass == 1 && !(p = matmul_pack(t, w, QG_N_IN, QG_N_OUT)))
+                continue;
+            if (p)
+                matmul_packed_run(NULL, &s, p, x, QG_N_TOK, y);
+            else
+                matmul(NULL, &s, t, w, QG_N_IN, QG_N_OUT, x, QG_N_TOK, y);
+            matmul_packed_free(p);
+            int bad = 0;
+            for (int tt = 0; tt < QG_N_TOK; tt++)
+                for (int r = 0; r < QG_N_OUT; r++) {
+                    double mag = 0;
+                    for (int i = 0; i < QG_N_IN; i++)
+                        mag += fabs((double)fw[r * QG_N_IN + i] * x[tt * QG_N_IN + i]);
+                    float got = y[tt * QG_N_OUT + r], exp = want[tt * QG_N_OUT + r];
+                    if (!(fabs((double)got - exp) <= 2e-5 * mag) && bad++ < 2)
+                        printf("#   %s%s t=%d r=%d: %.9g vs llama.cpp %.9g (mag %g)\n", name, p ? " packed" : "", tt, r,
+                               got, exp, mag);
+                }
+            CHECK(bad == 0, "%s%s: %d outputs differ from llama.cpp", name, pass ? " packed" : "", bad);
+        }
+    }
+    fclose(f);
+    CHECK_EQ_INT(lines, QG_NTYPES);
     matmul_scratch_free(&s);
 }
 
@@ -778,6 +940,12 @@ int main(void)
     RUN(dot_simd_vs_ref);
     RUN(dot_vs_dequant);
     RUN(matmul_vs_vec_dot);
+    RUN(matmul_packed_q4_k);
+    RUN(matmul_weight_paths);
+    RUN(matmul_packed_q5_k);
+    RUN(matmul_packed_q6_k);
+    RUN(matmul_packed_q8_0);
+    RUN(matmul_vs_llamacpp);
     RUN(quantize_round_trip);
     CHECK_EXIT();
 }

@@ -49,6 +49,9 @@ struct engine_params {
     int n_batch;    /* most tokens per engine_decode call; 0 = 512 */
     int n_threads;  /* CPU threads; 0 = all cores */
     bool kv_f32;    /* f32 KV cache instead of the default f16 */
+    bool no_pack;   /* CPU: keep weights in the file layout instead of repacking them for the
+                       faster multi-token kernels (saves a copy of the packable weights in memory;
+                       packing is also skipped when the weights exceed a quarter of the RAM) */
 };
 void engine_params_default(struct engine_params *p);
 

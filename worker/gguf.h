@@ -53,8 +53,8 @@ struct gguf_tensor {
 };
 
 struct gguf_part {
-    char *path;               /* file path as opened */
-    int fd;
+    char *path;               /* file path as opened (the name given to gguf_open_buffer) */
+    int fd;                   /* -1 for gguf_open_buffer images (not owned, never unmapped) */
     void *map;                /* whole-file mapping */
     uint64_t size;            /* file size */
     uint64_t data_start;      /* absolute offset of the tensor data blob */
@@ -73,7 +73,8 @@ struct gguf {
 
 /* Open and validate. On failure *out is NULL and e names the file and offset. */
 int gguf_open(struct gguf **out, const char *path, struct err *e);
-/* Validate an in-memory image (used by the fuzzer and tests); `buf` must outlive the result. */
+/* Validate an in-memory image (used by the fuzzer and tests); `buf` must
+ * outlive the result. Split keys are not followed: it is always one part. */
 int gguf_open_buffer(struct gguf **out, const void *buf, size_t size, const char *name, struct err *e);
 void gguf_close(struct gguf *g);
 

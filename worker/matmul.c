@@ -7,7 +7,11 @@
  *    the chunk is dotted with all tokens of the tile. The chunk's weights are
  *    read from memory once and then stay in cache for all tiles, and the
  *    kernels' multi-token entry (when a SIMD level has one) unpacks each
- *    weight block once per tile instead of once per token. */
+ *    weight block once per tile instead of once per token.
+ * 3. For batches, two activation side layouts save per-token work in the
+ *    multi-token kernels: Q8_0 rows as q+128 bytes plus f32 scales (VNNI
+ *    level), and F16 rows widened to f32 (AVX-512). Every path gives the same
+ *    bits as vec_dot on the ordinary rows, whatever the token count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,11 @@ struct mm_job {
     const float *X;     /* [n_tok][n_in] f32 input (for the quantize step) */
     int64_t n_in, n_out, n_tok;
     int64_t chunk;      /* output rows per task */
+    qdot_prep_fn prep;  /* set when the prepared Q8_0 layout is used */
+    uint8_t *PQ;        /* [n_tok][n_in] prepared quants (q + 128) */
+    float *PD;          /* [n_tok][n_in/32] prepared block scales */
+    qdot_multi_fn f32a; /* set when F16 activations are widened once to f32 */
+    float *PF;          /* [n_tok][n_in] the f16-rounded activations as f32 */
     float *Y;           /* [n_tok][n_out] */
 };
 
@@ -34,7 +43,12 @@ static void mm_quant_task(void *ctx, int64_t t, int worker)
 {
     (void)worker;
     struct mm_job *j = ctx;
-    j->k->act[qtype_get(j->wt)->vec_dot](j->X + t * j->n_in, (void *)(j->A + (size_t)t * j->arow), j->n_in);
+    void *row = (void *)(j->A + (size_t)t * j->arow);
+    j->k->act[qtype_get(j->wt)->vec_dot](j->X + t * j->n_in, row, j->n_in);
+    if (j->prep)
+        quant_prep_q8_0(row, j->n_in, j->PQ + t * j->n_in, j->PD + t * (j->n_in / QK));
+    if (j->f32a)
+        j->k->deq[QT_F16](row, j->PF + t * j->n_in, j->n_in);
 }
 
 static void mm_rows_task(void *ctx, int64_t c, int worker)
@@ -53,11 +67,17 @@ static void mm_rows_task(void *ctx, int64_t c, int worker)
     }
     float tmp[TOK_TILE];
     for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
+        /* the chunk's weights (≤ 64 KiB) stay cached across tiles; one tile's activations across rows */
         int nt = (int)(j->n_tok - t0 < TOK_TILE ? j->n_tok - t0 : TOK_TILE);
         const uint8_t *a = j->A + (size_t)t0 * j->arow;
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *w = j->W + (size_t)r * j->wrow;
-            if (multi && nt > 1) {
+            if (j->prep && nt > 1) {
+                j->prep(j->n_in, w, j->PQ + t0 * j->n_in, (size_t)j->n_in, j->PD + t0 * (j->n_in / QK),
+                        (size_t)(j->n_in / QK), nt, tmp);
+            } else if (j->f32a && nt > 1) {
+                j->f32a(j->n_in, w, j->PF + t0 * j->n_in, (size_t)j->n_in * sizeof(float), nt, tmp);
+            } else if (multi && nt > 1) {
                 multi(j->n_in, w, a, j->arow, nt, tmp);
             } else {
                 for (int t = 0; t < nt; t++)
@@ -90,7 +110,15 @@ void matmul(struct tpool *tp, struct matmul_scratch *s, enum qtype wt, const voi
     if (vd == QT_F32) {
         j.A = (const uint8_t *)X;
     } else {
+        j.prep = n_tok > 1 && vd == QT_Q8_0 ? j.k->dot_prep[wt] : NULL;
         size_t need = (size_t)n_tok * j.arow;
+        size_t pq_off = (need + 63) & ~(size_t)63, pd_off = pq_off + (((size_t)(n_tok * n_in) + 63) & ~(size_t)63);
+        if (j.prep)
+            need = pd_off + (size_t)n_tok * (size_t)(n_in / QK) * sizeof(float);
+        j.f32a = n_tok > 1 && vd == QT_F16 ? j.k->dot_f32a[wt] : NULL;
+        size_t pf_off = pq_off;
+        if (j.f32a)
+            need = pf_off + (size_t)n_tok * (size_t)n_in * sizeof(float);
         if (s->cap < need) {
             size_t cap = (need + 63) & ~(size_t)63;
             void *p = aligned_alloc(64, cap);
@@ -104,6 +132,12 @@ void matmul(struct tpool *tp, struct matmul_scratch *s, enum qtype wt, const voi
             s->cap = cap;
         }
         j.A = s->buf;
+        if (j.prep) {
+            j.PQ = (uint8_t *)s->buf + pq_off;
+            j.PD = (float *)((uint8_t *)s->buf + pd_off);
+        }
+        if (j.f32a)
+            j.PF = (float *)((uint8_t *)s->buf + pf_off);
         tpool_run(tp, mm_quant_task, &j, n_tok);
     }
     int nth = tpool_size(tp);

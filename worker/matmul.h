@@ -7,6 +7,7 @@
 #ifndef LLM170_MATMUL_H
 #define LLM170_MATMUL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,5 +24,34 @@ void matmul(struct tpool *tp, struct matmul_scratch *s, enum qtype wt, const voi
             int64_t n_in, int64_t n_out, const float *X, int64_t n_tok, float *Y);
 
 void matmul_scratch_free(struct matmul_scratch *s);
+
+/* Optional faster path: a weight matrix repacked once (e.g. at model load)
+ * into a layout that lets one SIMD instruction serve several output rows.
+ * matmul_pack returns NULL when this type has no packed form on this CPU (now:
+ * Q4_K, Q5_K, Q6_K and Q8_0 with AVX-512 VNNI) or memory runs out — then keep using matmul().
+ * matmul_packed_run computes the same Y as matmul() up to float summation
+ * order (~1e-6 relative); W may be freed after packing. */
+struct matmul_packed;
+struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out);
+void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_packed *p, const float *X,
+                       int64_t n_tok, float *Y);
+void matmul_packed_free(struct matmul_packed *p);
+/* Bytes the packed matrix holds (for memory accounting). */
+size_t matmul_packed_bytes(const struct matmul_packed *p);
+
+/* A weight matrix with the best path chosen once: packed when available, else
+ * the GGUF bytes (which must then stay mapped). Zero-initialise or use
+ * matmul_weight_init; matmul_weight_free releases the packed copy only. */
+struct matmul_weight {
+    enum qtype wt;
+    const void *W;                 /* GGUF bytes, [n_out][row bytes]; used when packed is NULL */
+    int64_t n_in, n_out;
+    struct matmul_packed *packed;  /* owned; NULL = plain path */
+};
+/* pack: try matmul_pack (false: keep the plain path, e.g. for comparisons). */
+void matmul_weight_init(struct matmul_weight *mw, enum qtype wt, const void *W, int64_t n_in, int64_t n_out, bool pack);
+void matmul_weight_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_weight *mw, const float *X,
+                       int64_t n_tok, float *Y);
+void matmul_weight_free(struct matmul_weight *mw);
 
 #endif

@@ -94,7 +94,7 @@ void ops_rope_apply(float *x, int n_rot, enum rope_mode mode, const float *cs)
     }
 }
 
-void ops_softmax(float *x, int n)
+void ops_softmax_ref(float *x, int n)
 {
     float max = -INFINITY;
     for (int i = 0; i < n; i++)
@@ -111,7 +111,7 @@ void ops_softmax(float *x, int n)
         x[i] *= inv;
 }
 
-void ops_swiglu(float *g, const float *u, int n)
+void ops_swiglu_ref(float *g, const float *u, int n)
 {
     for (int i = 0; i < n; i++)
         g[i] = ops_silu(g[i]) * u[i];
@@ -194,7 +194,7 @@ void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V,
             for (int p = 0; p < n_kv; p++)
                 s[p] = dot_f32(qh, k + (size_t)p * stride, hd) * scale;
         }
-        ops_softmax(s, n_kv);
+        ops_softmax_ref(s, n_kv);
         memset(oh, 0, sizeof(float) * (size_t)hd);
         if (f16tab) {
             const uint16_t *v = V;
@@ -216,10 +216,23 @@ void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V,
     }
 }
 
+void ops_attn_multi_ref(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd,
+                        const void *K, const void *V, size_t stride, float scale, const float *f16tab,
+                        float *scratch)
+{
+    for (int j = 0; j < m; j++)
+        ops_attn_ref(qs[j], 1, hd, K, V, stride, n_kv[j], scale, f16tab, outs[j], scratch);
+}
+
 /* SIMD dispatch: chosen once (read-only afterwards); LLM170_SIMD=scalar forces the reference. */
 typedef void (*attn_fn)(const float *, int, int, const void *, const void *, size_t, int, float, const float *,
                         float *, float *);
 static attn_fn g_attn = ops_attn_ref;
+typedef void (*attn_multi_fn)(int, const float *const *, float *const *, const int *, int, const void *,
+                              const void *, size_t, float, const float *, float *);
+static attn_multi_fn g_attn_multi = ops_attn_multi_ref;
+static void (*g_softmax)(float *, int) = ops_softmax_ref;
+static void (*g_swiglu)(float *, const float *, int) = ops_swiglu_ref;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void ops_dispatch_init(void)
@@ -227,8 +240,24 @@ static void ops_dispatch_init(void)
     __builtin_cpu_init();
     const char *cap = getenv("LLM170_SIMD");
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-        !(cap && !strcmp(cap, "scalar")))
+        !(cap && !strcmp(cap, "scalar"))) {
         g_attn = ops_attn_avx2;
+        g_attn_multi = ops_attn_multi_avx2;
+        g_softmax = ops_softmax_avx2;
+        g_swiglu = ops_swiglu_avx2;
+    }
+}
+
+void ops_softmax(float *x, int n)
+{
+    pthread_once(&g_once, ops_dispatch_init);
+    g_softmax(x, n);
+}
+
+void ops_swiglu(float *g, const float *u, int n)
+{
+    pthread_once(&g_once, ops_dispatch_init);
+    g_swiglu(g, u, n);
 }
 
 void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
@@ -236,4 +265,11 @@ void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, siz
 {
     pthread_once(&g_once, ops_dispatch_init);
     g_attn(q, n_q, hd, K, V, stride, n_kv, scale, f16tab, out, scratch);
+}
+
+void ops_attn_multi(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd, const void *K,
+                    const void *V, size_t stride, float scale, const float *f16tab, float *scratch)
+{
+    pthread_once(&g_once, ops_dispatch_init);
+    g_attn_multi(m, qs, outs, n_kv, hd, K, V, stride, scale, f16tab, scratch);
 }

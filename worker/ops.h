@@ -45,14 +45,29 @@ void ops_f16_table_init(float *tab);
 
 /* Causal attention of n_q query heads that share one KV head, over n_kv cached positions.
  * q: [n_q][hd]; K, V: position p's row at K + p·stride (elements, f16 or f32); out: [n_q][hd].
- * scratch: n_kv floats. With an f16 cache (f16tab != NULL) q is rounded to f16 for K·q and the
+ * scratch: n_q·n_kv floats. With an f16 cache (f16tab != NULL) q is rounded to f16 for K·q and the
  * probabilities to f16 for V·p, as llama.cpp's CPU does without flash attention. */
 void ops_attn(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
               float scale, const float *f16tab, float *out, float *scratch);
+/* m query vectors that share one KV head (the GQA heads of one or more consecutive tokens of one
+ * sequence): query j is qs[j] over the first n_kv[j] positions, result in outs[j] ([hd] each). The
+ * SIMD version reads each K/V row once for up to 8 queries. scratch: min(m, 8)·max(n_kv) floats. */
+void ops_attn_multi(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd, const void *K,
+                    const void *V, size_t stride, float scale, const float *f16tab, float *scratch);
+void ops_attn_multi_ref(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd,
+                        const void *K, const void *V, size_t stride, float scale, const float *f16tab,
+                        float *scratch);
+void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd,
+                         const void *K, const void *V, size_t stride, float scale, const float *f16tab,
+                         float *scratch);
 /* The reference and the AVX2/FMA/F16C variant ops_attn dispatches to. */
 void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
                   float scale, const float *f16tab, float *out, float *scratch);
 void ops_attn_avx2(const float *q, int n_q, int hd, const void *K, const void *V, size_t stride, int n_kv,
                    float scale, const float *f16tab, float *out, float *scratch);
+void ops_softmax_ref(float *x, int n);
+void ops_softmax_avx2(float *x, int n);
+void ops_swiglu_ref(float *g, const float *u, int n);
+void ops_swiglu_avx2(float *g, const float *u, int n);
 
 #endif

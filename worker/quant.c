@@ -6,6 +6,7 @@
  * entry is never NULL. The best level the CPU supports is used unless the
  * environment variable LLM170_SIMD (scalar|avx2|avx512) caps it — handy for
  * benchmarks and for comparing paths. */
+#include <cpuid.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,10 @@ static void dispatch_init(void)
     quant_ref_kernels(&d->lvl[LVL_SCALAR]);
     d->have[LVL_SCALAR] = true;
     __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    /* F16C: CPUID.1:ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c") */
+    unsigned eax, ebx, ecx = 0, edx;
+    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     if (avx2) {

@@ -52,7 +52,8 @@ float vec_dot(enum qtype wt, int64_t n, const void *w, const void *act);
 /* Reference (scalar) versions, for tests of the SIMD paths. */
 float vec_dot_ref(enum qtype wt, int64_t n, const void *w, const void *act);
 
-/* Which SIMD level the dispatcher picked: "avx512", "avx2" or "scalar". */
+/* Which SIMD level the dispatcher picked: "avx512vnni", "avx512", "avx2" or
+ * "scalar" (LLM170_SIMD=scalar|avx2|avx512 in the environment caps it). */
 const char *quant_simd_name(void);
 
 /* Quantize f32 weights into type t (ggml's reference quantizers) — used by

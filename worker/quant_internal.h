@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "../common/fp16.h"
 #include "quant.h"
 
 #define QK 32     /* elements per block of the 32-element types */
@@ -95,6 +96,52 @@ typedef float (*qdot_fn)(int64_t n, const void *w, const void *a);
  * for t in [0, n_act). Lets SIMD code unpack a weight block once for several tokens. */
 typedef void (*qdot_multi_fn)(int64_t n, const void *w, const void *a, size_t a_stride, int n_act,
                               float *out);
+/* Several tokens against one weight row with Q8_0 activations in the
+ * "prepared" layout matmul builds for them (quant_prep_q8_0): per token, the
+ * n quants as unsigned bytes q+128 back to back (aq + t*aq_stride) and the
+ * n/32 block scales as f32 (ad + t*ad_stride). Results are the same bits as
+ * the kernel table's dot on the ordinary Q8_0 row. */
+typedef void (*qdot_prep_fn)(int64_t n, const void *w, const uint8_t *aq, size_t aq_stride, const float *ad,
+                             size_t ad_stride, int n_act, float *out);
+/* Packed Q4_K (matmul_pack): 16 weight rows interleaved so one 512-bit
+ * vpdpbusd serves 16 rows with one broadcast activation word. Per super-block
+ * of the 16 rows, PQ4K_SB bytes:
+ *   qs  [4 c][8 k][16 r][4 b] = row r's qs[32c + 4k + b] (both nibbles)      2048 B
+ *   sc  [8 j][16 r] u8        = 6-bit scale of sub-block j                   128 B
+ *   mn  [4 p][16 r][2] i16    = 6-bit mins of sub-blocks 2p, 2p+1            256 B
+ *   d   [16 r] fp16, dmin [16 r] fp16                                        64 B
+ * Rows past n_out are zero (d = 0). */
+#define PQ4K_ROWS 16
+#define PQ4K_SB 2496
+#define PQ4K_OFF_SC 2048
+#define PQ4K_OFF_MN 2176
+#define PQ4K_OFF_D 2432
+#define PQ4K_OFF_DMIN 2464
+/* Packed Q5_K: the packed Q4_K super-block (low 4 bits in qs) followed by
+ *   qh  [8 k][16 r][4 b] = row r's qh[4k + b]                                512 B */
+#define PQ5K_SB 3008
+#define PQ5K_OFF_QH 2496
+/* Packed Q8_0: per 32-element block of 16 rows, PQ8_SB bytes:
+ *   qs [8 k][16 r][4 b] = row r's qs[4k + b] ^ 0x80 (stored unsigned)       512 B
+ *   d  [16 r] fp16                                                           32 B
+ * The +128 bias is removed with the activation block sums (aux below). */
+#define PQ8_SB 544
+#define PQ8_OFF_D 512
+/* Packed Q6_K: per super-block of 16 rows, PQ6K_SB bytes (no growth):
+ *   ql [2 h][2 c][8 k][16 r][4 b] = row r's ql[64h + 32c + 4k + b]        2048 B
+ *   qh [2 h][8 k][16 r][4 b]      = row r's qh[32h + 4k + b]               1024 B
+ *   sc [16 g][16 r] int8          = scale of 16-element group g            256 B
+ *   d  [16 r] fp16                                                           32 B */
+#define PQ6K_SB 3360
+#define PQ6K_OFF_QH 2048
+#define PQ6K_OFF_SC 3072
+#define PQ6K_OFF_D 3328
+/* One packed 16-row group × n_act activation rows (any count): out[t*16 + r].
+ * aux (+ t*aux_stride bytes): per-token side data; for packed Q8_0, n/32 f32
+ * block scales followed by n/32 int32 corrections −128·Σ(block quants). */
+#define PQ_MAXT 4
+typedef void (*qpacked_fn)(int64_t n, const uint8_t *group, const void *a, size_t a_stride, const void *aux,
+                           size_t aux_stride, int n_act, float *out);
 /* f32 row → activation row of one vec_dot type. */
 typedef void (*qact_fn)(const float *x, void *dst, int64_t n);
 /* Weight row → f32. */
@@ -105,6 +152,12 @@ struct quant_kernels {
     const char *name;
     qdot_fn dot[QT_COUNT];         /* indexed by weight type */
     qdot_multi_fn dot_multi[QT_COUNT]; /* optional, indexed by weight type */
+    qdot_prep_fn dot_prep[QT_COUNT];   /* optional, weight types with Q8_0 activations */
+    qpacked_fn packed[QT_COUNT];       /* optional, matmul_pack layouts (Q4_K, Q6_K, Q8_0) */
+    /* optional multi-token entry reading f32 activation rows that hold exactly
+     * the values of the vec_dot-type rows (F16 weights: f16-rounded inputs
+     * widened once per matmul); same bits as dot */
+    qdot_multi_fn dot_f32a[QT_COUNT];
     qact_fn act[QT_COUNT];         /* indexed by activation (vec_dot) type */
     qdeq_fn deq[QT_COUNT];         /* indexed by weight type */
 };
@@ -120,6 +173,17 @@ void quant_avx512_kernels(struct quant_kernels *k, int vnni);
 const struct quant_kernels *quant_kernels_get(void);
 /* The table of one level (0 scalar, 1 AVX2, 2 AVX-512), or NULL when the CPU lacks it (tests, benches). */
 const struct quant_kernels *quant_kernels_level(int level);
+
+/* Q8_0 row (n elements) → prepared layout: aq[n] = q + 128, ad[n/32] = f32 scales. */
+static inline void quant_prep_q8_0(const void *src, int64_t n, uint8_t *aq, float *ad)
+{
+    const struct blk_q8_0 *b = src;
+    for (int64_t i = 0; i < n / QK; i++) {
+        for (int j = 0; j < QK; j++)
+            aq[i * QK + j] = (uint8_t)(b[i].qs[j] ^ 0x80);
+        ad[i] = fp16_to_f32(b[i].d);
+    }
+}
 
 /* Scalar activation quantizers (x86 rounding variant, spec §4). */
 void quant_act_q8_0_ref(const float *x, void *dst, int64_t n);

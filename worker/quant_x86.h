@@ -223,6 +223,111 @@ QX_INLINE void qx_q6_k(int64_t n, const void *w, const void *a, size_t as, const
         out[t] = qx_hsum(acc[t]);
 }
 
+/* Q2_K: 2-bit codes, 4-bit scale and min per 16 elements (spec §3.8). */
+QX_INLINE void qx_q2_k(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
+{
+    const struct blk_q2_k *x = w;
+    __m256 acc[QX_MAXT];
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i wv[8], scv[8];
+        QX_UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256i q = qx_load(x[i].qs + 32 * h);
+            QX_UNROLL
+            for (int s = 0; s < 4; s++)
+                wv[4 * h + s] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m3);
+        }
+        const __m128i sb = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
+        const __m256i s_lo = _mm256_permute4x64_epi64(sc16, 0x44), s_hi = _mm256_permute4x64_epi64(sc16, 0xEE);
+        QX_UNROLL
+        for (int k = 0; k < 8; k++)
+            scv[k] = _mm256_shuffle_epi8(k < 4 ? s_lo : s_hi, _mm256_load_si256((const __m256i *)qx_q6_pat[k % 4]));
+        float dw = QX_H2F(x[i].d), dmw = QX_H2F(x[i].dmin);
+        QX_UNROLL
+        for (int t = 0; t < NT; t++) {
+            const struct blk_q8_k *y = QX_ACT_K(t, i);
+            __m256i is = _mm256_setzero_si256();
+            QX_UNROLL
+            for (int k = 0; k < 8; k++)
+                is = QX_MADDW(is, _mm256_maddubs_epi16(wv[k], qx_load(y->qs + 32 * k)), scv[k]);
+            __m256i ms = _mm256_madd_epi16(qx_load(y->bsums), mn16);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dw), _mm256_cvtepi32_ps(is), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(y->d * dmw), _mm256_cvtepi32_ps(ms), acc[t]);
+        }
+    }
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        out[t] = qx_hsum(acc[t]);
+}
+
+/* The 16 signed Q3_K scales as int8 (spec §3.9), by whole words: with
+ * S = w0|w1|w2, scale bytes 4g..4g+3 are a nibble of w0/w1 (low nibbles for
+ * g = 0,1, high for g = 2,3) | two bits of w2 (bits 2g..2g+1 of each byte) << 4, − 32. */
+QX_INLINE __m128i qx_q3k_scales(const uint8_t *S)
+{
+    uint32_t w0, w1, w2;
+    memcpy(&w0, S, 4);
+    memcpy(&w1, S + 4, 4);
+    memcpy(&w2, S + 8, 4);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    uint32_t a0 = (w0 & m4) | (w2 & m2) << 4;
+    uint32_t a1 = (w1 & m4) | ((w2 >> 2) & m2) << 4;
+    uint32_t a2 = ((w0 >> 4) & m4) | ((w2 >> 4) & m2) << 4;
+    uint32_t a3 = ((w1 >> 4) & m4) | ((w2 >> 6) & m2) << 4;
+    return _mm_sub_epi8(_mm_set_epi32((int)a3, (int)a2, (int)a1, (int)a0), _mm_set1_epi8(32));
+}
+
+/* Q3_K: codes u = low2 + 4·hbit in 0..7, i.e. q + 4; the +4 is removed with bsums (spec §3.9). */
+QX_INLINE void qx_q3_k(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
+{
+    const struct blk_q3_k *x = w;
+    __m256 acc[QX_MAXT];
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        acc[t] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i wv[8], scv[8];
+        const __m256i hm = qx_load(x[i].hmask);
+        QX_UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256i q = qx_load(x[i].qs + 32 * h);
+            QX_UNROLL
+            for (int s = 0; s < 4; s++) {
+                const int k = 4 * h + s;
+                __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, k), m1), 2);
+                wv[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m3), hb);
+            }
+        }
+        const __m256i sc16 = _mm256_cvtepi8_epi16(qx_q3k_scales(x[i].scales));
+        const __m256i s_lo = _mm256_permute4x64_epi64(sc16, 0x44), s_hi = _mm256_permute4x64_epi64(sc16, 0xEE);
+        QX_UNROLL
+        for (int k = 0; k < 8; k++)
+            scv[k] = _mm256_shuffle_epi8(k < 4 ? s_lo : s_hi, _mm256_load_si256((const __m256i *)qx_q6_pat[k % 4]));
+        float dw = QX_H2F(x[i].d);
+        QX_UNROLL
+        for (int t = 0; t < NT; t++) {
+            const struct blk_q8_k *y = QX_ACT_K(t, i);
+            __m256i is = _mm256_setzero_si256();
+            QX_UNROLL
+            for (int k = 0; k < 8; k++)
+                is = QX_MADDW(is, _mm256_maddubs_epi16(wv[k], qx_load(y->qs + 32 * k)), scv[k]);
+            __m256i off = _mm256_madd_epi16(qx_load(y->bsums), sc16);
+            is = _mm256_sub_epi32(is, _mm256_slli_epi32(off, 2));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dw), _mm256_cvtepi32_ps(is), acc[t]);
+        }
+    }
+    QX_UNROLL
+    for (int t = 0; t < NT; t++)
+        out[t] = qx_hsum(acc[t]);
+}
+
 QX_INLINE void qx_iq4_xs(int64_t n, const void *w, const void *a, size_t as, const int NT, float *out)
 {
     const struct blk_iq4_xs *x = w;
@@ -408,6 +513,8 @@ QX_INLINE void qx_q5_1(int64_t n, const void *w, const void *a, size_t as, const
         }                                                                                         \
     }
 
+QX_ENTRIES(q2_k)
+QX_ENTRIES(q3_k)
 QX_ENTRIES(q4_k)
 QX_ENTRIES(q5_k)
 QX_ENTRIES(q6_k)
@@ -429,6 +536,8 @@ QX_ENTRIES(q5_1)
 /* Install this file's integer kernels into a table. */
 static inline void QX(install)(struct quant_kernels *k)
 {
+    QX_SET(k, QT_Q2_K, q2_k);
+    QX_SET(k, QT_Q3_K, q3_k);
     QX_SET(k, QT_Q4_K, q4_k);
     QX_SET(k, QT_Q5_K, q5_k);
     QX_SET(k, QT_Q6_K, q6_k);

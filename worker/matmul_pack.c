@@ -1,0 +1,260 @@
+/* matmul_pack.c — weights repacked once for the row-interleaved kernels.
+ *
+ * A packed matrix holds groups of PQ4K_ROWS (16) output rows; within a group
+ * each block is laid out as quant_internal.h describes (packed Q4_K, Q5_K,
+ * Q6_K, Q8_0), so the kernel reads one 64-byte line per 4 elements of 16 rows and
+ * one vpdpbusd serves all 16 rows. Rows past n_out are zero. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "quant_internal.h"
+
+struct matmul_packed {
+    enum qtype wt;
+    enum qtype vd;      /* activation type: Q8_K (Q4_K) or Q8_0 (Q8_0) */
+    int64_t n_in, n_out;
+    int64_t n_groups;   /* ceil(n_out / PQ4K_ROWS) */
+    size_t gbytes;      /* bytes per group: blocks per row × PQ4K_SB / PQ8_SB */
+    qpacked_fn kernel;
+    uint8_t *data;      /* [n_groups][gbytes] */
+};
+
+/* Q4_K, and Q5_K (q5 != 0: same fields plus qh, PQ5K_SB per super-block). */
+static void pack_k4_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n_out, int64_t nsb, uint8_t *dst, int q5)
+{
+    const size_t sb = q5 ? PQ5K_SB : PQ4K_SB;
+    memset(dst, 0, (size_t)nsb * sb);
+    for (int r = 0; r < PQ4K_ROWS && r0 + r < n_out; r++) {
+        for (int64_t i = 0; i < nsb; i++) {
+            /* Q5_K shares Q4_K's d, dmin, scales and qs; only their offsets differ */
+            const uint8_t *B = W + (size_t)(r0 + r) * wrow + (size_t)i * (q5 ? 176 : 144);
+            struct blk_q4_k bk;
+            memcpy(&bk, B, 16);
+            memcpy(bk.qs, B + (q5 ? 48 : 16), 128);
+            const struct blk_q4_k *b = &bk;
+            uint8_t *g = dst + (size_t)i * sb;
+            if (q5)
+                for (int k = 0; k < 8; k++)
+                    memcpy(g + PQ5K_OFF_QH + (k * PQ4K_ROWS + r) * 4, B + 16 + 4 * k, 4);
+            for (int c = 0; c < 4; c++)
+                for (int k = 0; k < 8; k++)
+                    memcpy(g + ((c * 8 + k) * PQ4K_ROWS + r) * 4, b->qs + 32 * c + 4 * k, 4);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                k4_scale_min(j, b->scales, &sc, &m);
+                g[PQ4K_OFF_SC + j * PQ4K_ROWS + r] = sc;
+                int16_t m16 = m;
+                memcpy(g + PQ4K_OFF_MN + (((j / 2) * PQ4K_ROWS + r) * 2 + j % 2) * 2, &m16, 2);
+            }
+            memcpy(g + PQ4K_OFF_D + 2 * r, &b->d, 2);
+            memcpy(g + PQ4K_OFF_DMIN + 2 * r, &b->dmin, 2);
+        }
+    }
+}
+
+static void pack_q8_0_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n_out, int64_t nb, uint8_t *dst)
+{
+    memset(dst, 0, (size_t)nb * PQ8_SB);
+    for (int r = 0; r < PQ4K_ROWS; r++) {
+        for (int64_t i = 0; i < nb; i++) {
+            uint8_t *g = dst + (size_t)i * PQ8_SB;
+            if (r0 + r >= n_out) { /* zero weights: stored bias 0x80, scale 0 */
+                for (int k = 0; k < 8; k++)
+                    memset(g + (k * PQ4K_ROWS + r) * 4, 0x80, 4);
+                continue;
+            }
+            const struct blk_q8_0 *b = (const struct blk_q8_0 *)(W + (size_t)(r0 + r) * wrow) + i;
+            for (int k = 0; k < 8; k++)
+                for (int c = 0; c < 4; c++)
+                    g[(k * PQ4K_ROWS + r) * 4 + c] = (uint8_t)(b->qs[4 * k + c] ^ 0x80);
+            memcpy(g + PQ8_OFF_D + 2 * r, &b->d, 2);
+        }
+    }
+}
+
+static void pack_q6_k_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n_out, int64_t nsb, uint8_t *dst)
+{
+    memset(dst, 0, (size_t)nsb * PQ6K_SB);
+    for (int r = 0; r < PQ4K_ROWS && r0 + r < n_out; r++) {
+        const struct blk_q6_k *b = (const struct blk_q6_k *)(W + (size_t)(r0 + r) * wrow);
+        for (int64_t i = 0; i < nsb; i++) {
+            uint8_t *g = dst + (size_t)i * PQ6K_SB;
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 8; k++) {
+                    for (int c = 0; c < 2; c++)
+                        memcpy(g + (((h * 2 + c) * 8 + k) * PQ4K_ROWS + r) * 4, b[i].ql + 64 * h + 32 * c + 4 * k, 4);
+                    memcpy(g + PQ6K_OFF_QH + ((h * 8 + k) * PQ4K_ROWS + r) * 4, b[i].qh + 32 * h + 4 * k, 4);
+                }
+            for (int gi = 0; gi < 16; gi++)
+                g[PQ6K_OFF_SC + gi * PQ4K_ROWS + r] = (uint8_t)b[i].scales[gi];
+            memcpy(g + PQ6K_OFF_D + 2 * r, &b[i].d, 2);
+        }
+    }
+}
+
+struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out)
+{
+    const struct quant_kernels *k = quant_kernels_get();
+    if ((wt != QT_Q4_K && wt != QT_Q5_K && wt != QT_Q6_K && wt != QT_Q8_0) || !k->packed[wt] || n_in <= 0 || n_out <= 0 ||
+        n_in % qtype_get(wt)->blck)
+        return NULL;
+    struct matmul_packed *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->wt = wt;
+    p->vd = qtype_get(wt)->vec_dot;
+    p->n_in = n_in;
+    p->n_out = n_out;
+    p->n_groups = (n_out + PQ4K_ROWS - 1) / PQ4K_ROWS;
+    p->gbytes = wt == QT_Q4_K   ? (size_t)(n_in / QK_K) * PQ4K_SB
+                : wt == QT_Q5_K ? (size_t)(n_in / QK_K) * PQ5K_SB
+                : wt == QT_Q6_K ? (size_t)(n_in / QK_K) * PQ6K_SB
+                                : (size_t)(n_in / QK) * PQ8_SB;
+    p->kernel = k->packed[wt];
+    size_t total = (size_t)p->n_groups * p->gbytes;
+    p->data = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    if (!p->data) {
+        free(p);
+        return NULL;
+    }
+    size_t wrow = qtype_row_size(wt, n_in);
+    for (int64_t g = 0; g < p->n_groups; g++) {
+        uint8_t *dst = p->data + (size_t)g * p->gbytes;
+        if (wt == QT_Q4_K || wt == QT_Q5_K)
+            pack_k4_group(W, wrow, g * PQ4K_ROWS, n_out, n_in / QK_K, dst, wt == QT_Q5_K);
+        else if (wt == QT_Q6_K)
+            pack_q6_k_group(W, wrow, g * PQ4K_ROWS, n_out, n_in / QK_K, dst);
+        else
+            pack_q8_0_group(W, wrow, g * PQ4K_ROWS, n_out, n_in / QK, dst);
+    }
+    return p;
+}
+
+void matmul_packed_free(struct matmul_packed *p)
+{
+    if (!p)
+        return;
+    free(p->data);
+    free(p);
+}
+
+size_t matmul_packed_bytes(const struct matmul_packed *p) { return p ? (size_t)p->n_groups * p->gbytes : 0; }
+
+struct pk_job {
+    const struct matmul_packed *p;
+    const struct quant_kernels *k;
+    const float *X;    /* [n_tok][n_in] */
+    uint8_t *A;        /* [n_tok][arow] activations (Q8_K or Q8_0) */
+    size_t arow;
+    uint8_t *AUX;      /* [n_tok][auxrow] Q8_0 side data: f32 scales, int32 −128·Σq */
+    size_t auxrow;
+    int64_t n_tok;
+    int64_t chunk;     /* groups per task */
+    float *Y;          /* [n_tok][n_out] */
+};
+
+static void pk_quant_task(void *ctx, int64_t t, int worker)
+{
+    (void)worker;
+    struct pk_job *j = ctx;
+    const int64_t n = j->p->n_in;
+    uint8_t *row = j->A + (size_t)t * j->arow;
+    j->k->act[j->p->vd](j->X + t * n, row, n);
+    if (j->p->vd == QT_Q8_0) {
+        const struct blk_q8_0 *b = (const struct blk_q8_0 *)row;
+        float *ad = (float *)(j->AUX + (size_t)t * j->auxrow);
+        int32_t *corr = (int32_t *)(ad + n / QK);
+        for (int64_t i = 0; i < n / QK; i++) {
+            int sum = 0;
+            for (int c = 0; c < QK; c++)
+                sum += b[i].qs[c];
+            ad[i] = fp16_to_f32(b[i].d);
+            corr[i] = -128 * sum;
+        }
+    }
+}
+
+/* Tokens per block: a block's activations (≈ 64 × 1.1 KiB for n_in = 1024)
+ * stay in L2 while the task's weight groups (≤ 256 KiB) are walked once per
+ * block, so neither side is streamed from memory once per group/token. */
+#define PK_TOK_BLOCK 64
+
+static void pk_rows_task(void *ctx, int64_t c, int worker)
+{
+    (void)worker;
+    const struct pk_job *j = ctx;
+    const struct matmul_packed *p = j->p;
+    float tmp[PQ_MAXT * PQ4K_ROWS];
+    int64_t g0 = c * j->chunk, g1 = g0 + j->chunk < p->n_groups ? g0 + j->chunk : p->n_groups;
+    for (int64_t tb = 0; tb < j->n_tok; tb += PK_TOK_BLOCK) {
+        int64_t te = tb + PK_TOK_BLOCK < j->n_tok ? tb + PK_TOK_BLOCK : j->n_tok;
+        for (int64_t g = g0; g < g1; g++) {
+            const uint8_t *grp = p->data + (size_t)g * p->gbytes;
+            int64_t r0 = g * PQ4K_ROWS, nr = p->n_out - r0 < PQ4K_ROWS ? p->n_out - r0 : PQ4K_ROWS;
+            for (int64_t t0 = tb; t0 < te; t0 += PQ_MAXT) {
+                int nt = (int)(te - t0 < PQ_MAXT ? te - t0 : PQ_MAXT);
+                p->kernel(p->n_in, grp, j->A + (size_t)t0 * j->arow, j->arow, j->AUX + (size_t)t0 * j->auxrow,
+                          j->auxrow, nt, tmp);
+                for (int t = 0; t < nt; t++)
+                    memcpy(j->Y + (t0 + t) * p->n_out + r0, tmp + PQ4K_ROWS * t, (size_t)nr * sizeof(float));
+            }
+        }
+    }
+}
+
+void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_packed *p, const float *X,
+                       int64_t n_tok, float *Y)
+{
+    if (!p || n_tok <= 0)
+        return;
+    struct pk_job j = {.p = p, .k = quant_kernels_get(), .X = X, .n_tok = n_tok, .Y = Y};
+    j.arow = qtype_row_size(p->vd, p->n_in);
+    j.auxrow = p->vd == QT_Q8_0 ? (size_t)(p->n_in / QK) * 8 : 0;
+    size_t aoff = ((size_t)n_tok * j.arow + 63) & ~(size_t)63;
+    size_t need = aoff + (size_t)n_tok * j.auxrow;
+    if (s->cap < need) {
+        size_t cap = (need + 63) & ~(size_t)63;
+        void *buf = aligned_alloc(64, cap);
+        if (!buf) {
+            for (int64_t i = 0; i < n_tok * p->n_out; i++)
+                Y[i] = __builtin_nanf("");
+            return;
+        }
+        free(s->buf);
+        s->buf = buf;
+        s->cap = cap;
+    }
+    j.A = s->buf;
+    j.AUX = (uint8_t *)s->buf + aoff;
+    tpool_run(tp, pk_quant_task, &j, n_tok);
+    int64_t chunk = p->n_groups / ((int64_t)tpool_size(tp) * 8);
+    if (n_tok > 1 && chunk * (int64_t)p->gbytes > 256 * 1024)
+        chunk = (256 * 1024) / (int64_t)p->gbytes;
+    j.chunk = chunk < 1 ? 1 : chunk;
+    tpool_run(tp, pk_rows_task, &j, (p->n_groups + j.chunk - 1) / j.chunk);
+}
+
+void matmul_weight_init(struct matmul_weight *mw, enum qtype wt, const void *W, int64_t n_in, int64_t n_out, bool pack)
+{
+    mw->wt = wt;
+    mw->W = W;
+    mw->n_in = n_in;
+    mw->n_out = n_out;
+    mw->packed = pack ? matmul_pack(wt, W, n_in, n_out) : NULL;
+}
+
+void matmul_weight_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_weight *mw, const float *X,
+                       int64_t n_tok, float *Y)
+{
+    if (mw->packed)
+        matmul_packed_run(tp, s, mw->packed, X, n_tok, Y);
+    else
+        matmul(tp, s, mw->wt, mw->W, mw->n_in, mw->n_out, X, n_tok, Y);
+}
+
+void matmul_weight_free(struct matmul_weight *mw)
+{
+    matmul_packed_free(mw->packed);
+    mw->packed = NULL;
+}
