@@ -1,5 +1,6 @@
 /* forward_cpu.c — the CPU backend: engine_create / engine_decode /
- * engine_seq_* (engine.h) for every architecture of arch.c.
+ * engine_seq_* (engine.h, as cpu_engine_* behind the dispatch of engine.c)
+ * for every architecture of arch.c.
  *
  * One engine_decode runs a batch that may mix sequences: every weight
  * product is one matmul over all batch tokens (so prefill chunks and decode
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend_cpu.h"
 #include "engine.h"
 #include "forward_hybrid.h"
 #include "kv_cache.h"
@@ -21,7 +23,7 @@
 #include "model.h"
 #include "ops.h"
 
-struct engine_ctx {
+struct cpu_engine {
     const struct model *m;
     struct engine_params p;   /* resolved: n_ctx, n_batch, n_threads filled in */
     struct tpool *tp;
@@ -71,7 +73,7 @@ void engine_params_default(struct engine_params *p)
     p->n_seq = 1;
 }
 
-void engine_free(struct engine_ctx *c)
+void cpu_engine_free(struct cpu_engine *c)
 {
     if (!c)
         return;
@@ -90,15 +92,15 @@ void engine_free(struct engine_ctx *c)
     free(c);
 }
 
-int engine_n_ctx(const struct engine_ctx *c) { return c->p.n_ctx; }
+int cpu_engine_n_ctx(const struct cpu_engine *c) { return c->p.n_ctx; }
 
-static size_t pk_slot(const struct engine_ctx *c, const void *key)
+static size_t pk_slot(const struct cpu_engine *c, const void *key)
 {
     size_t h = ((uintptr_t)key >> 5) * 0x9E3779B97F4A7C15ull;
     return h & (c->pk_cap - 1);
 }
 
-static const struct matmul_packed *pk_get(const struct engine_ctx *c, const void *key)
+static const struct matmul_packed *pk_get(const struct cpu_engine *c, const void *key)
 {
     if (!c->pk_cap)
         return NULL;
@@ -111,7 +113,7 @@ static const struct matmul_packed *pk_get(const struct engine_ctx *c, const void
 }
 
 /* Repack one matrix (once per data pointer); types without a packed form keep the file layout. */
-static void pk_add(struct engine_ctx *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out)
+static void pk_add(struct cpu_engine *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out)
 {
     if (!W || pk_get(c, W))
         return;
@@ -125,7 +127,7 @@ static void pk_add(struct engine_ctx *c, enum qtype t, const void *W, int64_t n_
     c->pk_vals[i] = p;
 }
 
-static void pk_add_wt(struct engine_ctx *c, const struct wt *w)
+static void pk_add_wt(struct cpu_engine *c, const struct wt *w)
 {
     if (!w->data)
         return;
@@ -150,7 +152,7 @@ static uint64_t matrix_bytes(const struct model *m)
     return b;
 }
 
-static int pack_weights(struct engine_ctx *c, struct err *e)
+static int pack_weights(struct cpu_engine *c, struct err *e)
 {
     const struct model *m = c->m;
     /* Single-token decode keeps reading the file layout, so packed copies add to the resident set:
@@ -192,7 +194,7 @@ static void *alloc_f(size_t n, bool *ok)
 
 static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y);
 
-int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *pin,
+int cpu_engine_create(struct cpu_engine **out, const struct model *m, const struct engine_params *pin,
                   struct err *e)
 {
     *out = NULL;
@@ -218,21 +220,21 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         return err_set(e, ERR_RANGE, "engine: n_ctx %d / n_batch %d / n_seq %d / n_threads %d too large", p.n_ctx,
                        p.n_batch, p.n_seq, p.n_threads);
 
-    struct engine_ctx *c = calloc(1, sizeof *c);
+    struct cpu_engine *c = calloc(1, sizeof *c);
     if (!c)
         return err_set(e, ERR_NOMEM, "engine: out of memory");
     c->m = m;
     c->p = p;
     c->tp = tpool_create(p.n_threads);
     if (!c->tp) {
-        engine_free(c);
+        cpu_engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: cannot start %d threads", p.n_threads);
     }
     c->p.n_threads = tpool_size(c->tp);
     if (!p.no_pack) {
         int prc = pack_weights(c, e);
         if (prc) {
-            engine_free(c);
+            cpu_engine_free(c);
             return prc;
         }
     }
@@ -240,7 +242,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     int nkvl = m->n_kv_layers;
     int *dk = calloc((size_t)nkvl + 1, sizeof(int));
     if (!dk) {
-        engine_free(c);
+        cpu_engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory");
     }
     for (int il = 0; il < hp->n_layer; il++)
@@ -249,7 +251,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     int rc = kv_init(&c->kv, nkvl, dk, dk, p.n_seq, p.n_ctx, !p.kv_f32, e);
     free(dk);
     if (rc) {
-        engine_free(c);
+        cpu_engine_free(c);
         return rc;
     }
 
@@ -304,11 +306,11 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
     c->blk0 = calloc(B, sizeof(int));
     c->blkn = calloc(B, sizeof(int));
     if (!ok || !c->seq_next || !c->out_rows || !c->blk0 || !c->blkn) {
-        engine_free(c);
+        cpu_engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
     }
     if (m->arch->hybrid && (rc = hybrid_create(&c->hy, m, &c->p, c->tp, mm_wt, c, e))) {
-        engine_free(c);
+        cpu_engine_free(c);
         return rc;
     }
     *out = c;
@@ -318,7 +320,7 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
 /* ---- blocks ---- */
 
 /* Y = W·X for the matrix at W (a weight or an expert slice): the packed form when there is one. */
-static void mm_at(struct engine_ctx *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out, const float *X,
+static void mm_at(struct cpu_engine *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out, const float *X,
                   int n, float *Y)
 {
     /* one token: the file layout's single-row kernels measured ~10% less CPU than the packed ones */
@@ -329,7 +331,7 @@ static void mm_at(struct engine_ctx *c, enum qtype t, const void *W, int64_t n_i
         matmul(c->tp, &c->ms, t, W, n_in, n_out, X, n, Y);
 }
 
-static void mm(struct engine_ctx *c, const struct wt *w, const float *X, int n, float *Y)
+static void mm(struct cpu_engine *c, const struct wt *w, const float *X, int n, float *Y)
 {
     mm_at(c, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
 }
@@ -373,7 +375,7 @@ static void mmg_task(void *ctx, int64_t i, int worker)
         it->Y[r] = vec_dot(it->w->type, it->n_in, (const char *)it->W + (size_t)r * rb, j->act[k]);
 }
 
-static void mm_group(struct engine_ctx *c, int n_tok, const struct mm_item *it, int n)
+static void mm_group(struct cpu_engine *c, int n_tok, const struct mm_item *it, int n)
 {
     if (n_tok != 1 || n > 4) {
         for (int k = 0; k < n; k++)
@@ -430,7 +432,7 @@ enum row_op {
 };
 
 struct row_job {
-    struct engine_ctx *c;
+    struct cpu_engine *c;
     const struct layer *ly;
     const struct engine_tok *toks;
     int n;
@@ -440,7 +442,7 @@ struct row_job {
 
 #define ROW_CHUNK 8
 
-static void qk_store_row(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *tk, int t)
+static void qk_store_row(struct cpu_engine *c, const struct layer *ly, const struct engine_tok *tk, int t)
 {
     const struct model *m = c->m;
     const struct hparams *hp = &m->hp;
@@ -464,7 +466,7 @@ static void row_task(void *ctx, int64_t i, int worker)
 {
     (void)worker;
     const struct row_job *j = ctx;
-    struct engine_ctx *c = j->c;
+    struct cpu_engine *c = j->c;
     const int E = c->m->hp.n_embd;
     const float eps = c->m->hp.rms_eps;
     const int t1 = (int)((i + 1) * ROW_CHUNK < j->n ? (i + 1) * ROW_CHUNK : j->n);
@@ -491,7 +493,7 @@ static void row_task(void *ctx, int64_t i, int worker)
     }
 }
 
-static void par_rows(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *toks, int n,
+static void par_rows(struct cpu_engine *c, const struct layer *ly, const struct engine_tok *toks, int n,
                      enum row_op op, int width)
 {
     struct row_job j = { .c = c, .ly = ly, .toks = toks, .n = n, .op = op, .width = width };
@@ -503,7 +505,7 @@ static void par_rows(struct engine_ctx *c, const struct layer *ly, const struct 
 }
 
 struct attn_job {
-    struct engine_ctx *c;
+    struct cpu_engine *c;
     const struct engine_tok *toks;
     int il;       /* kv layer index */
     int n_head, n_head_kv;
@@ -516,7 +518,7 @@ struct attn_job {
 static void attn_task(void *ctx, int64_t i, int worker)
 {
     const struct attn_job *j = ctx;
-    struct engine_ctx *c = j->c;
+    struct cpu_engine *c = j->c;
     const int hd = c->m->hp.head_dim;
     const int b = (int)(i / j->n_head_kv), g = (int)(i % j->n_head_kv);
     const int n_gqa = j->n_head / j->n_head_kv;
@@ -546,7 +548,7 @@ static void attn_task(void *ctx, int64_t i, int worker)
                        c->att + (size_t)worker * c->att_per);
 }
 
-static void attn_block(struct engine_ctx *c, const struct layer *ly, const struct engine_tok *toks, int n)
+static void attn_block(struct cpu_engine *c, const struct layer *ly, const struct engine_tok *toks, int n)
 {
     const struct model *m = c->m;
     const struct hparams *hp = &m->hp;
@@ -601,7 +603,7 @@ static void attn_block(struct engine_ctx *c, const struct layer *ly, const struc
     /* the residual add is fused with the FFN's input norm (ffn_block) */
 }
 
-static void ffn_dense(struct engine_ctx *c, const struct layer *ly, int n)
+static void ffn_dense(struct cpu_engine *c, const struct layer *ly, int n)
 {
     const int E = c->m->hp.n_embd, F = ly->n_ff;
     const struct mm_item it[2] = {
@@ -616,7 +618,7 @@ static void ffn_dense(struct engine_ctx *c, const struct layer *ly, int n)
     add_bias(c->a, &ly->b_down, n, E);
 }
 
-static void ffn_moe(struct engine_ctx *c, const struct layer *ly, int n)
+static void ffn_moe(struct cpu_engine *c, const struct layer *ly, int n)
 {
     const struct hparams *hp = &c->m->hp;
     const int E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
@@ -680,7 +682,7 @@ static void ffn_moe(struct engine_ctx *c, const struct layer *ly, int n)
 }
 
 /* x += a (the attention output), then the FFN on rms_norm(x), then x += its output */
-static void ffn_block(struct engine_ctx *c, const struct layer *ly, int n)
+static void ffn_block(struct cpu_engine *c, const struct layer *ly, int n)
 {
     par_rows(c, ly, NULL, n, ROW_ADD_NORM, 0);
     if (ly->ffn == FFN_MOE)
@@ -692,7 +694,7 @@ static void ffn_block(struct engine_ctx *c, const struct layer *ly, int n)
     par_rows(c, ly, NULL, n, ROW_ADD, 0);
 }
 
-static int validate(struct engine_ctx *c, const struct engine_tok *toks, int n, struct err *e)
+static int validate(struct cpu_engine *c, const struct engine_tok *toks, int n, struct err *e)
 {
     if (n < 1 || n > c->p.n_batch)
         return err_set(e, ERR_INVALID, "engine_decode: %d tokens (batch holds 1..%d)", n, c->p.n_batch);
@@ -716,7 +718,7 @@ static int validate(struct engine_ctx *c, const struct engine_tok *toks, int n, 
     return 0;
 }
 
-int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
+int cpu_engine_decode(struct cpu_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
 {
     int rc = validate(c, toks, n, e);
     if (rc)
@@ -763,31 +765,31 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
     return 0;
 }
 
-int engine_seq_truncate(struct engine_ctx *c, int seq, int pos)
+int cpu_engine_seq_truncate(struct cpu_engine *c, int seq, int pos)
 {
     return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, NULL);
 }
 
-int engine_seq_len(const struct engine_ctx *c, int seq)
+int cpu_engine_seq_len(const struct cpu_engine *c, int seq)
 {
     if (seq < 0 || seq >= c->kv.n_seq)
         return 0;
     return c->kv.len[seq];
 }
 
-int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e)
+int cpu_engine_seq_copy(struct cpu_engine *c, int src, int dst, int n, struct err *e)
 {
     return hybrid_seq_copy(c->hy, &c->kv, src, dst, n, e);
 }
 
-int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e) { return hybrid_seq_snapshot(c->hy, &c->kv, seq, e); }
+int cpu_engine_seq_snapshot(struct cpu_engine *c, int seq, struct err *e) { return hybrid_seq_snapshot(c->hy, &c->kv, seq, e); }
 
-int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e)
+int cpu_engine_seq_restore(struct cpu_engine *c, int seq, int pos, struct err *e)
 {
     return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, e);
 }
 
-int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos)
+int cpu_engine_seq_restorable(const struct cpu_engine *c, int seq, int pos)
 {
     return hybrid_seq_restorable(c->hy, &c->kv, seq, pos);
 }
