@@ -17,7 +17,7 @@
  * So workers spin for a short while on the job counter before they sleep,
  * and the caller spins on the completion count before it waits. The spin is
  * bounded so idle pools cost nothing. */
-#define SPIN_ITERS 20000
+#define SPIN_ITERS 1000
 
 struct tpool {
     int n;                      /* threads including the caller */
