@@ -40,6 +40,9 @@ struct gemv_args {
     DP(const int) sel;           /* [nz] expert id per z (its slice = w + sel·expert_bytes), or 0 */
     DP(const float) xd;          /* q8 GEMV only: [..][x_stride / 32][2] (d, d·Σq) per 32 activations;
                                     x then points to the int8 quants [..][x_stride] */
+    DP(signed char) yq;          /* mode 2 GEMV: also a q8 copy of y, [nz][n_rows] (n_rows % 32 == 0), or 0 */
+    DP(float) yqd;               /* [nz][n_rows / 32][2] (d, d·Σq) */
+    DP(int) cnt;                 /* [nz][n_rows / 32] counters, zero between launches: blocks done per 32 rows */
     a_i64 row_bytes;
     a_i64 expert_bytes;
     a_i32 n_rows, k;             /* output rows, elements per row */

@@ -28,25 +28,43 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
             red[r][warp] = v, red[R + r][warp] = v2;
     }
     __syncthreads();
-    if (threadIdx.x >= R)
-        return;
     const int r = threadIdx.x, row = row0 + r;
-    if (row >= a.n_rows)
-        return;
-    float v = 0.0f, v2 = 0.0f;
-    for (int w = 0; w < nw; w++)
-        v += red[r][w], v2 += red[R + r][w];
-    const long long yi = (long long)z * a.y_stride + row;
-    if (a.bias)
-        v += a.bias[row];
-    if (dual && a.bias2)
-        v2 += a.bias2[row];
-    switch (a.mode) {
-    case 0: a.y[yi] = v; break;
-    case 1: a.y[yi] += v; break;
-    case 2: a.y[yi] = silu_f(v) * v2; break;
-    default: a.y[yi] = v, a.y2[yi] = v2; break;
+    if (r < R && row < a.n_rows) {
+        float v = 0.0f, v2 = 0.0f;
+        for (int w = 0; w < nw; w++)
+            v += red[r][w], v2 += red[R + r][w];
+        const long long yi = (long long)z * a.y_stride + row;
+        if (a.bias)
+            v += a.bias[row];
+        if (dual && a.bias2)
+            v2 += a.bias2[row];
+        switch (a.mode) {
+        case 0: a.y[yi] = v; break;
+        case 1: a.y[yi] += v; break;
+        case 2: a.y[yi] = silu_f(v) * v2; break;
+        default: a.y[yi] = v, a.y2[yi] = v2; break;
+        }
     }
+    if (a.mode != 2 || !a.yq)
+        return;
+    /* The SwiGLU output's q8 copy for the next GEMV: the block that completes a group of 32 rows
+     * (32 / R blocks write one) quantizes it, and resets the group's counter for the next launch. */
+    __shared__ int last;
+    __threadfence(); /* this block's rows are visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *cn = a.cnt + (long long)z * (a.n_rows / 32) + row0 / 32;
+        last = atomicAdd(cn, 1) + 1 == 32 / R;
+        if (last)
+            *cn = 0;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x >= 32)
+        return;
+    __threadfence();
+    const int e = row0 / 32 * 32 + (int)threadIdx.x;
+    const float v = ((volatile const float *)a.y)[(long long)z * a.y_stride + e]; /* past L1: other blocks' rows */
+    q8_group(v, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
 }
 
 /* rows of this block, clamped (the epilogue skips the extra ones) */

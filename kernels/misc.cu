@@ -13,30 +13,64 @@ extern "C" __global__ void embed_rows(const u8 *table, long long row_bytes, int 
         y[i] = deq_any(type, row, i);
 }
 
+#define RMS_EPT 8 /* row elements a thread keeps in registers: rows up to RMS_EPT · blockDim in one pass */
+
 /* y[r] = (x[src(r)] · 1/sqrt(mean(x²) + eps)) * w, src(r) = rows ? rows[r] : r. Grid: rows.
- * With q (n a multiple of WARP) the row is also written as q8: q [rows][n], qd [rows][n/32][2]. */
-extern "C" __global__ void rms_norm(float *y, const float *x, const float *w, const int *rows, int n, float eps,
-                                    int x_stride, int y_stride, i8 *q, float *qd)
+ * With q (n a multiple of WARP) the row is also written as q8: q [rows][n], qd [rows][n/32][2].
+ * A row of up to RMS_EPT · blockDim stays in registers: one read of x, and the q8 groups are made
+ * from the registers in the same pass that writes y (element j·blockDim + tid, so each warp holds
+ * whole groups of 32). Longer rows take the strided path, which re-reads y for the q8 copy. */
+extern "C" __global__ void __launch_bounds__(1024) rms_norm(float *y, const float *x, const float *w, const int *rows,
+                                                            int n, float eps, int x_stride, int y_stride, i8 *q,
+                                                            float *qd)
 {
     __shared__ float red[32];
-    const int r = blockIdx.x;
+    const int r = blockIdx.x, nt = blockDim.x, tid = threadIdx.x;
     const float *xr = x + (long long)(rows ? rows[r] : r) * x_stride;
     float *yr = y + (long long)r * y_stride;
+    i8 *qr = q ? q + (long long)r * n : 0;
+    float *qdr = q ? qd + (long long)r * (n / 32) * 2 : 0;
+    if (n <= RMS_EPT * nt) {
+        float v[RMS_EPT];
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RMS_EPT; j++) {
+            const int i = j * nt + tid;
+            v[j] = i < n ? xr[i] : 0.0f;
+            ss += v[j] * v[j];
+        }
+        ss = block_sum(ss, red);
+        const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+        for (int j = 0; j < RMS_EPT; j++) {
+            if (j * nt >= n) /* uniform over the block */
+                break;
+            const int i = j * nt + tid;
+            float t = v[j] * scale;
+            if (i < n) {
+                t = w ? t * w[i] : t;
+                yr[i] = t;
+            }
+            if (q && i - tid % WARP < n) /* n a multiple of WARP: whole warps */
+                q8_group(t, qr, qdr, i);
+        }
+        return;
+    }
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
+    for (int i = tid; i < n; i += nt)
         ss += xr[i] * xr[i];
     ss = block_sum(ss, red);
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    for (int i = tid; i < n; i += nt) {
         const float t = xr[i] * scale;
         yr[i] = w ? t * w[i] : t;
     }
     if (!q)
         return;
     __syncthreads();
-    const int lane = threadIdx.x % WARP, wp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    const int lane = tid % WARP, wp = tid / WARP, nw = nt / WARP;
     for (int b = wp * WARP; b < n; b += nw * WARP) /* whole warps, n a multiple of WARP */
-        q8_group(yr[b + lane], q + (long long)r * n, qd + (long long)r * (n / 32) * 2, b + lane);
+        q8_group(yr[b + lane], qr, qdr, b + lane);
 }
 
 /* x [rows][x_stride] f32 → q8 q [rows][n], qd [rows][n/32][2]; n a multiple of 32.

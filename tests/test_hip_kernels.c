@@ -363,9 +363,39 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "gemvq_%s", tn);
-    CHECK(launch(name, (unsigned)(nz * ((N + 1) / 2)), 1, 128, p) == 0, "%s launch", name);
+    /* mode 2 with N a multiple of 32: the epilogue's q8 copy of the SwiGLU output, twice (the group
+     * counters must be back at zero after a launch) */
+    const bool fq = mode == 2 && N % 32 == 0;
+    uint64_t dyq = 0, dyqd = 0, dcnt = 0;
+    if (fq) {
+        int32_t *zero = calloc((size_t)nz * (N / 32), sizeof(int32_t));
+        dcnt = dup(zero, sizeof(int32_t) * (size_t)nz * (N / 32));
+        free(zero);
+        a.cnt = dcnt;
+    }
+    for (int rep = 0; rep < (fq ? 2 : 1); rep++) {
+        if (fq) {
+            if (dyq)
+                hip_rt_free(g_rt, dyq), hip_rt_free(g_rt, dyqd);
+            dyq = dup(NULL, (size_t)nz * N), dyqd = poisoned((size_t)nz * (N / 32) * 2);
+            a.yq = dyq, a.yqd = dyqd;
+        }
+        CHECK(launch(name, (unsigned)(nz * ((N + 1) / 2)), 1, 128, p) == 0, "%s launch", name);
+    }
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
+    if (fq) {
+        int8_t *yq = malloc((size_t)nz * N), *yqref = malloc((size_t)nz * N);
+        float *yqd = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2), *yqdref = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2);
+        get(yq, dyq, (size_t)nz * N);
+        get(yqd, dyqd, sizeof(float) * (size_t)nz * (N / 32) * 2);
+        q8_emulate(y, nz * N, yqref, yqdref);
+        CHECK(!memcmp(yq, yqref, (size_t)nz * N), "%s N=%d nz=%d: SwiGLU q8 copy differs from quantizing y", name, N, nz);
+        CHECK(rel(yqd, yqdref, (size_t)nz * (N / 32) * 2) < 1e-6, "%s: SwiGLU q8 scales", name);
+        printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode 2 q8 copy of the output (2 launches): exact\n", name, N, K, nz);
+        hip_rt_free(g_rt, dyq), hip_rt_free(g_rt, dyqd), hip_rt_free(g_rt, dcnt);
+        free(yq), free(yqref), free(yqd), free(yqdref);
+    }
     if (mode == 3) {
         get(y, dy2, sizeof(float) * (size_t)nz * N);
         double r2 = rel(y, ref2, (size_t)nz * N);
@@ -391,32 +421,41 @@ static void gemv_q8_activations(void)
         check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0);
         check_mmq(qt[i].t, qt[i].name, 130, 2048, 3, 1);
         check_mmq(qt[i].t, qt[i].name, 45, 1536, 2, 2);
+        check_mmq(qt[i].t, qt[i].name, 96, 1536, 3, 2);
         check_mmq(qt[i].t, qt[i].name, 33, 4096, 1, 3);
     }
 }
 
-/* rms_norm's q8 copy of its output equals quantizing that output */
+/* rms_norm's q8 copy of its output equals quantizing that output, and the output matches ops_rms_norm:
+ * rows held in registers (up to 8 per thread, 256 and 1024 threads) and the strided path (4096 on 128) */
 static void rms_norm_q8_copy(void)
 {
     NEED_GPU();
-    const int n = 1024;
-    float x[1024], w[1024], y[1024], qd[64], qdref[64];
-    int8_t q[1024], qref[1024];
-    fill(x, n, 2.0f);
-    fill(w, n, 1.0f);
-    uint64_t dx = dup(x, sizeof x), dw = dup(w, sizeof w), dy = poisoned(n), dq = dup(NULL, n), dqd = poisoned(64);
-    uint64_t rows = 0;
-    float eps = 1e-6f;
-    int nn = n;
-    void *p[] = { &dy, &dx, &dw, &rows, &nn, &eps, &nn, &nn, &dq, &dqd };
-    CHECK(launch("rms_norm", 1, 1, 256, p) == 0, "launch");
-    get(y, dy, sizeof y);
-    get(q, dq, sizeof q);
-    get(qd, dqd, sizeof qd);
-    q8_emulate(y, n, qref, qdref);
-    CHECK(!memcmp(q, qref, sizeof q), "rms_norm q8 quants differ");
-    CHECK(rel(qd, qdref, 64) < 1e-6, "rms_norm q8 scales rel %.3g", rel(qd, qdref, 64));
-    hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dqd);
+    static const struct { int n, threads; } cases[] = { { 1024, 256 }, { 4096, 1024 }, { 4096, 128 }, { 96, 32 } };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int n = cases[c].n;
+        static float x[4096], w[4096], y[4096], ref[4096], qd[256], qdref[256];
+        static int8_t q[4096], qref[4096];
+        fill(x, n, 2.0f);
+        fill(w, n, 1.0f);
+        ops_rms_norm(ref, x, w, n, 1e-6f);
+        uint64_t dx = dup(x, sizeof(float) * n), dw = dup(w, sizeof(float) * n), dy = poisoned(n),
+                 dq = dup(NULL, n), dqd = poisoned(n / 16);
+        uint64_t rows = 0;
+        float eps = 1e-6f;
+        int nn = n;
+        void *p[] = { &dy, &dx, &dw, &rows, &nn, &eps, &nn, &nn, &dq, &dqd };
+        CHECK(launch("rms_norm", 1, 1, (unsigned)cases[c].threads, p) == 0, "launch");
+        get(y, dy, sizeof(float) * n);
+        get(q, dq, n);
+        get(qd, dqd, sizeof(float) * (n / 16));
+        q8_emulate(y, n, qref, qdref);
+        CHECK(rel(y, ref, n) < 1e-6, "rms_norm n=%d on %d: rel %.3g", n, cases[c].threads, rel(y, ref, n));
+        CHECK(!memcmp(q, qref, n), "rms_norm n=%d on %d: q8 quants differ", n, cases[c].threads);
+        CHECK(rel(qd, qdref, n / 16) < 1e-6, "rms_norm n=%d: q8 scales rel %.3g", n, rel(qd, qdref, n / 16));
+        hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dq),
+            hip_rt_free(g_rt, dqd);
+    }
 }
 
 /* ---- small kernels ---- */
@@ -538,7 +577,8 @@ static void rope_and_store(void)
     }
 }
 
-/* attention for tokens of two sequences at different positions, f32 and f16 caches, 1 and 8 splits */
+/* attention (per query head, and per KV-head group: attn_gqa) for tokens of two sequences at different
+ * positions (1, 3 and 5 of 8 splits in use), f32 and f16 caches, 1 and 8 splits, with the q8 copy of o */
 static void attention_vs_reference(void)
 {
     NEED_GPU();
@@ -568,21 +608,38 @@ static void attention_vs_reference(void)
                              f16 ? tab : NULL, ref + (size_t)t * nh * hd + (size_t)g * (nh / nkv) * hd, scratch);
             }
         uint64_t dk = dup(Kc, elt * nseq * nctx * kvd), dv = dup(Vc, elt * nseq * nctx * kvd);
+        for (int gqa = 0; gqa < 2; gqa++)
         for (int split = 1; split <= 8; split *= 8) {
             uint64_t dy = poisoned(sizeof y / 4);
             struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .part = dpart,
                                    .seq_stride = (int64_t)nctx * kvd, .kv_dim = kvd, .hd = hd, .n_head = nh,
                                    .n_head_kv = nkv, .q_stride = nh * hd, .o_stride = nh * hd, .nsplit = split,
                                    .kv_f16 = f16, .scale = scale };
+            /* the q8 copy of o comes from attn (tokens of one split) or attn_combine */
+            uint64_t dq8 = dup(NULL, sizeof y / 4), dq8d = poisoned(sizeof y / 4 / 16);
+            a.oq = dq8, a.oqd = dq8d;
             void *p[] = { &a };
-            CHECK(launch("attn", n * nh, (unsigned)split, 128, p) == 0, "launch");
+            if (gqa) /* one block per KV head for its nh / nkv query heads */
+                CHECK(launch("attn_gqa", n * nkv, (unsigned)split, 256, p) == 0, "launch");
+            else
+                CHECK(launch("attn", n * nh, (unsigned)split, 128, p) == 0, "launch");
             if (split > 1)
                 CHECK(launch("attn_combine", n * nh, 1, 128, p) == 0, "launch");
             get(y, dy, sizeof y);
             double r = rel(y, ref, sizeof y / 4);
+            {
+                static int8_t q8[3 * 8 * 128], q8ref[3 * 8 * 128];
+                static float q8d[3 * 8 * 128 / 16], q8dref[3 * 8 * 128 / 16];
+                get(q8, dq8, sizeof q8);
+                get(q8d, dq8d, sizeof q8d);
+                q8_emulate(y, (int)(sizeof y / 4), q8ref, q8dref);
+                CHECK(!memcmp(q8, q8ref, sizeof q8), "attn%s f16=%d split %d: q8 copy differs", gqa ? "_gqa" : "", f16, split);
+                CHECK(rel(q8d, q8dref, sizeof q8d / 4) < 1e-6, "attn q8 scales");
+                hip_rt_free(g_rt, dq8), hip_rt_free(g_rt, dq8d);
+            }
             /* f16: the reference also rounds probabilities to f16 before V·p */
-            CHECK(r < (f16 ? 2e-3 : 1e-5), "attn f16=%d split %d rel %.3g", f16, split, r);
-            printf("#   attn %s cache, %d split(s): rel %.2e\n", f16 ? "f16" : "f32", split, r);
+            CHECK(r < (f16 ? 2e-3 : 1e-5), "attn%s f16=%d split %d rel %.3g", gqa ? "_gqa" : "", f16, split, r);
+            printf("#   attn%s %s cache, %d split(s): rel %.2e\n", gqa ? "_gqa" : "", f16 ? "f16" : "f32", split, r);
             hip_rt_free(g_rt, dy);
         }
         hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dv);

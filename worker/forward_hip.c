@@ -57,6 +57,9 @@ struct hip_engine {
     hip_fn k_quant;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     hip_fn k_embed, k_rms, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
+    hip_fn k_attn_gqa;     /* attention reading each K/V row once for its query-head group */
+    bool gqa;              /* decode attention through k_attn_gqa where the group fits; LLM170_HIP_GQA=1 (measured
+                              slower at depth than the per-head kernel, equal at short context: opt-in) */
     /* weights */
     struct dw tok_embd, output;
     uint64_t output_norm, output_bias;
@@ -82,6 +85,8 @@ struct hip_engine {
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     uint64_t amax;         /* [B] int argmax results */
     uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
+    uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX][F], [..][F/32][2] */
+    uint64_t fcnt;         /* [GEMV_MAX][F/32] int counters of that GEMV (zero between launches) */
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
     int W, nq_max, nkv_max, F;
@@ -238,7 +243,7 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
         { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
         { &c->k_combine, "moe_combine" }, { &c->k_argmax, "argmax_rows" }, { &c->k_attn, "attn" },
-        { &c->k_attn_comb, "attn_combine" }, { &c->k_quant, "quantize_q8" },
+        { &c->k_attn_comb, "attn_combine" }, { &c->k_quant, "quantize_q8" }, { &c->k_attn_gqa, "attn_gqa" },
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if ((rc = hip_rt_fn(c->rt, ks[i].n, ks[i].f, e)))
@@ -282,6 +287,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->q8 = !(q8e && !strcmp(q8e, "0"));
     /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
     c->mma = mmae && !strcmp(mmae, "1");
+    const char *gqe = getenv("LLM170_HIP_GQA");
+    c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
     if (!rc)
         rc = get_kernels(c, e);
@@ -371,9 +378,12 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
         { &c->ey, X ? B * K * E * 4 : 4 }, { &c->io, io_bytes }, { &c->amax, B * 4 },
         { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
+        { &c->fq, GEMV_MAX * F }, { &c->fqd, GEMV_MAX * (F / 32 + 1) * 8 }, { &c->fcnt, GEMV_MAX * (F / 32 + 1) * 4 },
     };
     for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
         rc = dalloc(c, sc[i].n, sc[i].d, e);
+    if (!rc)
+        rc = hip_rt_memset32(c->rt, c->fcnt, 0, GEMV_MAX * (F / 32 + 1), e);
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
     if (!rc)
@@ -393,8 +403,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
 /* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
- * q: c->xq/xqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use the dp4a kernels. */
-static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, bool q,
+ * q: 1 when c->xq/xqd, 2 when c->fq/fqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use
+ * the dp4a kernels; 0 when no q8 copy exists. */
+static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
                      struct err *e)
 {
     void *params[] = { a };
@@ -402,8 +413,8 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
         hip_fn f = c->gemv[w->type];
         if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
             f = c->gemvq[w->type];
-            a->x = c->xq;
-            a->xd = c->xqd;
+            a->x = q == 2 ? c->fq : c->xq;
+            a->xd = q == 2 ? c->fqd : c->xqd;
             a->x_stride = (int)w->ne0;
         }
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, GEMV_R), 1, 1, 4u * (unsigned)c->warp,
@@ -418,7 +429,7 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
 
 /* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args. */
 static int mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int x_div,
-              int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, bool q,
+              int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, int q,
               struct err *e)
 {
     struct gemv_args a = {
@@ -432,7 +443,7 @@ static int mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uin
 
 /* y = W·x + b and y2 = W2·x + b2 in one pass over x (K and V projections of a decode step) */
 static int mm_dual(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int nz,
-                   uint64_t y, uint64_t y2, int y_stride, uint64_t bias, uint64_t bias2, bool q, struct err *e)
+                   uint64_t y, uint64_t y2, int y_stride, uint64_t bias, uint64_t bias2, int q, struct err *e)
 {
     struct gemv_args a = {
         .w = w->d, .w2 = w2->d, .x = x, .y = y, .y2 = y2, .bias = bias, .bias2 = bias2,
@@ -459,7 +470,10 @@ static int rms(struct hip_engine *c, uint64_t y, uint64_t x, uint64_t w, uint64_
     float eps = c->m->hp.rms_eps;
     uint64_t qq = q ? c->xq : 0, qd = q ? c->xqd : 0;
     void *params[] = { &y, &x, &w, &rows, &n, &eps, &xs, &ys, &qq, &qd };
-    return hip_rt_launch(c->rt, c->k_rms, (unsigned)nr, 1, 1, 256, params, e);
+    /* about 4 elements a thread, up to 1024 threads: the row stays in registers (kernels/misc.cu) */
+    size_t nt = cdiv(cdiv((size_t)n, 4), (size_t)c->warp) * (size_t)c->warp;
+    nt = nt > 1024 ? 1024 : nt;
+    return hip_rt_launch(c->rt, c->k_rms, (unsigned)nr, 1, 1, (unsigned)nt, params, e);
 }
 
 static int ew(struct hip_engine *c, hip_fn f, uint64_t a, uint64_t b, int n, struct err *e)
@@ -518,20 +532,26 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         .n_head_kv = ly->n_head_kv, .q_stride = qs, .o_stride = nq, .nsplit = nsplit, .kv_f16 = c->kv_elt == 2,
         .scale = hp->kq_scale,
     };
-    void *ap[] = { &aa };
-    TRY(hip_rt_launch(c->rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1, 4u * (unsigned)c->warp, ap, e));
-    /* x += Wo·o + bo; the q8 copy of o for the GEMV comes out of the split merge when heads align */
+    /* x += Wo·o + bo; the q8 copy of o for the GEMV comes out of attn (one split) or the split merge,
+     * when heads are whole warps */
     const bool qo = n <= GEMV_MAX && want_q8(c, nq) && c->gemvq[d->wo.type];
-    if (nsplit > 1) {
-        const bool fuse = qo && hd % 32 == 0 && (int)rb == hd;
-        if (fuse)
-            aa.oq = c->xq, aa.oqd = c->xqd;
+    const bool fuse = qo && nsplit > 1 && hd % 32 == 0 && hd % c->warp == 0 && (int)rb == hd;
+    if (fuse)
+        aa.oq = c->xq, aa.oqd = c->xqd;
+    void *ap[] = { &aa };
+    /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
+     * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
+    const int G = ly->n_head / ly->n_head_kv;
+    if (c->gqa && n <= GEMV_MAX && ly->n_head % ly->n_head_kv == 0 && G > 1 && G <= 8 && G * hd <= 1024 &&
+        hd <= 8 * c->warp)
+        TRY(hip_rt_launch(c->rt, c->k_attn_gqa, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 256, ap, e));
+    else
+        TRY(hip_rt_launch(c->rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1,
+                          4u * (unsigned)c->warp, ap, e));
+    if (nsplit > 1) /* a no-op for tokens whose cache took one split (kernels/attn.cu) */
         TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
-        if (qo && !fuse)
-            TRY(quant(c, c->o, n, nq, nq, e));
-    } else if (qo) {
+    if (qo && !fuse)
         TRY(quant(c, c->o, n, nq, nq, e));
-    }
     return mm(c, &d->wo, NULL, c->o, nq, 1, n, c->x, E, d->bo, 0, 0, 1, qo, e);
 }
 
@@ -561,14 +581,22 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         return hip_rt_launch(c->rt, c->k_combine, (unsigned)n, 1, 1, 256, cp, e);
     }
     const int F = ly->n_ff;
-    if (n <= GEMV_MAX && d->gate.type == d->up.type) {
-        TRY(mm(c, &d->gate, &d->up, c->h, E, 1, n, c->fg, F, d->b_gate, d->b_up, 0, 2, qh, e));
-    } else {
-        TRY(mm(c, &d->gate, NULL, c->h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, qh, e));
-        TRY(mm(c, &d->up, NULL, c->h, E, 1, n, c->fu, F, d->b_up, 0, 0, 0, qh, e));
-        TRY(ew(c, c->k_swiglu, c->fg, c->fu, n * F, e));
-    }
     const bool qf = n <= GEMV_MAX && want_q8(c, F) && c->gemvq[d->down.type];
+    if (n <= GEMV_MAX && d->gate.type == d->up.type) {
+        /* SwiGLU in the GEMV's epilogue, which also writes the q8 copy for the down GEMV (into fq: the
+         * GEMV itself still reads xq) */
+        struct gemv_args a = {
+            .w = d->gate.d, .w2 = d->up.d, .x = c->h, .y = c->fg, .bias = d->b_gate, .bias2 = d->b_up,
+            .yq = qf ? c->fq : 0, .yqd = qf ? c->fqd : 0, .cnt = qf ? c->fcnt : 0,
+            .row_bytes = (int64_t)d->gate.row_bytes, .n_rows = F, .k = (int)d->gate.ne0, .x_stride = E,
+            .y_stride = F, .x_div = 1, .nz = n, .mode = 2,
+        };
+        TRY(launch_mm(c, &a, &d->gate, &d->up, qh, e));
+        return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf ? 2 : 0, e);
+    }
+    TRY(mm(c, &d->gate, NULL, c->h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, qh, e));
+    TRY(mm(c, &d->up, NULL, c->h, E, 1, n, c->fu, F, d->b_up, 0, 0, 0, qh, e));
+    TRY(ew(c, c->k_swiglu, c->fg, c->fu, n * F, e));
     if (qf)
         TRY(quant(c, c->fg, n, F, F, e));
     return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf, e);
