@@ -108,6 +108,24 @@ check "last row of --all equals the single row" cmp -s "$T/l1" <(tail -c $((512 
 P=$(python3 -c 'print(",".join(str(1 + (i * 37) % 500) for i in range(100)))')
 check "chunk-check 1,7,16,64,512" quiet "$L" diag chunk-check --model "$M" --prompt-tokens "$P" --chunks 1,7,16,64,512
 
+# chunk-check on every architecture: synthetic dense models from the shared writer
+# (numpy: Debian's python3), the shared hybrid models as they are
+PY3=/usr/bin/python3
+SYN=${LLM170_SHARED_TOOLS:-../shared/tools}/synth_dense.py
+if [ -x "$PY3" ] && "$PY3" -c 'import numpy' 2>/dev/null && [ -r "$SYN" ]; then
+    for a in llama qwen2 qwen3 qwen3moe; do
+        "$PY3" "$SYN" --arch $a --out "$T/$a.gguf" >/dev/null 2>&1
+        check "chunk-check $a 1,7,16,64,512" quiet "$L" diag chunk-check --model "$T/$a.gguf" --prompt-tokens "$P" --chunks 1,7,16,64,512
+    done
+else
+    echo "skip - chunk-check on synthetic dense archs: needs /usr/bin/python3 with numpy and $SYN"
+fi
+for h in qwen35-tiny qwen35moe-tiny; do
+    HM=$D/models/synthetic/$h.gguf
+    [ -r "$HM" ] || { echo "skip - chunk-check $h: $HM not found"; continue; }
+    check "chunk-check $h 1,16,63,64,65,512" quiet "$L" diag chunk-check --model "$HM" --prompt-tokens "$P" --chunks 1,16,63,64,65,512
+done
+
 # bench: table and json rows
 "$L" bench --model "$M" --pp 32 --tg 8 --np 2 --reps 1 --json >"$T/bench"
 check "bench --json has pp32, tg8 and np 2 rows" test "$(grep -c '"test":"\(pp32\|tg8\|np 2\)"' "$T/bench")" -eq 3
