@@ -93,3 +93,28 @@ int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos)
 {
     return c->hip ? pos : cpu_engine_seq_restorable(c->cpu, seq, pos);
 }
+
+int engine_check_batch(const struct engine_tok *toks, int n, int n_batch, int n_seq, int n_ctx, int32_t n_vocab,
+                       const int *len, int *seq_next, struct err *e)
+{
+    if (n < 1 || n > n_batch)
+        return err_set(e, ERR_INVALID, "engine_decode: %d tokens (batch holds 1..%d)", n, n_batch);
+    for (int s = 0; s < n_seq; s++)
+        seq_next[s] = len[s];
+    for (int i = 0; i < n; i++) {
+        const struct engine_tok *t = &toks[i];
+        if (t->token < 0 || t->token >= n_vocab)
+            return err_set(e, ERR_INVALID, "engine_decode: token %d at batch row %d is outside the vocabulary (%d)",
+                           t->token, i, n_vocab);
+        if (t->seq < 0 || t->seq >= n_seq)
+            return err_set(e, ERR_INVALID, "engine_decode: sequence %d at batch row %d is outside [0, %d)", t->seq, i,
+                           n_seq);
+        if (t->pos != seq_next[t->seq])
+            return err_set(e, ERR_INVALID, "engine_decode: batch row %d: sequence %d expects position %d, got %d", i,
+                           t->seq, seq_next[t->seq], t->pos);
+        if (t->pos >= n_ctx)
+            return err_set(e, ERR_FULL, "engine_decode: sequence %d is full (n_ctx %d)", t->seq, n_ctx);
+        seq_next[t->seq]++;
+    }
+    return 0;
+}

@@ -103,4 +103,10 @@ int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e);
 int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e);
 int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos);
 
+/* For backends: check a batch against the engine_decode contract (sizes, ids,
+ * contiguous positions per sequence, context room). len[n_seq] are the cached
+ * lengths; seq_next[n_seq] receives each sequence's length after the batch. */
+int engine_check_batch(const struct engine_tok *toks, int n, int n_batch, int n_seq, int n_ctx, int32_t n_vocab,
+                       const int *len, int *seq_next, struct err *e);
+
 #endif

@@ -637,26 +637,8 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
 
 static int validate(struct hip_engine *c, const struct engine_tok *toks, int n, struct err *e)
 {
-    if (n < 1 || n > c->p.n_batch)
-        return err_set(e, ERR_INVALID, "engine_decode: %d tokens (batch holds 1..%d)", n, c->p.n_batch);
-    for (int s = 0; s < c->p.n_seq; s++)
-        c->seq_next[s] = c->len[s];
-    for (int i = 0; i < n; i++) {
-        const struct engine_tok *t = &toks[i];
-        if (t->token < 0 || t->token >= c->m->hp.n_vocab)
-            return err_set(e, ERR_INVALID, "engine_decode: token %d at batch row %d is outside the vocabulary (%d)",
-                           t->token, i, c->m->hp.n_vocab);
-        if (t->seq < 0 || t->seq >= c->p.n_seq)
-            return err_set(e, ERR_INVALID, "engine_decode: sequence %d at batch row %d is outside [0, %d)", t->seq,
-                           i, c->p.n_seq);
-        if (t->pos != c->seq_next[t->seq])
-            return err_set(e, ERR_INVALID, "engine_decode: batch row %d: sequence %d expects position %d, got %d", i,
-                           t->seq, c->seq_next[t->seq], t->pos);
-        if (t->pos >= c->p.n_ctx)
-            return err_set(e, ERR_FULL, "engine_decode: sequence %d is full (n_ctx %d)", t->seq, c->p.n_ctx);
-        c->seq_next[t->seq]++;
-    }
-    return 0;
+    return engine_check_batch(toks, n, c->p.n_batch, c->p.n_seq, c->p.n_ctx, c->m->hp.n_vocab, c->len,
+                              c->seq_next, e);
 }
 
 static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, int32_t *greedy_out,

@@ -27,77 +27,25 @@ struct sym {
     int32_t id;      /* vocab id of the text, -1 when not a token */
 };
 
-struct bigram {
-    int32_t rank, left, right;
-    uint32_t size;
-};
 
-struct heap {
-    struct bigram *v;
-    size_t n, cap;
-};
 
-static bool bg_less(const struct bigram *a, const struct bigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
 
-static int heap_push(struct heap *h, struct bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return ERR_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bg_less(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return 0;
-}
 
-static struct bigram heap_pop(struct heap *h)
-{
-    struct bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && bg_less(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!bg_less(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
 
 static int add_bigram(const struct tok_vocab *v, const char *w, const struct sym *s, int32_t l, int32_t r,
-                      struct heap *h)
+                      struct tok_heap *h)
 {
     if (l < 0 || r < 0)
         return 0;
     int32_t rank = tok_merge_rank(v, s[l].id, s[r].id, w + s[l].off, s[l].n, w + s[r].off, s[r].n);
     if (rank < 0)
         return 0;
-    return heap_push(h, (struct bigram){rank, l, r, s[l].n + s[r].n});
+    return tok_heap_push(h, (struct tok_bigram){-(float)rank, l, r, s[l].n + s[r].n});
 }
 
 /* Merge one byte-encoded word and append its ids. */
 static int bpe_word(const struct tok_vocab *v, const char *w, size_t wl, struct sym **symp, size_t *symcap,
-                    struct heap *h, struct tok_out *o)
+                    struct tok_heap *h, struct tok_out *o)
 {
     if (v->ignore_merges) {
         int32_t id = tok_map_find(v, w, wl);
@@ -128,7 +76,7 @@ static int bpe_word(const struct tok_vocab *v, const char *w, size_t wl, struct 
         if ((rc = add_bigram(v, w, s, i - 1, i, h)))
             return rc;
     while (h->n) {
-        struct bigram b = heap_pop(h);
+        struct tok_bigram b = tok_heap_pop(h);
         struct sym *L = &s[b.left], *R = &s[b.right];
         if (!L->n || !R->n || L->n + R->n != b.size)
             continue; /* stale */
@@ -166,7 +114,7 @@ int tok_bpe_fragment(const struct tok_vocab *v, const char *text, size_t len, st
     char *word = NULL;
     struct sym *sym = NULL;
     size_t symcap = 0;
-    struct heap h = {0};
+    struct tok_heap h = {0};
     int rc = tok_utf8_decode(text, len, &cp, &ncp);
     if (rc)
         return rc;

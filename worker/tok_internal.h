@@ -176,4 +176,20 @@ int tok_spm_fragment(const struct tok_vocab *v, const char *text, size_t len, st
 /* Build v->piece (token_to_piece with special = true). */
 int tok_build_pieces(struct tok_vocab *v);
 
+/* Candidate merge of symbols left+right (tok_heap.c): BPE key = -rank (exact
+ * for ranks < 2^24), SPM key = the merged token's score. */
+struct tok_bigram {
+    float key;
+    int32_t left, right;
+    uint32_t size; /* bytes of the pair when queued: stale entries are skipped */
+};
+
+struct tok_heap {
+    struct tok_bigram *v; /* [cap] */
+    size_t n, cap;
+};
+
+int tok_heap_push(struct tok_heap *h, struct tok_bigram b);
+struct tok_bigram tok_heap_pop(struct tok_heap *h);
+
 #endif

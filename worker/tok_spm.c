@@ -14,74 +14,20 @@ struct sym {
     uint32_t off, n;
 };
 
-struct bigram {
-    float score;
-    int32_t left, right;
-    uint32_t size;
-};
 
-struct heap {
-    struct bigram *v;
-    size_t n, cap;
-};
 
-/* max-heap on score, ties: smaller left first */
-static bool bg_before(const struct bigram *a, const struct bigram *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
 
-static int heap_push(struct heap *h, struct bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return ERR_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bg_before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return 0;
-}
 
-static struct bigram heap_pop(struct heap *h)
-{
-    struct bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && bg_before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!bg_before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = last;
-    return top;
-}
 
 static int try_bigram(const struct tok_vocab *v, const char *t, const struct sym *s, int32_t l, int32_t r,
-                      struct heap *h)
+                      struct tok_heap *h)
 {
     if (l < 0 || r < 0)
         return 0;
     int32_t id = tok_map_find(v, t + s[l].off, s[l].n + s[r].n);
     if (id < 0)
         return 0;
-    return heap_push(h, (struct bigram){v->score[id], l, r, s[l].n + s[r].n});
+    return tok_heap_push(h, (struct tok_bigram){v->score[id], l, r, s[l].n + s[r].n});
 }
 
 int tok_spm_fragment(const struct tok_vocab *v, const char *t, size_t len, struct tok_out *o)
@@ -89,7 +35,7 @@ int tok_spm_fragment(const struct tok_vocab *v, const char *t, size_t len, struc
     if (!len)
         return 0;
     struct sym *s = malloc(len * sizeof *s);
-    struct heap h = {0};
+    struct tok_heap h = {0};
     int rc = 0;
     if (!s)
         return ERR_NOMEM;
@@ -105,7 +51,7 @@ int tok_spm_fragment(const struct tok_vocab *v, const char *t, size_t len, struc
     for (int32_t i = 1; i < ns && !rc; i++)
         rc = try_bigram(v, t, s, i - 1, i, &h);
     while (h.n && !rc) {
-        struct bigram b = heap_pop(&h);
+        struct tok_bigram b = tok_heap_pop(&h);
         struct sym *L = &s[b.left], *R = &s[b.right];
         if (!L->n || !R->n || L->n + R->n != b.size)
             continue;
