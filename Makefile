@@ -93,12 +93,14 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
 
 test: all
+	@tests/prepare.sh $(BUILD)
 	@tests/run.sh $(BUILD) $(BIN)
 
 # The whole suite again under AddressSanitizer + UBSan, in its own build tree.
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	        LDLIBS="-lm -ldl -pthread -fsanitize=address,undefined" all
+	tests/prepare.sh build-asan
 	ASAN_OPTIONS=detect_leaks=1 tests/run.sh build-asan build-asan/bin
 
 # A longer fuzzing session than the one the suite runs.
