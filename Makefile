@@ -46,7 +46,7 @@ TEST_TOOL_SRC := $(wildcard tests/tools/*.c)
 TEST_TOOLS := $(TEST_TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 .SECONDARY:
-.PHONY: all deps test run asan fuzz clean check-deps
+.PHONY: all deps test run asan fuzz clean
 all: deps $(PROGRAMS) $(TEST_BIN) $(TEST_TOOLS)
 
 # Install missing Debian packages when root, else print the apt-get line.
@@ -101,6 +101,10 @@ asan:
 	        LDLIBS="-lm -ldl -pthread -fsanitize=address,undefined" all
 	ASAN_OPTIONS=detect_leaks=1 tests/run.sh build-asan build-asan/bin
 
+# A longer fuzzing session than the one the suite runs.
+fuzz:
+	FUZZ_RUNS=$${FUZZ_RUNS:-2000000} tests/fuzz.sh
+
 run: all
 	@scripts/run.sh "$(MODEL)"
 
@@ -108,3 +112,4 @@ clean:
 	rm -rf build build-asan bin
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include Makefile.gpu.inc

@@ -9,7 +9,7 @@ PKGS="gcc make pkg-config libnng-dev libmsgpack-dev libmicrohttpd-dev libsystemd
 libpcre2-dev libutf8proc-dev libvulkan-dev glslc"
 # tests: fuzzer + sanitizer runtime, Vulkan on the CPU (lavapipe), numpy for the shared model writers,
 # systemd-analyze for unit checks, node/npm for the llama.cpp oracle and the OpenAI SDK client tests
-PKGS="$PKGS clang libclang-rt-14-dev mesa-vulkan-drivers python3 python3-numpy systemd curl"
+PKGS="$PKGS clang libclang-rt-14-dev mesa-vulkan-drivers python3 python3-numpy systemd curl nodejs"
 
 missing=""
 for p in $PKGS; do

@@ -49,6 +49,14 @@ struct engine_params {
     int n_batch;    /* most tokens per engine_decode call; 0 = 512 */
     int n_threads;  /* CPU threads; 0 = all cores */
     bool kv_f32;    /* f32 KV cache instead of the default f16 */
+    bool no_pack;   /* CPU: keep weights in the file layout instead of repacking them for the
+                       faster multi-token kernels (saves a copy of the packable weights in memory;
+                       packing is also skipped when the weights exceed a quarter of the RAM) */
+    /* recurrent hybrids (qwen35*) */
+    int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
+    int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
+                           Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
+                           backend's faster choice (CPU: token by token for every run) */
 };
 void engine_params_default(struct engine_params *p);
 
@@ -72,11 +80,27 @@ struct engine_tok {
 int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits,
                   struct err *e);
 
-/* Sequence state: forget all positions >= pos (pos 0 clears it). */
-void engine_seq_truncate(struct engine_ctx *c, int seq, int pos);
+/* Sequence state: forget all positions >= pos (pos 0 clears it). Returns 0, or ERR_UNSUPPORTED
+ * when the model has recurrent layers (qwen35*) and pos is neither 0, the current length, nor a
+ * snapshot position of the sequence: a recurrent state folds in every position and cannot be
+ * rolled back to an arbitrary one (see engine_seq_snapshot). */
+int engine_seq_truncate(struct engine_ctx *c, int seq, int pos);
 /* Cached length of a sequence. */
 int engine_seq_len(const struct engine_ctx *c, int seq);
-/* Copy the first n positions of src's state into dst (prefix reuse / n > 1). */
+/* Copy the first n positions of src's state into dst (prefix reuse / n > 1). With recurrent layers
+ * n must be 0, src's length or one of src's snapshot positions (else ERR_UNSUPPORTED); dst also
+ * inherits src's snapshots at positions <= n. */
 int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e);
+
+/* Prefix reuse for recurrent hybrids (a no-op for plain transformers, whose cells are their state).
+ * engine_seq_snapshot keeps the sequence's recurrent state at its current length (the scheduler
+ * takes one at each prefill chunk boundary); up to engine_params.n_snap per sequence are kept, the
+ * oldest replaced first, and a snapshot dies when the sequence is cut back below it.
+ * engine_seq_restore cuts the sequence back to `pos` (0, its length or a snapshot position; else
+ * ERR_UNSUPPORTED). engine_seq_restorable says the largest position <= pos the sequence can be cut
+ * back to (any position for plain transformers). */
+int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e);
+int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e);
+int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos);
 
 #endif

@@ -33,8 +33,9 @@ struct gguf_kv {
     enum gguf_vtype type;     /* value type; GGUF_ARRAY for arrays */
     enum gguf_vtype arr_type; /* element type when type == GGUF_ARRAY */
     uint64_t arr_n;           /* element count when type == GGUF_ARRAY */
-    const uint8_t *val;       /* payload in the mapping (scalar, string, or first array element) */
+    const uint8_t *val;       /* payload in the mapping (scalar, string's u64 length, or first array element) */
     uint64_t file_off;        /* offset of the key in its file, for messages */
+    const struct gguf_str *arr_strs; /* [arr_n] elements when arr_type == GGUF_STRING, else NULL */
 };
 
 #define GGUF_MAX_DIMS 4
@@ -52,8 +53,8 @@ struct gguf_tensor {
 };
 
 struct gguf_part {
-    char *path;               /* file path as opened */
-    int fd;
+    char *path;               /* file path as opened (the name given to gguf_open_buffer) */
+    int fd;                   /* -1 for gguf_open_buffer images (not owned, never unmapped) */
     void *map;                /* whole-file mapping */
     uint64_t size;            /* file size */
     uint64_t data_start;      /* absolute offset of the tensor data blob */
@@ -72,7 +73,8 @@ struct gguf {
 
 /* Open and validate. On failure *out is NULL and e names the file and offset. */
 int gguf_open(struct gguf **out, const char *path, struct err *e);
-/* Validate an in-memory image (used by the fuzzer and tests); `buf` must outlive the result. */
+/* Validate an in-memory image (used by the fuzzer and tests); `buf` must
+ * outlive the result. Split keys are not followed: it is always one part. */
 int gguf_open_buffer(struct gguf **out, const void *buf, size_t size, const char *name, struct err *e);
 void gguf_close(struct gguf *g);
 
@@ -97,6 +99,13 @@ int gguf_get_cstr(const struct gguf *g, const char *key, char *buf, size_t cap, 
 int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i);
 float gguf_arr_f32(const struct gguf_kv *kv, uint64_t i);
 struct gguf_str gguf_arr_str(const struct gguf_kv *kv, uint64_t i);
+
+/* Array-valued key, checked: want = GGUF_STRING (a string array), an integer
+ * type (any integer or bool elements), or GGUF_FLOAT32 / GGUF_FLOAT64 (any
+ * numeric elements). ERR_NOTFOUND when absent, ERR_FORMAT when the key is
+ * not such an array. */
+int gguf_get_arr(const struct gguf *g, const char *key, enum gguf_vtype want, const struct gguf_kv **out,
+                 struct err *e);
 
 /* Per-layer hyperparameter: scalar, or array of length n (value i). */
 int gguf_get_layer_i64(const struct gguf *g, const char *key, uint32_t layer, int64_t *out, struct err *e);

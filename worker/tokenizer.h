@@ -1,7 +1,10 @@
 /* tokenizer.h — llama.cpp-exact tokenization from a GGUF vocabulary:
  * byte-level BPE ("gpt2", with the pre-tokenizer named by tokenizer.ggml.pre)
  * and SentencePiece ("llama"), special-token partition, BOS/EOS rules, token
- * pieces and streaming detokenization (shared spec tokenizers.md). */
+ * pieces and streaming detokenization (shared spec tokenizers.md).
+ *
+ * A tok_vocab is read-only once built: every function below that takes a
+ * const vocab may run concurrently from several threads. */
 #ifndef LLM170_TOKENIZER_H
 #define LLM170_TOKENIZER_H
 
@@ -32,6 +35,9 @@ bool tok_is_eog(const struct tok_vocab *v, int32_t id);
 enum tok_attr tok_attr_of(const struct tok_vocab *v, int32_t id);
 /* Token text as stored in the vocab (e.g. "Ġthe", "▁the", "<0x0A>"); NUL-terminated. */
 const char *tok_text(const struct tok_vocab *v, int32_t id);
+/* tokenizer.ggml.suppress_tokens (ids the sampler must never pick; out-of-range
+ * ids dropped). NULL with *n = 0 when the key is absent. */
+const int32_t *tok_suppress_tokens(const struct tok_vocab *v, size_t *n);
 /* Id of an exact token text, -1 when absent. */
 int32_t tok_lookup(const struct tok_vocab *v, const char *text, size_t len);
 
@@ -44,16 +50,28 @@ int tok_encode(const struct tok_vocab *v, const char *text, size_t len, bool add
  * again with more room). Control tokens give "" unless `special`. */
 size_t tok_piece(const struct tok_vocab *v, int32_t id, bool special, char *buf, size_t cap);
 
+/* Longest piece of any token (a safe `cap` for tok_piece / tok_stream_push
+ * is this plus 8). */
+size_t tok_piece_max(const struct tok_vocab *v);
+
 /* llama_detokenize(ids, remove_special = false, unparse_special): malloc'ed,
  * NUL-terminated text; *len gets its length. NULL on allocation failure. */
 char *tok_detokenize(const struct tok_vocab *v, const int32_t *ids, size_t n, bool special, size_t *len);
+/* The same with llama_detokenize's remove_special: drop a leading BOS (when
+ * the vocab adds one; the first piece then keeps its space) and a trailing
+ * EOS (when the vocab adds one). */
+char *tok_detokenize_ex(const struct tok_vocab *v, const int32_t *ids, size_t n, bool remove_special, bool special,
+                        size_t *len);
 
 /* Streaming detokenizer: feed tokens one at a time, get only complete UTF-8
  * (bytes of a character split across tokens are held back until whole). */
 struct tok_stream {
     char pending[8]; /* an incomplete UTF-8 sequence carried to the next token */
     int n_pending;
-    bool first;      /* no token emitted yet (SPM strips the leading space of the first piece) */
+    bool first;      /* strip the leading space of the next piece when the vocab has
+                      * add_space_prefix, as tok_detokenize does for its first token.
+                      * tok_stream_init leaves it false: llama-server streams generated
+                      * pieces verbatim; set it to decode a sequence from its start. */
 };
 void tok_stream_init(struct tok_stream *s);
 /* Append the text of `id` to out (cap bytes); returns bytes written. */

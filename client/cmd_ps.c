@@ -1,0 +1,79 @@
+/* cmd_ps.c — `llm170 ps` / `llm170 status`: what the daemon runs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../proto/client.h"
+#include "cli.h"
+
+
+static void human_bytes(uint64_t b, char *out, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(out, cap, "%.1f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20))
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else
+        snprintf(out, cap, "%llu B", (unsigned long long)b);
+}
+
+static void human_uptime(uint64_t s, char *out, size_t cap)
+{
+    if (s >= 86400)
+        snprintf(out, cap, "%llud%02lluh", (unsigned long long)(s / 86400), (unsigned long long)(s % 86400 / 3600));
+    else if (s >= 3600)
+        snprintf(out, cap, "%lluh%02llum", (unsigned long long)(s / 3600), (unsigned long long)(s % 3600 / 60));
+    else
+        snprintf(out, cap, "%llum%02llus", (unsigned long long)(s / 60), (unsigned long long)(s % 60));
+}
+
+int cmd_ps(int argc, char **argv)
+{
+    const char *url = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: llm170 %s [--socket URL]\n"
+                   "Shows what llm170d runs: workers, device, model, memory, active/queued requests.\n"
+                   "  --socket URL   the daemon's socket (default: $LLM170_SOCKET, else the user or system socket)\n",
+                   argv[0]);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
+            url = argv[++i];
+            continue;
+        }
+        fprintf(stderr, "llm170: %s: unknown argument '%s' (try --help)\n", argv[0], argv[i]);
+        return 2;
+    }
+    struct pc_client *c;
+    struct err e;
+    if (pc_open(&c, url, 5000, 0, &e)) {
+        fprintf(stderr, "llm170: %s (is llm170d running?)\n", e.msg);
+        return 1;
+    }
+    struct proto_status st;
+    int rc = pc_status(c, &st, &e);
+    pc_close(c);
+    if (rc) {
+        fprintf(stderr, "llm170: %s\n", e.msg);
+        return 1;
+    }
+    char up[32];
+    human_uptime(st.uptime_s, up, sizeof up);
+    printf("llm170d %s, up %s, %s; %d active, %d queued requests\n", st.version ? st.version : "?", up,
+           st.ready ? "ready" : "not ready", st.active, st.queued);
+    printf("%-3s %-6s %-7s %-10s %-8s %-20s %5s %6s %6s %6s %10s %8s\n", "ID", "DEVICE", "BACKEND", "STATE", "PID",
+           "MODEL", "SLOTS", "ACTIVE", "QUEUED", "CTX", "MEMORY", "RESTARTS");
+    for (size_t i = 0; i < st.n_workers; i++) {
+        const struct proto_worker *w = &st.workers[i];
+        char mem[32];
+        human_bytes(w->mem, mem, sizeof mem);
+        printf("%-3d %-6s %-7s %-10s %-8d %-20s %5d %6d %6d %6d %10s %8d\n", w->idx, w->device ? w->device : "-",
+               w->backend ? w->backend : "-", w->state ? w->state : "-", w->pid, w->model ? w->model : "-", w->slots,
+               w->active, w->queued, w->n_ctx, w->mem ? mem : "-", w->restarts);
+    }
+    proto_status_free(&st);
+    return 0;
+}
+
+int cmd_status(int argc, char **argv) { return cmd_ps(argc, argv); }

@@ -1,0 +1,494 @@
+/* front.c — the client side of llm170d: a REP socket served by a pool of
+ * threads, one nng context each, and the open streams they serve.
+ *
+ * A generate is forwarded to a worker and answered once the worker accepts
+ * it; its tokens then collect in the stream until the client's "next" long
+ * poll picks them up (see proto/README.md). Chunks stay until a later poll's
+ * "from" acknowledges them, so a lost reply loses nothing. */
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../proto/client.h"
+#include "../proto/wire.h"
+#include "daemon.h"
+
+#define ACCEPT_TIMEOUT_MS 15000 /* a worker answers a generate (tokenize + admit) within this */
+#define CALL_TIMEOUT_MS 15000
+#define MAX_WAIT_MS 60000        /* longest long poll */
+#define DONE_GRACE_MS 5000       /* a finished stream stays this long after its last chunk went out */
+#define MAX_CHUNKS_PER_REPLY 4096
+
+/* ---------------------------------------------------------------- streams */
+
+struct stream *stream_find(struct daemon *d, uint64_t id)
+{
+    for (struct stream *s = d->streams; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
+static struct stream *stream_new(struct daemon *d, int kind, int worker)
+{
+    struct stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->id = ++d->next_id;
+    s->kind = kind;
+    s->state = S_PENDING;
+    s->worker = worker;
+    s->t_poll_ms = d_now_ms();
+    proto_msg_init(&s->reply, PT_NONE);
+    pthread_cond_init(&s->cv, &d->cv_attr);
+    s->next = d->streams;
+    d->streams = s;
+    return s;
+}
+
+static void stream_free(struct daemon *d, struct stream *s)
+{
+    for (struct stream **p = &d->streams; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    for (size_t i = 0; i < s->n; i++)
+        proto_chunk_free(&s->q[i]);
+    free(s->q);
+    proto_msg_free(&s->reply);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
+{
+    (void)d; /* the caller holds d->mu */
+    if (s->state == S_DONE) {
+        proto_chunk_free(c);
+        return;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct proto_chunk *q = realloc(s->q, cap * sizeof *q);
+        if (!q) {
+            proto_chunk_free(c);
+            return; /* the client sees a gap-free but shorter stream; its final chunk still comes */
+        }
+        s->q = q;
+        s->cap = cap;
+    }
+    s->q[s->n] = *c;
+    s->q[s->n].i = s->base + s->n; /* our numbering: gap-free by construction */
+    memset(c, 0, sizeof *c);
+    if (s->q[s->n].finish)
+        s->state = S_DONE;
+    s->n++;
+    pthread_cond_broadcast(&s->cv);
+}
+
+void stream_fail(struct daemon *d, struct stream *s, int errc, const char *msg)
+{
+    if (s->state == S_DONE)
+        return;
+    if (s->state == S_PENDING) {
+        s->errc = errc;
+        snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
+        s->state = S_DONE;
+        pthread_cond_broadcast(&s->cv);
+        return;
+    }
+    struct proto_chunk c = {.token = -1, .text = strdup(""), .finish = PF_ERROR, .errc = errc,
+                            .message = strdup(msg)};
+    stream_push(d, s, &c);
+}
+
+void streams_fail_worker(struct daemon *d, int idx, int errc, const char *msg)
+{
+    for (struct stream *s = d->streams; s; s = s->next) {
+        if (s->worker != idx || s->state == S_DONE)
+            continue;
+        if (s->kind == S_CALL) {
+            proto_error(&s->reply, s->id, PE_UNAVAILABLE, NULL);
+            s->reply.message = strdup(msg);
+            s->state = S_DONE;
+            pthread_cond_broadcast(&s->cv);
+        } else {
+            /* not yet accepted: it never ran, so the client may simply retry */
+            stream_fail(d, s, s->state == S_PENDING ? PE_UNAVAILABLE : errc, msg);
+        }
+    }
+}
+
+/* Streams still running, or finished with chunks a client is still
+ * collecting (polled lately): what a drain waits for. */
+int streams_open(struct daemon *d)
+{
+    int n = 0;
+    int64_t now = d_now_ms();
+    for (struct stream *s = d->streams; s; s = s->next)
+        if (s->kind == S_STREAM && !s->canceled &&
+            (s->state != S_DONE || (s->n && !s->t_done_ms && now - s->t_poll_ms < 2000)))
+            n++;
+    return n;
+}
+
+static void send_cancel(struct daemon *d, int worker, uint64_t id)
+{
+    struct proto_msg m;
+    struct err e;
+    proto_msg_init(&m, PT_CANCEL);
+    m.id = id;
+    workers_send(d, worker, &m, &e);
+}
+
+void streams_tick(struct daemon *d)
+{
+    uint64_t cancel_id[64];
+    int cancel_w[64], n_cancel = 0;
+    pthread_mutex_lock(&d->mu);
+    int64_t now = d_now_ms();
+    for (struct stream *s = d->streams, *next; s; s = next) {
+        next = s->next;
+        if (s->waiters || s->kind != S_STREAM)
+            continue;
+        if ((s->t_done_ms && now - s->t_done_ms > DONE_GRACE_MS) ||
+            (s->canceled && s->state == S_DONE && now - s->t_poll_ms > 1000)) {
+            stream_free(d, s);
+        } else if (now - s->t_poll_ms > d->cfg.stream_idle_ms) {
+            if (s->state != S_DONE) {
+                d_log("stream %llu: not polled for %.1f s; canceled", (unsigned long long)s->id,
+                      d->cfg.stream_idle_ms / 1000.0);
+                if (n_cancel < 64) {
+                    cancel_id[n_cancel] = s->id;
+                    cancel_w[n_cancel++] = s->worker;
+                }
+            }
+            stream_free(d, s);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < n_cancel; i++)
+        send_cancel(d, cancel_w[i], cancel_id[i]);
+}
+
+/* Wait for a change of s until `until` (ms, monotonic clock). mu held. */
+static void wait_until(struct daemon *d, struct stream *s, int64_t until)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ms = until - d_now_ms();
+    if (ms <= 0)
+        return;
+    if (ms > 200)
+        ms = 200; /* wake up now and then to notice shutdown */
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&s->cv, &d->mu, &ts);
+}
+
+/* ---------------------------------------------------------------- handlers */
+
+static void reply_error(struct proto_msg *rep, uint64_t id, int errc, const char *msg)
+{
+    proto_error(rep, id, errc, NULL);
+    rep->message = strdup(msg);
+}
+
+static void h_status(struct daemon *d, struct proto_msg *rep)
+{
+    proto_msg_init(rep, PT_STATUS_REPLY);
+    struct proto_status *st = &rep->status;
+    st->version = strdup(D_VERSION);
+    pthread_mutex_lock(&d->mu);
+    st->uptime_s = (uint64_t)((d_now_ms() - d->t0_ms) / 1000);
+    st->workers = calloc((size_t)d->n_workers, sizeof *st->workers);
+    st->models = calloc(1, sizeof *st->models);
+    struct err e;
+    for (int i = 0; st->workers && i < d->n_workers; i++) {
+        struct worker *w = &d->w[i];
+        proto_worker_copy(&st->workers[i], &w->info, &e);
+        free(st->workers[i].state);
+        st->workers[i].state = strdup(wstate_name(w->state));
+        st->workers[i].idx = i;
+        st->workers[i].pid = (int32_t)w->pid;
+        st->workers[i].restarts = w->restarts;
+        st->n_workers++;
+        if (w->state == W_READY) {
+            st->ready = true;
+            st->active += w->info.active;
+            st->queued += w->info.queued;
+        }
+    }
+    if (st->ready && st->models) {
+        st->models[0] = strdup(d->cfg.model_name);
+        st->n_models = 1;
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+{
+    struct err e;
+    int idx;
+    pthread_mutex_lock(&d->mu);
+    if (d->stop) {
+        pthread_mutex_unlock(&d->mu);
+        reply_error(rep, 0, PE_UNAVAILABLE, "llm170d is shutting down");
+        return;
+    }
+    if (workers_pick(d, req->gen.model, &idx, &e)) {
+        pthread_mutex_unlock(&d->mu);
+        reply_error(rep, 0, proto_errc_from_err(e.code), e.msg);
+        return;
+    }
+    struct stream *s = stream_new(d, S_STREAM, idx);
+    if (!s) {
+        pthread_mutex_unlock(&d->mu);
+        reply_error(rep, 0, PE_INTERNAL, "out of memory");
+        return;
+    }
+    uint64_t id = s->id;
+    s->waiters++;
+    pthread_mutex_unlock(&d->mu);
+
+    req->id = id;
+    int rc = workers_send(d, idx, req, &e);
+
+    pthread_mutex_lock(&d->mu);
+    int64_t deadline = d_now_ms() + ACCEPT_TIMEOUT_MS;
+    if (rc) {
+        stream_fail(d, s, PE_UNAVAILABLE, e.msg);
+    } else {
+        while (s->state == S_PENDING && d_now_ms() < deadline && d->stop < 2)
+            wait_until(d, s, deadline);
+    }
+    s->waiters--;
+    if (s->state == S_PENDING) {
+        stream_free(d, s);
+        pthread_mutex_unlock(&d->mu);
+        send_cancel(d, idx, id);
+        reply_error(rep, 0, PE_TIMEOUT, "worker did not accept the request in time");
+        return;
+    }
+    if (s->state == S_DONE && s->errc) { /* refused (queue full, too long …) or its worker died */
+        reply_error(rep, 0, s->errc, s->errmsg);
+        stream_free(d, s);
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
+    s->t_poll_ms = d_now_ms();
+    pthread_mutex_unlock(&d->mu);
+    proto_msg_init(rep, PT_ACCEPTED);
+    rep->id = id;
+    rep->worker.idx = idx;
+}
+
+static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+{
+    pthread_mutex_lock(&d->mu);
+    struct stream *s = stream_find(d, req->id);
+    if (!s || s->kind != S_STREAM) {
+        pthread_mutex_unlock(&d->mu);
+        char msg[96];
+        snprintf(msg, sizeof msg, "unknown stream %llu (finished or expired)", (unsigned long long)req->id);
+        reply_error(rep, req->id, PE_NOT_FOUND, msg);
+        return;
+    }
+    /* acknowledge what the client has */
+    size_t drop = 0;
+    while (drop < s->n && s->q[drop].i < req->from)
+        proto_chunk_free(&s->q[drop++]);
+    if (drop) {
+        memmove(s->q, s->q + drop, (s->n - drop) * sizeof *s->q);
+        s->n -= drop;
+        s->base += drop;
+    }
+    s->t_poll_ms = d_now_ms();
+    int wait = req->wait_ms < MAX_WAIT_MS ? req->wait_ms : MAX_WAIT_MS;
+    int64_t deadline = d_now_ms() + wait;
+    s->waiters++;
+    while (s->n == 0 && s->state != S_DONE && d_now_ms() < deadline && d->stop < 2)
+        wait_until(d, s, deadline);
+    s->waiters--;
+    s->t_poll_ms = d_now_ms();
+    proto_msg_init(rep, PT_CHUNKS);
+    rep->id = s->id;
+    size_t n = s->n < MAX_CHUNKS_PER_REPLY ? s->n : MAX_CHUNKS_PER_REPLY;
+    rep->chunks = calloc(n + 1, sizeof *rep->chunks);
+    struct err e;
+    for (size_t i = 0; rep->chunks && i < n; i++) {
+        if (proto_chunk_copy(&rep->chunks[i], &s->q[i], &e))
+            break;
+        rep->n_chunks++;
+        if (s->q[i].finish && !s->t_done_ms)
+            s->t_done_ms = d_now_ms();
+    }
+    /* done: the stream ended and this reply holds everything it still had */
+    rep->done = s->state == S_DONE && rep->n_chunks == s->n;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+{
+    pthread_mutex_lock(&d->mu);
+    struct stream *s = stream_find(d, req->id);
+    int worker = -1;
+    if (s && s->kind == S_STREAM) {
+        s->canceled = true;
+        if (s->state != S_DONE)
+            worker = s->worker;
+        s->t_poll_ms = d_now_ms();
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (worker >= 0) {
+        struct proto_msg m;
+        struct err e;
+        proto_msg_init(&m, PT_CANCEL);
+        m.id = req->id;
+        if (workers_send(d, worker, &m, &e)) {
+            /* the worker is gone: end the stream here */
+            pthread_mutex_lock(&d->mu);
+            if ((s = stream_find(d, req->id))) {
+                struct proto_chunk c = {.token = -1, .text = strdup(""), .finish = PF_CANCEL};
+                stream_push(d, s, &c);
+            }
+            pthread_mutex_unlock(&d->mu);
+        }
+    }
+    proto_msg_init(rep, PT_OK); /* canceling a finished or unknown stream is not an error */
+    rep->id = req->id;
+}
+
+/* tokenize / detokenize: forwarded to a worker, answered with its reply. */
+static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+{
+    struct err e;
+    int idx;
+    pthread_mutex_lock(&d->mu);
+    if (workers_pick(d, req->gen.model, &idx, &e)) {
+        pthread_mutex_unlock(&d->mu);
+        reply_error(rep, 0, proto_errc_from_err(e.code), e.msg);
+        return;
+    }
+    struct stream *s = stream_new(d, S_CALL, idx);
+    if (!s) {
+        pthread_mutex_unlock(&d->mu);
+        reply_error(rep, 0, PE_INTERNAL, "out of memory");
+        return;
+    }
+    s->waiters++;
+    req->id = s->id;
+    pthread_mutex_unlock(&d->mu);
+    int rc = workers_send(d, idx, req, &e);
+    pthread_mutex_lock(&d->mu);
+    int64_t deadline = d_now_ms() + CALL_TIMEOUT_MS;
+    while (!rc && s->state != S_DONE && d_now_ms() < deadline && d->stop < 2)
+        wait_until(d, s, deadline);
+    s->waiters--;
+    if (rc) {
+        reply_error(rep, 0, PE_UNAVAILABLE, e.msg);
+    } else if (s->state != S_DONE) {
+        reply_error(rep, 0, PE_TIMEOUT, "worker did not answer in time");
+    } else {
+        *rep = s->reply;
+        proto_msg_init(&s->reply, PT_NONE);
+        rep->id = 0;
+    }
+    stream_free(d, s);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+static void *front_main(void *arg)
+{
+    struct daemon *d = arg;
+    nng_ctx ctx;
+    if (nng_ctx_open(&ctx, d->front) != 0)
+        return NULL;
+    while (!d->quit_threads) {
+        struct proto_msg req, rep;
+        struct err e;
+        int rc = proto_ctx_recv(ctx, &req, 250, &e);
+        if (rc == ERR_IO && proto_timed_out(&e))
+            continue;
+        if (rc == ERR_IO)
+            break;
+        proto_msg_init(&rep, PT_NONE);
+        if (rc) {
+            reply_error(&rep, req.id, rc == ERR_UNSUPPORTED ? PE_VERSION : PE_BAD_REQUEST, e.msg);
+        } else {
+            switch (req.type) {
+            case PT_STATUS: h_status(d, &rep); break;
+            case PT_GENERATE: h_generate(d, &req, &rep); break;
+            case PT_NEXT: h_next(d, &req, &rep); break;
+            case PT_CANCEL: h_cancel(d, &req, &rep); break;
+            case PT_TOKENIZE: case PT_DETOKENIZE: h_call(d, &req, &rep); break;
+            default: {
+                char msg[96];
+                snprintf(msg, sizeof msg, "'%s' is not a request llm170d serves", proto_type_name(req.type));
+                reply_error(&rep, req.id, PE_BAD_REQUEST, msg);
+            }
+            }
+        }
+        if (proto_ctx_send(ctx, &rep, 2000, &e))
+            d_log("reply to a client failed: %s", e.msg);
+        proto_msg_free(&req);
+        proto_msg_free(&rep);
+    }
+    nng_ctx_close(ctx);
+    return NULL;
+}
+
+int front_start(struct daemon *d, struct err *e)
+{
+    if (!strncmp(d->cfg.socket, "ipc://", 6)) {
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s", d->cfg.socket + 6);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+            *slash = 0;
+            mkdir(dir, 0755);
+        }
+    }
+    int rv = nng_rep0_open(&d->front);
+    if (rv)
+        return err_set(e, ERR_IO, "cannot open the client socket: %s", nng_strerror(rv));
+    nng_socket_set_size(d->front, NNG_OPT_RECVMAXSZ, PROTO_MAX_MSG);
+    if ((rv = nng_listen(d->front, d->cfg.socket, NULL, 0)) != 0)
+        return err_set(e, ERR_IO, "cannot listen on '%s': %s", d->cfg.socket, nng_strerror(rv));
+    d->front_threads = calloc((size_t)d->cfg.n_client_threads, sizeof *d->front_threads);
+    if (!d->front_threads)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    for (int i = 0; i < d->cfg.n_client_threads; i++) {
+        if (pthread_create(&d->front_threads[i], NULL, front_main, d))
+            return err_set(e, ERR_INTERNAL, "cannot start client thread %d", i);
+        d->n_front_threads++;
+    }
+    return 0;
+}
+
+void front_stop(struct daemon *d)
+{
+    d->quit_threads = 1;
+    pthread_mutex_lock(&d->mu);
+    for (struct stream *s = d->streams; s; s = s->next)
+        pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < d->n_front_threads; i++)
+        pthread_join(d->front_threads[i], NULL);
+    nng_close(d->front);
+    free(d->front_threads);
+    while (d->streams)
+        stream_free(d, d->streams);
+}

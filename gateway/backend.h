@@ -1,0 +1,129 @@
+/* backend.h — the narrow interface between the gateway's HTTP layer and
+ * whatever generates text. The product implementation (backend_daemon.c)
+ * talks to llm170d through proto/client.h; the HTTP-layer unit tests plug in
+ * a fake. Everything here is OpenAI-agnostic: the HTTP layer owns the
+ * OpenAI JSON, the backend owns the daemon protocol.
+ *
+ * Errors are ERR_* codes with a one-line message; gw_http_status() says
+ * what HTTP status each one becomes:
+ *   ERR_INVALID / ERR_UNSUPPORTED 400 · ERR_RANGE 400 (prompt longer than the
+ *   context) · ERR_NOTFOUND 404 (unknown model) · ERR_FULL 429 (queue full) ·
+ *   ERR_IO 503 (daemon/worker not reachable or not ready) · others 500. */
+#ifndef LLM170_GATEWAY_BACKEND_H
+#define LLM170_GATEWAY_BACKEND_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+
+/* Sampling fields a request gave (gw_gen.set); the rest take the model's /
+ * llama-server's defaults, chosen by the worker. */
+enum {
+    GW_MAX_TOKENS = 1u << 0, GW_TEMPERATURE = 1u << 1, GW_TOP_K = 1u << 2, GW_TOP_P = 1u << 3,
+    GW_MIN_P = 1u << 4, GW_TYPICAL_P = 1u << 5, GW_REPEAT_PENALTY = 1u << 6, GW_REPEAT_LAST_N = 1u << 7,
+    GW_PRESENCE = 1u << 8, GW_FREQUENCY = 1u << 9, GW_SEED = 1u << 10,
+};
+
+/* One logit-bias entry: a token id, or a text whose tokens all get the bias. */
+struct gw_bias {
+    int32_t token;    /* -1 when text is used */
+    char *text;       /* NULL when token is used */
+    float bias;       /* -INFINITY bans */
+};
+
+/* One generation (one choice of a request). Borrowed by submit: the backend
+ * copies what it keeps. */
+struct gw_gen {
+    const char *model;         /* requested model name; "" = the default */
+    /* exactly one prompt form */
+    json_t *messages;          /* chat: normalized messages (chat_check_messages) */
+    json_t *tools;             /* chat: tools array or NULL */
+    json_t *template_vars;     /* chat: extra template variables (enable_thinking …) or NULL */
+    const char *prompt;        /* completion: text */
+    const int32_t *tokens;     /* completion: token ids [n_tokens] */
+    size_t n_tokens;
+    uint32_t set;              /* GW_* bits of the fields below that were given */
+    int32_t max_tokens;        /* -1 = until EOG or the context is full */
+    float temperature, top_p, min_p, typical_p, repeat_penalty, presence_penalty, frequency_penalty;
+    int32_t top_k, repeat_last_n;
+    uint32_t seed;
+    char **stop;               /* [n_stop] stop strings; never part of the output */
+    size_t n_stop;
+    int32_t logprobs;          /* -1 none; 0 the sampled token's; N also N alternatives */
+    struct gw_bias *bias;      /* [n_bias] */
+    size_t n_bias;
+    bool ignore_eos;
+};
+
+/* One alternative of a token's distribution. */
+struct gw_top {
+    int32_t token;
+    float logprob;
+    const char *text;
+};
+
+/* A stream event. A backend delivers events of one job in order from one
+ * thread at a time; the strings are only valid during the callback. */
+enum gw_ev_kind { GW_EV_TOKEN = 1, GW_EV_DONE, GW_EV_ERROR };
+struct gw_event {
+    int kind;
+    /* TOKEN */
+    int32_t token;             /* -1: text without a token (held-back text released) */
+    const char *text;          /* UTF-8 released with this token ("" while held back) */
+    bool has_logprob;
+    float logprob;
+    const struct gw_top *top;  /* [n_top] */
+    size_t n_top;
+    /* DONE */
+    const char *finish;        /* "stop" / "length" */
+    int32_t n_prompt, n_gen;
+    /* ERROR (the job's final event, also for a cancel) */
+    int err_code;
+    const char *err_msg;
+};
+
+typedef void (*gw_event_fn)(void *user, const struct gw_event *ev);
+
+struct gw_job;
+
+/* Daemon status, in the shape the HTTP layer reports. */
+struct gw_worker_status {
+    char device[32], backend[16], state[16], model[128];
+    int32_t idx, slots, active, queued, n_ctx;
+    uint64_t mem;
+};
+struct gw_status {
+    bool ready;
+    int32_t active, queued;
+    char models[16][128];
+    int n_models;
+    struct gw_worker_status workers[16];
+    int n_workers;
+};
+
+struct gw_backend {
+    void *ctx;
+    int (*status)(void *ctx, struct gw_status *st, struct err *e);
+    int (*tokenize)(void *ctx, const char *model, const char *text, bool add_special, bool parse_special,
+                    int32_t **ids, size_t *n, struct err *e);
+    int (*detokenize)(void *ctx, const char *model, const int32_t *ids, size_t n, char **text, struct err *e);
+    /* Start a generation. Returns at once; `fn` then gets TOKEN events and
+     * exactly one final DONE or ERROR (from another thread, possibly before
+     * submit returns). A submit that fails returns the error and calls fn
+     * never. */
+    int (*submit)(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *user, struct gw_job **job,
+                  struct err *e);
+    /* Ask the job to stop; its final event still comes (ERROR ERR_CANCELED or DONE). */
+    void (*cancel)(void *ctx, struct gw_job *job);
+    /* Free a job after its final event was delivered. */
+    void (*release)(void *ctx, struct gw_job *job);
+};
+
+/* HTTP status and OpenAI error type for an ERR_* code. */
+int gw_http_status(int err_code);
+const char *gw_error_type(int http_status, int err_code);
+
+#endif

@@ -1,0 +1,465 @@
+/* backend_daemon.c — the gateway's backend (backend.h) on llm170d through
+ * proto/client.h. Each generation job runs on its own thread: submit the
+ * request, then long-poll the daemon for chunks and turn them into events.
+ * The client API is blocking and a pc_stream belongs to one thread, so a
+ * cancel only raises a flag that the job's thread acts on within one poll
+ * (POLL_MS). */
+#include "backend_daemon.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../proto/client.h"
+
+/* the longest a poll waits for a chunk; chunks end the wait at once, so this
+ * only bounds how late a cancel is noticed while a request is queued */
+#define POLL_MS 250
+
+struct daemon_backend {
+    struct pc_client *pc;      /* generation and tokenization */
+    struct pc_client *quick;   /* status: a short deadline so /health answers fast */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n_jobs;                /* job threads alive */
+    atomic_bool suspect;       /* the daemon did not answer lately: probe with the quick client first */
+};
+
+struct gw_job {
+    struct daemon_backend *b;
+    gw_event_fn fn;
+    void *user;
+    atomic_bool cancel;
+    pthread_mutex_t mu;
+    bool finished, released;   /* final event delivered / gateway done with the handle */
+    /* the request, owned */
+    char *model, *prompt;
+    int32_t *tokens;
+    size_t n_tokens;
+    struct proto_chat_msg *msgs;
+    size_t n_msgs;
+    char *msgs_json, *tools_json, *kwargs_json; /* the whole chat request for the template */
+    char **stop;
+    size_t n_stop;
+    struct gw_bias *bias;
+    size_t n_bias;
+    struct gw_gen g;           /* scalar fields */
+};
+
+static void job_free(struct gw_job *j)
+{
+    free(j->model);
+    free(j->prompt);
+    free(j->tokens);
+    for (size_t i = 0; i < j->n_msgs; i++) {
+        free(j->msgs[i].role);
+        free(j->msgs[i].content);
+    }
+    free(j->msgs);
+    free(j->msgs_json);
+    free(j->tools_json);
+    free(j->kwargs_json);
+    for (size_t i = 0; i < j->n_stop; i++)
+        free(j->stop[i]);
+    free(j->stop);
+    for (size_t i = 0; i < j->n_bias; i++)
+        free(j->bias[i].text);
+    free(j->bias);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static void deliver(struct gw_job *j, const struct gw_event *ev) { j->fn(j->user, ev); }
+
+static void deliver_error(struct gw_job *j, int code, const char *msg)
+{
+    struct gw_event ev = {.kind = GW_EV_ERROR, .err_code = code, .err_msg = msg};
+    deliver(j, &ev);
+}
+
+static void deliver_chunk_token(struct gw_job *j, const struct proto_chunk *c)
+{
+    struct gw_top top[PROTO_MAX_TOP];
+    size_t nt = c->n_top < PROTO_MAX_TOP ? c->n_top : PROTO_MAX_TOP;
+    for (size_t k = 0; k < nt; k++)
+        top[k] = (struct gw_top){c->top[k].token, c->top[k].logprob, c->top[k].text ? c->top[k].text : ""};
+    struct gw_event ev = {.kind = GW_EV_TOKEN, .token = c->token, .text = c->text ? c->text : "",
+                          .has_logprob = c->has_logprob, .logprob = c->logprob, .top = top, .n_top = nt};
+    deliver(j, &ev);
+}
+
+/* Build the wire request; text logit biases become one entry per token. */
+static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias **bias_out, struct err *e)
+{
+    proto_gen_init(pg);
+    *bias_out = NULL;
+    pg->model = j->model;
+    pg->prompt = j->prompt;
+    pg->tokens = j->tokens;
+    pg->n_tokens = j->n_tokens;
+    pg->messages = j->msgs;
+    pg->n_messages = j->n_msgs;
+    pg->messages_json = j->msgs_json;
+    pg->tools_json = j->tools_json;
+    pg->template_kwargs_json = j->kwargs_json;
+    static const struct { uint32_t gw, pg; } bits[] = {
+        {GW_MAX_TOKENS, PG_MAX_TOKENS}, {GW_TEMPERATURE, PG_TEMPERATURE}, {GW_TOP_K, PG_TOP_K}, {GW_TOP_P, PG_TOP_P},
+        {GW_MIN_P, PG_MIN_P}, {GW_TYPICAL_P, PG_TYPICAL_P}, {GW_REPEAT_PENALTY, PG_REPEAT_PENALTY},
+        {GW_REPEAT_LAST_N, PG_REPEAT_LAST_N}, {GW_PRESENCE, PG_PRESENCE}, {GW_FREQUENCY, PG_FREQUENCY},
+        {GW_SEED, PG_SEED},
+    };
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+        if (j->g.set & bits[i].gw)
+            pg->set |= bits[i].pg;
+    pg->max_tokens = j->g.max_tokens;
+    pg->temperature = j->g.temperature;
+    pg->top_k = j->g.top_k;
+    pg->top_p = j->g.top_p;
+    pg->min_p = j->g.min_p;
+    pg->typical_p = j->g.typical_p;
+    pg->repeat_penalty = j->g.repeat_penalty;
+    pg->repeat_last_n = j->g.repeat_last_n;
+    pg->presence_penalty = j->g.presence_penalty;
+    pg->frequency_penalty = j->g.frequency_penalty;
+    pg->seed = (j->g.set & GW_SEED) ? j->g.seed : 0xFFFFFFFFu;
+    pg->stop = j->stop;
+    pg->n_stop = j->n_stop;
+    pg->logprobs = j->g.logprobs;
+    pg->ignore_eos = j->g.ignore_eos;
+    if (!j->n_bias)
+        return 0;
+    size_t cap = j->n_bias, n = 0;
+    struct proto_bias *b = malloc(cap * sizeof *b);
+    if (!b)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < j->n_bias; i++) {
+        float v = isinf(j->bias[i].bias) && j->bias[i].bias < 0 ? -INFINITY : j->bias[i].bias;
+        if (!j->bias[i].text) {
+            b[n++] = (struct proto_bias){j->bias[i].token, v};
+            continue;
+        }
+        /* llama-server: a string key is tokenized (no BOS, no special parsing) */
+        int32_t *ids = NULL;
+        size_t nid = 0;
+        int rc = pc_tokenize(j->b->pc, j->model, j->bias[i].text, false, false, &ids, &nid, e);
+        if (rc) {
+            free(b);
+            return rc;
+        }
+        if (n + nid > cap) {
+            cap = n + nid + 8;
+            struct proto_bias *nb = realloc(b, cap * sizeof *nb);
+            if (!nb) {
+                free(ids);
+                free(b);
+                return err_set(e, ERR_NOMEM, "out of memory");
+            }
+            b = nb;
+        }
+        for (size_t k = 0; k < nid; k++)
+            b[n++] = (struct proto_bias){ids[k], v};
+        free(ids);
+    }
+    pg->logit_bias = b;
+    pg->n_logit_bias = n;
+    *bias_out = b;
+    return 0;
+}
+
+static void run_job(struct gw_job *j)
+{
+    struct err e;
+    err_clear(&e);
+    struct proto_gen pg;
+    struct proto_bias *bias = NULL;
+    int rc = build_gen(j, &pg, &bias, &e);
+    if (rc) {
+        deliver_error(j, rc, e.msg);
+        return;
+    }
+    if (atomic_load(&j->cancel)) {
+        free(bias);
+        deliver_error(j, ERR_CANCELED, "canceled");
+        return;
+    }
+    /* a daemon that is down would hold this request for the whole generate
+     * deadline; after a failure, a quick status probe answers 503 at once */
+    if (atomic_load(&j->b->suspect)) {
+        struct proto_status ps;
+        memset(&ps, 0, sizeof ps);
+        rc = pc_status(j->b->quick, &ps, &e);
+        proto_status_free(&ps);
+        if (rc) {
+            free(bias);
+            deliver_error(j, rc, e.msg);
+            return;
+        }
+        atomic_store(&j->b->suspect, false);
+    }
+    struct pc_stream *st = NULL;
+    rc = pc_generate(j->b->pc, &pg, &st, &e);
+    free(bias);
+    if (rc) {
+        if (rc == ERR_IO)
+            atomic_store(&j->b->suspect, true);
+        deliver_error(j, rc, e.msg);
+        return;
+    }
+    bool canceled_sent = false, done = false;
+    while (!done) {
+        if (atomic_load(&j->cancel) && !canceled_sent) {
+            struct err ce;
+            pc_cancel(st, &ce); /* the stream then ends with PF_CANCEL */
+            canceled_sent = true;
+        }
+        struct proto_chunk *chunks = NULL;
+        size_t n = 0;
+        rc = pc_next(st, POLL_MS, &chunks, &n, &e);
+        if (rc) {
+            deliver_error(j, rc, e.msg);
+            break;
+        }
+        for (size_t i = 0; i < n && !done; i++) {
+            const struct proto_chunk *c = &chunks[i];
+            if (c->finish == PF_NONE) {
+                deliver_chunk_token(j, c);
+                continue;
+            }
+            if (c->token >= 0 || (c->text && *c->text))
+                deliver_chunk_token(j, c);
+            done = true;
+            if (c->finish == PF_STOP || c->finish == PF_LENGTH) {
+                struct gw_event ev = {.kind = GW_EV_DONE, .finish = c->finish == PF_LENGTH ? "length" : "stop",
+                                      .n_prompt = c->n_prompt, .n_gen = c->n_gen};
+                deliver(j, &ev);
+            } else if (c->finish == PF_CANCEL) {
+                deliver_error(j, ERR_CANCELED, "canceled");
+            } else {
+                deliver_error(j, proto_errc_to_err(c->errc), c->message ? c->message : "generation failed");
+            }
+        }
+        proto_chunks_free(chunks, n);
+        if (!done && pc_stream_done(st)) {
+            deliver_error(j, ERR_INTERNAL, "the daemon ended the stream without a final chunk");
+            break;
+        }
+    }
+    pc_stream_free(st);
+}
+
+static void *job_main(void *arg)
+{
+    struct gw_job *j = arg;
+    struct daemon_backend *b = j->b;
+    run_job(j);
+    pthread_mutex_lock(&j->mu);
+    j->finished = true;
+    bool release = j->released;
+    pthread_mutex_unlock(&j->mu);
+    if (release)
+        job_free(j);
+    pthread_mutex_lock(&b->mu);
+    b->n_jobs--;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *user, struct gw_job **out,
+                     struct err *e)
+{
+    struct daemon_backend *b = ctx;
+    *out = NULL;
+    struct gw_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&j->mu, NULL);
+    j->b = b;
+    j->fn = fn;
+    j->user = user;
+    j->g = *g;
+    bool oom = false;
+    j->model = dup_or_null(g->model && *g->model ? g->model : NULL);
+    if (g->prompt)
+        oom |= !(j->prompt = strdup(g->prompt));
+    if (g->n_tokens) {
+        oom |= !(j->tokens = malloc(g->n_tokens * sizeof *j->tokens));
+        if (j->tokens)
+            memcpy(j->tokens, g->tokens, g->n_tokens * sizeof *j->tokens);
+        j->n_tokens = g->n_tokens;
+    }
+    if (g->messages) {
+        /* messages_json carries every field (tool_calls, reasoning_content …)
+         * to the template; role + content as well, for a worker that predates it */
+        oom |= !(j->msgs_json = json_dumps(g->messages, JSON_COMPACT));
+        if (g->tools && json_array_size(g->tools))
+            oom |= !(j->tools_json = json_dumps(g->tools, JSON_COMPACT));
+        if (g->template_vars && json_object_size(g->template_vars))
+            oom |= !(j->kwargs_json = json_dumps(g->template_vars, JSON_COMPACT));
+        size_t n = json_array_size(g->messages);
+        oom |= !(j->msgs = calloc(n ? n : 1, sizeof *j->msgs));
+        for (size_t i = 0; j->msgs && i < n; i++) {
+            json_t *m = json_array_get(g->messages, i);
+            j->msgs[i].role = dup_or_null(json_string_value(json_object_get(m, "role")));
+            const char *content = json_string_value(json_object_get(m, "content"));
+            j->msgs[i].content = strdup(content ? content : "");
+            oom |= !j->msgs[i].role || !j->msgs[i].content;
+            j->n_msgs = i + 1;
+        }
+    }
+    if (g->n_stop) {
+        oom |= !(j->stop = calloc(g->n_stop, sizeof *j->stop));
+        for (size_t i = 0; j->stop && i < g->n_stop; i++) {
+            oom |= !(j->stop[i] = strdup(g->stop[i]));
+            j->n_stop = i + 1;
+        }
+    }
+    if (g->n_bias) {
+        oom |= !(j->bias = calloc(g->n_bias, sizeof *j->bias));
+        for (size_t i = 0; j->bias && i < g->n_bias; i++) {
+            j->bias[i] = g->bias[i];
+            j->bias[i].text = dup_or_null(g->bias[i].text);
+            oom |= g->bias[i].text && !j->bias[i].text;
+            j->n_bias = i + 1;
+        }
+    }
+    if (oom) {
+        job_free(j);
+        return err_set(e, ERR_NOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&b->mu);
+    b->n_jobs++;
+    pthread_mutex_unlock(&b->mu);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 256 << 10);
+    pthread_t th;
+    int prc = pthread_create(&th, &at, job_main, j);
+    pthread_attr_destroy(&at);
+    if (prc) {
+        pthread_mutex_lock(&b->mu);
+        b->n_jobs--;
+        pthread_mutex_unlock(&b->mu);
+        job_free(j);
+        return err_set(e, ERR_FULL, "too many requests in flight (cannot start a thread)");
+    }
+    *out = j;
+    return 0;
+}
+
+static void db_cancel(void *ctx, struct gw_job *j)
+{
+    (void)ctx;
+    atomic_store(&j->cancel, true);
+}
+
+static void db_release(void *ctx, struct gw_job *j)
+{
+    (void)ctx;
+    pthread_mutex_lock(&j->mu);
+    j->released = true;
+    bool fin = j->finished;
+    pthread_mutex_unlock(&j->mu);
+    if (fin)
+        job_free(j);
+}
+
+static void copy_str(char *dst, size_t cap, const char *s) { snprintf(dst, cap, "%s", s ? s : ""); }
+
+static int db_status(void *ctx, struct gw_status *st, struct err *e)
+{
+    struct daemon_backend *b = ctx;
+    struct proto_status ps;
+    memset(st, 0, sizeof *st);
+    memset(&ps, 0, sizeof ps);
+    int rc = pc_status(b->quick, &ps, e);
+    if (rc)
+        return rc;
+    st->ready = ps.ready;
+    st->active = ps.active;
+    st->queued = ps.queued;
+    for (size_t i = 0; i < ps.n_models && st->n_models < 16; i++)
+        copy_str(st->models[st->n_models++], sizeof st->models[0], ps.models[i]);
+    for (size_t i = 0; i < ps.n_workers && st->n_workers < 16; i++) {
+        struct gw_worker_status *w = &st->workers[st->n_workers++];
+        const struct proto_worker *p = &ps.workers[i];
+        copy_str(w->device, sizeof w->device, p->device);
+        copy_str(w->backend, sizeof w->backend, p->backend);
+        copy_str(w->state, sizeof w->state, p->state);
+        copy_str(w->model, sizeof w->model, p->model);
+        w->idx = p->idx;
+        w->slots = p->slots;
+        w->active = p->active;
+        w->queued = p->queued;
+        w->n_ctx = p->n_ctx;
+        w->mem = p->mem;
+    }
+    proto_status_free(&ps);
+    return 0;
+}
+
+static int db_tokenize(void *ctx, const char *model, const char *text, bool add_special, bool parse_special,
+                       int32_t **ids, size_t *n, struct err *e)
+{
+    struct daemon_backend *b = ctx;
+    return pc_tokenize(b->pc, model && *model ? model : NULL, text, add_special, parse_special, ids, n, e);
+}
+
+static int db_detokenize(void *ctx, const char *model, const int32_t *ids, size_t n, char **text, struct err *e)
+{
+    struct daemon_backend *b = ctx;
+    return pc_detokenize(b->pc, model && *model ? model : NULL, ids, n, text, e);
+}
+
+int daemon_backend_open(struct gw_backend *out, const char *url, struct err *e)
+{
+    memset(out, 0, sizeof *out);
+    struct daemon_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    atomic_init(&b->suspect, true); /* not heard from yet */
+    /* lazy: the gateway may start before llm170d; /health says 503 meanwhile */
+    int rc = pc_open(&b->pc, url, 0, PC_LAZY, e);
+    if (!rc)
+        rc = pc_open(&b->quick, url, 1500, PC_LAZY, e);
+    if (rc) {
+        if (b->pc)
+            pc_close(b->pc);
+        free(b);
+        return rc;
+    }
+    out->ctx = b;
+    out->status = db_status;
+    out->tokenize = db_tokenize;
+    out->detokenize = db_detokenize;
+    out->submit = db_submit;
+    out->cancel = db_cancel;
+    out->release = db_release;
+    return 0;
+}
+
+void daemon_backend_close(struct gw_backend *be)
+{
+    struct daemon_backend *b = be->ctx;
+    if (!b)
+        return;
+    /* jobs were canceled by the HTTP layer; wait for their threads */
+    pthread_mutex_lock(&b->mu);
+    while (b->n_jobs > 0)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    pc_close(b->pc);
+    pc_close(b->quick);
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    be->ctx = NULL;
+}

@@ -1,0 +1,295 @@
+/* main.c — llm170-gateway: the OpenAI-compatible HTTP front of llm170d.
+ *
+ * Settings come from (later wins): the config file's [gateway] section (or
+ * top-level keys), the environment (LLM170_API_KEY, LLM170_SOCKET), then the
+ * command line. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "../proto/client.h"
+#include "backend_daemon.h"
+#include "http.h"
+
+static const char usage[] =
+    "usage: llm170-gateway [--listen HOST:PORT] [--daemon URL] [--api-key KEY] [--config FILE]\n"
+    "                      [--max-body BYTES] [--timeout SECONDS] [--threads N] [--max-connections N]\n"
+    "\n"
+    "OpenAI-compatible HTTP API in front of llm170d:\n"
+    "  POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize\n"
+    "  GET  /v1/models, /health (200 when a worker is ready, else 503), /metrics (Prometheus)\n"
+    "\n"
+    "  --listen HOST:PORT   address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6,\n"
+    "                       :8080 for every interface)\n"
+    "  --daemon URL         llm170d's socket (default $LLM170_SOCKET, else\n"
+    "                       ipc://$XDG_RUNTIME_DIR/llm170/llm170d.sock, else ipc:///run/llm170/llm170d.sock)\n"
+    "  --api-key KEY        require 'Authorization: Bearer KEY' (also api_key in the config, $LLM170_API_KEY)\n"
+    "  --config FILE        config file (default $XDG_CONFIG_HOME/llm170/llm170.conf, else /etc/llm170/llm170.conf)\n"
+    "  --max-body BYTES     largest request body (default 8388608; larger → 413)\n"
+    "  --timeout SECONDS    idle connection timeout (default 120)\n"
+    "  --threads N          HTTP event-loop threads (default 4)\n"
+    "  --max-connections N  open connections at most (default 4096)\n"
+    "  --drain-timeout S    on SIGTERM/SIGINT, let requests in flight finish this long (default 25;\n"
+    "                       a second signal stops at once)\n"
+    "  --help               this text\n";
+
+static volatile sig_atomic_t stop_flag;
+static volatile int stop_now; /* a second signal: do not wait for requests */
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (stop_flag)
+        stop_now = 1;
+    stop_flag = 1;
+}
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+        s[--n] = 0;
+    size_t i = 0;
+    while (s[i] == ' ' || s[i] == '\t')
+        i++;
+    memmove(s, s + i, n - i + 1);
+    n = strlen(s);
+    if (n >= 2 && ((s[0] == '"' && s[n - 1] == '"') || (s[0] == '\'' && s[n - 1] == '\''))) {
+        memmove(s, s + 1, n - 2);
+        s[n - 2] = 0;
+    }
+}
+
+static int parse_listen(const char *v, struct gw_config *cfg)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon || !colon[1])
+        return -1;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535 || (size_t)(colon - v) >= sizeof cfg->host)
+        return -1;
+    memcpy(cfg->host, v, (size_t)(colon - v));
+    cfg->host[colon - v] = 0;
+    if (!cfg->host[0]) /* ":8080": every interface */
+        snprintf(cfg->host, sizeof cfg->host, "0.0.0.0");
+    cfg->port = (int)port;
+    return 0;
+}
+
+static unsigned drain_timeout = 25;
+
+static int parse_uint(const char *v, unsigned long long max, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || x > max || v[0] == '-')
+        return -1;
+    *out = x;
+    return 0;
+}
+
+/* One setting by name, from the config file or a flag. */
+static int apply(struct gw_config *cfg, char *daemon_url, size_t url_cap, const char *key, const char *val,
+                 const char *where)
+{
+    unsigned long long x;
+    if (!strcmp(key, "listen")) {
+        if (parse_listen(val, cfg))
+            return fprintf(stderr, "llm170-gateway: %s: bad listen address '%s' (want HOST:PORT)\n", where, val), -1;
+    } else if (!strcmp(key, "daemon") || !strcmp(key, "socket")) {
+        snprintf(daemon_url, url_cap, "%s", val);
+    } else if (!strcmp(key, "api_key") || !strcmp(key, "api-key")) {
+        snprintf(cfg->api_key, sizeof cfg->api_key, "%s", val);
+    } else if (!strcmp(key, "max_body") || !strcmp(key, "max-body")) {
+        if (parse_uint(val, 1ull << 34, &x) || x == 0)
+            return fprintf(stderr, "llm170-gateway: %s: bad max body size '%s'\n", where, val), -1;
+        cfg->max_body = (size_t)x;
+    } else if (!strcmp(key, "timeout")) {
+        if (parse_uint(val, 86400, &x))
+            return fprintf(stderr, "llm170-gateway: %s: bad timeout '%s'\n", where, val), -1;
+        cfg->timeout_s = (unsigned)x;
+    } else if (!strcmp(key, "threads")) {
+        if (parse_uint(val, 256, &x) || x == 0)
+            return fprintf(stderr, "llm170-gateway: %s: bad thread count '%s'\n", where, val), -1;
+        cfg->threads = (unsigned)x;
+    } else if (!strcmp(key, "drain_timeout") || !strcmp(key, "drain-timeout")) {
+        if (parse_uint(val, 3600, &x))
+            return fprintf(stderr, "llm170-gateway: %s: bad drain timeout '%s'\n", where, val), -1;
+        drain_timeout = (unsigned)x;
+    } else if (!strcmp(key, "max_connections") || !strcmp(key, "max-connections")) {
+        if (parse_uint(val, 1000000, &x) || x == 0)
+            return fprintf(stderr, "llm170-gateway: %s: bad connection limit '%s'\n", where, val), -1;
+        cfg->max_connections = (unsigned)x;
+    } else {
+        return 1; /* not ours */
+    }
+    return 0;
+}
+
+/* INI/TOML-ish: `key = value` lines, [sections]. The [gateway] section is
+ * ours; before any section the keys are llm170d's, of which only `socket`
+ * (the daemon's address) concerns us; other sections belong to other programs. */
+static int load_config(const char *path, bool must_exist, struct gw_config *cfg, char *url, size_t url_cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (!must_exist)
+            return 0;
+        fprintf(stderr, "llm170-gateway: cannot open config '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[1024], section[64] = "";
+    int ln = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        char *hash = strchr(line, '#');
+        if (hash && (hash == line || hash[-1] == ' ' || hash[-1] == '\t'))
+            *hash = 0;
+        trim(line);
+        if (!line[0] || line[0] == ';')
+            continue;
+        if (line[0] == '[') {
+            char *end = strchr(line, ']');
+            if (!end) {
+                fprintf(stderr, "llm170-gateway: %s:%d: bad section header\n", path, ln);
+                rc = -1;
+                break;
+            }
+            *end = 0;
+            snprintf(section, sizeof section, "%.63s", line + 1);
+            trim(section);
+            continue;
+        }
+        char *eq = strchr(line, '=');
+        if (!eq) {
+            fprintf(stderr, "llm170-gateway: %s:%d: expected key = value\n", path, ln);
+            rc = -1;
+            break;
+        }
+        *eq = 0;
+        char key[128], val[1024];
+        snprintf(key, sizeof key, "%.127s", line);
+        snprintf(val, sizeof val, "%s", eq + 1);
+        trim(key);
+        trim(val);
+        bool ours = !strcmp(section, "gateway") || !strcmp(section, "llm170-gateway") ||
+                    (!section[0] && !strcmp(key, "socket"));
+        if (!ours)
+            continue;
+        char where[600];
+        snprintf(where, sizeof where, "%s:%d", path, ln);
+        if (apply(cfg, url, url_cap, key, val, where) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    char url[512] = "";
+    const char *config = NULL;
+    for (int i = 1; i < argc; i++) { /* --config and --help first: the file comes before the flags */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "llm170-gateway: --config needs a value\n%s", usage);
+                return 2;
+            }
+            config = argv[i + 1];
+        }
+    }
+    if (config) {
+        if (load_config(config, true, &cfg, url, sizeof url))
+            return 1;
+    } else {
+        char path[1024];
+        const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+        if (xdg && *xdg)
+            snprintf(path, sizeof path, "%s/llm170/llm170.conf", xdg);
+        else if (home && *home)
+            snprintf(path, sizeof path, "%s/.config/llm170/llm170.conf", home);
+        else
+            path[0] = 0;
+        if (path[0] && access(path, R_OK) == 0) {
+            if (load_config(path, true, &cfg, url, sizeof url))
+                return 1;
+        } else if (load_config("/etc/llm170/llm170.conf", false, &cfg, url, sizeof url)) {
+            return 1;
+        }
+    }
+    const char *env_key = getenv("LLM170_API_KEY");
+    if (env_key && *env_key)
+        snprintf(cfg.api_key, sizeof cfg.api_key, "%s", env_key);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (strncmp(a, "--", 2) || i + 1 >= argc) {
+            fprintf(stderr, "llm170-gateway: %s '%s'\n%s", strncmp(a, "--", 2) ? "unexpected argument" : "missing value for",
+                    a, usage);
+            return 2;
+        }
+        int rc = apply(&cfg, url, sizeof url, a + 2, argv[i + 1], "command line");
+        if (rc > 0) {
+            fprintf(stderr, "llm170-gateway: unknown option '%s'\n%s", a, usage);
+            return 2;
+        }
+        if (rc < 0)
+            return 2;
+        i++;
+    }
+    if (!url[0])
+        pc_default_url(url, sizeof url);
+
+    struct err e;
+    err_clear(&e);
+    struct gw_backend be;
+    if (daemon_backend_open(&be, url, &e)) {
+        fprintf(stderr, "llm170-gateway: cannot use daemon socket '%s': %s\n", url, e.msg);
+        return 1;
+    }
+    struct gw_server *srv = NULL;
+    if (gw_server_start(&srv, &cfg, &be, &e)) {
+        fprintf(stderr, "llm170-gateway: %s\n", e.msg);
+        daemon_backend_close(&be);
+        return 1;
+    }
+    /* every open connection is a descriptor: let the connection limit be reachable */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    fprintf(stderr, "llm170-gateway: listening on %s:%d (daemon %s%s)\n", cfg.host, gw_server_port(srv), url,
+            cfg.api_key[0] ? ", API key required" : "");
+    while (!stop_flag)
+        pause();
+    fprintf(stderr, "llm170-gateway: stopping (new connections refused; waiting up to %u s for requests in flight)\n",
+            drain_timeout);
+    int left = gw_server_drain(srv, drain_timeout, &stop_now);
+    if (left)
+        fprintf(stderr, "llm170-gateway: canceling %d requests still running\n", left);
+    gw_server_stop(srv);
+    daemon_backend_close(&be);
+    return 0;
+}

@@ -1,0 +1,92 @@
+/* args.h — kernel argument blocks, shared by the kernels (compiled at run
+ * time) and the host (worker/forward_hip.c). Each kernel takes one struct by
+ * value; device pointers are 64-bit on both sides (DP), so the layout is the
+ * same for the host C compiler and NVRTC/hipRTC. Keep fields 8-byte ones
+ * first, then 4-byte ones, and an even count of 4-byte fields. */
+#ifndef LLM170_KERNEL_ARGS_H
+#define LLM170_KERNEL_ARGS_H
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__CUDACC_RTC__) || defined(__HIPCC_RTC__)
+#define DP(T) T *
+typedef long long a_i64;
+typedef int a_i32;
+#else
+#include <stdint.h>
+#define DP(T) uint64_t
+typedef int64_t a_i64;
+typedef int32_t a_i32;
+#endif
+
+/* Weight types, numbered as ggml numbers them. */
+#define KT_F32 0
+#define KT_F16 1
+#define KT_Q8_0 8
+#define KT_Q4_K 12
+#define KT_Q5_K 13
+#define KT_Q6_K 14
+#define KT_IQ4_XS 23
+
+/* y[z][r] (op) W[r] · x[z / x_div] for r < n_rows, z < nz.
+ * mode 0: y = dot + bias; 1: y += dot + bias; 2: y = silu(W·x + bias) * (W2·x + bias2);
+ * 3: y = W·x + bias and y2 = W2·x + bias2 (two projections of one input, e.g. K and V). */
+struct gemv_args {
+    DP(const unsigned char) w;   /* [n_rows][row_bytes] (expert 0 when sel is set) */
+    DP(const unsigned char) w2;  /* second matrix of mode 2, same shape, or 0 */
+    DP(const float) x;           /* [..][x_stride] activation rows */
+    DP(float) y;                 /* [nz][y_stride] */
+    DP(float) y2;                /* mode 3: [nz][y_stride] */
+    DP(const float) bias;        /* [n_rows] or 0 */
+    DP(const float) bias2;       /* [n_rows] or 0 (mode 2) */
+    DP(const int) sel;           /* [nz] expert id per z (its slice = w + sel·expert_bytes), or 0 */
+    DP(const float) xd;          /* q8 GEMV only: [..][x_stride / 32][2] (d, d·Σq) per 32 activations;
+                                    x then points to the int8 quants [..][x_stride] */
+    a_i64 row_bytes;
+    a_i64 expert_bytes;
+    a_i32 n_rows, k;             /* output rows, elements per row */
+    a_i32 x_stride, y_stride;    /* elements between rows of x / y */
+    a_i32 x_div, nz;
+    a_i32 mode, pad;
+};
+
+/* Attention of n query tokens over their sequences' caches (causal by position). */
+struct attn_args {
+    DP(const float) q;           /* [n][q_stride], head h at h·hd */
+    DP(float) o;                 /* [n][o_stride] */
+    DP(const unsigned char) k;   /* layer cache [n_seq][n_ctx][kv_dim], f16 or f32 */
+    DP(const unsigned char) v;
+    DP(const int) pos;           /* [n] query position; it sees cells 0..pos of its sequence */
+    DP(const int) seq;           /* [n] */
+    DP(float) part;              /* [n][n_head][nsplit][hd + 2] partial (o, m, l) when nsplit > 1 */
+    DP(signed char) oq;          /* attn_combine: also a q8 copy of o, [n][o_stride] (hd % 32 == 0), or 0 */
+    DP(float) oqd;               /* [n][o_stride / 32][2] */
+    a_i64 seq_stride;            /* elements between sequences = n_ctx·kv_dim */
+    a_i32 kv_dim, hd;
+    a_i32 n_head, n_head_kv;
+    a_i32 q_stride, o_stride;
+    a_i32 nsplit, kv_f16;
+    float scale;
+    a_i32 pad;
+};
+
+/* Per-head q/k RMSNorm + RoPE, store of K and V into the cache. Grid: (n, n_head + n_head_kv). */
+struct rope_args {
+    DP(float) q;                 /* [n][q_stride] rotated in place */
+    DP(const float) k;           /* [n][kv_stride] */
+    DP(const float) v;           /* [n][kv_stride] */
+    DP(const float) q_norm;      /* [hd] or 0 */
+    DP(const float) k_norm;      /* [hd] or 0 */
+    DP(const float) cs;          /* [n][n_rot] cos/sin pairs (ops_rope_cache) */
+    DP(unsigned char) kc;        /* layer K cache [n_seq][n_ctx][kv_dim] */
+    DP(unsigned char) vc;
+    DP(const int) pos;           /* [n] */
+    DP(const int) seq;           /* [n] */
+    a_i64 seq_stride;            /* elements between sequences in the cache */
+    a_i32 q_stride, kv_stride;
+    a_i32 hd, n_rot;
+    a_i32 n_head, n_head_kv;
+    a_i32 neox, kv_f16;
+    float eps;
+    a_i32 pad;
+};
+
+#endif

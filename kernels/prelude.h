@@ -1,0 +1,116 @@
+/* prelude.h — the portability layer every kernel source includes (CUDA via
+ * NVRTC, HIP via hipRTC). It is handed to the run-time compiler as an
+ * in-memory header, so no toolkit headers are needed: no cuda_fp16.h, no
+ * stdint.h. Everything vendor-specific (warp width, shuffles, f16
+ * conversions) lives here. */
+#ifndef LLM170_KERNEL_PRELUDE_H
+#define LLM170_KERNEL_PRELUDE_H
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef short i16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#if defined(__HIPCC_RTC__) || defined(__HIP_PLATFORM_AMD__)
+#define WARP 64
+#define LLM_HIP 1
+static __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor(v, m, WARP); }
+static __device__ __forceinline__ int shfl_xor_i(int v, int m) { return __shfl_xor(v, m, WARP); }
+static __device__ __forceinline__ float h2f(u16 h)
+{
+    _Float16 f;
+    __builtin_memcpy(&f, &h, 2);
+    return (float)f;
+}
+static __device__ __forceinline__ u16 f2h(float x)
+{
+    _Float16 f = (_Float16)x; /* round to nearest even */
+    u16 h;
+    __builtin_memcpy(&h, &f, 2);
+    return h;
+}
+#else
+#define WARP 32
+static __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m, WARP); }
+static __device__ __forceinline__ int shfl_xor_i(int v, int m) { return __shfl_xor_sync(0xffffffffu, v, m, WARP); }
+static __device__ __forceinline__ float h2f(u16 h)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+static __device__ __forceinline__ u16 f2h(float x)
+{
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+#endif
+
+#define INF_F __int_as_float(0x7f800000)
+
+/* c + Σ of the four signed byte products of a and b */
+static __device__ __forceinline__ int dp4a(int a, int b, int c)
+{
+#if defined(LLM_HIP)
+#if defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__)
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#else
+    for (int i = 0; i < 4; i++)
+        c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+    return c;
+#endif
+#else
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+#endif
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int m = WARP / 2; m > 0; m >>= 1)
+        v += shfl_xor(v, m);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int m = WARP / 2; m > 0; m >>= 1)
+        v = fmaxf(v, shfl_xor(v, m));
+    return v;
+}
+
+/* Sum over a block of blockDim.x threads (a multiple of WARP, at most 1024); every thread gets it.
+ * red: __shared__ float[32]. */
+static __device__ __forceinline__ float block_sum(float v, float *red)
+{
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.0f;
+    return warp_sum(v);
+}
+static __device__ __forceinline__ float block_max(float v, float *red)
+{
+    const int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : -INF_F;
+    return warp_max(v);
+}
+
+static __device__ __forceinline__ float silu_f(float t) { return t / (1.0f + expf(-t)); }
+
+#endif

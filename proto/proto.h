@@ -1,0 +1,231 @@
+/* proto.h — the one message schema spoken between the CLI, llm170d, the
+ * workers and the gateway (see proto/README.md for the wire and transport).
+ *
+ * Every message is a msgpack map with string keys. Two keys are always
+ * present: "v" (protocol version, PROTO_VERSION) and "t" (the type name).
+ * Unknown keys are ignored so either side may add fields; a missing or
+ * wrongly typed required key is an ERR_FORMAT error from proto_decode (the
+ * receiver answers with an "error" message; it never crashes).
+ *
+ * struct proto_msg is one flat record for every type: a type uses the fields
+ * its comment names and leaves the rest zero. Decoded messages own all their
+ * strings/arrays (free with proto_msg_free); a message built by a caller for
+ * proto_encode only borrows the caller's pointers. */
+#ifndef LLM170_PROTO_H
+#define LLM170_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+
+#define PROTO_VERSION 1
+
+/* Hard limits a decoder enforces (a peer cannot make us allocate more). */
+#define PROTO_MAX_MSG (64u << 20)      /* bytes in one message */
+#define PROTO_MAX_TOKENS (1u << 22)    /* ids in one token array */
+#define PROTO_MAX_STOP 16              /* stop strings per request */
+#define PROTO_MAX_TOP 32               /* top alternatives per token */
+
+enum proto_type {
+    PT_NONE = 0,
+    PT_STATUS,       /* C→D            — (no fields) */
+    PT_STATUS_REPLY, /* D→C            status */
+    PT_GENERATE,     /* C→D, D→W       gen; D→W also id (the daemon's request id) */
+    PT_ACCEPTED,     /* D→C            id (= stream id), worker.idx */
+    PT_NEXT,         /* C→D            id (stream), from, wait_ms */
+    PT_CHUNKS,       /* D→C, W→D       id, chunks[], done */
+    PT_CANCEL,       /* C→D, D→W       id */
+    PT_OK,           /* any reply      id */
+    PT_ERROR,        /* any reply      id (0 when not about a request), errc, message */
+    PT_TOKENIZE,     /* C→D, D→W       id, gen.model, text, add_special, parse_special */
+    PT_TOKENS,       /* reply          id, tokens[] */
+    PT_DETOKENIZE,   /* C→D, D→W       id, gen.model, tokens[] */
+    PT_TEXT,         /* reply          id, text */
+    PT_PING,         /* D→W            id */
+    PT_PONG,         /* W→D            id, worker (active, queued, slots) */
+    PT_READY,        /* W→D            worker (model, backend, device, slots, n_ctx, n_vocab, mem) */
+    PT_SHUTDOWN,     /* D→W            — finish open requests, then exit */
+    PT_COUNT
+};
+
+/* Error classes carried on the wire ("code" key, as its name string). */
+enum proto_errc {
+    PE_NONE = 0,
+    PE_BAD_REQUEST,  /* malformed message / field out of range        → HTTP 400 */
+    PE_NOT_FOUND,    /* unknown model / stream                         → 404 */
+    PE_QUEUE_FULL,   /* every slot busy and the wait queue full        → 429 */
+    PE_UNAVAILABLE,  /* no worker ready (loading, restarting), daemon down → 503 */
+    PE_TOO_LONG,     /* prompt does not fit the context                → 400 */
+    PE_CANCELED,     /* canceled by its owner                          (499) */
+    PE_TIMEOUT,      /* a deadline passed                              → 504 */
+    PE_INTERNAL,     /* a real fault: worker died mid-request, bug     → 500 */
+    PE_VERSION,      /* peer speaks another protocol version           → 400 */
+    PE_COUNT
+};
+const char *proto_errc_name(int errc);      /* "queue_full" … ("internal" when unknown) */
+int proto_errc_parse(const char *name);     /* PE_INTERNAL when unknown */
+int proto_errc_http(int errc);              /* HTTP status for the class */
+int proto_errc_to_err(int errc);            /* ERR_* code a client function returns */
+int proto_errc_from_err(int err_code);      /* class for a local ERR_* code */
+
+/* Why a stream ended (final chunk's "finish"). */
+enum proto_finish { PF_NONE = 0, PF_STOP, PF_LENGTH, PF_CANCEL, PF_ERROR };
+const char *proto_finish_name(int f);       /* "stop", "length", "cancel", "error", "" */
+
+/* Which optional sampling fields a generate request gave (proto_gen.set).
+ * Fields not given take llama-server's defaults, or the GGUF's
+ * general.sampling.* values — the worker decides, so it must know. */
+enum {
+    PG_MAX_TOKENS = 1u << 0, PG_TEMPERATURE = 1u << 1, PG_TOP_K = 1u << 2, PG_TOP_P = 1u << 3,
+    PG_MIN_P = 1u << 4, PG_TYPICAL_P = 1u << 5, PG_REPEAT_PENALTY = 1u << 6,
+    PG_REPEAT_LAST_N = 1u << 7, PG_PRESENCE = 1u << 8, PG_FREQUENCY = 1u << 9, PG_SEED = 1u << 10,
+};
+
+struct proto_chat_msg {
+    char *role;    /* "system", "user", "assistant", … */
+    char *content; /* plain text (the gateway flattens array-of-parts) */
+};
+
+struct proto_bias {
+    int32_t token;
+    float bias; /* added to the logit; -INFINITY bans (sent as a large negative float) */
+};
+
+/* A generate request. One prompt form is required: prompt (text, tokenized
+ * by the worker), tokens (ids), or messages / messages_json (chat template). */
+struct proto_gen {
+    char *model;                      /* model name; NULL/"" = whatever the daemon serves */
+    char *prompt;                     /* text prompt */
+    int32_t *tokens;                  /* [n_tokens] prompt ids */
+    size_t n_tokens;
+    struct proto_chat_msg *messages;  /* [n_messages] chat turns */
+    size_t n_messages;
+    char *messages_json;              /* OpenAI messages array as JSON text, every field kept (tool_calls,
+                                       * tool_call_id, name, reasoning_content …); wins over messages */
+    char *tools_json;                 /* OpenAI tools array as JSON text, for the chat template */
+    char *template_kwargs_json;       /* JSON object merged into the template variables (enable_thinking …) */
+    uint32_t set;                     /* PG_* bits of the fields below that were given */
+    int32_t max_tokens;               /* -1 = until EOG or the context is full */
+    float temperature;                /* <= 0 → greedy */
+    int32_t top_k;
+    float top_p, min_p, typical_p;
+    float repeat_penalty;
+    int32_t repeat_last_n;
+    float presence_penalty, frequency_penalty;
+    uint32_t seed;                    /* 0xFFFFFFFF = random */
+    char **stop;                      /* [n_stop] stop strings (not included in the output) */
+    size_t n_stop;
+    int32_t logprobs;                 /* -1 none; 0 the sampled token's; N also N top alternatives */
+    struct proto_bias *logit_bias;    /* [n_logit_bias] */
+    size_t n_logit_bias;
+    bool ignore_eos;                  /* keep generating past EOG tokens */
+    bool add_special;                 /* BOS/EOS per the vocab when tokenizing prompt (default true) */
+    bool parse_special;               /* special-token text in prompt is parsed (default true) */
+    bool special;                     /* render control tokens in output text (default false) */
+    bool cache_prompt;                /* allow KV prefix reuse (default true) */
+};
+/* Zero the request and set the defaults named above. */
+void proto_gen_init(struct proto_gen *g);
+
+/* One top alternative of a token's distribution. */
+struct proto_top {
+    int32_t token;
+    float logprob;
+    char *text; /* the token's piece */
+};
+
+/* One stream event: a generated token, or the final record (finish != PF_NONE). */
+struct proto_chunk {
+    uint64_t i;            /* index within its stream, from 0, no gaps */
+    int32_t token;         /* generated id; -1 on a final chunk without a token */
+    char *text;            /* complete UTF-8 text this token adds (may be "") */
+    bool has_logprob;
+    float logprob;         /* log-softmax of the raw logits at the sampled id */
+    struct proto_top *top; /* [n_top] best alternatives, descending */
+    size_t n_top;
+    int finish;            /* PF_*; set on the last chunk of a stream only */
+    int32_t n_prompt;      /* final: prompt tokens */
+    int32_t n_gen;         /* final: generated tokens */
+    int32_t n_cached;      /* final: prompt tokens reused from the KV cache */
+    int errc;              /* final with PF_ERROR: PE_* class */
+    char *message;         /* final with PF_ERROR: one line */
+};
+
+/* What one worker is and does (status replies, ready, pong). */
+struct proto_worker {
+    int32_t idx;       /* index in the daemon's worker table */
+    char *device;      /* "cpu", "0", "1" … */
+    char *backend;     /* "cpu", "hip", "vulkan" */
+    char *state;       /* "starting", "loading", "ready", "restarting", "failed", "stopping" */
+    int32_t pid;
+    char *model;       /* model name */
+    char *model_path;
+    int32_t restarts;
+    int32_t slots;     /* sequences decoded together (engine n_seq) */
+    int32_t active;    /* requests holding a slot */
+    int32_t queued;    /* requests waiting for one */
+    int32_t n_ctx;
+    int32_t n_vocab;
+    uint64_t mem;      /* bytes of weights + KV the worker holds */
+};
+
+struct proto_status {
+    bool ready;                   /* at least one worker is ready */
+    char *version;                /* llm170d's version string */
+    uint64_t uptime_s;
+    int32_t active, queued;       /* totals over workers */
+    char **models;                /* [n_models] names served by a ready worker */
+    size_t n_models;
+    struct proto_worker *workers; /* [n_workers] */
+    size_t n_workers;
+};
+
+struct proto_msg {
+    int type;                     /* enum proto_type */
+    uint64_t id;                  /* request / stream id; 0 = none */
+    struct proto_gen gen;         /* generate; gen.model for tokenize/detokenize */
+    uint64_t from;                /* next: first chunk index the client still lacks */
+    int32_t wait_ms;              /* next: longest wait for a chunk */
+    struct proto_chunk *chunks;   /* chunks: [n_chunks] */
+    size_t n_chunks;
+    bool done;                    /* chunks: the stream ended (its final chunk is in this or an earlier reply) */
+    int errc;                     /* error: PE_* */
+    char *message;                /* error: one line */
+    struct proto_status status;   /* status_reply */
+    struct proto_worker worker;   /* ready, pong, accepted (idx) */
+    int32_t *tokens;              /* tokens, detokenize: [n_tokens] */
+    size_t n_tokens;
+    char *text;                   /* tokenize, text */
+    bool add_special;             /* tokenize (default true) */
+    bool parse_special;           /* tokenize (default true) */
+};
+
+const char *proto_type_name(int type);
+
+/* Zero a message and set its type (and the defaults of gen/tokenize). */
+void proto_msg_init(struct proto_msg *m, int type);
+/* Free what proto_decode allocated; the message is zeroed. */
+void proto_msg_free(struct proto_msg *m);
+void proto_chunk_free(struct proto_chunk *c);       /* its strings/arrays only */
+void proto_chunks_free(struct proto_chunk *c, size_t n); /* each, then the array */
+void proto_status_free(struct proto_status *s);
+void proto_worker_free(struct proto_worker *w);
+void proto_gen_free(struct proto_gen *g);
+
+/* Deep copies (the copy owns everything). */
+int proto_chunk_copy(struct proto_chunk *dst, const struct proto_chunk *src, struct err *e);
+int proto_gen_copy(struct proto_gen *dst, const struct proto_gen *src, struct err *e);
+int proto_worker_copy(struct proto_worker *dst, const struct proto_worker *src, struct err *e);
+
+/* Encode to a malloc'ed buffer (*buf, *len). */
+int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err *e);
+/* Decode one message; on error *m is left freed/zeroed and e names the key.
+ * Never crashes on any input of any length. */
+int proto_decode(const void *buf, size_t len, struct proto_msg *m, struct err *e);
+
+/* Build an error message (message is borrowed). */
+void proto_error(struct proto_msg *m, uint64_t id, int errc, const char *message);
+
+#endif

@@ -1,0 +1,18 @@
+#!/bin/bash
+# parity_greedy.sh — `llm170 infer` (greedy) against llama.cpp's greedy continuations
+# (tests/golden/greedy_*.json): stories260K, 10 text prompts x 64 tokens, and synthetic qwen2 /
+# qwen3 / qwen3moe models (rebuilt by ../shared/tools/synth_dense.py), 2 prompts x 32 tokens. Ids
+# must be equal, except after a first divergence at a near-tie (top-2 gap < 1e-2 relative), or when
+# we stop at EOS. Each prompt alone, then all prompts of a model as one batched call.
+cd "$(dirname "$0")/.." || exit 1
+. tests/oracle/lib.sh
+CLI=$(llm170_cli)
+if ! cli_has infer; then
+    echo "skip - parity greedy: llm170 CLI lacks infer"; exit 0
+fi
+SHARED=$(find_shared) || SHARED=""
+PYNP=$(find_numpy_python) || PYNP=""
+[ -n "$SHARED" ] && export LLM170_SHARED=$SHARED
+python3 tests/oracle/parity.py greedy --cli "$CLI" --shared "$SHARED" --pynp "$PYNP" --golden tests/golden/greedy_*.json
+python3 tests/oracle/parity.py greedy --cli "$CLI" --shared "$SHARED" --pynp "$PYNP" --golden tests/golden/greedy_*.json --batched
+exit 0

@@ -1,0 +1,863 @@
+/* test_daemon.c — llm170d end to end with real processes: the daemon, its
+ * client library, and tests/tools/fake_worker (speaks the real protocol,
+ * loads no model). Covers streaming, concurrency, cancel, queue full, worker
+ * SIGKILL → error within 2 s and restart, systemd notify (READY only after
+ * load, then WATCHDOG), drain on SIGTERM, abandoned streams, bad input.
+ * Every wait is bounded. */
+#include <errno.h>
+#include <fcntl.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../proto/client.h"
+#include "check.h"
+
+static char tmpdir[256], sockurl[400], fake[1024], daemon_bin[1024], model[1024];
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Start llm170d with the fake worker; extra flags / env (NAME=VALUE) follow. */
+static pid_t start_daemon(const char *const *extra, const char *const *env)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        const char *argv[40] = {daemon_bin, "--socket", sockurl, "--model", model, "--worker", fake,
+                                "--devices", "cpu", "--ping-interval-ms", "200"};
+        int n = 11;
+        for (int i = 0; extra && extra[i]; i++)
+            argv[n++] = extra[i];
+        argv[n] = NULL;
+        int fd = open("/dev/null", O_WRONLY);
+        if (!getenv("TEST_VERBOSE"))
+            dup2(fd, 2);
+        execv(daemon_bin, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int stop_daemon(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    int st = -1;
+    for (int i = 0; i < 500; i++) { /* 10 s */
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        usleep(20000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* Wait until the daemon reports a ready worker; returns the client or NULL. */
+static struct pc_client *wait_ready(int timeout_ms)
+{
+    struct pc_client *c = NULL;
+    struct err e;
+    int64_t end = now_ms() + timeout_ms;
+    while (now_ms() < end) {
+        if (!c && pc_open(&c, sockurl, 2000, 0, &e)) {
+            c = NULL;
+            usleep(20000);
+            continue;
+        }
+        struct proto_status st;
+        if (pc_status(c, &st, &e) == 0) {
+            bool ready = st.ready;
+            proto_status_free(&st);
+            if (ready)
+                return c;
+        }
+        usleep(20000);
+    }
+    pc_close(c);
+    return NULL;
+}
+
+/* Run one request to the end; text appended to out. Returns the finish reason. */
+static int collect(struct pc_client *c, int max_tokens, char *out, size_t cap, int *errc)
+{
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "hello";
+    g.max_tokens = max_tokens;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *s;
+    struct err e;
+    if (out)
+        out[0] = 0;
+    if (pc_generate(c, &g, &s, &e)) {
+        if (errc)
+            *errc = e.code;
+        return -1;
+    }
+    int finish = PF_NONE;
+    int64_t end = now_ms() + 20000;
+    while (!pc_stream_done(s) && now_ms() < end) {
+        struct proto_chunk *ch;
+        size_t n;
+        if (pc_next(s, 500, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (out && ch[i].text)
+                strncat(out, ch[i].text, cap - strlen(out) - 1);
+            if (ch[i].finish) {
+                finish = ch[i].finish;
+                if (errc)
+                    *errc = ch[i].errc;
+            }
+        }
+        proto_chunks_free(ch, n);
+    }
+    pc_stream_free(s);
+    return finish;
+}
+
+static bool have_tools(void)
+{
+    return access(daemon_bin, X_OK) == 0 && access(fake, X_OK) == 0 && access(model, R_OK) == 0;
+}
+
+static void stream_basic(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    pid_t d = start_daemon(NULL, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "daemon became ready");
+    if (c) {
+        char text[256];
+        int f = collect(c, 5, text, sizeof text, NULL);
+        CHECK_EQ_INT(f, PF_LENGTH);
+        CHECK(!strcmp(text, "t0 t1 t2 t3 t4 "), "text '%s'", text);
+        struct proto_status st;
+        struct err e;
+        CHECK(pc_status(c, &st, &e) == 0, "status");
+        CHECK_EQ_INT(st.n_workers, 1);
+        if (st.n_workers == 1) {
+            CHECK(!strcmp(st.workers[0].state, "ready"), "state %s", st.workers[0].state);
+            CHECK(st.workers[0].pid > 0, "pid");
+            CHECK_EQ_INT(st.workers[0].slots, 4);
+            CHECK(st.n_models == 1 && !strcmp(st.models[0], "stories260K"), "model name");
+        }
+        proto_status_free(&st);
+        int32_t *ids;
+        size_t n;
+        CHECK(pc_tokenize(c, NULL, "AB", true, true, &ids, &n, &e) == 0 && n == 2 && ids[0] == 'A', "tokenize");
+        free(ids);
+        /* unknown model → 404 class */
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = "x";
+        g.model = "no-such-model";
+        struct pc_stream *s;
+        int rc = pc_generate(c, &g, &s, &e);
+        CHECK(rc == ERR_NOTFOUND && pc_http_status(rc) == 404, "unknown model: %d %s", rc, e.msg);
+        /* prompt longer than the fake's 64-position context */
+        char longp[200];
+        memset(longp, 'a', sizeof longp - 1);
+        longp[sizeof longp - 1] = 0;
+        g.model = NULL;
+        g.prompt = longp;
+        rc = pc_generate(c, &g, &s, &e);
+        CHECK(rc == ERR_RANGE && pc_http_status(rc) == 400, "too long: %d %s", rc, e.msg);
+        CHECK(strstr(e.msg, "context") != NULL, "message '%s'", e.msg);
+    }
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+struct par {
+    struct pc_client *c;
+    int finish;
+    char text[256];
+};
+
+static void *par_main(void *arg)
+{
+    struct par *p = arg;
+    p->finish = collect(p->c, 6, p->text, sizeof p->text, NULL);
+    return NULL;
+}
+
+static void concurrent_streams(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--slots", "4", "--queue", "16", NULL};
+    pid_t d = start_daemon(extra, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (c) {
+        struct par p[12];
+        pthread_t t[12];
+        for (int i = 0; i < 12; i++) {
+            p[i].c = c; /* one client shared by all threads */
+            pthread_create(&t[i], NULL, par_main, &p[i]);
+        }
+        int good = 0;
+        for (int i = 0; i < 12; i++) {
+            pthread_join(t[i], NULL);
+            good += p[i].finish == PF_LENGTH && !strcmp(p[i].text, "t0 t1 t2 t3 t4 t5 ");
+        }
+        CHECK_EQ_INT(good, 12);
+    }
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static void cancel_and_queue_full(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--slots", "2", "--queue", "1", NULL};
+    pid_t d = start_daemon(extra, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (c) {
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = "x";
+        g.max_tokens = 100000;
+        g.set |= PG_MAX_TOKENS;
+        struct pc_stream *s[4] = {0};
+        struct err e;
+        for (int i = 0; i < 3; i++)
+            CHECK(pc_generate(c, &g, &s[i], &e) == 0, "request %d: %s", i, e.msg);
+        int rc = pc_generate(c, &g, &s[3], &e);
+        CHECK(rc == ERR_FULL && pc_http_status(rc) == 429, "4th request: %d %s", rc, e.msg);
+        /* cancel the first: its stream ends with "cancel" and the queued one runs */
+        if (s[0]) {
+            int n_tok = 0, fin = 0;
+            CHECK(pc_cancel(s[0], &e) == 0, "cancel: %s", e.msg);
+            int64_t end = now_ms() + 3000;
+            while (!pc_stream_done(s[0]) && now_ms() < end) {
+                struct proto_chunk *ch;
+                size_t n;
+                if (pc_next(s[0], 200, &ch, &n, &e))
+                    break;
+                for (size_t i = 0; i < n; i++) {
+                    n_tok += ch[i].token >= 0;
+                    if (ch[i].finish)
+                        fin = ch[i].finish;
+                }
+                proto_chunks_free(ch, n);
+            }
+            CHECK_EQ_INT(fin, PF_CANCEL);
+        }
+        if (s[2]) { /* the queued request now produces tokens */
+            int n_tok = 0;
+            int64_t end = now_ms() + 3000;
+            while (n_tok < 3 && now_ms() < end) {
+                struct proto_chunk *ch;
+                size_t n;
+                if (pc_next(s[2], 200, &ch, &n, &e))
+                    break;
+                for (size_t i = 0; i < n; i++)
+                    n_tok += ch[i].token >= 0;
+                proto_chunks_free(ch, n);
+            }
+            CHECK(n_tok >= 3, "queued request got a slot (%d tokens)", n_tok);
+        }
+        /* a slot and queue place are free again */
+        struct pc_stream *s4;
+        rc = pc_generate(c, &g, &s4, &e);
+        CHECK(rc == 0, "after cancel: %s", e.msg);
+        pc_stream_free(s4);
+        for (int i = 0; i < 4; i++)
+            pc_stream_free(s[i]);
+    }
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static void worker_killed(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    pid_t d = start_daemon(NULL, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 100000;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *s;
+    struct err e;
+    CHECK(pc_generate(c, &g, &s, &e) == 0, "generate: %s", e.msg);
+    struct proto_status st;
+    pc_status(c, &st, &e);
+    pid_t wpid = st.n_workers ? st.workers[0].pid : 0;
+    proto_status_free(&st);
+    CHECK(wpid > 0, "worker pid");
+    /* let a few tokens flow, then kill the worker */
+    int n_tok = 0;
+    int64_t end = now_ms() + 3000;
+    while (n_tok < 3 && now_ms() < end) {
+        struct proto_chunk *ch;
+        size_t n;
+        if (pc_next(s, 200, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++)
+            n_tok += ch[i].token >= 0;
+        proto_chunks_free(ch, n);
+    }
+    CHECK(n_tok >= 3, "tokens before the kill");
+    if (wpid > 0)
+        kill(wpid, SIGKILL);
+    int64_t t_kill = now_ms();
+    int fin = 0, errc = 0;
+    while (!pc_stream_done(s) && now_ms() < t_kill + 5000) {
+        struct proto_chunk *ch;
+        size_t n;
+        if (pc_next(s, 200, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++)
+            if (ch[i].finish) {
+                fin = ch[i].finish;
+                errc = ch[i].errc;
+            }
+        proto_chunks_free(ch, n);
+    }
+    int64_t dt = now_ms() - t_kill;
+    printf("# worker SIGKILL → stream error after %lld ms\n", (long long)dt);
+    CHECK_EQ_INT(fin, PF_ERROR);
+    CHECK_EQ_INT(errc, PE_INTERNAL);
+    CHECK(dt < 2000, "error arrived after %lld ms", (long long)dt);
+    pc_stream_free(s);
+    /* meanwhile requests get a 503-class error or succeed once it is back */
+    int rc = pc_generate(c, &g, &s, &e);
+    if (rc == 0)
+        pc_stream_free(s);
+    else
+        CHECK(pc_http_status(rc) == 503, "during restart: %d %s", rc, e.msg);
+    pc_close(c);
+    c = wait_ready(10000);
+    CHECK(c != NULL, "worker restarted");
+    if (c) {
+        char text[128];
+        CHECK_EQ_INT(collect(c, 3, text, sizeof text, NULL), PF_LENGTH);
+        pc_status(c, &st, &e);
+        CHECK(st.n_workers == 1 && st.workers[0].restarts == 1 && st.workers[0].pid != wpid, "restart counted");
+        proto_status_free(&st);
+    }
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static void systemd_notify(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char path[300];
+    snprintf(path, sizeof path, "%s/notify.sock", tmpdir);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        SKIP("temporary directory path too long for a unix socket");
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    unlink(path);
+    CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "bind %s", path);
+    char env1[400], env2[] = "WATCHDOG_USEC=200000", env3[] = "FAKE_LOAD_MS=1200";
+    snprintf(env1, sizeof env1, "NOTIFY_SOCKET=%s", path);
+    const char *env[] = {env1, env2, env3, NULL};
+    int64_t t0 = now_ms();
+    pid_t d = start_daemon(NULL, env);
+    int64_t t_ready = 0, n_wd_after = 0;
+    bool status_seen = false, ready_when_ready = false;
+    struct timeval tv = {0, 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (now_ms() - t0 < 8000 && n_wd_after < 2) {
+        char buf[1024];
+        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+        if (n <= 0)
+            continue;
+        buf[n] = 0;
+        if (strstr(buf, "STATUS="))
+            status_seen = true;
+        if (strstr(buf, "READY=1") && !t_ready) {
+            t_ready = now_ms();
+            /* at this moment the worker must already be ready */
+            struct pc_client *c;
+            struct err e;
+            if (pc_open(&c, sockurl, 2000, 0, &e) == 0) {
+                struct proto_status st;
+                if (pc_status(c, &st, &e) == 0) {
+                    ready_when_ready = st.ready;
+                    proto_status_free(&st);
+                }
+                pc_close(c);
+            }
+        }
+        if (t_ready && strstr(buf, "WATCHDOG=1"))
+            n_wd_after++;
+    }
+    printf("# READY=1 after %lld ms (worker load takes 1200 ms)\n", (long long)(t_ready - t0));
+    CHECK(t_ready > 0, "READY=1 received");
+    CHECK(t_ready - t0 >= 1200, "READY=1 came before the model was loaded (%lld ms)", (long long)(t_ready - t0));
+    CHECK(ready_when_ready, "status says ready when READY=1 arrives");
+    CHECK(n_wd_after >= 2, "WATCHDOG=1 after READY (%lld)", (long long)n_wd_after);
+    CHECK(status_seen, "STATUS= lines");
+    close(fd);
+    unlink(path);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static void drain_on_sigterm(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    pid_t d = start_daemon(NULL, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 40; /* ~0.8 s at 20 ms a token */
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *s;
+    struct err e;
+    CHECK(pc_generate(c, &g, &s, &e) == 0, "generate");
+    kill(d, SIGTERM);
+    usleep(100000);
+    struct pc_stream *s2;
+    int rc = pc_generate(c, &g, &s2, &e);
+    CHECK(rc == ERR_IO && pc_http_status(rc) == 503, "new request while draining: %d %s", rc, e.msg);
+    int fin = 0, n_tok = 0;
+    int64_t end = now_ms() + 5000;
+    while (!pc_stream_done(s) && now_ms() < end) {
+        struct proto_chunk *ch;
+        size_t n;
+        if (pc_next(s, 200, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            n_tok += ch[i].token >= 0;
+            if (ch[i].finish)
+                fin = ch[i].finish;
+        }
+        proto_chunks_free(ch, n);
+    }
+    CHECK_EQ_INT(fin, PF_LENGTH);
+    CHECK_EQ_INT(n_tok, 40);
+    pc_stream_free(s);
+    pc_close(c);
+    int st = -1;
+    for (int i = 0; i < 400 && waitpid(d, &st, WNOHANG) != d; i++)
+        usleep(20000);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exited 0 after draining (status %d)", st);
+    if (!(WIFEXITED(st)))
+        stop_daemon(d);
+}
+
+static void abandoned_stream_and_bad_input(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--stream-idle-ms", "500", "--slots", "1", "--queue", "0", NULL};
+    pid_t d = start_daemon(extra, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 100000;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *s;
+    struct err e;
+    CHECK(pc_generate(c, &g, &s, &e) == 0, "generate");
+    /* never poll it: after 0.5 s the daemon cancels it and the slot frees */
+    int rc = -1;
+    int64_t end = now_ms() + 5000;
+    struct pc_stream *s2 = NULL;
+    while (now_ms() < end && (rc = pc_generate(c, &g, &s2, &e)) == ERR_FULL)
+        usleep(100000);
+    CHECK(rc == 0, "slot freed after the idle timeout: %d %s", rc, e.msg);
+    struct proto_chunk *ch;
+    size_t n;
+    rc = pc_next(s, 0, &ch, &n, &e);
+    CHECK(rc == ERR_NOTFOUND, "abandoned stream is gone: %d", rc);
+    pc_stream_free(s2);
+    free(s); /* already gone on the daemon side */
+
+    /* garbage and wrong-typed messages get error replies; the daemon lives on */
+    nng_socket raw;
+    nng_req0_open(&raw);
+    nng_socket_set_ms(raw, NNG_OPT_RECVTIMEO, 3000);
+    CHECK(nng_dial(raw, sockurl, NULL, 0) == 0, "dial");
+    const char *bad[] = {"\xc1", "\x81\xa1v\x01", "\xdd\xff\xff\xff\xff", "\x83\xa1v\x01\xa1t\xa4next\xa2id\xa3" "abc",
+                         "\x82\xa1v\x02\xa1t\xa6status"};
+    size_t lens[] = {1, 4, 5, 15, 13};
+    for (int i = 0; i < 5; i++) {
+        CHECK(nng_send(raw, (void *)bad[i], lens[i], 0) == 0, "send %d", i);
+        char *buf = NULL;
+        size_t sz = 0;
+        rc = nng_recv(raw, &buf, &sz, NNG_FLAG_ALLOC);
+        CHECK(rc == 0, "reply to bad message %d", i);
+        if (rc == 0) {
+            struct proto_msg m;
+            CHECK(proto_decode(buf, sz, &m, &e) == 0 && m.type == PT_ERROR, "error reply %d", i);
+            if (i == 4)
+                CHECK_EQ_INT(m.errc, PE_VERSION);
+            else
+                CHECK_EQ_INT(m.errc, PE_BAD_REQUEST);
+            proto_msg_free(&m);
+            nng_free(buf, sz);
+        }
+    }
+    nng_close(raw);
+    struct proto_status st;
+    CHECK(pc_status(c, &st, &e) == 0 && st.ready, "alive after bad input");
+    proto_status_free(&st);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static void load_failure_exits(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char env[] = "FAKE_FAIL_LOAD=1";
+    const char *envs[] = {env, NULL};
+    pid_t d = start_daemon(NULL, envs);
+    int st = -1;
+    int64_t end = now_ms() + 5000;
+    while (now_ms() < end && waitpid(d, &st, WNOHANG) != d)
+        usleep(20000);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "daemon exits 1 when no worker can load (status %d)", st);
+    if (!WIFEXITED(st))
+        stop_daemon(d);
+    /* and a bad command line is usage error 2 */
+    pid_t p = fork();
+    if (p == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl(daemon_bin, daemon_bin, "--bogus", (char *)NULL);
+        _exit(127);
+    }
+    waitpid(p, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad flag → exit 2");
+}
+
+static void config_file_and_flags(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char cfg[400];
+    snprintf(cfg, sizeof cfg, "%s/llm170.conf", tmpdir);
+    FILE *f = fopen(cfg, "w");
+    CHECK(f != NULL, "write %s", cfg);
+    if (!f)
+        return;
+    fprintf(f, "# test config\n[daemon]\nmodel = tiny\nslots = 3\nqueue = 7\nfuture_key = 1\n"
+               "[gateway]\nlisten = 127.0.0.1:1\n[models]\ntiny = %s\n", model);
+    fclose(f);
+    pid_t d = fork();
+    if (d == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (!getenv("TEST_VERBOSE"))
+            dup2(fd, 2);
+        execl(daemon_bin, daemon_bin, "--config", cfg, "--socket", sockurl, "--worker", fake, "--slots", "2",
+              (char *)NULL);
+        _exit(127);
+    }
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready from the config file");
+    if (c) {
+        struct proto_status st;
+        struct err e;
+        CHECK(pc_status(c, &st, &e) == 0, "status");
+        CHECK(st.n_models == 1 && !strcmp(st.models[0], "tiny"), "model named by [models]");
+        CHECK(st.n_workers == 1 && st.workers[0].slots == 2, "--slots overrides the file (%d)",
+              st.n_workers ? st.workers[0].slots : -1);
+        proto_status_free(&st);
+    }
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+    /* a missing explicit config file is an error */
+    pid_t p = fork();
+    if (p == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl(daemon_bin, daemon_bin, "--config", "/nonexistent/llm170.conf", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "missing config → exit 1");
+}
+
+static void two_workers_one_dies(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--devices", "cpu,cpu", NULL};
+    pid_t d = start_daemon(extra, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    struct proto_status st;
+    struct err e;
+    int64_t end = now_ms() + 5000;
+    int ready = 0;
+    pid_t victim = 0;
+    while (now_ms() < end && ready < 2) { /* both loaded */
+        pc_status(c, &st, &e);
+        ready = 0;
+        for (size_t i = 0; i < st.n_workers; i++)
+            ready += !strcmp(st.workers[i].state, "ready");
+        victim = st.n_workers ? st.workers[0].pid : 0;
+        proto_status_free(&st);
+        usleep(20000);
+    }
+    CHECK_EQ_INT(ready, 2);
+    /* a burst is spread over both workers */
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 50;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *burst[8] = {0};
+    int per[2] = {0, 0};
+    for (int i = 0; i < 8; i++)
+        if (pc_generate(c, &g, &burst[i], &e) == 0)
+            per[pc_stream_worker(burst[i]) & 1]++;
+    CHECK(per[0] == 4 && per[1] == 4, "burst spread %d/%d", per[0], per[1]);
+    for (int i = 0; i < 8; i++)
+        pc_stream_free(burst[i]);
+    kill(victim, SIGKILL);
+    /* requests keep working on the other worker while the first restarts */
+    int good = 0;
+    for (int i = 0; i < 10; i++) {
+        char text[128];
+        int errc = 0;
+        good += collect(c, 2, text, sizeof text, &errc) == PF_LENGTH;
+    }
+    CHECK(good >= 9, "%d/10 requests served while one worker restarts", good);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static void hung_worker_restarted(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char env[] = "FAKE_NO_PONG=1";
+    const char *envs[] = {env, NULL};
+    const char *extra[] = {"--ping-timeout-ms", "800", NULL};
+    pid_t d = start_daemon(extra, envs);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    int restarts = 0;
+    int64_t end = now_ms() + 6000;
+    while (c && now_ms() < end && restarts < 1) {
+        struct proto_status st;
+        struct err e;
+        if (pc_status(c, &st, &e) == 0) {
+            restarts = st.n_workers ? st.workers[0].restarts : 0;
+            proto_status_free(&st);
+        }
+        usleep(50000);
+    }
+    CHECK(restarts >= 1, "a worker that stops answering pings is killed and restarted (%d)", restarts);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+struct stress {
+    struct pc_client *c;
+    int idx;
+    int outcome; /* 1 length, 2 canceled, 3 queue full, 0 other */
+};
+
+static void *stress_main(void *arg)
+{
+    struct stress *t = arg;
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 10 + t->idx % 7;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *s;
+    struct err e;
+    int rc = pc_generate(t->c, &g, &s, &e);
+    if (rc) {
+        t->outcome = rc == ERR_FULL ? 3 : 0;
+        return NULL;
+    }
+    int got = 0, fin = 0;
+    int64_t end = now_ms() + 20000;
+    while (!pc_stream_done(s) && now_ms() < end) {
+        if (t->idx % 5 == 0 && got >= 3 && !fin) {
+            pc_cancel(s, &e);
+            fin = -1;
+        }
+        struct proto_chunk *ch;
+        size_t n;
+        if (pc_next(s, 300, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            got += ch[i].token >= 0;
+            if (ch[i].finish)
+                fin = ch[i].finish;
+        }
+        proto_chunks_free(ch, n);
+    }
+    if (t->idx % 7 == 3) { /* vanish without a word: the daemon's idle timer cleans up */
+        free(s);
+        t->outcome = 1;
+        return NULL;
+    }
+    pc_stream_free(s);
+    t->outcome = fin == PF_LENGTH ? 1 : fin == PF_CANCEL ? 2 : 0;
+    return NULL;
+}
+
+/* 96 clients at once on 4 slots + 64 queue places: every request ends as
+ * finished, canceled or refused with queue full — no hang, no lost stream. */
+static void stress_many_streams(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--slots", "8", "--queue", "64", "--stream-idle-ms", "1000", NULL};
+    char env[] = "FAKE_TOKEN_MS=5";
+    const char *envs[] = {env, NULL};
+    pid_t d = start_daemon(extra, envs);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    enum { N = 96 };
+    static struct stress t[N];
+    pthread_t th[N];
+    int64_t t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        t[i] = (struct stress){.c = c, .idx = i};
+        pthread_create(&th[i], NULL, stress_main, &t[i]);
+    }
+    int counts[4] = {0};
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        counts[t[i].outcome]++;
+    }
+    printf("# %d streams in %lld ms: %d finished, %d canceled, %d queue full, %d other\n", N,
+           (long long)(now_ms() - t0), counts[1], counts[2], counts[3], counts[0]);
+    CHECK_EQ_INT(counts[0], 0);
+    CHECK(counts[2] >= 1 && counts[1] >= 30, "mix of outcomes");
+    /* afterwards the worker is idle again */
+    int active = -1, queued = -1;
+    int64_t end = now_ms() + 5000;
+    while (now_ms() < end && (active || queued)) {
+        struct proto_status st;
+        struct err e;
+        usleep(200000);
+        if (pc_status(c, &st, &e) == 0) {
+            active = st.active;
+            queued = st.queued;
+            proto_status_free(&st);
+        }
+    }
+    CHECK(active == 0 && queued == 0, "idle afterwards (%d active, %d queued)", active, queued);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+/* A worker that keeps crashing is restarted with growing delays, not in a hot loop. */
+static void crash_loop_backs_off(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char env[] = "FAKE_CRASH_MS=50";
+    const char *envs[] = {env, NULL};
+    pid_t d = start_daemon(NULL, envs);
+    struct pc_client *c = NULL;
+    struct err e;
+    int64_t t0 = now_ms();
+    while (now_ms() - t0 < 3000) {
+        if (!c && pc_open(&c, sockurl, 1000, 0, &e))
+            c = NULL;
+        usleep(100000);
+    }
+    int restarts = -1;
+    if (c) {
+        struct proto_status st;
+        if (pc_status(c, &st, &e) == 0) {
+            restarts = st.n_workers ? st.workers[0].restarts : -1;
+            proto_status_free(&st);
+        }
+    }
+    printf("# crashing worker: %d restarts in 3 s (back-off 0.25, 0.5, 1, 2 s …)\n", restarts);
+    CHECK(restarts >= 2 && restarts <= 5, "restarts %d", restarts);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+int main(void)
+{
+    const char *bin = getenv("LLM170_BIN"), *build = getenv("LLM170_BUILD");
+    snprintf(daemon_bin, sizeof daemon_bin, "%s/llm170d", bin ? bin : "bin");
+    snprintf(fake, sizeof fake, "%s/tests/tools/fake_worker", build ? build : "build");
+    /* the fake loads nothing, but llm170d checks that the model file exists */
+    const char *shared = check_shared_dir();
+    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared ? shared : "../shared/data");
+    if (access(model, R_OK) != 0)
+        snprintf(model, sizeof model, "%s", daemon_bin); /* any readable file will do */
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/llm170-test-daemon.XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(sockurl, sizeof sockurl, "ipc://%s/d.sock", tmpdir);
+    signal(SIGPIPE, SIG_IGN);
+    RUN(stream_basic);
+    RUN(concurrent_streams);
+    RUN(cancel_and_queue_full);
+    RUN(worker_killed);
+    RUN(systemd_notify);
+    RUN(drain_on_sigterm);
+    RUN(abandoned_stream_and_bad_input);
+    RUN(load_failure_exits);
+    RUN(config_file_and_flags);
+    RUN(two_workers_one_dies);
+    RUN(hung_worker_restarted);
+    RUN(stress_many_streams);
+    RUN(crash_loop_backs_off);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
+    CHECK_EXIT();
+}

@@ -1,0 +1,950 @@
+/* test_gateway.c — the gateway's HTTP layer (gateway/http.c, oai.c,
+ * metrics.c) against a fake backend: routing, request validation, OpenAI
+ * error objects and statuses, JSON and SSE responses, n > 1, logprobs, stop
+ * strings, API keys, body limits, invalid UTF-8, client disconnects, idle
+ * connections, /metrics.
+ *
+ * The fake is a test double for the HTTP layer only: it "generates" a
+ * predictable token sequence so the expected JSON can be written down here
+ * from the OpenAI API's shapes (system.md, sampling.md §6). The product path
+ * through llm170d is tested end to end by tests/test_openai_sdk.sh. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../gateway/http.c"
+#include "../gateway/metrics.c"
+#include "../gateway/oai.c"
+#include "check.h"
+
+#include "fake_backend.h"
+
+/* ------------------------------------------------------------ HTTP client */
+
+static struct gw_server *srv_open, *srv_key;
+static int port_open, port_key;
+
+struct resp {
+    int status;
+    char *headers;
+    char *body;
+    size_t len;
+};
+
+static void resp_free(struct resp *r)
+{
+    free(r->headers);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void send_request(int fd, const char *method, const char *path, const char *extra_headers, const char *body,
+                         size_t len)
+{
+    char head[2048];
+    int hl = snprintf(head, sizeof head,
+                      "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%sContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      method, path, extra_headers ? extra_headers : "", body ? len : 0);
+    send_all(fd, head, (size_t)hl);
+    if (body)
+        send_all(fd, body, len);
+}
+
+/* Read the whole response (the server closes: Connection: close). */
+static void read_response(int fd, struct resp *r)
+{
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (n + 4096 > cap)
+            buf = realloc(buf, cap *= 2);
+        ssize_t k = recv(fd, buf + n, cap - n - 1, 0);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    buf[n] = 0;
+    memset(r, 0, sizeof *r);
+    char *eoh = strstr(buf, "\r\n\r\n");
+    if (!eoh || sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1) {
+        free(buf);
+        r->body = strdup("");
+        r->headers = strdup("");
+        return;
+    }
+    r->headers = strndup(buf, (size_t)(eoh - buf));
+    char *b = eoh + 4;
+    size_t bl = n - (size_t)(b - buf);
+    if (strcasestr(r->headers, "Transfer-Encoding: chunked")) {
+        char *out = malloc(bl + 1);
+        size_t o = 0;
+        char *p = b;
+        while (p < b + bl) {
+            unsigned long sz = strtoul(p, NULL, 16);
+            char *nl = strstr(p, "\r\n");
+            if (!nl || sz == 0)
+                break;
+            p = nl + 2;
+            if (p + sz > b + bl)
+                sz = (unsigned long)(b + bl - p);
+            memcpy(out + o, p, sz);
+            o += sz;
+            p += sz + 2;
+        }
+        out[o] = 0;
+        r->body = out;
+        r->len = o;
+    } else {
+        r->body = strndup(b, bl);
+        r->len = bl;
+    }
+    free(buf);
+}
+
+static struct resp http(int port, const char *method, const char *path, const char *headers, const char *body)
+{
+    struct resp r;
+    int fd = dial(port);
+    if (fd < 0) {
+        memset(&r, 0, sizeof r);
+        r.body = strdup("");
+        r.headers = strdup("");
+        return r;
+    }
+    send_request(fd, method, path, headers, body, body ? strlen(body) : 0);
+    read_response(fd, &r);
+    close(fd);
+    return r;
+}
+
+static json_t *body_json(const struct resp *r)
+{
+    return json_loadb(r->body ? r->body : "", r->len, 0, NULL);
+}
+
+/* The error object of a response: checks the shape, returns the message. */
+static const char *check_error(const struct resp *r, int status, const char *type, json_t **keep)
+{
+    CHECK(r->status == status, "status %d, want %d (body %s)", r->status, status, r->body);
+    json_t *j = body_json(r);
+    *keep = j;
+    json_t *err = json_object_get(j, "error");
+    CHECK(json_is_object(err), "no error object in %s", r->body);
+    CHECK(json_is_string(json_object_get(err, "message")), "error.message missing: %s", r->body);
+    CHECK(json_is_string(json_object_get(err, "type")) &&
+              !strcmp(json_string_value(json_object_get(err, "type")), type),
+          "error.type in %s, want %s", r->body, type);
+    CHECK(json_integer_value(json_object_get(err, "code")) == status, "error.code in %s", r->body);
+    const char *m = json_string_value(json_object_get(err, "message"));
+    return m ? m : "";
+}
+
+#define EXPECT_ERROR(port, path, headers, body, status, type, needle)                                   \
+    do {                                                                                                \
+        struct resp r_ = http((port), "POST", (path), (headers), (body));                              \
+        json_t *k_ = NULL;                                                                              \
+        const char *m_ = check_error(&r_, (status), (type), &k_);                                       \
+        CHECK(strstr(m_, (needle)) != NULL, "message '%s' lacks '%s'", m_, (needle));                   \
+        json_decref(k_);                                                                                \
+        resp_free(&r_);                                                                                 \
+    } while (0)
+
+/* SSE: the JSON objects of "data: " lines; *done says whether [DONE] ended it. */
+static json_t *sse_events(const char *body, bool *done)
+{
+    json_t *arr = json_array();
+    *done = false;
+    const char *p = body;
+    while ((p = strstr(p, "data: "))) {
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        if (!end)
+            break;
+        if (!strncmp(p, "[DONE]", 6)) {
+            *done = end[2] == 0; /* and nothing after it */
+            break;
+        }
+        json_t *j = json_loadb(p, (size_t)(end - p), 0, NULL);
+        json_array_append_new(arr, j ? j : json_null());
+        p = end + 2;
+    }
+    return arr;
+}
+
+/* ------------------------------------------------------------ cases */
+
+static void health_and_models(void)
+{
+    struct resp r = http(port_open, "GET", "/health", NULL, NULL);
+    CHECK(r.status == 200 && strstr(r.body, "\"ok\""), "health: %d %s", r.status, r.body);
+    resp_free(&r);
+    fake_ready = false;
+    r = http(port_open, "GET", "/health", NULL, NULL);
+    json_t *k;
+    check_error(&r, 503, "unavailable_error", &k);
+    json_decref(k);
+    resp_free(&r);
+    /* generation without a ready worker: 503 */
+    EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":\"x\"}", 503, "unavailable_error", "no worker");
+    fake_ready = true;
+
+    r = http(port_open, "GET", "/v1/models", NULL, NULL);
+    json_t *j = body_json(&r);
+    CHECK(r.status == 200, "models status %d", r.status);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "object")) ?: "", "list"), "models: %s", r.body);
+    json_t *m0 = json_array_get(json_object_get(j, "data"), 0);
+    CHECK(!strcmp(json_string_value(json_object_get(m0, "id")) ?: "", "fake-model"), "models: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(m0, "object")) ?: "", "model"), "models: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+
+    r = http(port_open, "GET", "/v1/models/fake-model", NULL, NULL);
+    CHECK(r.status == 200 && strstr(r.body, "\"id\":\"fake-model\""), "retrieve: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_open, "GET", "/v1/models/other", NULL, NULL);
+    check_error(&r, 404, "not_found_error", &k);
+    json_decref(k);
+    resp_free(&r);
+
+    r = http(port_open, "GET", "/nowhere", NULL, NULL);
+    check_error(&r, 404, "not_found_error", &k);
+    json_decref(k);
+    resp_free(&r);
+    r = http(port_open, "GET", "/v1/chat/completions", NULL, NULL); /* wrong method */
+    check_error(&r, 404, "not_found_error", &k);
+    json_decref(k);
+    resp_free(&r);
+}
+
+static void chat_non_stream(void)
+{
+    struct resp r = http(port_open, "POST", "/v1/chat/completions", NULL,
+                         "{\"model\":\"fake-model\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+                         "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
+                         "\"max_tokens\":3,\"temperature\":0.5,\"top_k\":7,\"user\":\"u1\",\"unknown_field\":[1]}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    CHECK(strcasestr(r.headers, "Content-Type: application/json") != NULL, "headers %s", r.headers);
+    json_t *j = body_json(&r);
+    CHECK(!strncmp(json_string_value(json_object_get(j, "id")) ?: "", "chatcmpl-", 9), "id in %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "object")) ?: "", "chat.completion"), "object in %s", r.body);
+    CHECK(json_is_integer(json_object_get(j, "created")), "created in %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "model")) ?: "", "fake-model"), "model in %s", r.body);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *msg = json_object_get(c0, "message");
+    CHECK(!strcmp(json_string_value(json_object_get(msg, "role")) ?: "", "assistant"), "%s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(msg, "content")) ?: "", "w0 w1 w2 "), "%s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "finish_reason")) ?: "", "length"), "%s", r.body);
+    CHECK(json_is_null(json_object_get(c0, "logprobs")), "%s", r.body);
+    json_t *u = json_object_get(j, "usage");
+    CHECK(json_integer_value(json_object_get(u, "prompt_tokens")) == 5 &&
+              json_integer_value(json_object_get(u, "completion_tokens")) == 3 &&
+              json_integer_value(json_object_get(u, "total_tokens")) == 8,
+          "usage in %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+    /* what reached the backend: parts joined by "\n", sampling fields marked as given */
+    pthread_mutex_lock(&fake_mu);
+    CHECK(!strcmp(fake_last_msgs, "system:S|user:a\nb|"), "messages '%s'", fake_last_msgs);
+    CHECK((fake_last.set & (GW_TEMPERATURE | GW_TOP_K | GW_MAX_TOKENS)) == (GW_TEMPERATURE | GW_TOP_K | GW_MAX_TOKENS) &&
+              !(fake_last.set & (GW_TOP_P | GW_SEED)),
+          "set bits %x", fake_last.set);
+    CHECK(fake_last.top_k == 7 && fabsf(fake_last.temperature - 0.5f) < 1e-6f, "params");
+    pthread_mutex_unlock(&fake_mu);
+}
+
+static void chat_stream(void)
+{
+    struct resp r = http(port_open, "POST", "/v1/chat/completions", NULL,
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4,\"stream\":true,"
+                         "\"stream_options\":{\"include_usage\":true},\"stop\":\"w2\"}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    CHECK(strcasestr(r.headers, "Content-Type: text/event-stream") != NULL, "headers %s", r.headers);
+    bool done;
+    json_t *ev = sse_events(r.body, &done);
+    CHECK(done, "stream did not end with data: [DONE]: %s", r.body);
+    size_t n = json_array_size(ev);
+    CHECK(n >= 4, "only %zu events: %s", n, r.body);
+    json_t *first = json_array_get(ev, 0);
+    json_t *d0 = json_object_get(json_array_get(json_object_get(first, "choices"), 0), "delta");
+    CHECK(!strcmp(json_string_value(json_object_get(d0, "role")) ?: "", "assistant"), "first delta: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(first, "object")) ?: "", "chat.completion.chunk"), "%s", r.body);
+    char text[256] = "";
+    const char *finish = NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(ev, i);
+        json_t *c = json_array_get(json_object_get(e, "choices"), 0);
+        const char *t = json_string_value(json_object_get(json_object_get(c, "delta"), "content"));
+        if (t)
+            strncat(text, t, sizeof text - strlen(text) - 1);
+        if (json_is_string(json_object_get(c, "finish_reason")))
+            finish = json_string_value(json_object_get(c, "finish_reason"));
+        if (i + 1 < n)
+            CHECK(json_is_null(json_object_get(e, "usage")), "usage should be null before the last chunk: %s", r.body);
+    }
+    /* the stop string and what follows it never reach the client */
+    CHECK(!strcmp(text, "w0 w1 "), "streamed text '%s'", text);
+    CHECK(finish && !strcmp(finish, "stop"), "finish %s", finish ? finish : "(none)");
+    json_t *last = json_array_get(ev, n - 1);
+    CHECK(json_array_size(json_object_get(last, "choices")) == 0, "usage chunk has choices: %s", r.body);
+    CHECK(json_integer_value(json_object_get(json_object_get(last, "usage"), "completion_tokens")) == 3,
+          "usage chunk: %s", r.body);
+    json_decref(ev);
+    resp_free(&r);
+}
+
+static void completions(void)
+{
+    struct resp r = http(port_open, "POST", "/v1/completions", NULL,
+                         "{\"prompt\":\"Once\",\"max_tokens\":5,\"stop\":[\"w3\",\"\"],\"logprobs\":2}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    CHECK(!strncmp(json_string_value(json_object_get(j, "id")) ?: "", "cmpl-", 5), "%s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "object")) ?: "", "text_completion"), "%s", r.body);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "text")) ?: "", "w0 w1 w2 "), "%s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(c0, "finish_reason")) ?: "", "stop"), "%s", r.body);
+    json_t *lp = json_object_get(c0, "logprobs");
+    CHECK(json_array_size(json_object_get(lp, "tokens")) == 4 && json_array_size(json_object_get(lp, "token_logprobs")) == 4,
+          "legacy logprobs: %s", r.body);
+    CHECK(json_object_size(json_array_get(json_object_get(lp, "top_logprobs"), 0)) == 2, "top_logprobs: %s", r.body);
+    CHECK(json_integer_value(json_array_get(json_object_get(lp, "text_offset"), 1)) == 3, "text_offset: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.n_stop == 1, "empty stop strings are dropped (%zu)", fake_last.n_stop);
+    pthread_mutex_unlock(&fake_mu);
+
+    /* token-array prompt, streamed: text_completion chunks, then [DONE] */
+    r = http(port_open, "POST", "/v1/completions", NULL, "{\"prompt\":[1,2,3],\"max_tokens\":2,\"stream\":true}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    bool done;
+    json_t *ev = sse_events(r.body, &done);
+    CHECK(done, "no [DONE]: %s", r.body);
+    char text[128] = "";
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *c = json_array_get(json_object_get(json_array_get(ev, i), "choices"), 0);
+        CHECK(!strcmp(json_string_value(json_object_get(json_array_get(ev, i), "object")) ?: "", "text_completion"),
+              "%s", r.body);
+        if (json_string_value(json_object_get(c, "text")))
+            strncat(text, json_string_value(json_object_get(c, "text")), sizeof text - strlen(text) - 1);
+    }
+    CHECK(!strcmp(text, "w0 w1 "), "text '%s'", text);
+    json_decref(ev);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.n_tokens == 3 && fake_last.tokens && fake_last.tokens != NULL, "token prompt");
+    pthread_mutex_unlock(&fake_mu);
+}
+
+static void n_choices_seed_logprobs(void)
+{
+    struct resp r = http(port_open, "POST", "/v1/chat/completions", NULL,
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2,\"seed\":42,\"max_tokens\":2,"
+                         "\"logprobs\":true,\"top_logprobs\":2}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *ch = json_object_get(j, "choices");
+    CHECK(json_array_size(ch) == 2, "choices: %s", r.body);
+    const char *t0 = json_string_value(json_object_get(json_object_get(json_array_get(ch, 0), "message"), "content"));
+    const char *t1 = json_string_value(json_object_get(json_object_get(json_array_get(ch, 1), "message"), "content"));
+    CHECK(t0 && !strcmp(t0, "s42_0 s42_1 "), "choice 0 '%s'", t0 ? t0 : "");
+    CHECK(t1 && !strcmp(t1, "s43_0 s43_1 "), "choice 1 '%s'", t1 ? t1 : "");
+    CHECK(json_integer_value(json_object_get(json_array_get(ch, 1), "index")) == 1, "%s", r.body);
+    json_t *lc = json_object_get(json_object_get(json_array_get(ch, 0), "logprobs"), "content");
+    CHECK(json_array_size(lc) == 2, "logprobs.content: %s", r.body);
+    json_t *e0 = json_array_get(lc, 0);
+    CHECK(fabs(json_number_value(json_object_get(e0, "logprob")) + 0.25) < 1e-6, "logprob: %s", r.body);
+    CHECK(json_array_size(json_object_get(e0, "top_logprobs")) == 2, "top_logprobs: %s", r.body);
+    CHECK(json_is_array(json_object_get(e0, "bytes")), "bytes: %s", r.body);
+    CHECK(json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")) == 4, "usage %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+
+    /* n = 2 streamed: both indexes appear, one [DONE] */
+    r = http(port_open, "POST", "/v1/chat/completions", NULL,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2,\"max_tokens\":2,\"stream\":true}");
+    bool done;
+    json_t *ev = sse_events(r.body, &done);
+    int finishes[2] = {0, 0};
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *c = json_array_get(json_object_get(json_array_get(ev, i), "choices"), 0);
+        long long idx = json_integer_value(json_object_get(c, "index"));
+        if (json_is_string(json_object_get(c, "finish_reason")) && idx >= 0 && idx < 2)
+            finishes[idx]++;
+    }
+    CHECK(done && finishes[0] == 1 && finishes[1] == 1, "n=2 stream: %s", r.body);
+    json_decref(ev);
+    resp_free(&r);
+}
+
+static void bad_requests(void)
+{
+    const char *chat = "/v1/chat/completions";
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\": [", 400, "invalid_request_error", "invalid JSON");
+    EXPECT_ERROR(port_open, chat, NULL, "", 400, "invalid_request_error", "invalid JSON");
+    EXPECT_ERROR(port_open, chat, NULL, "[1,2]", 400, "invalid_request_error", "must be a JSON object");
+    EXPECT_ERROR(port_open, chat, NULL, "{}", 400, "invalid_request_error", "'messages' is required");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":\"hi\"}", 400, "invalid_request_error", "must be an array");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400,
+                 "invalid_request_error", "'temperature' must be a number");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}", 400,
+                 "invalid_request_error", "'max_tokens' must be an integer");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":99}", 400,
+                 "invalid_request_error", "'n' must be between 1 and 8");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400,
+                 "invalid_request_error", "'stream' must be a boolean");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", 400,
+                 "invalid_request_error", "'stop' must be a string or an array");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":3}", 400,
+                 "invalid_request_error", "requires 'logprobs': true");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"5\":\"x\"}}",
+                 400, "invalid_request_error", "logit_bias");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":7}", 400,
+                 "invalid_request_error", "'model' must be a string");
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+                 400, "invalid_request_error", "'image_url' is not supported");
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400,
+                 "invalid_request_error", "not supported");
+    EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"max_tokens\":3}", 400, "invalid_request_error",
+                 "'prompt' is required");
+    EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":[\"a\",\"b\"]}", 400, "invalid_request_error",
+                 "only one prompt");
+    EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":[1,-2]}", 400, "invalid_request_error", "token ids");
+    /* invalid UTF-8 in the body (a lone continuation byte inside a JSON string) */
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"\x80\"}]}", 400,
+                 "invalid_request_error", "not valid UTF-8");
+    /* error param names the field */
+    struct resp r = http(port_open, "POST", chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":2}");
+    json_t *j = body_json(&r);
+    CHECK(r.status == 400 && !strcmp(json_string_value(json_object_get(json_object_get(j, "error"), "param")) ?: "", "top_p"),
+          "param: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+}
+
+static void backend_errors(void)
+{
+    EXPECT_ERROR(port_open, "/v1/chat/completions", NULL,
+                 "{\"model\":\"nope\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 404, "not_found_error",
+                 "model 'nope' not found");
+    EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":\"QUEUE_FULL\"}", 429, "rate_limit_error", "queue is full");
+    /* a prompt over the context comes back asynchronously from the worker: still a 400, also for a stream */
+    EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":\"TOO_LONG\"}", 400, "exceed_context_size_error",
+                 "does not fit the context");
+    EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":\"TOO_LONG\",\"stream\":true}", 400,
+                 "exceed_context_size_error", "does not fit the context");
+}
+
+static void logit_bias_forms(void)
+{
+    struct resp r = http(port_open, "POST", "/v1/completions", NULL,
+                         "{\"prompt\":\"x\",\"max_tokens\":1,\"logit_bias\":{\"15\":-100,\"hello\":false,\"-3\":5}}");
+    CHECK(r.status == 200, "status %d %s", r.status, r.body);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(!strcmp(fake_last_bias, "15:-100,hello:-inf,"), "bias '%s'", fake_last_bias); /* negative ids dropped */
+    pthread_mutex_unlock(&fake_mu);
+    r = http(port_open, "POST", "/v1/completions", NULL,
+             "{\"prompt\":\"x\",\"max_tokens\":1,\"logit_bias\":[[7,2.5],[\"ab\",-1]],\"seed\":-1}");
+    CHECK(r.status == 200, "status %d %s", r.status, r.body);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(!strcmp(fake_last_bias, "7:2.5,ab:-1,"), "bias '%s'", fake_last_bias);
+    CHECK(!(fake_last.set & GW_SEED), "seed -1 means random");
+    pthread_mutex_unlock(&fake_mu);
+}
+
+static void limits(void)
+{
+    /* Content-Length over the limit with Expect: 100-continue: 413 before any body is sent */
+    int fd = dial(port_open);
+    const char head[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Expect: 100-continue\r\nContent-Length: 104857600\r\n\r\n";
+    send_all(fd, head, sizeof head - 1);
+    struct resp r;
+    read_response(fd, &r);
+    close(fd);
+    json_t *k;
+    const char *m = check_error(&r, 413, "invalid_request_error", &k);
+    CHECK(strstr(m, "too large (104857600 bytes") != NULL, "413 message '%s'", m);
+    json_decref(k);
+    resp_free(&r);
+
+    /* without Expect the client is already sending: the body is read and dropped, then 413 */
+    char junk[65536];
+    memset(junk, 'a', sizeof junk);
+    fd = dial(port_open);
+    const char head2[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         "Content-Length: 3145728\r\n\r\n";
+    send_all(fd, head2, sizeof head2 - 1);
+    for (int i = 0; i < 48; i++) /* 3 MiB > the 1 MiB test limit */
+        send_all(fd, junk, sizeof junk);
+    read_response(fd, &r);
+    close(fd);
+    m = check_error(&r, 413, "invalid_request_error", &k);
+    CHECK(strstr(m, "too large") != NULL, "413 message '%s'", m);
+    json_decref(k);
+    resp_free(&r);
+
+    /* a chunked body that grows past the limit */
+    fd = dial(port_open);
+    const char chead[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n";
+    send_all(fd, chead, sizeof chead - 1);
+    for (int i = 0; i < 20; i++) { /* 20 × 64 KiB > the 1 MiB test limit */
+        char sz[16];
+        int l = snprintf(sz, sizeof sz, "%zx\r\n", sizeof junk);
+        send_all(fd, sz, (size_t)l);
+        send_all(fd, junk, sizeof junk);
+        send_all(fd, "\r\n", 2);
+    }
+    send_all(fd, "0\r\n\r\n", 5);
+    read_response(fd, &r);
+    close(fd);
+    check_error(&r, 413, "invalid_request_error", &k);
+    json_decref(k);
+    resp_free(&r);
+}
+
+static void api_keys(void)
+{
+    const char *body = "{\"prompt\":\"x\",\"max_tokens\":1}";
+    EXPECT_ERROR(port_key, "/v1/completions", NULL, body, 401, "authentication_error", "missing API key");
+    EXPECT_ERROR(port_key, "/v1/completions", "Authorization: Bearer wrong\r\n", body, 401, "authentication_error",
+                 "invalid API key");
+    EXPECT_ERROR(port_key, "/v1/completions", "Authorization: Bearer sk-test-12\r\n", body, 401, "authentication_error",
+                 "invalid API key"); /* a prefix of the key */
+    struct resp r = http(port_key, "POST", "/v1/completions", "Authorization: Bearer sk-test-123\r\n", body);
+    CHECK(r.status == 200, "right key: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_key, "GET", "/v1/models", NULL, NULL);
+    CHECK(r.status == 401, "models without key: %d", r.status);
+    resp_free(&r);
+    r = http(port_key, "OPTIONS", "/v1/chat/completions", "Access-Control-Request-Method: POST\r\n", NULL);
+    CHECK(r.status == 204 && strcasestr(r.headers, "Access-Control-Allow-Origin: *") &&
+              strcasestr(r.headers, "Access-Control-Allow-Headers: Authorization"),
+          "CORS preflight (no key needed): %d %s", r.status, r.headers);
+    resp_free(&r);
+    r = http(port_key, "GET", "/health", NULL, NULL); /* load balancers probe without keys */
+    CHECK(strcasestr(r.headers, "Access-Control-Allow-Origin: *") != NULL, "CORS header: %s", r.headers);
+    CHECK(r.status == 200, "health without key: %d", r.status);
+    resp_free(&r);
+}
+
+static bool wait_canceled(int before, int ms)
+{
+    for (int i = 0; i < ms / 10; i++) {
+        if (atomic_load(&fake_canceled) > before)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+static void client_disconnect_cancels(void)
+{
+    /* mid-stream: read the first bytes, then vanish */
+    int before = atomic_load(&fake_canceled);
+    int fd = dial(port_open);
+    const char *body = "{\"prompt\":\"SLOW\",\"stream\":true}";
+    send_request(fd, "POST", "/v1/completions", NULL, body, strlen(body));
+    char buf[512];
+    ssize_t k = recv(fd, buf, sizeof buf, 0);
+    CHECK(k > 0, "no stream bytes before disconnecting");
+    close(fd);
+    CHECK(wait_canceled(before, 3000), "the stream was not canceled after the client left");
+
+    /* waiting for a non-streamed answer: the socket watcher notices */
+    before = atomic_load(&fake_canceled);
+    fd = dial(port_open);
+    body = "{\"prompt\":\"SLOW\"}";
+    send_request(fd, "POST", "/v1/completions", NULL, body, strlen(body));
+    usleep(100000);
+    close(fd);
+    CHECK(wait_canceled(before, 3000), "the request was not canceled after the client left");
+}
+
+static void idle_connections(void)
+{
+    enum { N = 300 };
+    int fds[N], open_n = 0;
+    for (int i = 0; i < N; i++) {
+        fds[i] = dial(port_open);
+        if (fds[i] >= 0)
+            open_n++;
+    }
+    CHECK(open_n == N, "only %d of %d connections accepted", open_n, N);
+    /* a few idle clients that sent half a request */
+    for (int i = 0; i < 10; i++)
+        if (fds[i] >= 0)
+            send_all(fds[i], "POST /v1/completions HTTP/1.1\r\n", 31);
+    struct resp r = http(port_open, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":1}");
+    CHECK(r.status == 200, "request beside %d idle connections: %d", N, r.status);
+    resp_free(&r);
+    r = http(port_open, "GET", "/health", NULL, NULL);
+    CHECK(r.status == 200, "health beside idle connections: %d", r.status);
+    resp_free(&r);
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+static void tokenize_endpoints(void)
+{
+    struct resp r = http(port_open, "POST", "/tokenize", NULL, "{\"content\":\"hi\",\"add_special\":true}");
+    CHECK(r.status == 200 && strstr(r.body, "\"tokens\":[1,104,105]"), "tokenize: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_open, "POST", "/tokenize", NULL, "{\"content\":\"h\",\"with_pieces\":true}");
+    CHECK(r.status == 200 && strstr(r.body, "{\"id\":104,\"piece\":\"h\"}"), "with_pieces: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_open, "POST", "/detokenize", NULL, "{\"tokens\":[104,105]}");
+    CHECK(r.status == 200 && strstr(r.body, "\"content\":\"hi\""), "detokenize: %d %s", r.status, r.body);
+    resp_free(&r);
+    EXPECT_ERROR(port_open, "/tokenize", NULL, "{\"content\":5}", 400, "invalid_request_error", "'content' must be a string");
+    EXPECT_ERROR(port_open, "/detokenize", NULL, "{\"tokens\":[\"a\"]}", 400, "invalid_request_error", "token ids");
+    EXPECT_ERROR(port_open, "/detokenize", NULL, "{\"tokens\":[999]}", 400, "invalid_request_error", "outside the vocabulary");
+}
+
+static void metrics_text(void)
+{
+    struct resp r = http(port_open, "GET", "/metrics", NULL, NULL);
+    CHECK(r.status == 200, "metrics %d", r.status);
+    CHECK(strcasestr(r.headers, "Content-Type: text/plain") != NULL, "headers %s", r.headers);
+    const char *want[] = {
+        "llm170_http_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} ",
+        "llm170_http_requests_total{endpoint=\"/v1/completions\",status=\"429\"} 1\n",
+        "llm170_completion_tokens_total ",
+        "llm170_prompt_tokens_total ",
+        "# TYPE llm170_time_to_first_token_seconds histogram",
+        "llm170_time_to_first_token_seconds_bucket{le=\"+Inf\"} ",
+        "llm170_inter_token_seconds_count ",
+        "llm170_queue_depth 2\n",
+        "llm170_active_slots 1\n",
+        "llm170_worker_memory_bytes{worker=\"0\",device=\"cpu\",model=\"fake-model\"} 12345\n",
+        "llm170_daemon_up 1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK(strstr(r.body, want[i]) != NULL, "metrics lack '%s'", want[i]);
+    /* TTFT was observed for the requests above */
+    const char *c = strstr(r.body, "llm170_time_to_first_token_seconds_count ");
+    CHECK(c && atoi(c + strlen("llm170_time_to_first_token_seconds_count ")) > 0, "no TTFT observations");
+    resp_free(&r);
+}
+
+static void think_split(const char *const *pieces, const char *want_r, const char *want_c)
+{
+    struct oai_think t = {0};
+    struct oai_str r = {0}, c = {0};
+    for (int i = 0; pieces[i]; i++)
+        oai_think_feed(&t, pieces[i], false, &r, &c);
+    oai_think_feed(&t, NULL, true, &r, &c);
+    CHECK(!strcmp(r.p ? r.p : "", want_r), "reasoning '%s' want '%s'", r.p ? r.p : "", want_r);
+    CHECK(!strcmp(c.p ? c.p : "", want_c), "content '%s' want '%s'", c.p ? c.p : "", want_c);
+    free(r.p);
+    free(c.p);
+}
+
+static void reasoning_content(void)
+{
+    /* tags split across deltas, newlines around them are layout */
+    const char *a[] = {"<th", "ink>\nI reason", "ed.\n</th", "ink>\n\nAnswer", " here", NULL};
+    think_split(a, "I reasoned.", "Answer here");
+    const char *b[] = {"<think>", "\n\n</think>\n\n", "Hi", NULL}; /* thinking disabled: empty block */
+    think_split(b, "", "Hi");
+    const char *c[] = {"Hello <think>x</think>", NULL}; /* not at the start: plain content */
+    think_split(c, "", "Hello <think>x</think>");
+    const char *d[] = {"<think>\ncut off by max_tokens", NULL};
+    think_split(d, "cut off by max_tokens", "");
+    const char *e[] = {"<", "b>bold", NULL};
+    think_split(e, "", "<b>bold");
+    /* the non-streamed chat message carries reasoning_content */
+    struct oai_choice ch = {0};
+    struct gw_event ev = {.kind = GW_EV_TOKEN, .token = 1, .text = "<think>\nwhy\n</think>\n\nbecause"};
+    oai_choice_add(OAI_CHAT, &ch, &ev, false);
+    struct gw_event done = {.kind = GW_EV_DONE, .finish = "stop", .n_gen = 1};
+    oai_choice_add(OAI_CHAT, &ch, &done, false);
+    struct oai_meta m = {"chatcmpl-x", 1, "m"};
+    char *body = oai_response_body(OAI_CHAT, &m, &ch, 1, 3, true);
+    CHECK(body && strstr(body, "\"reasoning_content\":\"why\"") && strstr(body, "\"content\":\"because\""), "body %s",
+          body ? body : "(null)");
+    free(body);
+    body = oai_response_body(OAI_CHAT, &m, &ch, 1, 3, false); /* reasoning_format: none */
+    CHECK(body && !strstr(body, "reasoning_content") && strstr(body, "<think>"), "body %s", body ? body : "(null)");
+    free(body);
+    oai_choice_free(&ch);
+}
+
+/* Requests with every known field set to values of random types: each one
+ * parses or fails with ERR_INVALID and a message naming a field (run under
+ * `make asan`). */
+static void parse_fuzz(void)
+{
+    static const char *const keys[] = {
+        "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "n_predict", "temperature", "top_p",
+        "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
+        "seed", "stop", "stream", "stream_options", "n", "logprobs", "top_logprobs", "n_probs", "logit_bias",
+        "ignore_eos", "user", "tools", "chat_template_kwargs", "response_format", "reasoning_format",
+    };
+    static const char *const vals[] = {
+        "null", "true", "false", "0", "-1", "1", "7", "99999999999", "-3.5", "0.5", "1e300", "\"\"", "\"x\"",
+        "\"none\"", "[]", "{}", "[1,2]", "[\"a\",\"\"]", "[[1,2]]", "[[\"ab\",false]]", "{\"5\":-1}",
+        "{\"include_usage\":true}", "{\"type\":\"text\"}", "[{\"role\":\"user\",\"content\":\"hi\"}]",
+        "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]", "[{\"role\":1}]",
+        "[[1],[2]]", "[-5]", "{\"a\":{\"b\":[]}}",
+    };
+    unsigned long long seed = 42;
+    int ok = 0, bad = 0;
+    for (int t = 0; t < 3000; t++) {
+        json_t *o = json_pack("{s:s, s:[{s:s, s:s}]}", "prompt", "x", "messages", "role", "user", "content", "hi");
+        int fields = 1 + t % 3;
+        for (int k = 0; k < fields; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            const char *key = keys[(seed >> 33) % (sizeof keys / sizeof keys[0])];
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            json_object_set_new(o, key, json_loads(vals[(seed >> 33) % (sizeof vals / sizeof vals[0])], JSON_DECODE_ANY, NULL));
+        }
+        for (int kind = OAI_CHAT; kind <= OAI_COMPLETION; kind++) {
+            struct oai_request rq;
+            char param[64];
+            struct err e;
+            err_clear(&e);
+            int rc = oai_parse_request(kind, o, &rq, param, sizeof param, &e);
+            if (rc) {
+                bad++;
+                CHECK(rc == ERR_INVALID && e.msg[0], "rc %d msg '%s'", rc, e.msg);
+            } else {
+                ok++;
+                CHECK(rq.n >= 1 && rq.n <= OAI_MAX_N && rq.gen.n_stop <= OAI_MAX_STOP, "bounds");
+            }
+            oai_request_free(&rq);
+        }
+        json_decref(o);
+    }
+    CHECK(ok > 20 && bad > 20, "fuzz mix: %d parsed, %d refused", ok, bad);
+}
+
+struct conc_arg {
+    int id, bad;
+};
+static void *conc_main(void *arg)
+{
+    struct conc_arg *a = arg;
+    for (int k = 0; k < 6; k++) {
+        bool stream = (a->id + k) % 2;
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":\"c%d\",\"max_tokens\":%d,\"n\":%d,\"stream\":%s,\"seed\":%d}", a->id,
+                 3 + k, 1 + k % 2, stream ? "true" : "false", 100 * a->id + k);
+        struct resp r = http(port_open, "POST", "/v1/completions", NULL, body);
+        char want[128] = "";
+        for (int i = 0; i < 3 + k; i++) {
+            char piece[32];
+            snprintf(piece, sizeof piece, "s%d_%d ", 100 * a->id + k, i);
+            strcat(want, piece);
+        }
+        bool ok = r.status == 200;
+        if (ok && stream) {
+            bool done;
+            json_t *ev = sse_events(r.body, &done);
+            char text[256] = "";
+            for (size_t i = 0; i < json_array_size(ev); i++) {
+                json_t *c = json_array_get(json_object_get(json_array_get(ev, i), "choices"), 0);
+                if (json_integer_value(json_object_get(c, "index")) == 0 && json_string_value(json_object_get(c, "text")))
+                    strncat(text, json_string_value(json_object_get(c, "text")), sizeof text - strlen(text) - 1);
+            }
+            ok = done && !strcmp(text, want);
+            json_decref(ev);
+        } else if (ok) {
+            json_t *j = body_json(&r);
+            const char *t = json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+            ok = t && !strcmp(t, want) && json_array_size(json_object_get(j, "choices")) == (size_t)(1 + k % 2);
+            json_decref(j);
+        }
+        if (!ok) {
+            a->bad++;
+            printf("#   client %d request %d: %d %.300s\n", a->id, k, r.status, r.body);
+        }
+        resp_free(&r);
+    }
+    return NULL;
+}
+
+/* many clients at once, streamed and not, n = 1 and 2: every answer whole and its own */
+static void concurrent_clients(void)
+{
+    enum { T = 24 };
+    pthread_t th[T];
+    struct conc_arg a[T];
+    for (int i = 0; i < T; i++) {
+        a[i] = (struct conc_arg){i, 0};
+        pthread_create(&th[i], NULL, conc_main, &a[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        bad += a[i].bad;
+    }
+    CHECK(bad == 0, "%d of %d requests answered wrongly", bad, T * 6);
+    /* nothing left in flight */
+    pthread_mutex_lock(&srv_open->mu);
+    int live = srv_open->n_live;
+    pthread_mutex_unlock(&srv_open->mu);
+    CHECK(live == 0, "%d requests still registered", live);
+}
+
+struct drain_client {
+    int port;
+    struct resp r;
+};
+static void *drain_client_main(void *arg)
+{
+    struct drain_client *d = arg;
+    d->r = http(d->port, "POST", "/v1/completions", NULL, "{\"prompt\":\"SLOW\",\"max_tokens\":10}");
+    return NULL;
+}
+
+/* SIGTERM path: stop accepting, let the request in flight finish, then stop */
+static void drain_lets_requests_finish(void)
+{
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    cfg.port = 0;
+    cfg.threads = 1;
+    struct gw_server *s;
+    struct err e;
+    if (gw_server_start(&s, &cfg, &fake, &e))
+        SKIP("cannot start a server");
+    struct drain_client d = {.port = gw_server_port(s)};
+    pthread_t th;
+    pthread_create(&th, NULL, drain_client_main, &d);
+    for (int i = 0; i < 200; i++) { /* wait until it is in flight */
+        pthread_mutex_lock(&s->mu);
+        int live = s->n_live;
+        pthread_mutex_unlock(&s->mu);
+        if (live)
+            break;
+        usleep(5000);
+    }
+    int left = gw_server_drain(s, 10, NULL);
+    CHECK(left == 0, "%d requests still running after the drain", left);
+    int fd = dial(d.port);
+    CHECK(fd < 0, "a new connection was accepted while draining");
+    if (fd >= 0)
+        close(fd);
+    pthread_join(th, NULL);
+    CHECK(d.r.status == 200 && strstr(d.r.body, "w9 "), "request in flight: %d %s", d.r.status, d.r.body);
+    resp_free(&d.r);
+    gw_server_stop(s);
+}
+
+static void parse_unit(void)
+{
+    /* precedence n_predict > max_completion_tokens > max_tokens; chat logprobs default 20 alternatives */
+    json_t *b = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":5,"
+                           "\"max_completion_tokens\":6,\"logprobs\":true,\"stop\":\"END\",\"seed\":7}",
+                           0, NULL);
+    struct oai_request rq;
+    char param[64];
+    struct err e;
+    int rc = oai_parse_request(OAI_CHAT, b, &rq, param, sizeof param, &e);
+    CHECK(rc == 0, "parse: %s", e.msg);
+    CHECK(rq.gen.max_tokens == 6, "max_tokens %d", rq.gen.max_tokens);
+    CHECK(rq.gen.logprobs == 20, "logprobs %d", rq.gen.logprobs);
+    CHECK(rq.gen.n_stop == 1 && !strcmp(rq.gen.stop[0], "END"), "stop");
+    CHECK((rq.gen.set & GW_SEED) && rq.gen.seed == 7, "seed");
+    oai_request_free(&rq);
+    json_decref(b);
+    b = json_loads("{\"prompt\":\"x\",\"n_predict\":3,\"max_tokens\":9,\"logprobs\":0}", 0, NULL);
+    rc = oai_parse_request(OAI_COMPLETION, b, &rq, param, sizeof param, &e);
+    CHECK(rc == 0 && rq.gen.max_tokens == 3 && rq.logprobs && rq.gen.logprobs == 0, "completion parse");
+    oai_request_free(&rq);
+    json_decref(b);
+    /* UTF-8 validator */
+    size_t bad;
+    CHECK(oai_utf8_valid("a\xc3\xa9\xf0\x9f\x98\x80", 7, &bad), "valid UTF-8 rejected");
+    CHECK(!oai_utf8_valid("ab\xc0\xaf", 4, &bad) && bad == 2, "overlong accepted");
+    CHECK(!oai_utf8_valid("\xed\xa0\x80", 3, &bad), "surrogate accepted");
+    CHECK(!oai_utf8_valid("\xe2\x82", 2, &bad), "truncated accepted");
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct rlimit rl; /* both ends of the idle connections live in this process */
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    cfg.port = 0;
+    cfg.max_body = 1 << 20;
+    cfg.threads = 2;
+    struct err e;
+    if (gw_server_start(&srv_open, &cfg, &fake, &e)) {
+        printf("not ok - server_start: %s\n", e.msg);
+        return 1;
+    }
+    port_open = gw_server_port(srv_open);
+    snprintf(cfg.api_key, sizeof cfg.api_key, "sk-test-123");
+    if (gw_server_start(&srv_key, &cfg, &fake, &e)) {
+        printf("not ok - server_start (key): %s\n", e.msg);
+        return 1;
+    }
+    port_key = gw_server_port(srv_key);
+    RUN(parse_unit);
+    RUN(reasoning_content);
+    RUN(parse_fuzz);
+    RUN(health_and_models);
+    RUN(chat_non_stream);
+    RUN(chat_stream);
+    RUN(completions);
+    RUN(n_choices_seed_logprobs);
+    RUN(bad_requests);
+    RUN(backend_errors);
+    RUN(logit_bias_forms);
+    RUN(limits);
+    RUN(api_keys);
+    RUN(client_disconnect_cancels);
+    RUN(idle_connections);
+    RUN(concurrent_clients);
+    RUN(tokenize_endpoints);
+    RUN(metrics_text);
+    RUN(drain_lets_requests_finish);
+    gw_server_stop(srv_key);
+    gw_server_stop(srv_open);
+    CHECK_EXIT();
+}

@@ -1,0 +1,246 @@
+/* test_hip_engine — the `hip` engine's logits against the CPU engine's on
+ * the same model: a prefill batch (tiled GEMM path), decode steps (GEMV path,
+ * graph replay), a small mixed batch of two sequences, and a sequence copy.
+ * ‖Δ‖/‖ref‖ ≤ 1e-3 per logits row. Models: stories260K from the shared data,
+ * plus every path in LLM170_HIP_MODELS (colon-separated). SKIPs without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../worker/backend_hip.h"
+#include "../worker/engine.h"
+#include "../worker/hip_rt.h"
+#include "check.h"
+
+#define TOL 1e-3
+static double g_tol = TOL; /* LLM170_HIP_TOL overrides (quantized models: the CPU uses q8_K activations) */
+
+static double rel(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]))
+            return INFINITY;
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+static double g_worst;
+
+/* run the same batch on both engines and compare every logits row */
+static void both(struct engine_ctx *cpu, struct hip_engine *gpu, const struct engine_tok *t, int n, int V,
+                 const char *what, float *last_cpu)
+{
+    int n_out = 0;
+    for (int i = 0; i < n; i++)
+        n_out += t[i].logits;
+    float *a = malloc(sizeof(float) * (size_t)n_out * V), *b = malloc(sizeof(float) * (size_t)n_out * V);
+    struct err e = { 0 };
+    int rc = engine_decode(cpu, t, n, a, &e);
+    CHECK(rc == 0, "cpu %s: %s", what, e.msg);
+    rc = hip_engine_decode(gpu, t, n, b, &e);
+    CHECK(rc == 0, "hip %s: %s", what, e.msg);
+    double worst = 0;
+    for (int r = 0; r < n_out; r++) {
+        double x = rel(b + (size_t)r * V, a + (size_t)r * V, (size_t)V);
+        if (x > worst)
+            worst = x;
+    }
+    CHECK(worst <= g_tol, "%s: logits rel err %.3g > %g", what, worst, g_tol);
+    printf("#     %-28s rows %-3d max rel %.2e\n", what, n_out, worst);
+    if (worst > g_worst)
+        g_worst = worst;
+    if (last_cpu && n_out)
+        memcpy(last_cpu, a + (size_t)(n_out - 1) * V, sizeof(float) * (size_t)V);
+    free(a);
+    free(b);
+}
+
+static void parity(const char *path)
+{
+    struct model *m = NULL;
+    struct err e = { 0 };
+    if (model_load(&m, path, &e)) {
+        CHECK(0, "load %s: %s", path, e.msg);
+        return;
+    }
+    const int V = model_info(m)->n_vocab;
+    printf("# %s (%s)\n", path, model_info(m)->arch);
+    for (int kvf32 = 1; kvf32 >= 0; kvf32--) {
+        struct engine_params p;
+        engine_params_default(&p);
+        p.n_ctx = 128;
+        p.n_batch = 64;
+        p.n_seq = 2;
+        p.kv_f32 = kvf32;
+        struct engine_ctx *cpu = NULL;
+        struct hip_engine *gpu = NULL;
+        if (engine_create(&cpu, m, &p, &e)) {
+            CHECK(0, "cpu engine: %s", e.msg);
+            break;
+        }
+        p.backend = BACKEND_HIP;
+        if (hip_engine_create(&gpu, m, &p, &e)) {
+            CHECK(0, "hip engine: %s", e.msg);
+            engine_free(cpu);
+            break;
+        }
+        printf("#   %s cache\n", kvf32 ? "f32" : "f16");
+        struct engine_tok t[64];
+        uint32_t s = 12345;
+        const int np = 20;
+        for (int i = 0; i < np; i++) {
+            s = s * 1103515245u + 12345u;
+            t[i] = (struct engine_tok){ .token = (int)((s >> 8) % (uint32_t)V), .pos = i, .seq = 0, .logits = true };
+        }
+        float *last = malloc(sizeof(float) * (size_t)V);
+        both(cpu, gpu, t, np, V, "prefill 20 (gemm)", last);
+        for (int step = 0; step < 6; step++) {
+            struct engine_tok d = { .token = argmax(last, V), .pos = np + step, .seq = 0, .logits = true };
+            both(cpu, gpu, &d, 1, V, "decode 1 (gemv, graph)", last);
+        }
+        /* seq 1: copy 10 positions of seq 0, then a mixed batch of both sequences */
+        CHECK(engine_seq_copy(cpu, 0, 1, 10, &e) == 0, "cpu copy: %s", e.msg);
+        CHECK(hip_engine_seq_copy(gpu, 0, 1, 10, &e) == 0, "hip copy: %s", e.msg);
+        CHECK(hip_engine_seq_len(gpu, 1) == 10, "seq len %d", hip_engine_seq_len(gpu, 1));
+        struct engine_tok mix[5];
+        for (int i = 0; i < 3; i++)
+            mix[i] = (struct engine_tok){ .token = (7 * i + 3) % V, .pos = 10 + i, .seq = 1, .logits = i != 1 };
+        mix[3] = (struct engine_tok){ .token = 5 % V, .pos = np + 6, .seq = 0, .logits = true };
+        mix[4] = (struct engine_tok){ .token = 9 % V, .pos = np + 7, .seq = 0, .logits = true };
+        both(cpu, gpu, mix, 5, V, "mixed batch of 2 seqs", NULL);
+        /* truncate and redo: the cache is rewritten */
+        engine_seq_truncate(cpu, 0, 4);
+        hip_engine_seq_truncate(gpu, 0, 4);
+        for (int i = 0; i < 12; i++)
+            t[i] = (struct engine_tok){ .token = (int)((31u * (unsigned)i + 11u) % (unsigned)V), .pos = 4 + i, .seq = 0,
+                                        .logits = i == 11 };
+        both(cpu, gpu, t, 12, V, "after truncate, 12 (gemm)", NULL);
+        /* greedy on the device agrees with the argmax of the device's own logits */
+        struct engine_tok g1 = { .token = 1, .pos = 16, .seq = 0, .logits = true };
+        float *lg = malloc(sizeof(float) * (size_t)V);
+        int32_t gt = -1;
+        CHECK(hip_engine_decode(gpu, &g1, 1, lg, &e) == 0, "%s", e.msg);
+        hip_engine_seq_truncate(gpu, 0, 16);
+        CHECK(hip_engine_decode_greedy(gpu, &g1, 1, &gt, &e) == 0, "%s", e.msg);
+        CHECK(gt == argmax(lg, V), "greedy %d vs argmax %d", gt, argmax(lg, V));
+        free(lg);
+        free(last);
+        hip_engine_free(gpu);
+        engine_free(cpu);
+    }
+    model_free(m);
+}
+
+static void stories260k_matches_cpu(void)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        SKIP("no shared data");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
+    const char *env = getenv("LLM170_STORIES");
+    parity(env ? env : path);
+}
+
+static void listed_models_match_cpu(void)
+{
+    const char *list = getenv("LLM170_HIP_MODELS");
+    if (!list || !*list)
+        SKIP("LLM170_HIP_MODELS not set");
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *sv = NULL, *p = strtok_r(buf, ":", &sv); p; p = strtok_r(NULL, ":", &sv))
+        parity(p);
+}
+
+/* engine_create with backend HIP reaches the hip engine (engine.c's dispatch); without a GPU it is a
+ * clear error, not a crash */
+static int g_avail;
+static void dispatch_backend_hip(void)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        SKIP("no shared data");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
+    struct model *m = NULL;
+    struct err e = { 0 };
+    if (model_load(&m, path, &e)) {
+        CHECK(0, "load: %s", e.msg);
+        return;
+    }
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_ctx = 64;
+    p.kv_f32 = true;
+    struct engine_ctx *cpu = NULL, *gpu = NULL;
+    CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu: %s", e.msg);
+    p.backend = BACKEND_HIP;
+    int rc = engine_create(&gpu, m, &p, &e);
+    if (!g_avail) {
+        CHECK(rc != 0 && gpu == NULL && e.msg[0], "without a GPU: rc %d, message '%s'", rc, e.msg);
+        printf("# %s\n", e.msg);
+    } else if (cpu) {
+        CHECK(rc == 0, "hip via engine_create: %s", e.msg);
+        if (!rc) {
+            const int V = model_info(m)->n_vocab;
+            struct engine_tok t[3] = { { 1, 0, 0, false }, { 200, 1, 0, false }, { 300, 2, 0, true } };
+            float *a = malloc(sizeof(float) * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
+            CHECK(engine_decode(cpu, t, 3, a, &e) == 0, "%s", e.msg);
+            CHECK(engine_decode(gpu, t, 3, b, &e) == 0, "%s", e.msg);
+            CHECK(engine_seq_len(gpu, 0) == 3 && engine_n_ctx(gpu) == 64, "len %d n_ctx %d", engine_seq_len(gpu, 0),
+                  engine_n_ctx(gpu));
+            double r = rel(b, a, (size_t)V);
+            CHECK(r <= TOL, "dispatched hip logits rel %.3g", r);
+            free(a);
+            free(b);
+        }
+    }
+    engine_free(gpu);
+    engine_free(cpu);
+    model_free(m);
+}
+
+int main(void)
+{
+    /* without a GPU runtime every case skips with the runtime's own reason */
+    struct err e = { 0 };
+    static char why[600];
+    int avail = 1;
+    {
+        struct hip_rt *rt = NULL;
+        if (hip_rt_open(&rt, &e)) {
+            avail = 0;
+            snprintf(why, sizeof why, "%s", e.msg);
+        } else {
+            hip_rt_close(rt);
+        }
+    }
+    g_avail = avail;
+    RUN(dispatch_backend_hip);
+    if (!avail) {
+        printf("skip - stories260k_matches_cpu: %s\n", why);
+        printf("skip - listed_models_match_cpu: %s\n", why);
+        return 0;
+    }
+    if (getenv("LLM170_HIP_TOL"))
+        g_tol = atof(getenv("LLM170_HIP_TOL"));
+    RUN(stories260k_matches_cpu);
+    RUN(listed_models_match_cpu);
+    printf("# worst logits rel err over all runs: %.3g\n", g_worst);
+    CHECK_EXIT();
+}

@@ -1,0 +1,726 @@
+/* test_hip_kernels — every GPU kernel against its CPU reference (worker/ops.h,
+ * worker/quant.h), on fresh random inputs (never zeros), with outputs
+ * poisoned first so an unwritten element fails. SKIPs without a GPU. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/args.h"
+#include "../worker/hip_rt.h"
+#include "../worker/ops.h"
+#include "../worker/quant.h"
+#include "check.h"
+
+static struct hip_rt *g_rt;
+static char g_why[600];
+static uint64_t g_seed = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) /* uniform in ±[0.05, 1] */
+{
+    g_seed ^= g_seed << 13, g_seed ^= g_seed >> 7, g_seed ^= g_seed << 17;
+    float u = (float)((g_seed >> 40) & 0xFFFFFF) / 16777216.0f;
+    float v = 0.05f + 0.95f * u;
+    return (g_seed >> 20) & 1 ? v : -v;
+}
+static void fill(float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+}
+
+static uint64_t dup(const void *h, size_t n)
+{
+    struct err e = { 0 };
+    uint64_t d = 0;
+    if (hip_rt_malloc(g_rt, n, &d, &e) || (h && hip_rt_h2d(g_rt, d, h, n, &e)) || hip_rt_sync(g_rt, &e)) {
+        printf("# %s\n", e.msg);
+        exit(1);
+    }
+    return d;
+}
+static uint64_t poisoned(size_t n_floats)
+{
+    struct err e = { 0 };
+    uint64_t d = dup(NULL, n_floats * 4);
+    if (hip_rt_memset32(g_rt, d, 0x7fc00001u, n_floats, &e)) /* NaN */
+        exit(1);
+    return d;
+}
+static void get(void *h, uint64_t d, size_t n)
+{
+    struct err e = { 0 };
+    if (hip_rt_d2h(g_rt, h, d, n, &e) || hip_rt_sync(g_rt, &e)) {
+        printf("# %s\n", e.msg);
+        exit(1);
+    }
+}
+static hip_fn fn(const char *name)
+{
+    struct err e = { 0 };
+    hip_fn f = NULL;
+    if (hip_rt_fn(g_rt, name, &f, &e)) {
+        printf("# %s\n", e.msg);
+        exit(1);
+    }
+    return f;
+}
+static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void **p)
+{
+    struct err e = { 0 };
+    int rc = hip_rt_launch(g_rt, fn(name), gx, gy, 1, bx, p, &e);
+    if (!rc)
+        rc = hip_rt_sync(g_rt, &e);
+    if (rc)
+        printf("# %s: %s\n", name, e.msg);
+    return rc;
+}
+
+/* ‖a − b‖ / ‖b‖ in double; NaN fails */
+static double rel(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i]))
+            return INFINITY;
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+#define NEED_GPU()            \
+    do {                      \
+        if (!g_rt)            \
+            SKIP(g_why);      \
+    } while (0)
+
+/* ---- GEMV / GEMM ---- */
+
+static const struct { enum qtype t; const char *name; } kTypes[] = {
+    { QT_F32, "f32" }, { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" },
+    { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" }, { QT_IQ4_XS, "iq4_xs" },
+};
+
+/* y[z][r] for weights of type t (rows quantized from random f32), against dequantized weights dotted in double */
+static void check_mm(enum qtype t, const char *tn, int N, int K, int nz, int mode, bool gemm)
+{
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    float *wf2 = malloc(sizeof(float) * (size_t)N * K), *wd2 = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N), *wq2 = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *bias = malloc(sizeof(float) * (size_t)N);
+    float *y0 = malloc(sizeof(float) * (size_t)nz * N), *y = malloc(sizeof(float) * (size_t)nz * N);
+    float *ref = malloc(sizeof(float) * (size_t)nz * N), *ref2 = malloc(sizeof(float) * (size_t)nz * N);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(wf2, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    fill(bias, (size_t)N, 0.3f);
+    fill(y0, (size_t)nz * N, 1.0f);
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+        quant_weights_row(t, wf2 + (size_t)r * K, wq2 + (size_t)r * rb, K);
+        dequant_row(t, wq2 + (size_t)r * rb, wd2 + (size_t)r * K, K);
+    }
+    for (int z = 0; z < nz; z++)
+        for (int r = 0; r < N; r++) {
+            double s = 0, s2 = 0;
+            for (int k = 0; k < K; k++) {
+                s += (double)wd[(size_t)r * K + k] * x[(size_t)z * K + k];
+                s2 += (double)wd2[(size_t)r * K + k] * x[(size_t)z * K + k];
+            }
+            float v = (float)s + bias[r];
+            size_t i = (size_t)z * N + r;
+            ref[i] = mode == 0 || mode == 3 ? v : mode == 1 ? y0[i] + v : ops_silu(v) * ((float)s2 + bias[r]);
+            ref2[i] = (float)s2 + bias[r];
+        }
+    uint64_t dw = dup(wq, rb * (size_t)N), dw2 = dup(wq2, rb * (size_t)N), dx = dup(x, sizeof(float) * (size_t)nz * K);
+    uint64_t db = dup(bias, sizeof(float) * (size_t)N);
+    uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
+    uint64_t dy2 = poisoned((size_t)nz * N);
+    struct gemv_args a = { .w = dw, .w2 = mode >= 2 ? dw2 : 0, .x = dx, .y = dy, .y2 = dy2, .bias = db, .bias2 = mode >= 2 ? db : 0,
+                           .row_bytes = (int64_t)rb, .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1,
+                           .nz = nz, .mode = mode };
+    void *p[] = { &a };
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", gemm ? "gemm" : "gemv", tn);
+    int rc = gemm ? launch(name, (unsigned)((N + 63) / 64), (unsigned)((nz + 63) / 64), 256, p)
+                  : launch(name, (unsigned)(nz * ((N + 1) / 2)), 1, 128, p);
+    CHECK(rc == 0, "%s launch", name);
+    get(y, dy, sizeof(float) * (size_t)nz * N);
+    double r = rel(y, ref, (size_t)nz * N);
+    if (mode == 3) {
+        get(y, dy2, sizeof(float) * (size_t)nz * N);
+        double r2 = rel(y, ref2, (size_t)nz * N);
+        if (r2 > r)
+            r = r2;
+    }
+    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
+    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dw2), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dy);
+    hip_rt_free(g_rt, dy2);
+    free(wf), free(wd), free(wf2), free(wd2), free(wq), free(wq2), free(x), free(bias), free(y0), free(y), free(ref);
+    free(ref2);
+}
+
+static void gemv_all_types(void)
+{
+    NEED_GPU();
+    for (size_t i = 0; i < sizeof kTypes / sizeof kTypes[0]; i++) {
+        const int K = kTypes[i].t == QT_F32 || kTypes[i].t == QT_F16 ? 1028 : 1536;
+        check_mm(kTypes[i].t, kTypes[i].name, 67, K, 1, 0, false);
+        check_mm(kTypes[i].t, kTypes[i].name, 130, K, 3, 1, false);
+        check_mm(kTypes[i].t, kTypes[i].name, 45, K, 2, 2, false);
+        check_mm(kTypes[i].t, kTypes[i].name, 33, K, 1, 3, false);
+    }
+}
+
+static void gemm_all_types(void)
+{
+    NEED_GPU();
+    for (size_t i = 0; i < sizeof kTypes / sizeof kTypes[0]; i++) {
+        const int K = kTypes[i].t == QT_F32 || kTypes[i].t == QT_F16 ? 172 : 512;
+        check_mm(kTypes[i].t, kTypes[i].name, 100, K, 70, 0, true);
+        check_mm(kTypes[i].t, kTypes[i].name, 64, K, 9, 1, true);
+    }
+}
+
+
+/* tensor-core GEMM: reference on f16-rounded weights and activations (its operand precision), in double */
+static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+{
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *xh = malloc(sizeof(float) * (size_t)nz * K);
+    uint16_t *h16 = malloc(2 * (size_t)(N > nz ? N : nz) * K);
+    float *bias = malloc(sizeof(float) * (size_t)N), *y0 = malloc(sizeof(float) * (size_t)nz * N);
+    float *y = malloc(sizeof(float) * (size_t)nz * N), *ref = malloc(sizeof(float) * (size_t)nz * N);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    fill(bias, (size_t)N, 0.3f);
+    fill(y0, (size_t)nz * N, 1.0f);
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+    }
+    quant_weights_row(QT_F16, wd, h16, (int64_t)N * K);
+    dequant_row(QT_F16, h16, wd, (int64_t)N * K);
+    quant_weights_row(QT_F16, x, h16, (int64_t)nz * K);
+    dequant_row(QT_F16, h16, xh, (int64_t)nz * K);
+    for (int z = 0; z < nz; z++)
+        for (int r = 0; r < N; r++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)wd[(size_t)r * K + k] * xh[(size_t)z * K + k];
+            size_t i = (size_t)z * N + r;
+            ref[i] = (mode == 1 ? y0[i] : 0.0f) + ((float)s + bias[r]);
+        }
+    uint64_t dw = dup(wq, rb * (size_t)N), dx = dup(x, sizeof(float) * (size_t)nz * K), db = dup(bias, sizeof(float) * (size_t)N);
+    uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
+    struct gemv_args a = { .w = dw, .x = dx, .y = dy, .bias = db, .row_bytes = (int64_t)rb, .n_rows = N, .k = K,
+                           .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
+    void *p[] = { &a };
+    char name[64];
+    snprintf(name, sizeof name, "gemm_mma_%s", tn);
+    CHECK(launch(name, (unsigned)((N + 63) / 64), (unsigned)((nz + 63) / 64), 128, p) == 0, "%s launch", name);
+    get(y, dy, sizeof(float) * (size_t)nz * N);
+    double r = rel(y, ref, (size_t)nz * N);
+    CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
+    printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dy);
+    free(wf), free(wd), free(wq), free(x), free(xh), free(h16), free(bias), free(y0), free(y), free(ref);
+}
+
+static void gemm_tensor_cores(void)
+{
+    NEED_GPU();
+    static const struct { enum qtype t; const char *name; } qt[] = {
+        { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" }, { QT_IQ4_XS, "iq4_xs" },
+    };
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
+        check_mma(qt[i].t, qt[i].name, 100, 512, 70, 0);
+        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1);
+    }
+}
+
+/* MoE: gate/up over expert slices chosen per z (x row z / K), then down */
+static void gemv_grouped_experts(void)
+{
+    NEED_GPU();
+    const enum qtype t = QT_Q4_K;
+    const int X = 5, N = 40, Kd = 512, nt = 3, Ku = 2;
+    const size_t rb = qtype_row_size(t, Kd), eb = rb * N;
+    unsigned char *wq = malloc(eb * X);
+    float *wd = malloc(sizeof(float) * (size_t)X * N * Kd), *tmp = malloc(sizeof(float) * Kd);
+    for (int r = 0; r < X * N; r++) {
+        fill(tmp, Kd, 0.5f);
+        quant_weights_row(t, tmp, wq + (size_t)r * rb, Kd);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * Kd, Kd);
+    }
+    float x[3 * 512];
+    fill(x, (size_t)nt * Kd, 1.0f);
+    int sel[6] = { 4, 1, 0, 4, 2, 3 };
+    float ref[6 * 40], y[6 * 40];
+    for (int z = 0; z < nt * Ku; z++)
+        for (int r = 0; r < N; r++) {
+            double s = 0;
+            for (int k = 0; k < Kd; k++)
+                s += (double)wd[((size_t)sel[z] * N + r) * Kd + k] * x[(z / Ku) * Kd + k];
+            ref[z * N + r] = (float)s;
+        }
+    uint64_t dw = dup(wq, eb * X), dx = dup(x, sizeof x), ds = dup(sel, sizeof sel), dy = poisoned(6 * 40);
+    struct gemv_args a = { .w = dw, .x = dx, .y = dy, .sel = ds, .row_bytes = (int64_t)rb, .expert_bytes = (int64_t)eb,
+                           .n_rows = N, .k = Kd, .x_stride = Kd, .y_stride = N, .x_div = Ku, .nz = nt * Ku };
+    void *p[] = { &a };
+    CHECK(launch("gemv_q4_K", (unsigned)(nt * Ku * ((N + 1) / 2)), 1, 128, p) == 0, "launch");
+    get(y, dy, sizeof y);
+    double r = rel(y, ref, 6 * 40);
+    CHECK(r < 2e-5, "grouped experts rel %.3g", r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dy);
+    free(wq), free(wd), free(tmp);
+}
+
+
+/* llama.cpp CUDA's activation quantization, emulated: per 32, d = amax/127, q = roundf(x/d) */
+static void q8_emulate(const float *x, int n, int8_t *q, float *qd)
+{
+    for (int b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        const float d = amax / 127.0f;
+        int s = 0;
+        for (int j = 0; j < 32; j++) {
+            q[32 * b + j] = (int8_t)(amax == 0.0f ? 0 : (int)roundf(x[32 * b + j] / d));
+            s += q[32 * b + j];
+        }
+        qd[2 * b] = d;
+        qd[2 * b + 1] = d * (float)s;
+    }
+}
+
+/* the dp4a GEMV: weights of type t against q8 activations; reference in double on the dequantized
+ * weights and the dequantized q8 activations (the same function, exactly) */
+static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+{
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    float *wf2 = malloc(sizeof(float) * (size_t)N * K), *wd2 = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N), *wq2 = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *xdq = malloc(sizeof(float) * (size_t)nz * K);
+    int8_t *xq = malloc((size_t)nz * K);
+    float *xqd = malloc(sizeof(float) * (size_t)nz * (K / 32) * 2);
+    float *y0 = malloc(sizeof(float) * (size_t)nz * N), *y = malloc(sizeof(float) * (size_t)nz * N);
+    float *ref = malloc(sizeof(float) * (size_t)nz * N), *ref2 = malloc(sizeof(float) * (size_t)nz * N);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(wf2, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    fill(y0, (size_t)nz * N, 1.0f);
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+        quant_weights_row(t, wf2 + (size_t)r * K, wq2 + (size_t)r * rb, K);
+        dequant_row(t, wq2 + (size_t)r * rb, wd2 + (size_t)r * K, K);
+    }
+    for (int z = 0; z < nz; z++) {
+        q8_emulate(x + (size_t)z * K, K, xq + (size_t)z * K, xqd + (size_t)z * (K / 32) * 2);
+        for (int k = 0; k < K; k++)
+            xdq[(size_t)z * K + k] = (float)xq[(size_t)z * K + k] * xqd[(size_t)z * (K / 32) * 2 + 2 * (k / 32)];
+    }
+    for (int z = 0; z < nz; z++)
+        for (int r = 0; r < N; r++) {
+            double s = 0, s2 = 0;
+            for (int k = 0; k < K; k++) {
+                s += (double)wd[(size_t)r * K + k] * xdq[(size_t)z * K + k];
+                s2 += (double)wd2[(size_t)r * K + k] * xdq[(size_t)z * K + k];
+            }
+            size_t i = (size_t)z * N + r;
+            ref[i] = mode == 0 || mode == 3 ? (float)s : mode == 1 ? y0[i] + (float)s : ops_silu((float)s) * (float)s2;
+            ref2[i] = (float)s2;
+        }
+    /* the quantize kernel itself */
+    uint64_t dx = dup(x, sizeof(float) * (size_t)nz * K), dxq = dup(NULL, (size_t)nz * K);
+    uint64_t dxqd = poisoned((size_t)nz * (K / 32) * 2);
+    int kk = K;
+    void *pq[] = { &dx, &kk, &kk, &dxq, &dxqd };
+    CHECK(launch("quantize_q8", (unsigned)((K + 255) / 256), (unsigned)nz, 256, pq) == 0, "quantize launch");
+    int8_t *gq = malloc((size_t)nz * K);
+    float *gqd = malloc(sizeof(float) * (size_t)nz * (K / 32) * 2);
+    get(gq, dxq, (size_t)nz * K);
+    get(gqd, dxqd, sizeof(float) * (size_t)nz * (K / 32) * 2);
+    CHECK(!memcmp(gq, xq, (size_t)nz * K), "quantize_q8: quants differ from the emulation");
+    CHECK(rel(gqd, xqd, (size_t)nz * (K / 32) * 2) < 1e-6, "quantize_q8: scales rel %.3g",
+          rel(gqd, xqd, (size_t)nz * (K / 32) * 2));
+    uint64_t dw = dup(wq, rb * (size_t)N), dw2 = dup(wq2, rb * (size_t)N);
+    uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
+    uint64_t dy2 = poisoned((size_t)nz * N);
+    struct gemv_args a = { .w = dw, .w2 = mode >= 2 ? dw2 : 0, .x = dxq, .xd = dxqd, .y = dy, .y2 = dy2, .row_bytes = (int64_t)rb,
+                           .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
+    void *p[] = { &a };
+    char name[64];
+    snprintf(name, sizeof name, "gemvq_%s", tn);
+    CHECK(launch(name, (unsigned)(nz * ((N + 1) / 2)), 1, 128, p) == 0, "%s launch", name);
+    get(y, dy, sizeof(float) * (size_t)nz * N);
+    double r = rel(y, ref, (size_t)nz * N);
+    if (mode == 3) {
+        get(y, dy2, sizeof(float) * (size_t)nz * N);
+        double r2 = rel(y, ref2, (size_t)nz * N);
+        if (r2 > r)
+            r = r2;
+    }
+    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
+    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dw2), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxq);
+    hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dy2);
+    free(ref2);
+    free(wf), free(wd), free(wf2), free(wd2), free(wq), free(wq2), free(x), free(xdq), free(xq), free(xqd);
+    free(y0), free(y), free(ref), free(gq), free(gqd);
+}
+
+static void gemv_q8_activations(void)
+{
+    NEED_GPU();
+    static const struct { enum qtype t; const char *name; } qt[] = {
+        { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+    };
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
+        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0);
+        check_mmq(qt[i].t, qt[i].name, 130, 2048, 3, 1);
+        check_mmq(qt[i].t, qt[i].name, 45, 1536, 2, 2);
+        check_mmq(qt[i].t, qt[i].name, 33, 4096, 1, 3);
+    }
+}
+
+/* rms_norm's q8 copy of its output equals quantizing that output */
+static void rms_norm_q8_copy(void)
+{
+    NEED_GPU();
+    const int n = 1024;
+    float x[1024], w[1024], y[1024], qd[64], qdref[64];
+    int8_t q[1024], qref[1024];
+    fill(x, n, 2.0f);
+    fill(w, n, 1.0f);
+    uint64_t dx = dup(x, sizeof x), dw = dup(w, sizeof w), dy = poisoned(n), dq = dup(NULL, n), dqd = poisoned(64);
+    uint64_t rows = 0;
+    float eps = 1e-6f;
+    int nn = n;
+    void *p[] = { &dy, &dx, &dw, &rows, &nn, &eps, &nn, &nn, &dq, &dqd };
+    CHECK(launch("rms_norm", 1, 1, 256, p) == 0, "launch");
+    get(y, dy, sizeof y);
+    get(q, dq, sizeof q);
+    get(qd, dqd, sizeof qd);
+    q8_emulate(y, n, qref, qdref);
+    CHECK(!memcmp(q, qref, sizeof q), "rms_norm q8 quants differ");
+    CHECK(rel(qd, qdref, 64) < 1e-6, "rms_norm q8 scales rel %.3g", rel(qd, qdref, 64));
+    hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dqd);
+}
+
+/* ---- small kernels ---- */
+
+static void embed_rows_dequant(void)
+{
+    NEED_GPU();
+    for (size_t i = 0; i < sizeof kTypes / sizeof kTypes[0]; i++) {
+        const enum qtype t = kTypes[i].t;
+        const int E = 512, V = 37;
+        const size_t rb = qtype_row_size(t, E);
+        unsigned char *tab = malloc(rb * V);
+        float row[512];
+        for (int v = 0; v < V; v++) {
+            fill(row, E, 1.0f);
+            quant_weights_row(t, row, tab + (size_t)v * rb, E);
+        }
+        int tok[4] = { 36, 0, 17, 36 };
+        float ref[4 * 512], y[4 * 512];
+        for (int j = 0; j < 4; j++)
+            dequant_row(t, tab + (size_t)tok[j] * rb, ref + j * E, E);
+        uint64_t dt = dup(tab, rb * V), dk = dup(tok, sizeof tok), dy = poisoned(4 * 512);
+        int64_t rbb = (int64_t)rb;
+        int type = (int)t, ne = E;
+        void *p[] = { &dt, &rbb, &type, &dk, &dy, &ne };
+        CHECK(launch("embed_rows", 4, 1, 256, p) == 0, "launch");
+        get(y, dy, sizeof y);
+        double r = rel(y, ref, 4 * 512);
+        CHECK(r < 1e-6, "embed %s rel %.3g", kTypes[i].name, r);
+        hip_rt_free(g_rt, dt), hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dy);
+        free(tab);
+    }
+}
+
+static void rms_norm_rows(void)
+{
+    NEED_GPU();
+    const int n = 1000, rows = 3;
+    float x[3000], w[1000], y[3000], ref[3000];
+    fill(x, 3000, 2.0f);
+    fill(w, 1000, 1.0f);
+    int sel[3] = { 2, 0, 2 };
+    for (int r = 0; r < rows; r++)
+        ops_rms_norm(ref + r * n, x + sel[r] * n, w, n, 1e-6f);
+    uint64_t dx = dup(x, sizeof x), dw = dup(w, sizeof w), ds = dup(sel, sizeof sel), dy = poisoned(3000);
+    float eps = 1e-6f;
+    int nn = n, st = n;
+    uint64_t nq = 0;
+    void *p[] = { &dy, &dx, &dw, &ds, &nn, &eps, &st, &st, &nq, &nq };
+    CHECK(launch("rms_norm", 3, 1, 256, p) == 0, "launch");
+    get(y, dy, sizeof y);
+    double r = rel(y, ref, 3000);
+    CHECK(r < 1e-6, "rms_norm rel %.3g", r);
+    hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dy);
+}
+
+/* q/k norm + RoPE (NORM, NEOX; YaRN cos/sin from ops_rope_cache) + K/V cache store */
+static void rope_and_store(void)
+{
+    NEED_GPU();
+    for (int variant = 0; variant < 3; variant++) {
+        const int n = 3, hd = 128, nh = 4, nkv = 2, n_rot = variant == 2 ? 64 : 128, nctx = 16, nseq = 2;
+        const bool neox = variant != 1, yarn = variant == 2;
+        const int W = (nh + 2 * nkv) * hd, kvd = nkv * hd;
+        float *qkv = malloc(sizeof(float) * (size_t)n * W), *ref = malloc(sizeof(float) * (size_t)n * W);
+        float qn[128], kn[128], cs[3 * 128];
+        fill(qkv, (size_t)n * W, 1.0f);
+        fill(qn, hd, 1.0f);
+        fill(kn, hd, 1.0f);
+        memcpy(ref, qkv, sizeof(float) * (size_t)n * W);
+        int pos[3] = { 5, 0, 9 }, seq[3] = { 1, 0, 1 };
+        float dims[2];
+        ops_rope_corr_dims(n_rot, 4096, 10000.0f, 32.0f, 1.0f, dims);
+        float *kref = calloc((size_t)nseq * nctx * kvd, sizeof(float)), *vref = calloc((size_t)nseq * nctx * kvd, sizeof(float));
+        for (int t = 0; t < n; t++) {
+            ops_rope_cache(cs + t * n_rot, pos[t], n_rot, 10000.0f, NULL, yarn ? 0.25f : 1.0f, yarn ? 1.0f : 0.0f,
+                           yarn ? 1.1f : 1.0f, dims);
+            float *r = ref + (size_t)t * W;
+            for (int h = 0; h < nh + nkv; h++) {
+                ops_rms_norm(r + h * hd, r + h * hd, h < nh ? qn : kn, hd, 1e-6f);
+                ops_rope_apply(r + h * hd, n_rot, neox ? ROPE_NEOX : ROPE_NORM, cs + t * n_rot);
+            }
+            memcpy(kref + ((size_t)seq[t] * nctx + pos[t]) * kvd, r + nh * hd, sizeof(float) * kvd);
+            memcpy(vref + ((size_t)seq[t] * nctx + pos[t]) * kvd, r + (nh + nkv) * hd, sizeof(float) * kvd);
+        }
+        uint64_t dq = dup(qkv, sizeof(float) * (size_t)n * W), dqn = dup(qn, sizeof qn), dkn = dup(kn, sizeof kn);
+        uint64_t dcs = dup(cs, sizeof cs), dp = dup(pos, sizeof pos), dsq = dup(seq, sizeof seq);
+        uint64_t dkc = dup(kref, sizeof(float) * (size_t)nseq * nctx * kvd), dvc = dup(vref, sizeof(float) * (size_t)nseq * nctx * kvd);
+        /* cache cells the batch writes start poisoned */
+        struct err e = { 0 };
+        for (int t = 0; t < n; t++) {
+            hip_rt_memset32(g_rt, dkc + 4 * ((size_t)seq[t] * nctx + pos[t]) * kvd, 0x7fc00001u, kvd, &e);
+            hip_rt_memset32(g_rt, dvc + 4 * ((size_t)seq[t] * nctx + pos[t]) * kvd, 0x7fc00001u, kvd, &e);
+        }
+        struct rope_args a = { .q = dq, .k = dq + 4 * (uint64_t)nh * hd, .v = dq + 4 * (uint64_t)(nh + nkv) * hd,
+                               .q_norm = dqn, .k_norm = dkn, .cs = dcs, .kc = dkc, .vc = dvc, .pos = dp, .seq = dsq,
+                               .seq_stride = (int64_t)nctx * kvd, .q_stride = W, .kv_stride = W, .hd = hd,
+                               .n_rot = n_rot, .n_head = nh, .n_head_kv = nkv, .neox = neox, .kv_f16 = 0, .eps = 1e-6f };
+        void *p[] = { &a };
+        CHECK(launch("rope_store", n, nh + nkv, 128, p) == 0, "launch");
+        float *y = malloc(sizeof(float) * (size_t)n * W), *kc = malloc(sizeof(float) * (size_t)nseq * nctx * kvd),
+              *vc = malloc(sizeof(float) * (size_t)nseq * nctx * kvd);
+        get(y, dq, sizeof(float) * (size_t)n * W);
+        get(kc, dkc, sizeof(float) * (size_t)nseq * nctx * kvd);
+        get(vc, dvc, sizeof(float) * (size_t)nseq * nctx * kvd);
+        double rq = 0;
+        for (int t = 0; t < n; t++) {
+            double r1 = rel(y + (size_t)t * W, ref + (size_t)t * W, (size_t)nh * hd);
+            if (r1 > rq)
+                rq = r1;
+        }
+        double rk = rel(kc, kref, (size_t)nseq * nctx * kvd), rv = rel(vc, vref, (size_t)nseq * nctx * kvd);
+        CHECK(rq < 1e-5 && rk < 1e-5 && rv < 1e-7, "rope variant %d: q %.3g k %.3g v %.3g", variant, rq, rk, rv);
+        printf("#   rope %s%s: q %.2e k %.2e v %.2e\n", neox ? "neox" : "norm", yarn ? "+yarn (partial rot)" : "", rq, rk, rv);
+        uint64_t ds[] = { dq, dqn, dkn, dcs, dp, dsq, dkc, dvc };
+        for (size_t i = 0; i < 8; i++)
+            hip_rt_free(g_rt, ds[i]);
+        free(qkv), free(ref), free(kref), free(vref), free(y), free(kc), free(vc);
+    }
+}
+
+/* attention for tokens of two sequences at different positions, f32 and f16 caches, 1 and 8 splits */
+static void attention_vs_reference(void)
+{
+    NEED_GPU();
+    const int hd = 128, nh = 8, nkv = 2, nctx = 300, nseq = 2, n = 3, kvd = nkv * hd;
+    int pos[3] = { 299, 0, 130 }, seq[3] = { 0, 1, 1 };
+    float *K = malloc(sizeof(float) * (size_t)nseq * nctx * kvd), *V = malloc(sizeof(float) * (size_t)nseq * nctx * kvd);
+    fill(K, (size_t)nseq * nctx * kvd, 1.0f);
+    fill(V, (size_t)nseq * nctx * kvd, 1.0f);
+    uint16_t *K16 = malloc(2 * (size_t)nseq * nctx * kvd), *V16 = malloc(2 * (size_t)nseq * nctx * kvd);
+    quant_weights_row(QT_F16, K, K16, (int64_t)nseq * nctx * kvd);
+    quant_weights_row(QT_F16, V, V16, (int64_t)nseq * nctx * kvd);
+    float *tab = malloc(sizeof(float) * 65536);
+    ops_f16_table_init(tab);
+    float q[3 * 8 * 128], ref[3 * 8 * 128], y[3 * 8 * 128], scratch[8 * 300]; /* n_q·n_kv */
+    fill(q, sizeof q / 4, 1.0f);
+    const float scale = 1.0f / sqrtf((float)hd);
+    uint64_t dq = dup(q, sizeof q), dp = dup(pos, sizeof pos), ds = dup(seq, sizeof seq);
+    uint64_t dpart = poisoned((size_t)n * nh * 8 * (hd + 2));
+    for (int f16 = 0; f16 < 2; f16++) {
+        const void *Kc = f16 ? (const void *)K16 : (const void *)K, *Vc = f16 ? (const void *)V16 : (const void *)V;
+        const size_t elt = f16 ? 2 : 4;
+        for (int t = 0; t < n; t++)
+            for (int g = 0; g < nkv; g++) {
+                const size_t off = ((size_t)seq[t] * nctx) * kvd + (size_t)g * hd;
+                ops_attn_ref(q + (size_t)t * nh * hd + (size_t)g * (nh / nkv) * hd, nh / nkv, hd,
+                             (const char *)Kc + off * elt, (const char *)Vc + off * elt, kvd, pos[t] + 1, scale,
+                             f16 ? tab : NULL, ref + (size_t)t * nh * hd + (size_t)g * (nh / nkv) * hd, scratch);
+            }
+        uint64_t dk = dup(Kc, elt * nseq * nctx * kvd), dv = dup(Vc, elt * nseq * nctx * kvd);
+        for (int split = 1; split <= 8; split *= 8) {
+            uint64_t dy = poisoned(sizeof y / 4);
+            struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .part = dpart,
+                                   .seq_stride = (int64_t)nctx * kvd, .kv_dim = kvd, .hd = hd, .n_head = nh,
+                                   .n_head_kv = nkv, .q_stride = nh * hd, .o_stride = nh * hd, .nsplit = split,
+                                   .kv_f16 = f16, .scale = scale };
+            void *p[] = { &a };
+            CHECK(launch("attn", n * nh, (unsigned)split, 128, p) == 0, "launch");
+            if (split > 1)
+                CHECK(launch("attn_combine", n * nh, 1, 128, p) == 0, "launch");
+            get(y, dy, sizeof y);
+            double r = rel(y, ref, sizeof y / 4);
+            /* f16: the reference also rounds probabilities to f16 before V·p */
+            CHECK(r < (f16 ? 2e-3 : 1e-5), "attn f16=%d split %d rel %.3g", f16, split, r);
+            printf("#   attn %s cache, %d split(s): rel %.2e\n", f16 ? "f16" : "f32", split, r);
+            hip_rt_free(g_rt, dy);
+        }
+        hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dv);
+    }
+    hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dp), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dpart);
+    free(K), free(V), free(K16), free(V16), free(tab);
+}
+
+static void elementwise_softmax_argmax(void)
+{
+    NEED_GPU();
+    const int n = 3000;
+    float a[3000], b[3000], y[3000], ref[3000];
+    fill(a, n, 3.0f);
+    fill(b, n, 1.0f);
+    /* add */
+    for (int i = 0; i < n; i++)
+        ref[i] = a[i] + b[i];
+    uint64_t da = dup(a, sizeof a), db = dup(b, sizeof b);
+    int nn = n;
+    void *p[] = { &da, &db, &nn };
+    CHECK(launch("add_f32", (n + 255) / 256, 1, 256, p) == 0, "launch");
+    get(y, da, sizeof y);
+    CHECK(rel(y, ref, n) < 1e-7, "add rel %.3g", rel(y, ref, n));
+    /* swiglu */
+    hip_rt_free(g_rt, da);
+    da = dup(a, sizeof a);
+    memcpy(ref, a, sizeof a);
+    ops_swiglu(ref, b, n);
+    CHECK(launch("swiglu_f32", (n + 255) / 256, 1, 256, p) == 0, "launch");
+    get(y, da, sizeof y);
+    CHECK(rel(y, ref, n) < 1e-6, "swiglu rel %.3g", rel(y, ref, n));
+    /* softmax of 3 rows of 1000 */
+    hip_rt_free(g_rt, da);
+    da = dup(a, sizeof a);
+    memcpy(ref, a, sizeof a);
+    for (int r = 0; r < 3; r++)
+        ops_softmax(ref + r * 1000, 1000);
+    int len = 1000;
+    void *ps[] = { &da, &len, &len };
+    CHECK(launch("softmax_rows", 3, 1, 256, ps) == 0, "launch");
+    get(y, da, sizeof y);
+    CHECK(rel(y, ref, n) < 1e-6, "softmax rel %.3g", rel(y, ref, n));
+    /* argmax of 3 rows of 1000 */
+    int am[3], amref[3];
+    a[1000 + 777] = 50.0f;
+    a[2000 + 3] = 50.0f, a[2000 + 900] = 50.0f; /* tie: lower index wins */
+    for (int r = 0; r < 3; r++) {
+        amref[r] = 0;
+        for (int i = 1; i < 1000; i++)
+            if (a[r * 1000 + i] > a[r * 1000 + amref[r]])
+                amref[r] = i;
+    }
+    hip_rt_free(g_rt, da);
+    da = dup(a, sizeof a);
+    uint64_t dam = dup(NULL, sizeof am);
+    void *pa[] = { &da, &len, &len, &dam };
+    CHECK(launch("argmax_rows", 3, 1, 1024, pa) == 0, "launch");
+    get(am, dam, sizeof am);
+    for (int r = 0; r < 3; r++)
+        CHECK(am[r] == amref[r], "argmax row %d: %d vs %d", r, am[r], amref[r]);
+    hip_rt_free(g_rt, da), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dam);
+}
+
+static void moe_route_and_combine(void)
+{
+    NEED_GPU();
+    const int n = 4, X = 64, K = 6, E = 300;
+    float lg[4 * 64];
+    fill(lg, sizeof lg / 4, 4.0f);
+    int selref[4 * 6];
+    float wref[4 * 6];
+    for (int t = 0; t < n; t++) {
+        float pr[64];
+        memcpy(pr, lg + t * X, sizeof pr);
+        ops_softmax(pr, X);
+        ops_topk(pr, X, K, selref + t * K);
+        double s = 0;
+        for (int k = 0; k < K; k++)
+            s += pr[selref[t * K + k]];
+        for (int k = 0; k < K; k++)
+            wref[t * K + k] = pr[selref[t * K + k]] / (float)s;
+    }
+    uint64_t dl = dup(lg, sizeof lg), dsel = dup(NULL, sizeof selref), dw = poisoned(sizeof wref / 4);
+    int xx = X, kk = K;
+    float scale = 0.0f;
+    void *p[] = { &dl, &xx, &kk, &dsel, &dw, &scale };
+    CHECK(launch("moe_route", n, 1, 32, p) == 0, "launch");
+    int sel[24];
+    float w[24];
+    get(sel, dsel, sizeof sel);
+    get(w, dw, sizeof w);
+    for (int i = 0; i < n * K; i++)
+        CHECK(sel[i] == selref[i], "route slot %d: expert %d vs %d", i, sel[i], selref[i]);
+    CHECK(rel(w, wref, 24) < 1e-5, "route weights rel %.3g", rel(w, wref, 24));
+    /* combine: x += Σ w·ey */
+    float *ey = malloc(sizeof(float) * (size_t)n * K * E), x[4 * 300], ref[4 * 300];
+    fill(ey, (size_t)n * K * E, 1.0f);
+    fill(x, sizeof x / 4, 1.0f);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < E; i++) {
+            float s = wref[t * K] * ey[(size_t)t * K * E + i];
+            for (int k = 1; k < K; k++)
+                s = s + wref[t * K + k] * ey[((size_t)t * K + k) * E + i];
+            ref[t * E + i] = x[t * E + i] + s;
+        }
+    uint64_t dx = dup(x, sizeof x), dey = dup(ey, sizeof(float) * (size_t)n * K * E), dwr = dup(wref, sizeof wref);
+    int ee = E;
+    void *pc[] = { &dx, &dey, &dwr, &ee, &kk };
+    CHECK(launch("moe_combine", n, 1, 256, pc) == 0, "launch");
+    get(x, dx, sizeof x);
+    CHECK(rel(x, ref, sizeof x / 4) < 1e-6, "combine rel %.3g", rel(x, ref, sizeof x / 4));
+    hip_rt_free(g_rt, dl), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx);
+    hip_rt_free(g_rt, dey), hip_rt_free(g_rt, dwr);
+    free(ey);
+}
+
+int main(void)
+{
+    struct err e = { 0 };
+    if (hip_rt_open(&g_rt, &e) != 0) {
+        snprintf(g_why, sizeof g_why, "%s", e.msg);
+        g_rt = NULL;
+    } else {
+        printf("# device: %s\n", hip_rt_describe(g_rt));
+    }
+    RUN(gemv_all_types);
+    RUN(gemm_all_types);
+    RUN(gemm_tensor_cores);
+    RUN(gemv_grouped_experts);
+    RUN(gemv_q8_activations);
+    RUN(rms_norm_q8_copy);
+    RUN(embed_rows_dequant);
+    RUN(rms_norm_rows);
+    RUN(rope_and_store);
+    RUN(attention_vs_reference);
+    RUN(elementwise_softmax_argmax);
+    RUN(moe_route_and_combine);
+    hip_rt_close(g_rt);
+    CHECK_EXIT();
+}

@@ -1,0 +1,381 @@
+/* test_proto.c — the message schema: round trips of every type, unknown
+ * fields ignored, missing/wrong-typed required fields rejected, and a decoder
+ * fuzz (mutated, truncated and random buffers never crash). */
+#include <math.h>
+#include <msgpack.h>
+#include <stdint.h>
+
+#include "../proto/proto.h"
+#include "check.h"
+
+static int roundtrip(const struct proto_msg *in, struct proto_msg *out)
+{
+    char *buf;
+    size_t len;
+    struct err e;
+    if (proto_encode(in, &buf, &len, &e))
+        return -1;
+    int rc = proto_decode(buf, len, out, &e);
+    if (rc)
+        printf("#   decode: %s\n", e.msg);
+    free(buf);
+    return rc;
+}
+
+static void generate_roundtrip(void)
+{
+    struct proto_msg m, d;
+    proto_msg_init(&m, PT_GENERATE);
+    m.id = 77;
+    int32_t toks[] = {1, 2, 300000, 0};
+    char *stop[] = {"\n\n", "User:"};
+    struct proto_chat_msg chat[] = {{"system", "be brief"}, {"user", "héllo"}};
+    struct proto_bias bias[] = {{5, -INFINITY}, {9, 2.5f}};
+    m.gen.model = "stories";
+    m.gen.prompt = "Once upon";
+    m.gen.tokens = toks;
+    m.gen.n_tokens = 4;
+    m.gen.messages = chat;
+    m.gen.n_messages = 2;
+    m.gen.stop = stop;
+    m.gen.n_stop = 2;
+    m.gen.logit_bias = bias;
+    m.gen.n_logit_bias = 2;
+    m.gen.temperature = 0.0f;
+    m.gen.top_k = 7;
+    m.gen.seed = 1234;
+    m.gen.max_tokens = 16;
+    m.gen.set = PG_TEMPERATURE | PG_TOP_K | PG_SEED | PG_MAX_TOKENS;
+    m.gen.logprobs = 3;
+    m.gen.ignore_eos = true;
+    m.gen.add_special = false;
+    m.gen.messages_json = "[{\"role\":\"user\",\"content\":\"hi\",\"name\":\"bob\"}]";
+    m.gen.tools_json = "[]";
+    m.gen.template_kwargs_json = "{\"enable_thinking\":false}";
+    CHECK(roundtrip(&m, &d) == 0, "generate round trip");
+    CHECK(d.gen.messages_json && !strcmp(d.gen.messages_json, m.gen.messages_json), "messages_json");
+    CHECK(d.gen.tools_json && !strcmp(d.gen.tools_json, "[]"), "tools_json");
+    CHECK(d.gen.template_kwargs_json && strstr(d.gen.template_kwargs_json, "enable_thinking"), "kwargs");
+    struct proto_gen cp;
+    struct err ce;
+    CHECK(proto_gen_copy(&cp, &d.gen, &ce) == 0 && cp.tools_json && cp.n_stop == 2 && !strcmp(cp.stop[1], "User:"),
+          "deep copy");
+    proto_gen_free(&cp);
+    CHECK_EQ_INT(d.type, PT_GENERATE);
+    CHECK_EQ_INT(d.id, 77);
+    CHECK(d.gen.model && !strcmp(d.gen.model, "stories"), "model");
+    CHECK(d.gen.prompt && !strcmp(d.gen.prompt, "Once upon"), "prompt");
+    CHECK_EQ_INT(d.gen.n_tokens, 4);
+    CHECK(d.gen.tokens && d.gen.tokens[2] == 300000, "tokens");
+    CHECK_EQ_INT(d.gen.n_messages, 2);
+    CHECK(d.gen.messages && !strcmp(d.gen.messages[1].content, "héllo"), "messages");
+    CHECK_EQ_INT(d.gen.n_stop, 2);
+    CHECK(d.gen.stop && !strcmp(d.gen.stop[1], "User:"), "stop");
+    CHECK_EQ_INT(d.gen.n_logit_bias, 2);
+    CHECK(d.gen.logit_bias && isinf(d.gen.logit_bias[0].bias) && d.gen.logit_bias[1].bias == 2.5f, "bias");
+    CHECK_EQ_INT(d.gen.set, PG_TEMPERATURE | PG_TOP_K | PG_SEED | PG_MAX_TOKENS);
+    CHECK(d.gen.temperature == 0.0f, "temp");
+    CHECK_EQ_INT(d.gen.top_k, 7);
+    CHECK_EQ_INT(d.gen.seed, 1234);
+    CHECK_EQ_INT(d.gen.max_tokens, 16);
+    CHECK(d.gen.top_p == 0.95f, "unset fields keep their defaults");
+    CHECK_EQ_INT(d.gen.logprobs, 3);
+    CHECK(d.gen.ignore_eos && !d.gen.add_special && d.gen.parse_special && d.gen.cache_prompt, "flags");
+    proto_msg_free(&d);
+}
+
+static void chunks_roundtrip(void)
+{
+    struct proto_msg m, d;
+    proto_msg_init(&m, PT_CHUNKS);
+    m.id = 5;
+    struct proto_top top[] = {{10, -0.5f, "a"}, {11, -1.5f, "b"}};
+    struct proto_chunk c[3] = {
+        {.i = 0, .token = 10, .text = "a", .has_logprob = true, .logprob = -0.5f, .top = top, .n_top = 2},
+        {.i = 1, .token = 11, .text = ""},
+        {.i = 2, .token = -1, .text = "", .finish = PF_ERROR, .n_prompt = 4, .n_gen = 2, .errc = PE_INTERNAL,
+         .message = "worker 0 died"},
+    };
+    m.chunks = c;
+    m.n_chunks = 3;
+    m.done = true;
+    CHECK(roundtrip(&m, &d) == 0, "chunks round trip");
+    CHECK_EQ_INT(d.n_chunks, 3);
+    CHECK(d.done, "done");
+    if (d.n_chunks == 3) {
+        CHECK(d.chunks[0].has_logprob && d.chunks[0].logprob == -0.5f, "logprob");
+        CHECK_EQ_INT(d.chunks[0].n_top, 2);
+        CHECK(d.chunks[0].top && !strcmp(d.chunks[0].top[1].text, "b"), "top text");
+        CHECK(!d.chunks[1].has_logprob, "no logprob");
+        CHECK_EQ_INT(d.chunks[2].finish, PF_ERROR);
+        CHECK_EQ_INT(d.chunks[2].errc, PE_INTERNAL);
+        CHECK_EQ_INT(d.chunks[2].n_prompt, 4);
+        CHECK(d.chunks[2].message && !strcmp(d.chunks[2].message, "worker 0 died"), "message");
+    }
+    proto_msg_free(&d);
+}
+
+static void small_types_roundtrip(void)
+{
+    struct proto_msg m, d;
+    proto_error(&m, 9, PE_QUEUE_FULL, "queue full (8 waiting)");
+    CHECK(roundtrip(&m, &d) == 0, "error");
+    CHECK(d.type == PT_ERROR && d.id == 9 && d.errc == PE_QUEUE_FULL, "error fields");
+    CHECK(d.message && !strcmp(d.message, "queue full (8 waiting)"), "error message");
+    CHECK_EQ_INT(proto_errc_http(d.errc), 429);
+    proto_msg_free(&d);
+
+    proto_msg_init(&m, PT_NEXT);
+    m.id = 3;
+    m.from = 12;
+    m.wait_ms = 250;
+    CHECK(roundtrip(&m, &d) == 0 && d.from == 12 && d.wait_ms == 250, "next");
+    proto_msg_free(&d);
+
+    proto_msg_init(&m, PT_TOKENIZE);
+    m.text = "hi";
+    m.add_special = false;
+    CHECK(roundtrip(&m, &d) == 0 && d.text && !strcmp(d.text, "hi") && !d.add_special && d.parse_special,
+          "tokenize");
+    proto_msg_free(&d);
+
+    int32_t t[] = {1, 2, 3};
+    proto_msg_init(&m, PT_TOKENS);
+    m.tokens = t;
+    m.n_tokens = 3;
+    CHECK(roundtrip(&m, &d) == 0 && d.n_tokens == 3 && d.tokens[2] == 3, "tokens");
+    proto_msg_free(&d);
+
+    proto_msg_init(&m, PT_TOKENS); /* an empty list is still a list */
+    m.tokens = t;
+    m.n_tokens = 0;
+    CHECK(roundtrip(&m, &d) == 0 && d.n_tokens == 0, "empty tokens");
+    proto_msg_free(&d);
+
+    proto_msg_init(&m, PT_READY);
+    m.worker = (struct proto_worker){.idx = 1, .device = "cpu", .backend = "cpu", .model = "stories260K",
+                                     .slots = 4, .n_ctx = 512, .n_vocab = 512, .mem = 1u << 20};
+    CHECK(roundtrip(&m, &d) == 0 && d.worker.slots == 4 && d.worker.mem == 1u << 20 &&
+              !strcmp(d.worker.model, "stories260K"),
+          "ready");
+    proto_msg_free(&d);
+
+    struct proto_worker ws[2] = {{.idx = 0, .device = "cpu", .state = "ready", .pid = 123},
+                                 {.idx = 1, .device = "0", .state = "restarting", .restarts = 2}};
+    char *models[] = {"stories260K"};
+    proto_msg_init(&m, PT_STATUS_REPLY);
+    m.status = (struct proto_status){.ready = true, .version = "0.1", .active = 3, .queued = 1,
+                                     .models = models, .n_models = 1, .workers = ws, .n_workers = 2};
+    CHECK(roundtrip(&m, &d) == 0 && d.status.ready && d.status.n_workers == 2 && d.status.workers[1].restarts == 2 &&
+              !strcmp(d.status.workers[1].state, "restarting") && d.status.n_models == 1,
+          "status");
+    proto_msg_free(&d);
+
+    int types[] = {PT_STATUS, PT_CANCEL, PT_OK, PT_PING, PT_PONG, PT_SHUTDOWN, PT_ACCEPTED};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        proto_msg_init(&m, types[i]);
+        m.id = 42;
+        CHECK(roundtrip(&m, &d) == 0 && d.type == types[i] && d.id == 42, "type %s", proto_type_name(types[i]));
+        proto_msg_free(&d);
+    }
+}
+
+/* Hand-packed maps: what another implementation might send. */
+static int decode_packed(void (*pack)(msgpack_packer *), struct proto_msg *d, struct err *e)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack(&pk);
+    int rc = proto_decode(sb.data, sb.size, d, e);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+static void ps(msgpack_packer *pk, const char *s)
+{
+    msgpack_pack_str(pk, strlen(s));
+    msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static void pack_unknown(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 5);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "cancel");
+    ps(pk, "future_field"); msgpack_pack_array(pk, 2); msgpack_pack_nil(pk); msgpack_pack_true(pk);
+    ps(pk, "id"); msgpack_pack_uint64(pk, 8);
+    msgpack_pack_int(pk, 17); msgpack_pack_int(pk, 18); /* a non-string key is ignored too */
+}
+static void pack_no_version(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 2);
+    ps(pk, "t"); ps(pk, "status");
+    ps(pk, "id"); msgpack_pack_uint64(pk, 8);
+}
+static void pack_new_version(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 2);
+    ps(pk, "v"); msgpack_pack_int(pk, 99);
+    ps(pk, "t"); ps(pk, "status");
+}
+static void pack_gen_no_prompt(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 3);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "generate");
+    ps(pk, "gen"); msgpack_pack_map(pk, 1); ps(pk, "temperature"); msgpack_pack_float(pk, 0.5f);
+}
+static void pack_gen_bad_type(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 3);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "generate");
+    ps(pk, "gen"); msgpack_pack_map(pk, 2); ps(pk, "prompt"); ps(pk, "x");
+    ps(pk, "top_k"); ps(pk, "forty");
+}
+static void pack_tokens_bad_elem(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 3);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "tokens");
+    ps(pk, "tokens"); msgpack_pack_array(pk, 2); msgpack_pack_int(pk, 1); msgpack_pack_double(pk, 2.5);
+}
+static void pack_next_no_id(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 2);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "next");
+}
+static void pack_not_map(msgpack_packer *pk) { msgpack_pack_array(pk, 1); msgpack_pack_int(pk, 1); }
+static void pack_unknown_type(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 2);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "launch_rockets");
+}
+
+static void unknown_and_missing_fields(void)
+{
+    struct proto_msg d;
+    struct err e;
+    CHECK(decode_packed(pack_unknown, &d, &e) == 0 && d.type == PT_CANCEL && d.id == 8, "unknown fields ignored");
+    proto_msg_free(&d);
+    struct { void (*fn)(msgpack_packer *); int code; const char *needle; } bad[] = {
+        {pack_no_version, ERR_FORMAT, "'v'"},
+        {pack_new_version, ERR_UNSUPPORTED, "version 99"},
+        {pack_gen_no_prompt, ERR_FORMAT, "prompt"},
+        {pack_gen_bad_type, ERR_FORMAT, "top_k"},
+        {pack_tokens_bad_elem, ERR_FORMAT, "tokens"},
+        {pack_next_no_id, ERR_FORMAT, "'id'"},
+        {pack_not_map, ERR_FORMAT, "not a map"},
+        {pack_unknown_type, ERR_FORMAT, "launch_rockets"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = decode_packed(bad[i].fn, &d, &e);
+        CHECK(rc == bad[i].code, "case %zu: rc %d", i, rc);
+        CHECK(strstr(e.msg, bad[i].needle) != NULL, "case %zu: message '%s' lacks '%s'", i, e.msg, bad[i].needle);
+        proto_msg_free(&d);
+    }
+    /* the type survives a failed decode so a receiver can answer in kind */
+    decode_packed(pack_gen_bad_type, &d, &e);
+    CHECK_EQ_INT(d.type, PT_GENERATE);
+    proto_msg_free(&d);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+
+static void decoder_fuzz(void)
+{
+    /* seeds: one valid encoding of each rich type */
+    struct proto_msg m;
+    char *seeds[4];
+    size_t lens[4];
+    struct err e;
+    proto_msg_init(&m, PT_GENERATE);
+    int32_t toks[] = {1, 2, 3};
+    char *stop[] = {"a", "bc"};
+    struct proto_bias bias[] = {{5, 1.0f}};
+    struct proto_chat_msg chat[] = {{"user", "hi"}};
+    m.gen.prompt = "x";
+    m.gen.tokens = toks;
+    m.gen.n_tokens = 3;
+    m.gen.stop = stop;
+    m.gen.n_stop = 2;
+    m.gen.logit_bias = bias;
+    m.gen.n_logit_bias = 1;
+    m.gen.messages = chat;
+    m.gen.n_messages = 1;
+    m.gen.set = 0x7ff;
+    proto_encode(&m, &seeds[0], &lens[0], &e);
+    struct proto_top top[] = {{1, -1.0f, "t"}};
+    struct proto_chunk c[2] = {{.i = 0, .token = 1, .text = "a", .has_logprob = true, .top = top, .n_top = 1},
+                               {.i = 1, .token = -1, .finish = PF_ERROR, .message = "m"}};
+    proto_msg_init(&m, PT_CHUNKS);
+    m.id = 1;
+    m.chunks = c;
+    m.n_chunks = 2;
+    proto_encode(&m, &seeds[1], &lens[1], &e);
+    struct proto_worker ws[1] = {{.device = "cpu", .model = "m"}};
+    char *models[] = {"m"};
+    proto_msg_init(&m, PT_STATUS_REPLY);
+    m.status = (struct proto_status){.models = models, .n_models = 1, .workers = ws, .n_workers = 1};
+    proto_encode(&m, &seeds[2], &lens[2], &e);
+    proto_error(&m, 3, PE_TOO_LONG, "long");
+    proto_encode(&m, &seeds[3], &lens[3], &e);
+
+    int ok = 0, rejected = 0;
+    uint8_t buf[4096];
+    for (int it = 0; it < 100000; it++) {
+        int s = (int)(rnd() % 4);
+        size_t len = lens[s];
+        memcpy(buf, seeds[s], len);
+        int kind = (int)(rnd() % 4);
+        if (kind == 0) { /* flip bytes */
+            int k = 1 + (int)(rnd() % 4);
+            for (int j = 0; j < k; j++)
+                buf[rnd() % len] = (uint8_t)rnd();
+        } else if (kind == 1) { /* truncate */
+            len = rnd() % len;
+        } else if (kind == 2) { /* type-confusing bytes: large container headers */
+            static const uint8_t heads[] = {0xdd, 0xdf, 0xdc, 0xde, 0xc6, 0xdb, 0xc9, 0x9f, 0x8f, 0xc1};
+            buf[rnd() % len] = heads[rnd() % sizeof heads];
+        } else { /* random bytes */
+            len = 1 + rnd() % 64;
+            for (size_t j = 0; j < len; j++)
+                buf[j] = (uint8_t)rnd();
+        }
+        struct proto_msg d;
+        int rc = proto_decode(buf, len, &d, &e);
+        if (rc == 0)
+            ok++;
+        else
+            rejected++;
+        proto_msg_free(&d);
+    }
+    printf("# fuzz: 100000 mutated messages, %d decoded, %d rejected\n", ok, rejected);
+    CHECK(rejected > 50000, "most mutations are rejected (%d)", rejected);
+    CHECK(proto_decode(NULL, 0, &m, &e) == ERR_FORMAT, "empty");
+    uint8_t huge[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
+    CHECK(proto_decode(huge, sizeof huge, &m, &e) == ERR_FORMAT, "4G-element array header");
+    for (int i = 0; i < 4; i++)
+        free(seeds[i]);
+}
+
+int main(void)
+{
+    RUN(generate_roundtrip);
+    RUN(chunks_roundtrip);
+    RUN(small_types_roundtrip);
+    RUN(unknown_and_missing_fields);
+    RUN(decoder_fuzz);
+    CHECK_EXIT();
+}

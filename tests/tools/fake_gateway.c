@@ -1,0 +1,35 @@
+/* fake_gateway.c — the gateway's HTTP layer over the test double of
+ * tests/fake_backend.h, as a server for client-side tests
+ * (tests/test_gateway_sdk.sh runs the OpenAI SDK against it). Not a product:
+ * llm170-gateway talks to llm170d.
+ *   fake_gateway [--api-key K]   prints "port N" once listening, runs until stdin closes */
+#include <signal.h>
+
+#include "../../gateway/http.c"
+#include "../../gateway/metrics.c"
+#include "../../gateway/oai.c"
+#include "../fake_backend.h"
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    cfg.port = 0;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--api-key"))
+            snprintf(cfg.api_key, sizeof cfg.api_key, "%s", argv[++i]);
+    struct gw_server *s;
+    struct err e;
+    if (gw_server_start(&s, &cfg, &fake, &e)) {
+        fprintf(stderr, "fake_gateway: %s\n", e.msg);
+        return 1;
+    }
+    printf("port %d\n", gw_server_port(s));
+    fflush(stdout);
+    char buf[256];
+    while (fread(buf, 1, sizeof buf, stdin) > 0) {
+    }
+    gw_server_stop(s);
+    return 0;
+}

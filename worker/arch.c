@@ -1,0 +1,29 @@
+/* arch.c — per-architecture traits as data (shared spec arch-dense.md §1–§2).
+ * Adding an architecture that fits the dense/MoE transformer template is one
+ * row here; anything new in the math is a new layer kind, not a copy of the
+ * forward pass. */
+#include <string.h>
+
+#include "model.h"
+
+static const struct arch_desc g_arches[] = {
+    { .name = "llama", .rope = ROPE_NORM, .qk_norm = false, .moe = false, .out_bias = false,
+      .o_bias = true, .ffn_bias = true, .rope_freqs = true, .q_is_square = false, .n_ff_exp_key = false },
+    { .name = "qwen2", .rope = ROPE_NEOX, .qk_norm = false, .moe = false, .out_bias = true,
+      .o_bias = false, .ffn_bias = false, .rope_freqs = false, .q_is_square = true, .n_ff_exp_key = false },
+    { .name = "qwen3", .rope = ROPE_NEOX, .qk_norm = true, .moe = false, .out_bias = false,
+      .o_bias = false, .ffn_bias = false, .rope_freqs = false, .q_is_square = false, .n_ff_exp_key = false },
+    { .name = "qwen3moe", .rope = ROPE_NEOX, .qk_norm = true, .moe = true, .out_bias = false,
+      .o_bias = false, .ffn_bias = false, .rope_freqs = false, .q_is_square = false, .n_ff_exp_key = true },
+    /* hybrids (arch-qwen35.md): IMROPE is NEOX rotation with per-pair position components (text: p_e = 0) */
+    { .name = "qwen35", .rope = ROPE_NEOX, .qk_norm = true, .moe = false, .n_ff_exp_key = false, .hybrid = true },
+    { .name = "qwen35moe", .rope = ROPE_NEOX, .qk_norm = true, .moe = true, .n_ff_exp_key = true, .hybrid = true },
+};
+
+const struct arch_desc *arch_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof g_arches / sizeof g_arches[0]; i++)
+        if (strcmp(g_arches[i].name, name) == 0)
+            return &g_arches[i];
+    return NULL;
+}

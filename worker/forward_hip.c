@@ -1,0 +1,750 @@
+/* forward_hip.c — the `hip` backend's engine (backend_hip.h): every
+ * architecture of arch.c with weights, KV cache and activations on the
+ * device.
+ *
+ * One decode call: the batch's token ids, positions, sequences, output rows
+ * and RoPE cos/sin (computed on the host by ops_rope_cache, so YaRN and
+ * rope_freqs match the CPU exactly) go up in one pinned buffer; the layer
+ * kernels run on the device reading positions from there, so a step's
+ * launches depend only on (n tokens, n output rows) and are captured once as
+ * a graph and replayed. Batches of up to GEMV_MAX tokens use the fused GEMV
+ * kernels (weights read once, SwiGLU and residual adds fused); larger ones
+ * the tiled GEMM. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/args.h"
+#include "backend_hip.h"
+#include "hip_rt.h"
+#include "model.h"
+#include "ops.h"
+
+#define GEMV_MAX 8     /* batches up to this many rows use GEMV */
+#define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
+#define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
+#define N_GRAPHS 8
+
+struct dw {                /* a weight on the device */
+    uint64_t d;            /* 0 when absent */
+    int type;              /* ggml type id */
+    int64_t ne0, ne1, ne2; /* elements per row, rows, experts */
+    size_t row_bytes;
+};
+
+struct dlayer {
+    struct dw wq, wk, wv, wqkv, wo, gate, up, down, gate_inp, gate_exps, up_exps, down_exps;
+    uint64_t attn_norm, ffn_norm, q_norm, k_norm;                   /* f32 vectors or 0 */
+    uint64_t bq, bk, bv, bqkv, bo, b_gate, b_up, b_down;            /* f32 biases or 0 */
+    uint64_t kc, vc;       /* [n_seq][n_ctx][kv_dim] cache, 0 without a KV slab */
+};
+
+struct graph_slot {
+    int n, n_out;          /* the shape it was captured for */
+    bool greedy;
+    hip_graph g;
+};
+
+struct hip_engine {
+    const struct model *m;
+    struct engine_params p;
+    struct hip_rt *rt;
+    int warp;
+    bool graphs;
+    /* kernels */
+    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], gemm_mma[QT_COUNT];
+    bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill; LLM170_HIP_MMA=1 */
+    hip_fn k_quant;
+    bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
+    hip_fn k_embed, k_rms, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
+    /* weights */
+    struct dw tok_embd, output;
+    uint64_t output_norm, output_bias;
+    struct dlayer *L;      /* [n_layer] */
+    uint64_t *allocs;      /* every device allocation, freed at the end */
+    int n_allocs, cap_allocs;
+    /* state */
+    size_t kv_elt;
+    int *len;              /* [n_seq] cached positions */
+    int *seq_next;         /* [n_seq] */
+    /* scratch (device), B = n_batch */
+    uint64_t x;            /* [B][E] residual stream */
+    uint64_t h;            /* [B][E] normed input */
+    uint64_t qkv;          /* [B][W] W = nq + 2·nkv: Q | K | V */
+    uint64_t o;            /* [B][nq] attention output */
+    uint64_t fg, fu;       /* [B·K or B][F] */
+    uint64_t logits;       /* [B][V] */
+    uint64_t part;         /* [GEMV_MAX][n_head][DEC_SPLIT][hd + 2] */
+    uint64_t rl;           /* [B][X] router logits */
+    uint64_t sel;          /* [B][K] int */
+    uint64_t sw;           /* [B][K] */
+    uint64_t ey;           /* [B·K][E] */
+    uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
+    uint64_t amax;         /* [B] int argmax results */
+    uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
+    void *io_h;            /* pinned mirror of io */
+    int32_t *amax_h;       /* pinned [B] */
+    int W, nq_max, nkv_max, F;
+    struct graph_slot gs[N_GRAPHS];
+    int n_gs;
+};
+
+/* ---- setup ---- */
+
+static int track(struct hip_engine *c, uint64_t p, struct err *e)
+{
+    if (c->n_allocs == c->cap_allocs) {
+        int cap = c->cap_allocs ? 2 * c->cap_allocs : 256;
+        uint64_t *a = realloc(c->allocs, sizeof *a * (size_t)cap);
+        if (!a) {
+            hip_rt_free(c->rt, p);
+            return err_set(e, ERR_NOMEM, "hip: out of memory");
+        }
+        c->allocs = a;
+        c->cap_allocs = cap;
+    }
+    c->allocs[c->n_allocs++] = p;
+    return 0;
+}
+
+static int dalloc(struct hip_engine *c, size_t n, uint64_t *out, struct err *e)
+{
+    int rc = hip_rt_malloc(c->rt, n, out, e);
+    if (rc)
+        return rc;
+    return track(c, *out, e);
+}
+
+struct stager {
+    void *buf;             /* pinned */
+    size_t cap;
+};
+
+static int upload(struct hip_engine *c, struct stager *s, uint64_t dst, const void *src, size_t n, struct err *e)
+{
+    for (size_t off = 0; off < n; off += s->cap) {
+        size_t k = n - off < s->cap ? n - off : s->cap;
+        memcpy(s->buf, (const char *)src + off, k);
+        int rc = hip_rt_h2d(c->rt, dst + off, s->buf, k, e);
+        if (!rc)
+            rc = hip_rt_sync(c->rt, e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static bool type_ok(int t)
+{
+    return t == QT_F32 || t == QT_F16 || t == QT_Q8_0 || t == QT_Q4_K || t == QT_Q5_K || t == QT_Q6_K ||
+           t == QT_IQ4_XS;
+}
+
+static int up_wt(struct hip_engine *c, struct stager *s, const struct wt *w, struct dw *d, struct err *e)
+{
+    memset(d, 0, sizeof *d);
+    if (!w->data)
+        return 0;
+    if (!type_ok(w->type))
+        return err_set(e, ERR_UNSUPPORTED, "hip: tensor %s has type %s, which the GPU kernels do not cover yet",
+                       w->name, qtype_get(w->type)->name);
+    if ((w->type == QT_F32 || w->type == QT_F16) && w->ne[0] % 4)
+        return err_set(e, ERR_UNSUPPORTED, "hip: tensor %s: rows of %lld elements (the f32/f16 kernels need a multiple of 4)",
+                       w->name, (long long)w->ne[0]);
+    d->type = w->type;
+    d->ne0 = w->ne[0];
+    d->ne1 = w->ne[1];
+    d->ne2 = w->ne[2] > 0 ? w->ne[2] : 1;
+    d->row_bytes = w->row_bytes;
+    size_t n = w->row_bytes * (size_t)d->ne1 * (size_t)d->ne2;
+    int rc = dalloc(c, n, &d->d, e);
+    if (!rc)
+        rc = upload(c, s, d->d, w->data, n, e);
+    return rc;
+}
+
+static int up_vec(struct hip_engine *c, struct stager *s, const struct vec *v, uint64_t *d, struct err *e)
+{
+    *d = 0;
+    if (!v->data)
+        return 0;
+    int rc = dalloc(c, sizeof(float) * (size_t)v->n, d, e);
+    if (!rc)
+        rc = upload(c, s, *d, v->data, sizeof(float) * (size_t)v->n, e);
+    return rc;
+}
+
+void hip_engine_free(struct hip_engine *c)
+{
+    if (!c)
+        return;
+    if (c->rt) {
+        hip_rt_sync(c->rt, NULL);
+        for (int i = 0; i < c->n_gs; i++)
+            hip_rt_graph_free(c->rt, c->gs[i].g);
+        for (int i = 0; i < c->n_allocs; i++)
+            hip_rt_free(c->rt, c->allocs[i]);
+        hip_rt_host_free(c->rt, c->io_h);
+        hip_rt_host_free(c->rt, c->amax_h);
+        hip_rt_close(c->rt);
+    }
+    free(c->allocs);
+    free(c->L);
+    free(c->len);
+    free(c->seq_next);
+    free(c);
+}
+
+int hip_engine_n_ctx(const struct hip_engine *c) { return c->p.n_ctx; }
+const char *hip_engine_device(const struct hip_engine *c) { return hip_rt_describe(c->rt); }
+void hip_engine_set_graphs(struct hip_engine *c, bool on) { c->graphs = on; }
+void hip_engine_set_q8(struct hip_engine *c, bool on) { c->q8 = on; }
+
+int hip_engine_profile(struct hip_engine *c, bool on, struct err *e)
+{
+    c->graphs = !on;
+    return hip_rt_profile(c->rt, on, e);
+}
+
+int hip_engine_profile_report(struct hip_engine *c, struct hip_prof_row *rows, int max, struct err *e)
+{
+    return hip_rt_profile_report(c->rt, rows, max, e);
+}
+
+static int get_kernels(struct hip_engine *c, struct err *e)
+{
+    static const struct { int t; const char *s; } names[] = {
+        { QT_F32, "f32" }, { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" },
+        { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" }, { QT_IQ4_XS, "iq4_xs" },
+    };
+    char nm[64];
+    int rc;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(nm, sizeof nm, "gemv_%s", names[i].s);
+        if ((rc = hip_rt_fn(c->rt, nm, &c->gemv[names[i].t], e)))
+            return rc;
+        snprintf(nm, sizeof nm, "gemm_%s", names[i].s);
+        if ((rc = hip_rt_fn(c->rt, nm, &c->gemm[names[i].t], e)))
+            return rc;
+        snprintf(nm, sizeof nm, "gemvq_%s", names[i].s);
+        struct err ign;
+        if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
+            c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
+        snprintf(nm, sizeof nm, "gemm_mma_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->gemm_mma[names[i].t], &ign))
+            c->gemm_mma[names[i].t] = NULL; /* float weights, or no tensor-core kernel on this vendor */
+    }
+    struct { hip_fn *f; const char *n; } ks[] = {
+        { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
+        { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
+        { &c->k_combine, "moe_combine" }, { &c->k_argmax, "argmax_rows" }, { &c->k_attn, "attn" },
+        { &c->k_attn_comb, "attn_combine" }, { &c->k_quant, "quantize_q8" },
+    };
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        if ((rc = hip_rt_fn(c->rt, ks[i].n, ks[i].f, e)))
+            return rc;
+    return 0;
+}
+
+int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *pin,
+                      struct err *e)
+{
+    *out = NULL;
+    struct engine_params p;
+    if (pin)
+        p = *pin;
+    else
+        engine_params_default(&p);
+    const struct hparams *hp = &m->hp;
+    if (p.n_ctx <= 0)
+        p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (p.n_batch <= 0)
+        p.n_batch = 512;
+    if (p.n_seq <= 0)
+        p.n_seq = 1;
+    if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 16) || p.n_seq > (1 << 16))
+        return err_set(e, ERR_RANGE, "hip: n_ctx %d / n_batch %d / n_seq %d too large", p.n_ctx, p.n_batch, p.n_seq);
+    if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 64)
+        return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d experts used are beyond the kernels",
+                       hp->head_dim, hp->n_rot, hp->n_expert_used);
+    for (int il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].kind != LAYER_ATTN)
+            return err_set(e, ERR_UNSUPPORTED, "hip: layer %d has a kind the GPU backend does not run yet", il);
+
+    struct hip_engine *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(e, ERR_NOMEM, "hip: out of memory");
+    c->m = m;
+    c->p = p;
+    const char *ge = getenv("LLM170_HIP_GRAPH");
+    c->graphs = !(ge && !strcmp(ge, "0"));
+    const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
+    c->q8 = !(q8e && !strcmp(q8e, "0"));
+    /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
+    c->mma = mmae && !strcmp(mmae, "1");
+    int rc = hip_rt_open(&c->rt, e);
+    if (!rc)
+        rc = get_kernels(c, e);
+    c->L = calloc((size_t)hp->n_layer, sizeof *c->L);
+    c->len = calloc((size_t)p.n_seq, sizeof(int));
+    c->seq_next = calloc((size_t)p.n_seq, sizeof(int));
+    if (!rc && (!c->L || !c->len || !c->seq_next))
+        rc = err_set(e, ERR_NOMEM, "hip: out of memory");
+    if (rc) {
+        hip_engine_free(c);
+        return rc;
+    }
+    c->warp = hip_rt_warp(c->rt);
+
+    /* weights, uploaded once through a pinned staging buffer */
+    struct stager s = { .cap = 64u << 20 };
+    if ((rc = hip_rt_host_alloc(c->rt, s.cap, &s.buf, e))) {
+        hip_engine_free(c);
+        return rc;
+    }
+    rc = up_wt(c, &s, &m->tok_embd, &c->tok_embd, e);
+    if (!rc)
+        rc = up_wt(c, &s, &m->output, &c->output, e);
+    if (!rc)
+        rc = up_vec(c, &s, &m->output_norm, &c->output_norm, e);
+    if (!rc)
+        rc = up_vec(c, &s, &m->output_bias, &c->output_bias, e);
+    for (int il = 0; il < hp->n_layer && !rc; il++) {
+        const struct layer *ly = &m->layers[il];
+        struct dlayer *d = &c->L[il];
+        const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
+                                  &ly->ffn_down, &ly->gate_inp, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
+        struct dw *dws[] = { &d->wq, &d->wk, &d->wv, &d->wqkv, &d->wo, &d->gate, &d->up,
+                             &d->down, &d->gate_inp, &d->gate_exps, &d->up_exps, &d->down_exps };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++)
+            rc = up_wt(c, &s, ws[i], dws[i], e);
+        const struct vec *vs[] = { &ly->attn_norm, &ly->ffn_norm, &ly->q_norm, &ly->k_norm, &ly->bq, &ly->bk,
+                                   &ly->bv, &ly->bqkv, &ly->bo, &ly->b_gate, &ly->b_up, &ly->b_down };
+        uint64_t *dvs[] = { &d->attn_norm, &d->ffn_norm, &d->q_norm, &d->k_norm, &d->bq, &d->bk,
+                            &d->bv, &d->bqkv, &d->bo, &d->b_gate, &d->b_up, &d->b_down };
+        for (size_t i = 0; i < sizeof vs / sizeof vs[0] && !rc; i++)
+            rc = up_vec(c, &s, vs[i], dvs[i], e);
+    }
+    hip_rt_host_free(c->rt, s.buf);
+    if (rc) {
+        hip_engine_free(c);
+        return rc;
+    }
+
+    /* KV cache */
+    c->kv_elt = p.kv_f32 ? 4 : 2;
+    int nqm = 0, nkvm = 0;
+    for (int il = 0; il < hp->n_layer && !rc; il++) {
+        const struct layer *ly = &m->layers[il];
+        const int nq = ly->n_head * hp->head_dim, nkv = ly->n_head_kv * hp->head_dim;
+        if (nq > nqm)
+            nqm = nq;
+        if (nkv > nkvm)
+            nkvm = nkv;
+        if (ly->kv_index < 0)
+            continue;
+        size_t bytes = (size_t)p.n_seq * (size_t)p.n_ctx * (size_t)nkv * c->kv_elt;
+        rc = dalloc(c, bytes, &c->L[il].kc, e);
+        if (!rc)
+            rc = dalloc(c, bytes, &c->L[il].vc, e);
+        if (!rc)
+            rc = hip_rt_memset32(c->rt, c->L[il].kc, 0, bytes / 4, e);
+        if (!rc)
+            rc = hip_rt_memset32(c->rt, c->L[il].vc, 0, bytes / 4, e);
+    }
+    /* scratch */
+    const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
+    const size_t X = (size_t)hp->n_expert, K = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    c->nq_max = nqm;
+    c->nkv_max = nkvm;
+    c->W = nqm + 2 * nkvm;
+    c->F = hp->n_ff_max > hp->n_ff_exp ? hp->n_ff_max : hp->n_ff_exp;
+    const size_t F = (size_t)c->F, FK = X ? F * K : F;
+    size_t qmax = E > F ? E : F;
+    if ((size_t)nqm > qmax)
+        qmax = (size_t)nqm;
+    const size_t io_bytes = 4 * B * sizeof(int32_t) + B * (size_t)hp->n_rot * sizeof(float);
+    struct { uint64_t *d; size_t n; } sc[] = {
+        { &c->x, B * E * 4 }, { &c->h, B * E * 4 }, { &c->qkv, B * (size_t)c->W * 4 }, { &c->o, B * (size_t)nqm * 4 },
+        { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
+        { &c->part, (size_t)GEMV_MAX * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
+        { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
+        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->io, io_bytes }, { &c->amax, B * 4 },
+        { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
+    };
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
+        rc = dalloc(c, sc[i].n, sc[i].d, e);
+    if (!rc)
+        rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
+    if (!rc)
+        rc = hip_rt_host_alloc(c->rt, B * 4, (void **)&c->amax_h, e);
+    if (!rc)
+        rc = hip_rt_sync(c->rt, e);
+    if (rc) {
+        hip_engine_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* ---- launches ---- */
+
+static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+/* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
+ * q: c->xq/xqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use the dp4a kernels. */
+static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, bool q,
+                     struct err *e)
+{
+    void *params[] = { a };
+    if (a->nz <= GEMV_MAX || a->sel || a->mode >= 2) {
+        hip_fn f = c->gemv[w->type];
+        if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
+            f = c->gemvq[w->type];
+            a->x = c->xq;
+            a->xd = c->xqd;
+            a->x_stride = (int)w->ne0;
+        }
+        return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, GEMV_R), 1, 1, 4u * (unsigned)c->warp,
+                             params, e);
+    }
+    if (c->mma && c->gemm_mma[w->type] && c->warp == 32)
+        return hip_rt_launch(c->rt, c->gemm_mma[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 128,
+                             params, e);
+    return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
+                         params, e);
+}
+
+/* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args. */
+static int mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int x_div,
+              int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, bool q,
+              struct err *e)
+{
+    struct gemv_args a = {
+        .w = w->d, .w2 = w2 ? w2->d : 0, .x = x, .y = y, .bias = bias, .bias2 = bias2, .sel = sel,
+        .row_bytes = (int64_t)w->row_bytes, .expert_bytes = (int64_t)(w->row_bytes * (size_t)w->ne1),
+        .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride, .y_stride = y_stride, .x_div = x_div,
+        .nz = nz, .mode = mode,
+    };
+    return launch_mm(c, &a, w, w2, q, e);
+}
+
+/* y = W·x + b and y2 = W2·x + b2 in one pass over x (K and V projections of a decode step) */
+static int mm_dual(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int nz,
+                   uint64_t y, uint64_t y2, int y_stride, uint64_t bias, uint64_t bias2, bool q, struct err *e)
+{
+    struct gemv_args a = {
+        .w = w->d, .w2 = w2->d, .x = x, .y = y, .y2 = y2, .bias = bias, .bias2 = bias2,
+        .row_bytes = (int64_t)w->row_bytes, .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride,
+        .y_stride = y_stride, .x_div = 1, .nz = nz, .mode = 3,
+    };
+    return launch_mm(c, &a, w, w2, q, e);
+}
+
+static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
+
+/* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
+static int quant(struct hip_engine *c, uint64_t x, int rows, int k, int x_stride, struct err *e)
+{
+    uint64_t q = c->xq, qd = c->xqd;
+    void *p[] = { &x, &k, &x_stride, &q, &qd };
+    return hip_rt_launch(c->rt, c->k_quant, cdiv((size_t)k, 256), (unsigned)rows, 1, 256, p, e);
+}
+
+/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w; also its q8 copy into xq/xqd when q */
+static int rms(struct hip_engine *c, uint64_t y, uint64_t x, uint64_t w, uint64_t rows, int nr, int n, int xs, int ys,
+               bool q, struct err *e)
+{
+    float eps = c->m->hp.rms_eps;
+    uint64_t qq = q ? c->xq : 0, qd = q ? c->xqd : 0;
+    void *params[] = { &y, &x, &w, &rows, &n, &eps, &xs, &ys, &qq, &qd };
+    return hip_rt_launch(c->rt, c->k_rms, (unsigned)nr, 1, 1, 256, params, e);
+}
+
+static int ew(struct hip_engine *c, hip_fn f, uint64_t a, uint64_t b, int n, struct err *e)
+{
+    void *params[] = { &a, &b, &n };
+    return hip_rt_launch(c->rt, f, cdiv((size_t)n, 256), 1, 1, 256, params, e);
+}
+
+#define TRY(x)                 \
+    do {                       \
+        if ((rc = (x)) != 0)   \
+            return rc;         \
+    } while (0)
+
+static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, struct err *e)
+{
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const int E = hp->n_embd, hd = hp->head_dim, W = c->W, B = c->p.n_batch;
+    const int nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
+    const uint64_t tok = c->io, pos = tok + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B;
+    const uint64_t cs = c->io + 16u * (uint64_t)B;
+    int rc;
+    const bool qh = want_q8(c, E);
+    TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
+    if (d->wqkv.d) {
+        TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, qh, e));
+    } else {
+        TRY(mm(c, &d->wq, NULL, c->h, E, 1, n, c->qkv, W, d->bq, 0, 0, 0, qh, e));
+        const uint64_t yk = c->qkv + 4u * (uint64_t)nq, yv = c->qkv + 4u * (uint64_t)(nq + nkv);
+        if (n <= GEMV_MAX && d->wk.type == d->wv.type && d->wk.ne0 == d->wv.ne0 && d->wk.ne1 == d->wv.ne1) {
+            TRY(mm_dual(c, &d->wk, &d->wv, c->h, E, n, yk, yv, W, d->bk, d->bv, qh, e));
+        } else {
+            TRY(mm(c, &d->wk, NULL, c->h, E, 1, n, yk, W, d->bk, 0, 0, 0, qh, e));
+            TRY(mm(c, &d->wv, NULL, c->h, E, 1, n, yv, W, d->bv, 0, 0, 0, qh, e));
+        }
+    }
+    /* the fused projection lays out [Q | K | V] per row with its own width */
+    const int qs = d->wqkv.d ? nq + 2 * nkv : W;
+    const uint64_t seq_stride = (uint64_t)c->p.n_ctx * (uint64_t)nkv;
+    struct rope_args ra = {
+        .q = c->qkv, .k = c->qkv + 4u * (uint64_t)nq, .v = c->qkv + 4u * (uint64_t)(nq + nkv), .q_norm = d->q_norm,
+        .k_norm = d->k_norm, .cs = cs, .kc = d->kc, .vc = d->vc, .pos = pos, .seq = seq,
+        .seq_stride = (int64_t)seq_stride, .q_stride = qs, .kv_stride = qs, .hd = hd, .n_rot = hp->n_rot,
+        .n_head = ly->n_head, .n_head_kv = ly->n_head_kv, .neox = m->arch->rope == ROPE_NEOX,
+        .kv_f16 = c->kv_elt == 2, .eps = hp->rms_eps,
+    };
+    (void)tok;
+    void *rp[] = { &ra };
+    unsigned rb = (unsigned)((hd + c->warp - 1) / c->warp * c->warp);
+    TRY(hip_rt_launch(c->rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
+    const int nsplit = n <= GEMV_MAX ? DEC_SPLIT : 1;
+    struct attn_args aa = {
+        .q = c->qkv, .o = c->o, .k = d->kc, .v = d->vc, .pos = pos, .seq = seq, .part = c->part,
+        .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
+        .n_head_kv = ly->n_head_kv, .q_stride = qs, .o_stride = nq, .nsplit = nsplit, .kv_f16 = c->kv_elt == 2,
+        .scale = hp->kq_scale,
+    };
+    void *ap[] = { &aa };
+    TRY(hip_rt_launch(c->rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1, 4u * (unsigned)c->warp, ap, e));
+    /* x += Wo·o + bo; the q8 copy of o for the GEMV comes out of the split merge when heads align */
+    const bool qo = n <= GEMV_MAX && want_q8(c, nq) && c->gemvq[d->wo.type];
+    if (nsplit > 1) {
+        const bool fuse = qo && hd % 32 == 0 && (int)rb == hd;
+        if (fuse)
+            aa.oq = c->xq, aa.oqd = c->xqd;
+        TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
+        if (qo && !fuse)
+            TRY(quant(c, c->o, n, nq, nq, e));
+    } else if (qo) {
+        TRY(quant(c, c->o, n, nq, nq, e));
+    }
+    return mm(c, &d->wo, NULL, c->o, nq, 1, n, c->x, E, d->bo, 0, 0, 1, qo, e);
+}
+
+static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, struct err *e)
+{
+    const struct hparams *hp = &c->m->hp;
+    const int E = hp->n_embd;
+    int rc;
+    const bool qh = want_q8(c, E);
+    TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, qh, e));
+    if (ly->ffn == FFN_MOE) {
+        const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
+        TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
+        float scale = hp->expert_weights_scale;
+        uint64_t rl = c->rl, sel = c->sel, sw = c->sw;
+        int xx = X, kk = K;
+        void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
+        TRY(hip_rt_launch(c->rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->warp, rp, e));
+        TRY(mm(c, &d->gate_exps, &d->up_exps, c->h, E, K, n * K, c->fg, F, 0, 0, c->sel, 2, qh, e));
+        const bool qf = want_q8(c, F) && c->gemvq[d->down_exps.type];
+        if (qf)
+            TRY(quant(c, c->fg, n * K, F, F, e));
+        TRY(mm(c, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, qf, e));
+        uint64_t x = c->x, ey = c->ey;
+        int ee = E;
+        void *cp[] = { &x, &ey, &sw, &ee, &kk };
+        return hip_rt_launch(c->rt, c->k_combine, (unsigned)n, 1, 1, 256, cp, e);
+    }
+    const int F = ly->n_ff;
+    if (n <= GEMV_MAX && d->gate.type == d->up.type) {
+        TRY(mm(c, &d->gate, &d->up, c->h, E, 1, n, c->fg, F, d->b_gate, d->b_up, 0, 2, qh, e));
+    } else {
+        TRY(mm(c, &d->gate, NULL, c->h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, qh, e));
+        TRY(mm(c, &d->up, NULL, c->h, E, 1, n, c->fu, F, d->b_up, 0, 0, 0, qh, e));
+        TRY(ew(c, c->k_swiglu, c->fg, c->fu, n * F, e));
+    }
+    const bool qf = n <= GEMV_MAX && want_q8(c, F) && c->gemvq[d->down.type];
+    if (qf)
+        TRY(quant(c, c->fg, n, F, F, e));
+    return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf, e);
+}
+
+/* Every kernel of one step, enqueued (or captured) on the stream. */
+static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct err *e)
+{
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const int E = hp->n_embd, V = hp->n_vocab, B = c->p.n_batch;
+    int rc;
+    {
+        uint64_t tab = c->tok_embd.d, tok = c->io, x = c->x;
+        int64_t rb = (int64_t)c->tok_embd.row_bytes;
+        int type = c->tok_embd.type, ne = E;
+        void *p[] = { &tab, &rb, &type, &tok, &x, &ne };
+        TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, 1, 1, 256, p, e));
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        TRY(attn_layer(c, &m->layers[il], &c->L[il], n, e));
+        TRY(ffn_layer(c, &m->layers[il], &c->L[il], n, e));
+    }
+    if (n_out) {
+        const uint64_t rows = c->io + 12u * (uint64_t)B;
+        const bool qh = want_q8(c, E);
+        TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
+        TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
+        if (greedy) {
+            uint64_t lg = c->logits, am = c->amax;
+            int vv = V;
+            void *p[] = { &lg, &vv, &vv, &am };
+            TRY(hip_rt_launch(c->rt, c->k_argmax, (unsigned)n_out, 1, 1, 1024, p, e));
+        }
+    }
+    return 0;
+}
+
+static int validate(struct hip_engine *c, const struct engine_tok *toks, int n, struct err *e)
+{
+    if (n < 1 || n > c->p.n_batch)
+        return err_set(e, ERR_INVALID, "engine_decode: %d tokens (batch holds 1..%d)", n, c->p.n_batch);
+    for (int s = 0; s < c->p.n_seq; s++)
+        c->seq_next[s] = c->len[s];
+    for (int i = 0; i < n; i++) {
+        const struct engine_tok *t = &toks[i];
+        if (t->token < 0 || t->token >= c->m->hp.n_vocab)
+            return err_set(e, ERR_INVALID, "engine_decode: token %d at batch row %d is outside the vocabulary (%d)",
+                           t->token, i, c->m->hp.n_vocab);
+        if (t->seq < 0 || t->seq >= c->p.n_seq)
+            return err_set(e, ERR_INVALID, "engine_decode: sequence %d at batch row %d is outside [0, %d)", t->seq,
+                           i, c->p.n_seq);
+        if (t->pos != c->seq_next[t->seq])
+            return err_set(e, ERR_INVALID, "engine_decode: batch row %d: sequence %d expects position %d, got %d", i,
+                           t->seq, c->seq_next[t->seq], t->pos);
+        if (t->pos >= c->p.n_ctx)
+            return err_set(e, ERR_FULL, "engine_decode: sequence %d is full (n_ctx %d)", t->seq, c->p.n_ctx);
+        c->seq_next[t->seq]++;
+    }
+    return 0;
+}
+
+static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, int32_t *greedy_out,
+               struct err *e)
+{
+    int rc = validate(c, toks, n, e);
+    if (rc)
+        return rc;
+    const struct hparams *hp = &c->m->hp;
+    const int B = c->p.n_batch;
+    int32_t *ih = c->io_h;
+    float *csh = (float *)(ih + 4 * B);
+    int n_out = 0;
+    for (int t = 0; t < n; t++) {
+        ih[t] = toks[t].token;
+        ih[B + t] = toks[t].pos;
+        ih[2 * B + t] = toks[t].seq;
+        if (toks[t].logits)
+            ih[3 * B + n_out++] = t;
+        ops_rope_cache(csh + (size_t)t * hp->n_rot, toks[t].pos, hp->n_rot, hp->freq_base, c->m->rope_freqs.data,
+                       hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
+    }
+    if (n_out && !logits && !greedy_out)
+        return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
+    TRY(hip_rt_h2d(c->rt, c->io, ih, 4 * (size_t)B * 4, e));
+    TRY(hip_rt_h2d(c->rt, c->io + 16u * (uint64_t)B, csh, (size_t)n * (size_t)hp->n_rot * 4, e));
+    const bool greedy = greedy_out != NULL;
+    /* small batches (decode) are replayed from graphs; prefill shapes vary too much to keep */
+    if (c->graphs && n <= GEMV_MAX) {
+        hip_graph g = NULL;
+        for (int i = 0; i < c->n_gs; i++)
+            if (c->gs[i].n == n && c->gs[i].n_out == n_out && c->gs[i].greedy == greedy)
+                g = c->gs[i].g;
+        if (!g) {
+            TRY(hip_rt_capture_begin(c->rt, e));
+            rc = enqueue(c, n, n_out, greedy, e);
+            hip_graph ng = NULL;
+            struct err e2;
+            int rc2 = hip_rt_capture_end(c->rt, &ng, rc ? &e2 : e);
+            if (rc)
+                return rc;
+            if (rc2)
+                return rc2;
+            if (c->n_gs == N_GRAPHS) {
+                hip_rt_graph_free(c->rt, c->gs[0].g);
+                memmove(&c->gs[0], &c->gs[1], sizeof c->gs[0] * (N_GRAPHS - 1));
+                c->n_gs--;
+            }
+            c->gs[c->n_gs++] = (struct graph_slot){ .n = n, .n_out = n_out, .greedy = greedy, .g = ng };
+            g = ng;
+        }
+        TRY(hip_rt_graph_launch(c->rt, g, e));
+    } else {
+        TRY(enqueue(c, n, n_out, greedy, e));
+    }
+    if (n_out && greedy)
+        TRY(hip_rt_d2h(c->rt, c->amax_h, c->amax, (size_t)n_out * 4, e));
+    else if (n_out)
+        TRY(hip_rt_d2h(c->rt, logits, c->logits, (size_t)n_out * (size_t)hp->n_vocab * 4, e));
+    TRY(hip_rt_sync(c->rt, e));
+    if (n_out && greedy)
+        memcpy(greedy_out, c->amax_h, (size_t)n_out * 4);
+    for (int s = 0; s < c->p.n_seq; s++)
+        c->len[s] = c->seq_next[s];
+    return 0;
+}
+
+int hip_engine_decode(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
+{
+    return run(c, toks, n, logits, NULL, e);
+}
+
+int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks, int n, int32_t *tokens,
+                             struct err *e)
+{
+    return run(c, toks, n, NULL, tokens, e);
+}
+
+void hip_engine_seq_truncate(struct hip_engine *c, int seq, int pos)
+{
+    if (seq < 0 || seq >= c->p.n_seq || pos < 0)
+        return;
+    if (pos < c->len[seq])
+        c->len[seq] = pos;
+}
+
+int hip_engine_seq_len(const struct hip_engine *c, int seq)
+{
+    if (seq < 0 || seq >= c->p.n_seq)
+        return 0;
+    return c->len[seq];
+}
+
+int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct err *e)
+{
+    if (src < 0 || src >= c->p.n_seq || dst < 0 || dst >= c->p.n_seq)
+        return err_set(e, ERR_INVALID, "engine_seq_copy: sequence %d or %d outside [0, %d)", src, dst, c->p.n_seq);
+    if (n < 0 || n > c->len[src])
+        return err_set(e, ERR_RANGE, "engine_seq_copy: %d positions but sequence %d holds %d", n, src, c->len[src]);
+    if (src == dst) {
+        c->len[dst] = n;
+        return 0;
+    }
+    int rc;
+    for (int il = 0; il < c->m->hp.n_layer; il++) {
+        const struct dlayer *d = &c->L[il];
+        if (!d->kc)
+            continue;
+        const size_t row = (size_t)c->m->layers[il].n_head_kv * (size_t)c->m->hp.head_dim * c->kv_elt;
+        const size_t seqb = (size_t)c->p.n_ctx * row;
+        if (n) {
+            TRY(hip_rt_d2d(c->rt, d->kc + dst * seqb, d->kc + src * seqb, (size_t)n * row, e));
+            TRY(hip_rt_d2d(c->rt, d->vc + dst * seqb, d->vc + src * seqb, (size_t)n * row, e));
+        }
+    }
+    TRY(hip_rt_sync(c->rt, e));
+    c->len[dst] = n;
+    return 0;
+}

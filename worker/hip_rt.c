@@ -1,0 +1,817 @@
+/* hip_rt.c — dlopen'd CUDA driver/NVRTC or HIP/hipRTC, kernel compilation
+ * with an on-disk cache, memory, launches and graphs (hip_rt.h). */
+#include "hip_rt.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- run-time compiler ---- */
+
+typedef int (*rtc_create_t)(void **prog, const char *src, const char *name, int nh, const char *const *hdrs,
+                            const char *const *hnames);
+typedef int (*rtc_compile_t)(void *prog, int nopt, const char *const *opts);
+typedef int (*rtc_size_t)(void *prog, size_t *n);
+typedef int (*rtc_get_t)(void *prog, char *dst);
+typedef int (*rtc_destroy_t)(void **prog);
+typedef int (*rtc_version_t)(int *major, int *minor);
+typedef const char *(*rtc_errstr_t)(int r);
+
+struct hip_rtc {
+    void *lib;
+    bool amd;
+    rtc_create_t create;
+    rtc_compile_t compile;
+    rtc_size_t log_size, code_size;
+    rtc_get_t log, code;
+    rtc_destroy_t destroy;
+    rtc_errstr_t errstr;
+    int major, minor;
+    char version[64];
+};
+
+/* RTLD_NODELETE: the vendor libraries (and the C++ runtime they bring) stay mapped after dlclose, as
+ * drivers expect; unloading them would also orphan their runtime's static allocations. */
+static void *open_first(const char *const *names, char *tried, size_t tn)
+{
+    tried[0] = 0;
+    for (int i = 0; names[i]; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        if (h)
+            return h;
+        size_t l = strlen(tried);
+        snprintf(tried + l, tn - l, "%s%s", l ? ", " : "", names[i]);
+    }
+    return NULL;
+}
+
+static const char *const nvrtc_names[] = {
+    "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "libnvrtc.so.11.2",
+    "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so",
+    NULL,
+};
+static const char *const hiprtc_names[] = {
+    "libhiprtc.so.6", "libhiprtc.so.7", "libhiprtc.so", "/opt/rocm/lib/libhiprtc.so", NULL,
+};
+
+int hip_rtc_open(struct hip_rtc **out, bool amd, struct err *e)
+{
+    *out = NULL;
+    char tried[1024];
+    const char *env = getenv("LLM170_RTC_LIB");
+    void *lib = NULL;
+    if (env && *env) {
+        lib = dlopen(env, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        snprintf(tried, sizeof tried, "%s", env);
+    } else {
+        lib = open_first(amd ? hiprtc_names : nvrtc_names, tried, sizeof tried);
+    }
+    if (!lib)
+        return err_set(e, ERR_UNSUPPORTED, "hip: no %s run-time compiler found (tried %s)", amd ? "hipRTC" : "NVRTC",
+                       tried);
+    struct hip_rtc *c = calloc(1, sizeof *c);
+    if (!c) {
+        dlclose(lib);
+        return err_set(e, ERR_NOMEM, "hip: out of memory");
+    }
+    c->lib = lib;
+    c->amd = amd;
+    const char *p = amd ? "hiprtc" : "nvrtc";
+    char nm[64];
+#define SYM(field, suffix, type)                                                          \
+    do {                                                                                  \
+        snprintf(nm, sizeof nm, "%s%s", p, suffix);                                       \
+        c->field = (type)dlsym(lib, nm);                                                  \
+        if (!c->field) {                                                                  \
+            hip_rtc_close(c);                                                             \
+            return err_set(e, ERR_UNSUPPORTED, "hip: %s lacks symbol %s", tried[0] ? tried : p, nm); \
+        }                                                                                 \
+    } while (0)
+    SYM(create, "CreateProgram", rtc_create_t);
+    SYM(compile, "CompileProgram", rtc_compile_t);
+    SYM(log_size, "GetProgramLogSize", rtc_size_t);
+    SYM(log, "GetProgramLog", rtc_get_t);
+    SYM(destroy, "DestroyProgram", rtc_destroy_t);
+    SYM(errstr, "GetErrorString", rtc_errstr_t);
+    if (amd) {
+        SYM(code_size, "GetCodeSize", rtc_size_t);
+        SYM(code, "GetCode", rtc_get_t);
+    } else {
+        SYM(code_size, "GetCUBINSize", rtc_size_t);
+        SYM(code, "GetCUBIN", rtc_get_t);
+    }
+    rtc_version_t ver;
+    snprintf(nm, sizeof nm, "%sVersion", p);
+    ver = (rtc_version_t)dlsym(lib, nm);
+    if (ver)
+        ver(&c->major, &c->minor);
+    snprintf(c->version, sizeof c->version, "%s %d.%d", amd ? "hipRTC" : "NVRTC", c->major, c->minor);
+#undef SYM
+    *out = c;
+    return 0;
+}
+
+void hip_rtc_close(struct hip_rtc *c)
+{
+    if (!c)
+        return;
+    if (c->lib)
+        dlclose(c->lib);
+    free(c);
+}
+
+const char *hip_rtc_version(const struct hip_rtc *c) { return c->version; }
+
+static const struct hip_src *find_src(const char *name)
+{
+    for (int i = 0; i < hip_kernel_n_srcs; i++)
+        if (!strcmp(hip_kernel_srcs[i].name, name))
+            return &hip_kernel_srcs[i];
+    return NULL;
+}
+
+int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void **code, size_t *size, char **log,
+                    struct err *e)
+{
+    *code = NULL;
+    *size = 0;
+    if (log)
+        *log = NULL;
+    const struct hip_src *s = find_src(name);
+    if (!s)
+        return err_set(e, ERR_NOTFOUND, "hip: no embedded kernel source %s", name);
+    /* every header travels in memory */
+    const char *hdrs[64], *hnames[64];
+    int nh = 0;
+    for (int i = 0; i < hip_kernel_n_srcs && nh < 64; i++) {
+        size_t l = strlen(hip_kernel_srcs[i].name);
+        if (l > 2 && !strcmp(hip_kernel_srcs[i].name + l - 2, ".h")) {
+            hdrs[nh] = hip_kernel_srcs[i].text;
+            hnames[nh++] = hip_kernel_srcs[i].name;
+        }
+    }
+    void *prog = NULL;
+    int r = c->create(&prog, s->text, s->name, nh, hdrs, hnames);
+    if (r)
+        return err_set(e, ERR_INTERNAL, "hip: %s: create program: %s", name, c->errstr(r));
+    char archopt[96];
+    const char *opts[8];
+    int no = 0;
+    if (c->amd) {
+        snprintf(archopt, sizeof archopt, "--offload-arch=%s", arch);
+        opts[no++] = archopt;
+        opts[no++] = "-O3";
+        opts[no++] = "-std=c++17";
+    } else {
+        snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+        opts[no++] = archopt;
+        opts[no++] = "-std=c++17";
+        opts[no++] = "-default-device";
+    }
+    r = c->compile(prog, no, opts);
+    size_t ls = 0;
+    char *lg = NULL;
+    if (!c->log_size(prog, &ls) && ls > 1 && (lg = malloc(ls + 1))) {
+        c->log(prog, lg);
+        lg[ls] = 0;
+    }
+    if (r) {
+        err_set(e, ERR_FORMAT, "hip: %s for %s does not compile (%s): %.400s", name, arch, c->errstr(r),
+                lg ? lg : "");
+        if (log)
+            *log = lg;
+        else
+            free(lg);
+        c->destroy(&prog);
+        return ERR_FORMAT;
+    }
+    if (log)
+        *log = lg;
+    else
+        free(lg);
+    size_t n = 0;
+    if ((r = c->code_size(prog, &n)) || !n) {
+        c->destroy(&prog);
+        return err_set(e, ERR_INTERNAL, "hip: %s: no device code for %s (is %s a real architecture?)", name, arch,
+                       arch);
+    }
+    void *buf = malloc(n);
+    if (!buf) {
+        c->destroy(&prog);
+        return err_set(e, ERR_NOMEM, "hip: out of memory");
+    }
+    c->code(prog, buf);
+    c->destroy(&prog);
+    *code = buf;
+    *size = n;
+    return 0;
+}
+
+/* ---- driver ---- */
+
+typedef int (*d_init_t)(unsigned);
+typedef int (*d_int_t)(int *);
+typedef int (*d_devget_t)(int *, int);
+typedef int (*d_attr_t)(int *, int, int);
+typedef int (*d_name_t)(char *, int, int);
+typedef int (*d_ctxret_t)(void **, int);
+typedef int (*d_ctxset_t)(void *);
+typedef int (*d_setdev_t)(int);
+typedef int (*d_alloc_t)(uint64_t *, size_t);
+typedef int (*d_free_t)(uint64_t);
+typedef int (*d_halloc_t)(void **, size_t, unsigned);
+typedef int (*d_hfree_t)(void *);
+typedef int (*d_h2d_t)(uint64_t, const void *, size_t, void *);
+typedef int (*d_d2h_t)(void *, uint64_t, size_t, void *);
+typedef int (*d_d2d_t)(uint64_t, uint64_t, size_t, void *);
+typedef int (*d_memset_t)(uint64_t, unsigned, size_t, void *);
+typedef int (*d_modload_t)(void **, const void *);
+typedef int (*d_modunload_t)(void *);
+typedef int (*d_getfn_t)(void **, void *, const char *);
+typedef int (*d_launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                          void **, void **);
+typedef int (*d_streamcreate_t)(void **, unsigned);
+typedef int (*d_stream_t)(void *);
+typedef int (*d_capbegin_t)(void *, int);
+typedef int (*d_capend_t)(void *, void **);
+typedef int (*d_ginst_t)(void **, void *, unsigned long long);
+typedef int (*d_glaunch_t)(void *, void *);
+typedef int (*d_gdestroy_t)(void *);
+typedef int (*d_meminfo_t)(size_t *, size_t *);
+typedef int (*d_errstr_cu_t)(int, const char **);
+typedef const char *(*d_errstr_hip_t)(int);
+typedef int (*d_evcreate_t)(void **, unsigned);
+typedef int (*d_evrecord_t)(void *, void *);
+typedef int (*d_evelapsed_t)(float *, void *, void *);
+
+#define PROF_MAX 32768
+#define FN_NAMES 128
+
+struct mod {
+    char name[32];
+    void *m;
+};
+
+struct hip_rt {
+    void *lib;
+    bool amd;
+    struct hip_rtc *rtc;
+    int dev;
+    void *ctx;
+    void *stream;
+    int warp;
+    int sm_count;
+    int driver_version;
+    char arch[32];
+    char desc[256];
+    struct mod mods[16];
+    int n_mods;
+    d_init_t init;
+    d_int_t dev_count, drv_version;
+    d_devget_t dev_get;
+    d_attr_t attr;
+    d_name_t dev_name;
+    d_ctxret_t ctx_retain;
+    d_ctxset_t ctx_set;
+    d_setdev_t set_device;
+    d_alloc_t alloc;
+    d_free_t free;
+    d_halloc_t halloc;
+    d_hfree_t hfree;
+    d_h2d_t h2d;
+    d_d2h_t d2h;
+    d_d2d_t d2d;
+    d_memset_t memset32;
+    d_modload_t mod_load;
+    d_modunload_t mod_unload;
+    d_getfn_t get_fn;
+    d_launch_t launch;
+    d_streamcreate_t stream_create;
+    d_stream_t stream_sync, stream_destroy;
+    d_capbegin_t cap_begin;
+    d_capend_t cap_end;
+    d_ginst_t g_inst;
+    d_glaunch_t g_launch;
+    d_gdestroy_t g_destroy, gx_destroy;
+    d_meminfo_t mem_info;
+    d_errstr_cu_t errstr_cu;
+    d_errstr_hip_t errstr_hip;
+    d_evcreate_t ev_create;
+    d_evrecord_t ev_record;
+    d_evelapsed_t ev_elapsed;
+    d_stream_t ev_destroy;
+    /* kernel names by handle, for profiles */
+    void *fn_h[FN_NAMES];
+    char fn_name[FN_NAMES][48];
+    int n_fn;
+    /* profile: events[0] before the first launch, events[i + 1] after launch i */
+    bool prof;
+    void **ev;
+    void **ev_fn;
+    int n_ev;
+};
+
+static const char *rt_errstr(const struct hip_rt *rt, int r)
+{
+    const char *s = NULL;
+    if (rt->amd && rt->errstr_hip)
+        s = rt->errstr_hip(r);
+    else if (!rt->amd && rt->errstr_cu)
+        rt->errstr_cu(r, &s);
+    return s ? s : "unknown error";
+}
+
+#define CK(call, what)                                                                                   \
+    do {                                                                                                 \
+        int r_ = (call);                                                                                 \
+        if (r_)                                                                                          \
+            return err_set(e, ERR_INTERNAL, "hip: %s failed: %s (%d)", what, rt_errstr(rt, r_), r_); \
+    } while (0)
+
+static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
+{
+    static const char *const cu[] = { "libcuda.so.1", "libcuda.so", NULL };
+    static const char *const hip[] = { "libamdhip64.so.6", "libamdhip64.so.7", "libamdhip64.so",
+                                       "/opt/rocm/lib/libamdhip64.so", NULL };
+    char tried[512];
+    rt->lib = open_first(amd ? hip : cu, tried, sizeof tried);
+    if (!rt->lib)
+        return err_set(e, ERR_UNSUPPORTED, "no %s driver library found (tried %s)", amd ? "HIP" : "CUDA", tried);
+    rt->amd = amd;
+    struct { void **dst; const char *cu, *hip; } syms[] = {
+        { (void **)&rt->init, "cuInit", "hipInit" },
+        { (void **)&rt->dev_count, "cuDeviceGetCount", "hipGetDeviceCount" },
+        { (void **)&rt->drv_version, "cuDriverGetVersion", "hipDriverGetVersion" },
+        { (void **)&rt->dev_get, "cuDeviceGet", "hipDeviceGet" },
+        { (void **)&rt->attr, "cuDeviceGetAttribute", "hipDeviceGetAttribute" },
+        { (void **)&rt->dev_name, "cuDeviceGetName", "hipDeviceGetName" },
+        { (void **)&rt->ctx_retain, "cuDevicePrimaryCtxRetain", NULL },
+        { (void **)&rt->ctx_set, "cuCtxSetCurrent", NULL },
+        { (void **)&rt->set_device, NULL, "hipSetDevice" },
+        { (void **)&rt->alloc, "cuMemAlloc_v2", "hipMalloc" },
+        { (void **)&rt->free, "cuMemFree_v2", "hipFree" },
+        { (void **)&rt->halloc, "cuMemHostAlloc", "hipHostMalloc" },
+        { (void **)&rt->hfree, "cuMemFreeHost", "hipHostFree" },
+        { (void **)&rt->h2d, "cuMemcpyHtoDAsync_v2", "hipMemcpyHtoDAsync" },
+        { (void **)&rt->d2h, "cuMemcpyDtoHAsync_v2", "hipMemcpyDtoHAsync" },
+        { (void **)&rt->d2d, "cuMemcpyDtoDAsync_v2", "hipMemcpyDtoDAsync" },
+        { (void **)&rt->memset32, "cuMemsetD32Async", "hipMemsetD32Async" },
+        { (void **)&rt->mod_load, "cuModuleLoadData", "hipModuleLoadData" },
+        { (void **)&rt->mod_unload, "cuModuleUnload", "hipModuleUnload" },
+        { (void **)&rt->get_fn, "cuModuleGetFunction", "hipModuleGetFunction" },
+        { (void **)&rt->launch, "cuLaunchKernel", "hipModuleLaunchKernel" },
+        { (void **)&rt->stream_create, "cuStreamCreate", "hipStreamCreateWithFlags" },
+        { (void **)&rt->stream_sync, "cuStreamSynchronize", "hipStreamSynchronize" },
+        { (void **)&rt->stream_destroy, "cuStreamDestroy_v2", "hipStreamDestroy" },
+        { (void **)&rt->cap_begin, "cuStreamBeginCapture_v2", "hipStreamBeginCapture" },
+        { (void **)&rt->cap_end, "cuStreamEndCapture", "hipStreamEndCapture" },
+        { (void **)&rt->g_inst, "cuGraphInstantiateWithFlags", "hipGraphInstantiateWithFlags" },
+        { (void **)&rt->g_launch, "cuGraphLaunch", "hipGraphLaunch" },
+        { (void **)&rt->g_destroy, "cuGraphDestroy", "hipGraphDestroy" },
+        { (void **)&rt->gx_destroy, "cuGraphExecDestroy", "hipGraphExecDestroy" },
+        { (void **)&rt->mem_info, "cuMemGetInfo_v2", "hipMemGetInfo" },
+        { (void **)&rt->errstr_cu, "cuGetErrorString", NULL },
+        { (void **)&rt->errstr_hip, NULL, "hipGetErrorString" },
+        { (void **)&rt->ev_create, "cuEventCreate", "hipEventCreateWithFlags" },
+        { (void **)&rt->ev_record, "cuEventRecord", "hipEventRecord" },
+        { (void **)&rt->ev_elapsed, "cuEventElapsedTime_v2", "hipEventElapsedTime" },
+        { (void **)&rt->ev_destroy, "cuEventDestroy_v2", "hipEventDestroy" },
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        const char *nm = amd ? syms[i].hip : syms[i].cu;
+        if (!nm)
+            continue;
+        *syms[i].dst = dlsym(rt->lib, nm);
+        if (!*syms[i].dst && !strcmp(nm, "cuEventElapsedTime_v2"))
+            *syms[i].dst = dlsym(rt->lib, "cuEventElapsedTime");
+        if (!*syms[i].dst)
+            return err_set(e, ERR_UNSUPPORTED, "the %s driver lacks %s (too old?)", amd ? "HIP" : "CUDA", nm);
+    }
+    return 0;
+}
+
+/* FNV-1a, 64-bit */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static void cache_dir(char *dir, size_t n)
+{
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (x && *x)
+        snprintf(dir, n, "%s/llm170/kernels", x);
+    else if (home && *home)
+        snprintf(dir, n, "%s/.cache/llm170/kernels", home);
+    else
+        snprintf(dir, n, "/tmp/llm170-kernels");
+}
+
+static void mkdirs(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    mkdir(tmp, 0755);
+}
+
+static void *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    void *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long sz = ftell(f);
+        if (sz > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)sz))) {
+            if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+                free(buf);
+                buf = NULL;
+            } else {
+                *n = (size_t)sz;
+            }
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Compile (or load from the disk cache) one module and load it into the context. */
+static int load_module(struct hip_rt *rt, const char *name, struct err *e)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < hip_kernel_n_srcs; i++) {
+        h = fnv(h, hip_kernel_srcs[i].name, strlen(hip_kernel_srcs[i].name) + 1);
+        h = fnv(h, hip_kernel_srcs[i].text, strlen(hip_kernel_srcs[i].text) + 1);
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s|%s|%d|%s", name, rt->arch, rt->driver_version, hip_rtc_version(rt->rtc));
+    h = fnv(h, key, strlen(key));
+    char dir[900], path[1100];
+    cache_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%s-%s-%016llx.bin", dir, name, rt->arch, (unsigned long long)h);
+    size_t n = 0;
+    void *code = getenv("LLM170_NO_KERNEL_CACHE") ? NULL : read_file(path, &n);
+    bool from_cache = code != NULL;
+    if (!code) {
+        int rc = hip_rtc_compile(rt->rtc, name, rt->arch, &code, &n, NULL, e);
+        if (rc)
+            return rc;
+    }
+    void *m = NULL;
+    int r = rt->mod_load(&m, code);
+    if (r && from_cache) { /* a stale or damaged cache entry: compile afresh */
+        free(code);
+        int rc = hip_rtc_compile(rt->rtc, name, rt->arch, &code, &n, NULL, e);
+        if (rc)
+            return rc;
+        from_cache = false;
+        r = rt->mod_load(&m, code);
+    }
+    if (r) {
+        free(code);
+        return err_set(e, ERR_INTERNAL, "hip: loading module %s for %s failed: %s", name, rt->arch, rt_errstr(rt, r));
+    }
+    if (!from_cache) {
+        mkdirs(dir);
+        char tmp[1200];
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (f) {
+            bool ok = fwrite(code, 1, n, f) == n;
+            ok = (fclose(f) == 0) && ok;
+            if (!ok || rename(tmp, path) != 0)
+                unlink(tmp);
+        }
+    }
+    free(code);
+    snprintf(rt->mods[rt->n_mods].name, sizeof rt->mods[0].name, "%s", name);
+    rt->mods[rt->n_mods++].m = m;
+    return 0;
+}
+
+int hip_rt_open(struct hip_rt **out, struct err *e)
+{
+    *out = NULL;
+    struct hip_rt *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return err_set(e, ERR_NOMEM, "hip: out of memory");
+    /* NVIDIA first, then AMD; LLM170_HIP_VENDOR=amd|nvidia forces one */
+    const char *vendor = getenv("LLM170_HIP_VENDOR");
+    bool try_cu = !vendor || strcmp(vendor, "amd") != 0, try_amd = !vendor || strcmp(vendor, "nvidia") != 0;
+    struct err e1 = { 0 }, e2 = { 0 };
+    int rc = ERR_UNSUPPORTED;
+    if (try_cu)
+        rc = load_driver(rt, false, &e1);
+    if (rc && try_amd) {
+        if (rt->lib)
+            dlclose(rt->lib);
+        rt->lib = NULL;
+        rc = load_driver(rt, true, &e2);
+    }
+    if (rc) {
+        err_set(e, ERR_UNSUPPORTED, "hip backend unavailable: %s%s%s", e1.msg, e1.msg[0] && e2.msg[0] ? "; " : "",
+                e2.msg);
+        hip_rt_close(rt);
+        return ERR_UNSUPPORTED;
+    }
+    int r = rt->init(0);
+    if (r) {
+        err_set(e, ERR_UNSUPPORTED, "hip backend unavailable: driver init failed: %s (%d)", rt_errstr(rt, r), r);
+        hip_rt_close(rt);
+        return ERR_UNSUPPORTED;
+    }
+    int ndev = 0;
+    if (rt->dev_count(&ndev) || ndev < 1) {
+        err_set(e, ERR_UNSUPPORTED, "hip backend unavailable: no GPU device");
+        hip_rt_close(rt);
+        return ERR_UNSUPPORTED;
+    }
+    const char *ds = getenv("LLM170_HIP_DEVICE");
+    int ord = ds ? atoi(ds) : 0;
+    if (ord < 0 || ord >= ndev) {
+        err_set(e, ERR_RANGE, "hip: LLM170_HIP_DEVICE=%d but %d device(s)", ord, ndev);
+        hip_rt_close(rt);
+        return ERR_RANGE;
+    }
+#define CKO(call, what)                                                                                  \
+    do {                                                                                                 \
+        int r_ = (call);                                                                                 \
+        if (r_) {                                                                                        \
+            err_set(e, ERR_INTERNAL, "hip: %s failed: %s (%d)", what, rt_errstr(rt, r_), r_);            \
+            hip_rt_close(rt);                                                                            \
+            return ERR_INTERNAL;                                                                         \
+        }                                                                                                \
+    } while (0)
+    CKO(rt->dev_get(&rt->dev, ord), "device get");
+    rt->drv_version(&rt->driver_version);
+    char name[128] = "?";
+    rt->dev_name(name, sizeof name, rt->dev);
+    if (rt->amd) {
+        CKO(rt->set_device(rt->dev), "set device");
+        /* the architecture name is in hipDeviceProp_t, whose layout changes between ROCm releases */
+        const char *a = getenv("LLM170_HIP_ARCH");
+        if (!a || !*a) {
+            err_set(e, ERR_UNSUPPORTED, "hip: on AMD set LLM170_HIP_ARCH to the device's gfx name (e.g. gfx942)");
+            hip_rt_close(rt);
+            return ERR_UNSUPPORTED;
+        }
+        snprintf(rt->arch, sizeof rt->arch, "%s", a);
+        rt->warp = (!strncmp(a, "gfx10", 5) || !strncmp(a, "gfx11", 5) || !strncmp(a, "gfx12", 5)) ? 32 : 64;
+        rt->sm_count = 64;
+    } else {
+        int maj = 0, min = 0;
+        CKO(rt->attr(&maj, 75, rt->dev), "compute capability");
+        CKO(rt->attr(&min, 76, rt->dev), "compute capability");
+        CKO(rt->attr(&rt->sm_count, 16, rt->dev), "multiprocessor count");
+        snprintf(rt->arch, sizeof rt->arch, "sm_%d%d", maj, min);
+        rt->warp = 32;
+        CKO(rt->ctx_retain(&rt->ctx, rt->dev), "primary context");
+        CKO(rt->ctx_set(rt->ctx), "set context");
+    }
+    CKO(rt->stream_create(&rt->stream, 1 /* non-blocking */), "stream create");
+    rc = hip_rtc_open(&rt->rtc, rt->amd, e);
+    if (rc) {
+        err_prefix(e, "hip backend unavailable");
+        hip_rt_close(rt);
+        return rc;
+    }
+    snprintf(rt->desc, sizeof rt->desc, "%s (%s, %d %s, driver %d.%d, %s)", name, rt->arch, rt->sm_count,
+             rt->amd ? "CUs" : "SMs", rt->driver_version / 1000, (rt->driver_version % 1000) / 10,
+             hip_rtc_version(rt->rtc));
+    for (int i = 0; i < hip_kernel_n_srcs; i++) {
+        const char *nm = hip_kernel_srcs[i].name;
+        size_t l = strlen(nm);
+        if (l > 3 && !strcmp(nm + l - 3, ".cu") && rt->n_mods < 16) {
+            rc = load_module(rt, nm, e);
+            if (rc) {
+                hip_rt_close(rt);
+                return rc;
+            }
+        }
+    }
+    *out = rt;
+    return 0;
+#undef CKO
+}
+
+void hip_rt_close(struct hip_rt *rt)
+{
+    if (!rt)
+        return;
+    if (rt->ev) {
+        for (int i = 0; i < PROF_MAX + 1; i++)
+            if (rt->ev[i])
+                rt->ev_destroy(rt->ev[i]);
+        free(rt->ev);
+        free(rt->ev_fn);
+    }
+    for (int i = 0; i < rt->n_mods; i++)
+        rt->mod_unload(rt->mods[i].m);
+    if (rt->stream)
+        rt->stream_destroy(rt->stream);
+    hip_rtc_close(rt->rtc);
+    /* the primary context stays (it is the process's, shared with other users of the driver) */
+    if (rt->lib)
+        dlclose(rt->lib);
+    free(rt);
+}
+
+const char *hip_rt_describe(const struct hip_rt *rt) { return rt->desc; }
+int hip_rt_sm_count(const struct hip_rt *rt) { return rt->sm_count; }
+int hip_rt_warp(const struct hip_rt *rt) { return rt->warp; }
+
+size_t hip_rt_free_mem(struct hip_rt *rt)
+{
+    size_t f = 0, t = 0;
+    if (rt->mem_info(&f, &t))
+        return 0;
+    return f;
+}
+
+int hip_rt_fn(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e)
+{
+    for (int i = 0; i < rt->n_mods; i++) {
+        void *f = NULL;
+        if (!rt->get_fn(&f, rt->mods[i].m, name) && f) {
+            *out = f;
+            bool known = false;
+            for (int k = 0; k < rt->n_fn; k++)
+                known = known || rt->fn_h[k] == f;
+            if (!known && rt->n_fn < FN_NAMES) {
+                rt->fn_h[rt->n_fn] = f;
+                snprintf(rt->fn_name[rt->n_fn++], sizeof rt->fn_name[0], "%s", name);
+            }
+            return 0;
+        }
+    }
+    return err_set(e, ERR_NOTFOUND, "hip: no kernel named %s in any module", name);
+}
+
+int hip_rt_malloc(struct hip_rt *rt, size_t n, uint64_t *out, struct err *e)
+{
+    *out = 0;
+    int r = rt->alloc(out, n ? n : 4);
+    if (r)
+        return err_set(e, ERR_NOMEM, "hip: device allocation of %zu bytes failed: %s (free %zu)", n, rt_errstr(rt, r),
+                       hip_rt_free_mem(rt));
+    return 0;
+}
+
+void hip_rt_free(struct hip_rt *rt, uint64_t p)
+{
+    if (p)
+        rt->free(p);
+}
+
+int hip_rt_host_alloc(struct hip_rt *rt, size_t n, void **out, struct err *e)
+{
+    *out = NULL;
+    int r = rt->halloc(out, n ? n : 4, 0);
+    if (r)
+        return err_set(e, ERR_NOMEM, "hip: pinned allocation of %zu bytes failed: %s", n, rt_errstr(rt, r));
+    return 0;
+}
+
+void hip_rt_host_free(struct hip_rt *rt, void *p)
+{
+    if (p)
+        rt->hfree(p);
+}
+
+int hip_rt_h2d(struct hip_rt *rt, uint64_t dst, const void *src, size_t n, struct err *e)
+{
+    CK(rt->h2d(dst, src, n, rt->stream), "host→device copy");
+    return 0;
+}
+
+int hip_rt_d2h(struct hip_rt *rt, void *dst, uint64_t src, size_t n, struct err *e)
+{
+    CK(rt->d2h(dst, src, n, rt->stream), "device→host copy");
+    return 0;
+}
+
+int hip_rt_d2d(struct hip_rt *rt, uint64_t dst, uint64_t src, size_t n, struct err *e)
+{
+    CK(rt->d2d(dst, src, n, rt->stream), "device→device copy");
+    return 0;
+}
+
+int hip_rt_memset32(struct hip_rt *rt, uint64_t dst, uint32_t v, size_t count, struct err *e)
+{
+    CK(rt->memset32(dst, v, count, rt->stream), "memset");
+    return 0;
+}
+
+int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **params,
+                  struct err *e)
+{
+    if (!gx || !gy || !gz)
+        return 0;
+    CK(rt->launch(f, gx, gy, gz, bx, 1, 1, 0, rt->stream, params, NULL), "kernel launch");
+    if (rt->prof && rt->n_ev < PROF_MAX) {
+        rt->ev_fn[rt->n_ev] = f;
+        CK(rt->ev_record(rt->ev[++rt->n_ev], rt->stream), "event record");
+    }
+    return 0;
+}
+
+int hip_rt_profile(struct hip_rt *rt, bool on, struct err *e)
+{
+    if (on && !rt->ev) {
+        rt->ev = calloc(PROF_MAX + 1, sizeof(void *));
+        rt->ev_fn = calloc(PROF_MAX, sizeof(void *));
+        if (!rt->ev || !rt->ev_fn)
+            return err_set(e, ERR_NOMEM, "hip: out of memory");
+        for (int i = 0; i < PROF_MAX + 1; i++)
+            CK(rt->ev_create(&rt->ev[i], 0), "event create");
+    }
+    rt->prof = on;
+    rt->n_ev = 0;
+    if (on)
+        CK(rt->ev_record(rt->ev[0], rt->stream), "event record");
+    return 0;
+}
+
+int hip_rt_profile_report(struct hip_rt *rt, struct hip_prof_row *rows, int max, struct err *e)
+{
+    int rc = hip_rt_sync(rt, e);
+    if (rc)
+        return rc;
+    int n = 0;
+    for (int i = 0; i < rt->n_ev; i++) {
+        float ms = 0;
+        CK(rt->ev_elapsed(&ms, rt->ev[i], rt->ev[i + 1]), "event elapsed");
+        const char *nm = "?";
+        for (int k = 0; k < rt->n_fn; k++)
+            if (rt->fn_h[k] == rt->ev_fn[i])
+                nm = rt->fn_name[k];
+        int j = 0;
+        while (j < n && strcmp(rows[j].name, nm))
+            j++;
+        if (j == n) {
+            if (n == max)
+                continue;
+            snprintf(rows[n].name, sizeof rows[n].name, "%s", nm);
+            rows[n].calls = 0;
+            rows[n].ms = 0;
+            n++;
+        }
+        rows[j].calls++;
+        rows[j].ms += ms;
+    }
+    rt->n_ev = 0;
+    if (rt->prof)
+        CK(rt->ev_record(rt->ev[0], rt->stream), "event record");
+    return n;
+}
+
+int hip_rt_sync(struct hip_rt *rt, struct err *e)
+{
+    CK(rt->stream_sync(rt->stream), "stream synchronize (a kernel failed?)");
+    return 0;
+}
+
+int hip_rt_capture_begin(struct hip_rt *rt, struct err *e)
+{
+    CK(rt->cap_begin(rt->stream, 2 /* relaxed */), "graph capture begin");
+    return 0;
+}
+
+int hip_rt_capture_end(struct hip_rt *rt, hip_graph *out, struct err *e)
+{
+    void *g = NULL, *x = NULL;
+    CK(rt->cap_end(rt->stream, &g), "graph capture end");
+    int r = rt->g_inst(&x, g, 0);
+    rt->g_destroy(g);
+    if (r)
+        return err_set(e, ERR_INTERNAL, "hip: graph instantiate failed: %s", rt_errstr(rt, r));
+    *out = x;
+    return 0;
+}
+
+int hip_rt_graph_launch(struct hip_rt *rt, hip_graph g, struct err *e)
+{
+    CK(rt->g_launch(g, rt->stream), "graph launch");
+    return 0;
+}
+
+void hip_rt_graph_free(struct hip_rt *rt, hip_graph g)
+{
+    if (g)
+        rt->gx_destroy(g);
+}

@@ -1,0 +1,36 @@
+/* model_loader.h — the GGUF binding helpers of model.c, shared with the
+ * loaders of architectures that live in their own file (model_hybrid.c).
+ * Internal to the model loader; front ends use engine.h. */
+#ifndef LLM170_MODEL_LOADER_H
+#define LLM170_MODEL_LOADER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+
+struct loader {
+    struct model *m;
+    const struct gguf *g;
+    const char *path;
+    const char *A; /* arch prefix */
+    int n_bound;   /* tensors bound (for the unused-tensor check) */
+};
+
+/* Integer / per-layer integer / float hparam {A}.suffix, range-checked; `def` when absent and not required. */
+int mload_int(struct loader *L, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *out,
+              struct err *e);
+int mload_layer_int(struct loader *L, const char *suffix, uint32_t il, bool required, int64_t def, int64_t lo,
+                    int64_t hi, int *out, struct err *e);
+int mload_float(struct loader *L, const char *suffix, bool required, float def, float *out, struct err *e);
+/* Bind a weight (shape [ne0, ne1(, ne2 when > 1)]) or an f32 vector [n], checked; absent optional → zeroed. */
+int mload_wt(struct loader *L, struct wt *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
+             struct err *e);
+int mload_vec(struct loader *L, struct vec *v, const char *name, int64_t n, bool required, struct err *e);
+/* The vocabulary size as model.c resolves it (token list, else {A}.vocab_size). */
+int mload_n_vocab(struct loader *L, struct err *e);
+
+/* model_hybrid.c: hparams and tensors of a qwen35 / qwen35moe file. */
+int model_hybrid_load(struct loader *L, struct err *e);
+
+#endif

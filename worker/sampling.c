@@ -1,0 +1,1064 @@
+/* sampling.c — llama.cpp's sampler chain (shared/spec/sampling.md §1–§4, §6.2).
+ *
+ * Every sampler works on one candidate list `cur[0..size)` that starts as the
+ * whole vocabulary in id order. The arithmetic follows the spec literally
+ * (float sums where llama.cpp sums in float, double in dist) because the
+ * cut points of top_p / min_p and the dist walk depend on those roundings. */
+#include "sampling.h"
+
+#include "gguf.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MT_N 624
+#define MT_M 397
+
+/* Sort keys for typical_p: score and the candidate's position. */
+struct keyed {
+    float key;
+    int32_t idx;
+};
+
+struct smp_chain {
+    struct smp_params p;    /* copy; the pointer fields are cleared */
+    int32_t n_vocab;
+
+    struct smp_cand *cur;   /* [n_vocab] working candidate list */
+    int32_t size;           /* live entries in cur */
+    bool sorted;            /* cur is in descending logit order */
+    int32_t selected;       /* index into cur chosen by dist, −1 none */
+    struct smp_cand *tmp;   /* [n_vocab] scratch (min_p, typical_p, probs) */
+    struct keyed *keys;     /* [n_vocab] scratch (typical_p scores) */
+
+    struct smp_bias *bias;  /* [n_bias] merged logit-bias list */
+    int32_t n_bias;
+
+    int32_t last_n;         /* penalty window length (0 = penalties off) */
+    int32_t *ring;          /* [last_n] accepted tokens, oldest at ring_head when full */
+    int32_t ring_len, ring_head;
+    int32_t *counts;        /* [n_vocab] occurrences of each token in the window */
+
+    uint32_t seed;          /* seed in use (drawn when params asked for random) */
+    uint32_t mt[MT_N];      /* MT19937 state */
+    int mti;
+};
+
+/* ---------------------------------------------------------------- RNG (§4) */
+
+static void mt_seed(struct smp_chain *c, uint32_t s)
+{
+    c->mt[0] = s;
+    for (int i = 1; i < MT_N; i++)
+        c->mt[i] = 1812433253u * (c->mt[i - 1] ^ (c->mt[i - 1] >> 30)) + (uint32_t)i;
+    c->mti = MT_N;
+}
+
+static uint32_t mt_next(struct smp_chain *c)
+{
+    if (c->mti >= MT_N) {
+        for (int i = 0; i < MT_N; i++) {
+            uint32_t y = (c->mt[i] & 0x80000000u) | (c->mt[(i + 1) % MT_N] & 0x7fffffffu);
+            c->mt[i] = c->mt[(i + MT_M) % MT_N] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        c->mti = 0;
+    }
+    uint32_t y = c->mt[c->mti++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+/* generate_canonical<double,53> over a 32-bit engine: two outputs, low first. */
+static double mt_uniform(struct smp_chain *c)
+{
+    double x0 = (double)mt_next(c);
+    double x1 = (double)mt_next(c);
+    double u = (x0 + x1 * 4294967296.0) / 18446744073709551616.0;
+    if (u >= 1.0)
+        u = nextafter(1.0, 0.0);
+    return u;
+}
+
+uint32_t smp_rng_next_u32(struct smp_chain *c) { return mt_next(c); }
+double smp_rng_uniform(struct smp_chain *c) { return mt_uniform(c); }
+
+/* ------------------------------------------------------------ ordering */
+
+/* Descending logit; equal logits by ascending id so every sort is a total,
+ * reproducible order (llama.cpp leaves ties implementation-defined). */
+static inline bool cand_before(const struct smp_cand *a, const struct smp_cand *b)
+{
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static inline void cand_swap(struct smp_cand *a, struct smp_cand *b)
+{
+    struct smp_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Heap whose root is the *last* in cand_before order. */
+static void cand_sift(struct smp_cand *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && cand_before(&h[m], &h[l]))
+            m = l;
+        if (r < n && cand_before(&h[m], &h[r]))
+            m = r;
+        if (m == i)
+            return;
+        cand_swap(&h[i], &h[m]);
+        i = m;
+    }
+}
+
+/* Put the k first (in cand_before order) of a[0..n) at a[0..k), sorted.
+ * O(n log k), in place, no allocation; k == n is a heapsort. The order of
+ * a[k..n) afterwards is unspecified. */
+static void cand_partial_sort(struct smp_cand *a, int32_t n, int32_t k)
+{
+    if (k > n)
+        k = n;
+    if (k <= 1) {
+        if (k == 1)
+            for (int32_t j = 1; j < n; j++)
+                if (cand_before(&a[j], &a[0]))
+                    cand_swap(&a[j], &a[0]);
+        return;
+    }
+    for (int32_t i = k / 2 - 1; i >= 0; i--)
+        cand_sift(a, k, i);
+    for (int32_t j = k; j < n; j++) {
+        if (cand_before(&a[j], &a[0])) {
+            cand_swap(&a[j], &a[0]);
+            cand_sift(a, k, 0);
+        }
+    }
+    for (int32_t end = k - 1; end > 0; end--) {
+        cand_swap(&a[0], &a[end]);
+        cand_sift(a, end, 0);
+    }
+}
+
+/* Ascending key, ties by position; heapsort (root = largest). */
+static inline bool keyed_after(const struct keyed *a, const struct keyed *b)
+{
+    return a->key > b->key || (a->key == b->key && a->idx > b->idx);
+}
+
+static void keyed_sift(struct keyed *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && keyed_after(&h[l], &h[m]))
+            m = l;
+        if (r < n && keyed_after(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            return;
+        struct keyed t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void keyed_heapsort(struct keyed *a, int32_t n)
+{
+    for (int32_t i = n / 2 - 1; i >= 0; i--)
+        keyed_sift(a, n, i);
+    for (int32_t end = n - 1; end > 0; end--) {
+        struct keyed t = a[0];
+        a[0] = a[end];
+        a[end] = t;
+        keyed_sift(a, end, 0);
+    }
+}
+
+static inline bool keyed_before(const struct keyed *a, const struct keyed *b) { return keyed_after(b, a); }
+static inline void keyed_swap(struct keyed *a, struct keyed *b)
+{
+    struct keyed t = *a;
+    *a = *b;
+    *b = t;
+}
+static void cand_heapsort(struct smp_cand *a, int32_t n) { cand_partial_sort(a, n, n); }
+
+/* Introsort (quicksort, median of three, heapsort past the depth limit,
+ * insertion sort for short runs): in place, no allocation, and much kinder
+ * to the cache than a heapsort over 150k entries. Both orders are total
+ * (ties broken by id / position), so the result does not depend on the
+ * algorithm. */
+#define DEFINE_INTROSORT(NAME, T, BEFORE, SWAP, HEAPSORT)                         \
+    static void NAME##_rec(T *a, int32_t n, int depth)                            \
+    {                                                                             \
+        while (n > 16) {                                                          \
+            if (depth-- == 0) {                                                   \
+                HEAPSORT(a, n);                                                   \
+                return;                                                           \
+            }                                                                     \
+            int32_t mid = n / 2;                                                  \
+            if (BEFORE(&a[mid], &a[0]))                                           \
+                SWAP(&a[mid], &a[0]);                                             \
+            if (BEFORE(&a[n - 1], &a[0]))                                         \
+                SWAP(&a[n - 1], &a[0]);                                           \
+            if (BEFORE(&a[n - 1], &a[mid]))                                       \
+                SWAP(&a[n - 1], &a[mid]);                                         \
+            SWAP(&a[mid], &a[n - 2]); /* pivot; a[0] ≤ pivot ≤ a[n-1] */         \
+            T piv = a[n - 2];                                                     \
+            int32_t i = 0, j = n - 2;                                             \
+            for (;;) {                                                            \
+                while (BEFORE(&a[++i], &piv)) {}                                  \
+                while (BEFORE(&piv, &a[--j])) {}                                  \
+                if (i >= j)                                                       \
+                    break;                                                        \
+                SWAP(&a[i], &a[j]);                                               \
+            }                                                                     \
+            SWAP(&a[i], &a[n - 2]);                                               \
+            /* recurse into the smaller side, loop on the larger */              \
+            if (i < n - 1 - i) {                                                  \
+                NAME##_rec(a, i, depth);                                          \
+                a += i + 1;                                                       \
+                n -= i + 1;                                                       \
+            } else {                                                              \
+                NAME##_rec(a + i + 1, n - i - 1, depth);                          \
+                n = i;                                                            \
+            }                                                                     \
+        }                                                                         \
+        for (int32_t i = 1; i < n; i++)                                           \
+            for (int32_t j = i; j > 0 && BEFORE(&a[j], &a[j - 1]); j--)           \
+                SWAP(&a[j], &a[j - 1]);                                           \
+    }                                                                             \
+    static void NAME(T *a, int32_t n)                                             \
+    {                                                                             \
+        int depth = 2;                                                            \
+        for (int32_t m = n; m > 1; m >>= 1)                                       \
+            depth += 2;                                                           \
+        NAME##_rec(a, n, depth);                                                  \
+    }
+
+DEFINE_INTROSORT(cand_sort, struct smp_cand, cand_before, cand_swap, cand_heapsort)
+DEFINE_INTROSORT(keyed_sort, struct keyed, keyed_before, keyed_swap, keyed_heapsort)
+
+static void sort_all(struct smp_chain *c)
+{
+    if (!c->sorted) {
+        cand_sort(c->cur, c->size);
+        c->sorted = true;
+    }
+}
+
+/* Softmax helper of spec §3: max = first if sorted else maximum; float sum. */
+static void softmax(struct smp_chain *c)
+{
+    struct smp_cand *d = c->cur;
+    int32_t n = c->size;
+    if (n == 0)
+        return;
+    float max = d[0].logit;
+    if (!c->sorted)
+        for (int32_t i = 1; i < n; i++)
+            if (d[i].logit > max)
+                max = d[i].logit;
+    float sum = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        float p = expf(d[i].logit - max);
+        d[i].p = p;
+        sum += p;
+    }
+    for (int32_t i = 0; i < n; i++)
+        d[i].p /= sum;
+}
+
+/* ------------------------------------------------------------ samplers (§3) */
+
+static void apply_logit_bias(struct smp_chain *c)
+{
+    for (int32_t b = 0; b < c->n_bias; b++) {
+        int32_t t = c->bias[b].token;
+        if (t < c->size && c->cur[t].id == t) {
+            c->cur[t].logit += c->bias[b].bias;
+            continue;
+        }
+        /* the list was reordered: look the token up */
+        for (int32_t i = 0; i < c->size; i++)
+            if (c->cur[i].id == t) {
+                c->cur[i].logit += c->bias[b].bias;
+                break;
+            }
+    }
+}
+
+static void apply_penalties(struct smp_chain *c)
+{
+    const struct smp_params *p = &c->p;
+    if (c->last_n == 0 ||
+        (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
+        return;
+    for (int32_t i = 0; i < c->size; i++) {
+        int32_t cnt = c->counts[c->cur[i].id];
+        if (cnt <= 0)
+            continue;
+        float *l = &c->cur[i].logit;
+        if (*l <= 0.0f)
+            *l *= p->repeat_penalty;
+        else
+            *l /= p->repeat_penalty;
+        *l -= (float)cnt * p->frequency_penalty + p->presence_penalty;
+    }
+    c->sorted = false;
+}
+
+static void apply_top_k(struct smp_chain *c, int32_t k)
+{
+    if (k <= 0)
+        return;
+    if (k > c->size)
+        k = c->size;
+    if (!c->sorted) {
+        cand_partial_sort(c->cur, c->size, k);
+        c->sorted = true;
+    }
+    c->size = k;
+}
+
+static void apply_typical(struct smp_chain *c, float p, int32_t min_keep)
+{
+    if (p >= 1.0f || c->size == 0)
+        return;
+    sort_all(c);
+    softmax(c);
+    struct smp_cand *d = c->cur;
+    int32_t n = c->size;
+    float ent = 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        if (d[i].p > 0.0f) /* 0·ln 0 = 0 (llama.cpp would produce NaN here) */
+            ent += -d[i].p * logf(d[i].p);
+    for (int32_t i = 0; i < n; i++) {
+        c->keys[i].key = d[i].p > 0.0f ? fabsf(-logf(d[i].p) - ent) : INFINITY;
+        c->keys[i].idx = i;
+    }
+    keyed_sort(c->keys, n);
+    float cum = 0.0f;
+    int32_t last = n;
+    for (int32_t i = 0; i < n; i++) {
+        cum += d[c->keys[i].idx].p;
+        if (cum > p && (min_keep == 0 || i >= min_keep - 1)) {
+            last = i + 1;
+            break;
+        }
+    }
+    for (int32_t i = 0; i < last; i++)
+        c->tmp[i] = d[c->keys[i].idx];
+    memcpy(d, c->tmp, (size_t)last * sizeof *d);
+    c->size = last;
+    c->sorted = false;
+}
+
+static void apply_top_p(struct smp_chain *c, float p, int32_t min_keep)
+{
+    if (p >= 1.0f || c->size == 0)
+        return;
+    softmax(c); /* sum in the current order, before sorting */
+    int32_t n = c->size;
+    int32_t k = n;
+    if (!c->sorted) {
+        /* most of the mass usually sits in a few hundred tokens: sort those
+         * first and fall back to a full sort only if the cut lies beyond */
+        k = n > 1024 ? 256 : n;
+        if (k < n)
+            cand_partial_sort(c->cur, n, k);
+        else
+            cand_sort(c->cur, n);
+    }
+    float cum = 0.0f;
+    int32_t last = n;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c->cur[i].p;
+        if (cum >= p && i + 1 >= min_keep) {
+            last = i + 1;
+            break;
+        }
+        if (i == k - 1 && k < n) {
+            /* the first k are already in place; order the rest behind them */
+            cand_sort(c->cur + k, n - k);
+            k = n;
+        }
+    }
+    c->sorted = true;
+    c->size = last;
+}
+
+static void apply_min_p(struct smp_chain *c, float p, int32_t min_keep)
+{
+    if (p <= 0.0f || c->size == 0)
+        return;
+    struct smp_cand *d = c->cur;
+    if (!c->sorted) {
+        float max = -FLT_MAX;
+        for (int32_t i = 0; i < c->size; i++)
+            if (d[i].logit > max)
+                max = d[i].logit;
+        float min_logit = max + logf(p);
+        int32_t m = 0;
+        for (int32_t i = 0; i < c->size; i++)
+            if (d[i].logit >= min_logit)
+                c->tmp[m++] = d[i];
+        if (m > 0 && m >= min_keep) {
+            memcpy(d, c->tmp, (size_t)m * sizeof *d);
+            c->size = m;
+            return;
+        }
+    }
+    sort_all(c);
+    float min_logit = d[0].logit + logf(p);
+    int32_t i = 1;
+    for (; i < c->size; i++)
+        if (d[i].logit < min_logit && i >= min_keep)
+            break;
+    c->size = i;
+}
+
+static void apply_temp(struct smp_chain *c, float t)
+{
+    struct smp_cand *d = c->cur;
+    if (t <= 0.0f) {
+        if (c->size == 0)
+            return;
+        int32_t best = 0;
+        for (int32_t i = 1; i < c->size; i++)
+            if (d[i].logit > d[best].logit)
+                best = i;
+        for (int32_t i = 0; i < c->size; i++)
+            if (i != best)
+                d[i].logit = -INFINITY;
+        return;
+    }
+    for (int32_t i = 0; i < c->size; i++)
+        d[i].logit /= t;
+}
+
+/* §3.9: one uniform draw whenever size ≥ 1; cumulative walk in list order. */
+static void apply_dist(struct smp_chain *c)
+{
+    struct smp_cand *d = c->cur;
+    int32_t n = c->size;
+    c->selected = -1;
+    if (n == 0)
+        return;
+    if (n == 1) {
+        d[0].p = 1.0f;
+        (void)mt_uniform(c);
+        c->selected = 0;
+        return;
+    }
+    float max = d[0].logit;
+    if (!c->sorted)
+        for (int32_t i = 1; i < n; i++)
+            if (d[i].logit > max)
+                max = d[i].logit;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        d[i].p = expf(d[i].logit - max);
+        sum += d[i].p;
+    }
+    double u = mt_uniform(c);
+    double target = sum * u, run = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        if (c->selected < 0) {
+            run += d[i].p;
+            if (run >= target)
+                c->selected = i;
+        }
+        d[i].p = (float)(d[i].p / sum);
+    }
+    if (c->selected < 0) /* only reachable when every p is NaN (all −inf) */
+        c->selected = n - 1;
+}
+
+int32_t smp_sample(struct smp_chain *c, const float *logits)
+{
+    if (!c || !logits)
+        return ERR_INVALID;
+    /* §1: whole vocabulary in id order; a NaN logit is treated as −inf so a
+     * broken row cannot poison sorting or the sums */
+    for (int32_t i = 0; i < c->n_vocab; i++) {
+        float l = logits[i];
+        c->cur[i].id = i;
+        c->cur[i].logit = isnan(l) ? -INFINITY : l;
+        c->cur[i].p = 0.0f;
+    }
+    c->size = c->n_vocab;
+    c->sorted = false;
+    c->selected = -1;
+
+    if (c->n_bias > 0)
+        apply_logit_bias(c);
+    const struct smp_params *p = &c->p;
+    for (int32_t s = 0; s < p->n_samplers; s++) {
+        switch (p->samplers[s]) {
+        case SMP_PENALTIES: apply_penalties(c); break;
+        case SMP_TOP_K: apply_top_k(c, p->top_k); break;
+        case SMP_TYPICAL_P: apply_typical(c, p->typical_p, p->min_keep); break;
+        case SMP_TOP_P: apply_top_p(c, p->top_p, p->min_keep); break;
+        case SMP_MIN_P: apply_min_p(c, p->min_p, p->min_keep); break;
+        case SMP_TEMPERATURE: apply_temp(c, p->temp); break;
+        /* validated as disabled in smp_new: no-ops */
+        case SMP_DRY: case SMP_TOP_N_SIGMA: case SMP_XTC: case SMP_TYPE_COUNT: break;
+        }
+    }
+    apply_dist(c);
+    if (c->selected < 0)
+        return ERR_NOTFOUND;
+    return c->cur[c->selected].id;
+}
+
+int32_t smp_candidates(const struct smp_chain *c, const struct smp_cand **out, int32_t *selected)
+{
+    *out = c->cur;
+    if (selected)
+        *selected = c->selected;
+    return c->size;
+}
+
+/* ------------------------------------------------------------ penalties state */
+
+int smp_accept(struct smp_chain *c, int32_t token)
+{
+    if (!c)
+        return ERR_INVALID;
+    if (token < 0 || token >= c->n_vocab)
+        return ERR_RANGE;
+    if (c->last_n == 0)
+        return 0;
+    c->counts[token]++;
+    if (c->ring_len == c->last_n) {
+        /* full: the oldest token leaves the window */
+        int32_t old = c->ring[c->ring_head];
+        c->counts[old]--;
+        c->ring[c->ring_head] = token;
+        c->ring_head = (c->ring_head + 1) % c->last_n;
+    } else {
+        c->ring[(c->ring_head + c->ring_len) % c->last_n] = token;
+        c->ring_len++;
+    }
+    return 0;
+}
+
+void smp_reset(struct smp_chain *c)
+{
+    if (!c)
+        return;
+    if (c->last_n > 0) {
+        for (int32_t i = 0; i < c->ring_len; i++)
+            c->counts[c->ring[(c->ring_head + i) % c->last_n]] = 0;
+    }
+    c->ring_len = 0;
+    c->ring_head = 0;
+    c->size = 0;
+    c->selected = -1;
+    mt_seed(c, c->seed);
+}
+
+uint32_t smp_seed(const struct smp_chain *c) { return c->seed; }
+
+/* ------------------------------------------------------------ probabilities (§6.2) */
+
+static struct smp_prob make_prob(int32_t id, float p)
+{
+    struct smp_prob r = {id, p, p > 0.0f ? logf(p) : -INFINITY};
+    return r;
+}
+
+int smp_probs(struct smp_chain *c, const float *logits, int32_t token, struct smp_prob *chosen,
+              struct smp_prob *top, int32_t n_top)
+{
+    if (!c || n_top < 0 || (n_top > 0 && !top))
+        return ERR_INVALID;
+    if (c->p.post_sampling_probs) {
+        int32_t n = c->size;
+        if (chosen) {
+            *chosen = make_prob(token, 0.0f);
+            for (int32_t i = 0; i < n; i++)
+                if (c->cur[i].id == token)
+                    *chosen = make_prob(token, c->cur[i].p);
+        }
+        memcpy(c->tmp, c->cur, (size_t)n * sizeof *c->tmp);
+        /* sort survivors by probability; dist's p is monotone in the logit,
+         * so ordering by p with id ties matches ordering by logit */
+        for (int32_t i = 0; i < n; i++)
+            c->tmp[i].logit = c->tmp[i].p;
+        int32_t k = n_top < n ? n_top : n;
+        cand_partial_sort(c->tmp, n, k);
+        /* llama-server stops the list at the first zero probability (e.g.
+         * the −inf candidates of greedy sampling) */
+        int32_t m = 0;
+        while (m < k && c->tmp[m].p != 0.0f) {
+            top[m] = make_prob(c->tmp[m].id, c->tmp[m].p);
+            m++;
+        }
+        return m;
+    }
+    if (!logits)
+        return ERR_INVALID;
+    int32_t n = c->n_vocab;
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        float l = isnan(logits[i]) ? -INFINITY : logits[i];
+        c->tmp[i].id = i;
+        c->tmp[i].logit = l;
+        if (l > max)
+            max = l;
+    }
+    /* llama-server sums float p over the fully sorted vocab; a double sum
+     * in id order gives the same value to within float rounding without
+     * sorting 150k entries */
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        sum += expf(c->tmp[i].logit - max);
+    if (chosen) {
+        float l = (token >= 0 && token < n) ? c->tmp[token].logit : -INFINITY;
+        *chosen = make_prob(token, (float)(expf(l - max) / sum));
+    }
+    int32_t k = n_top < n ? n_top : n;
+    cand_partial_sort(c->tmp, n, k);
+    for (int32_t i = 0; i < k; i++)
+        top[i] = make_prob(c->tmp[i].id, (float)(expf(c->tmp[i].logit - max) / sum));
+    return k;
+}
+
+/* ------------------------------------------------------------ params */
+
+static const enum smp_type default_order[] = {
+    SMP_PENALTIES, SMP_DRY, SMP_TOP_N_SIGMA, SMP_TOP_K, SMP_TYPICAL_P,
+    SMP_TOP_P,     SMP_MIN_P, SMP_XTC,       SMP_TEMPERATURE,
+};
+
+struct smp_params smp_params_default(void)
+{
+    struct smp_params p;
+    memset(&p, 0, sizeof p);
+    p.temp = 0.80f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.typical_p = 1.0f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.frequency_penalty = 0.0f;
+    p.presence_penalty = 0.0f;
+    p.min_keep = 0;
+    p.seed = SMP_DEFAULT_SEED;
+    p.n_probs = 0;
+    p.dry_multiplier = 0.0f;
+    p.top_n_sigma = -1.0f;
+    p.xtc_probability = 0.0f;
+    p.xtc_threshold = 0.10f;
+    p.mirostat = 0;
+    p.mirostat_tau = 5.0f;
+    p.mirostat_eta = 0.10f;
+    p.dynatemp_range = 0.0f;
+    p.n_samplers = (int32_t)(sizeof default_order / sizeof default_order[0]);
+    memcpy(p.samplers, default_order, sizeof default_order);
+    return p;
+}
+
+static const char *const type_names[SMP_TYPE_COUNT] = {
+    [SMP_PENALTIES] = "penalties", [SMP_DRY] = "dry",     [SMP_TOP_N_SIGMA] = "top_n_sigma",
+    [SMP_TOP_K] = "top_k",         [SMP_TYPICAL_P] = "typ_p", [SMP_TOP_P] = "top_p",
+    [SMP_MIN_P] = "min_p",         [SMP_XTC] = "xtc",     [SMP_TEMPERATURE] = "temperature",
+};
+
+const char *smp_type_name(enum smp_type t)
+{
+    return (unsigned)t < SMP_TYPE_COUNT ? type_names[t] : "?";
+}
+
+/* llama.cpp's names (common_sampler_types_from_names): canonical, kebab-case,
+ * without underscores, and three short aliases; matched case-insensitively.
+ * Returns the type, -1 for an unknown name, -2 for a sampler llama.cpp
+ * knows but we do not implement (infill, adaptive_p). */
+static int type_from_name(const char *s, size_t n)
+{
+    static const struct { const char *name; int t; } names[] = {
+        {"dry", SMP_DRY}, {"top_k", SMP_TOP_K}, {"top-k", SMP_TOP_K}, {"topk", SMP_TOP_K},
+        {"top_p", SMP_TOP_P}, {"top-p", SMP_TOP_P}, {"topp", SMP_TOP_P}, {"nucleus", SMP_TOP_P},
+        {"top_n_sigma", SMP_TOP_N_SIGMA}, {"top-n-sigma", SMP_TOP_N_SIGMA},
+        {"topnsigma", SMP_TOP_N_SIGMA},
+        {"typ_p", SMP_TYPICAL_P}, {"typ-p", SMP_TYPICAL_P}, {"typp", SMP_TYPICAL_P},
+        {"typ", SMP_TYPICAL_P},
+        {"min_p", SMP_MIN_P}, {"min-p", SMP_MIN_P}, {"minp", SMP_MIN_P},
+        {"temperature", SMP_TEMPERATURE}, {"temp", SMP_TEMPERATURE},
+        {"xtc", SMP_XTC}, {"penalties", SMP_PENALTIES},
+        {"infill", -2}, {"adaptive_p", -2}, {"adaptive-p", -2}, {"adaptivep", -2},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i].name) == n && !strncasecmp(names[i].name, s, n))
+            return names[i].t;
+    return -1;
+}
+
+static int parse_sequence(struct smp_params *p, const char *text, const char *seps, struct err *e)
+{
+    enum smp_type out[SMP_MAX_SAMPLERS];
+    int32_t n = 0;
+    const char *s = text;
+    while (*s) {
+        size_t len = strcspn(s, seps);
+        if (len > 0) {
+            int t = type_from_name(s, len);
+            if (t == -2)
+                return err_set(e, ERR_UNSUPPORTED, "sampler sequence '%s': sampler '%.*s' is not supported",
+                               text, (int)len, s);
+            if (t < 0) { /* llama.cpp skips unknown names (with a warning) */
+                s += len;
+                if (*s)
+                    s++;
+                continue;
+            }
+            if (n == SMP_MAX_SAMPLERS)
+                return err_set(e, ERR_RANGE, "sampler sequence '%s': more than %d samplers", text,
+                               SMP_MAX_SAMPLERS);
+            out[n++] = (enum smp_type)t;
+        }
+        s += len;
+        if (*s)
+            s++;
+    }
+    memcpy(p->samplers, out, (size_t)n * sizeof out[0]);
+    p->n_samplers = n;
+    return 0;
+}
+
+int smp_params_set_sequence(struct smp_params *p, const char *text, struct err *e)
+{
+    if (!p || !text)
+        return err_set(e, ERR_INVALID, "smp_params_set_sequence: NULL argument");
+    return parse_sequence(p, text, ";, ", e);
+}
+
+int smp_params_apply_model_value(struct smp_params *p, const char *name, const char *text,
+                                 struct err *e)
+{
+    static const struct {
+        const char *name;
+        uint32_t bit;
+        char kind; /* 'i' int, 'f' float, 's' sequence */
+        size_t off;
+    } keys[] = {
+        {"sequence", SMP_SET_SEQUENCE, 's', 0},
+        {"top_k", SMP_SET_TOP_K, 'i', offsetof(struct smp_params, top_k)},
+        {"top_p", SMP_SET_TOP_P, 'f', offsetof(struct smp_params, top_p)},
+        {"min_p", SMP_SET_MIN_P, 'f', offsetof(struct smp_params, min_p)},
+        {"xtc_probability", SMP_SET_XTC_PROBABILITY, 'f', offsetof(struct smp_params, xtc_probability)},
+        {"xtc_threshold", SMP_SET_XTC_THRESHOLD, 'f', offsetof(struct smp_params, xtc_threshold)},
+        {"temp", SMP_SET_TEMP, 'f', offsetof(struct smp_params, temp)},
+        {"penalty_last_n", SMP_SET_PENALTY_LAST_N, 'i', offsetof(struct smp_params, repeat_last_n)},
+        {"penalty_repeat", SMP_SET_PENALTY_REPEAT, 'f', offsetof(struct smp_params, repeat_penalty)},
+        {"mirostat", SMP_SET_MIROSTAT, 'i', offsetof(struct smp_params, mirostat)},
+        {"mirostat_tau", SMP_SET_MIROSTAT_TAU, 'f', offsetof(struct smp_params, mirostat_tau)},
+        {"mirostat_eta", SMP_SET_MIROSTAT_ETA, 'f', offsetof(struct smp_params, mirostat_eta)},
+    };
+    if (!p || !name || !text)
+        return err_set(e, ERR_INVALID, "smp_params_apply_model_value: NULL argument");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(keys[i].name, name))
+            continue;
+        if (p->set_mask & keys[i].bit)
+            return 0; /* given explicitly: the model's recommendation loses */
+        char *end = NULL;
+        switch (keys[i].kind) {
+        case 's': {
+            int rc = smp_params_set_sequence(p, text, e);
+            if (rc)
+                err_prefix(e, "general.sampling.sequence");
+            return rc;
+        }
+        case 'i': {
+            errno = 0;
+            long v = strtol(text, &end, 10);
+            if (end == text || errno || v < INT32_MIN || v > INT32_MAX)
+                return err_set(e, ERR_FORMAT, "general.sampling.%s: '%s' is not an integer", name,
+                               text);
+            int32_t v32 = (int32_t)v;
+            memcpy((char *)p + keys[i].off, &v32, sizeof v32);
+            return 0;
+        }
+        default: {
+            float v = strtof(text, &end);
+            if (end == text || isnan(v))
+                return err_set(e, ERR_FORMAT, "general.sampling.%s: '%s' is not a number", name,
+                               text);
+            memcpy((char *)p + keys[i].off, &v, sizeof v);
+            return 0;
+        }
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ GGUF recommendations */
+
+/* llama.cpp reads each general.sampling.* value as text (gguf_kv_to_str:
+ * integers in decimal, floats through std::to_string = "%f", strings as
+ * they are; bools and arrays do not parse as numbers) and parses it back. */
+static int gguf_value_text(const struct gguf *g, const char *key, char *buf, size_t cap,
+                           struct err *e)
+{
+    const struct gguf_kv *kv = gguf_find_kv(g, key);
+    if (!kv)
+        return ERR_NOTFOUND;
+    switch (kv->type) {
+    case GGUF_STRING: {
+        struct gguf_str s;
+        int rc = gguf_get_str(g, key, &s, e);
+        if (rc)
+            return rc;
+        size_t n = s.len < cap - 1 ? (size_t)s.len : cap - 1;
+        memcpy(buf, s.ptr, n);
+        buf[n] = 0;
+        return 0;
+    }
+    case GGUF_FLOAT32:
+    case GGUF_FLOAT64: {
+        float v;
+        int rc = gguf_get_f32(g, key, &v, e);
+        if (rc)
+            return rc;
+        snprintf(buf, cap, "%f", (double)v);
+        return 0;
+    }
+    case GGUF_UINT8: case GGUF_INT8: case GGUF_UINT16: case GGUF_INT16:
+    case GGUF_UINT32: case GGUF_INT32: case GGUF_UINT64: case GGUF_INT64: {
+        int64_t v;
+        if (gguf_get_i64(g, key, &v, e))
+            return ERR_NOTFOUND; /* a u64 beyond int64: not a usable number */
+        snprintf(buf, cap, "%lld", (long long)v);
+        return 0;
+    }
+    default:
+        return ERR_NOTFOUND; /* bool, array: llama.cpp's text does not parse */
+    }
+}
+
+int smp_params_apply_gguf(struct smp_params *p, const struct gguf *g, struct err *e)
+{
+    static const char *const names[] = {
+        "sequence", "top_k", "top_p", "min_p", "xtc_probability", "xtc_threshold", "temp",
+        "penalty_last_n", "penalty_repeat", "mirostat", "mirostat_tau", "mirostat_eta",
+    };
+    if (!p || !g)
+        return err_set(e, ERR_INVALID, "smp_params_apply_gguf: NULL argument");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char key[64], text[512];
+        snprintf(key, sizeof key, "general.sampling.%s", names[i]);
+        int rc = gguf_value_text(g, key, text, sizeof text, e);
+        if (rc == ERR_NOTFOUND)
+            continue;
+        if (rc)
+            return rc;
+        if (i == 0) {
+            if (p->set_mask & SMP_SET_SEQUENCE)
+                continue;
+            /* llama.cpp splits the sequence on ';' only */
+            rc = parse_sequence(p, text, ";", e);
+            if (rc)
+                return err_prefix(e, "%s", key);
+            continue;
+        }
+        rc = smp_params_apply_model_value(p, names[i], text, e);
+        if (rc == ERR_FORMAT)
+            continue; /* llama.cpp ignores a value that does not parse */
+        if (rc)
+            return rc;
+    }
+    err_clear(e);
+    return 0;
+}
+
+int smp_suppress_tokens_from_gguf(const struct gguf *g, int32_t n_vocab, int32_t **out, int32_t *n_out,
+                                  struct err *e)
+{
+    *out = NULL;
+    *n_out = 0;
+    const struct gguf_kv *kv;
+    int rc = gguf_get_arr(g, "tokenizer.ggml.suppress_tokens", GGUF_INT32, &kv, e);
+    if (rc == ERR_NOTFOUND) {
+        err_clear(e);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    if (kv->arr_n == 0)
+        return 0;
+    if (kv->arr_n > (uint64_t)INT32_MAX)
+        return err_set(e, ERR_FORMAT, "tokenizer.ggml.suppress_tokens: %llu entries",
+                       (unsigned long long)kv->arr_n);
+    int32_t *ids = malloc((size_t)kv->arr_n * sizeof *ids);
+    if (!ids)
+        return err_set(e, ERR_NOMEM, "tokenizer.ggml.suppress_tokens: out of memory");
+    int32_t n = 0;
+    for (uint64_t i = 0; i < kv->arr_n; i++) {
+        int64_t v = gguf_arr_i64(kv, i);
+        if (v >= 0 && v < n_vocab) /* ids outside the vocabulary are dropped */
+            ids[n++] = (int32_t)v;
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------ construction */
+
+static bool in_chain(const struct smp_params *p, enum smp_type t)
+{
+    for (int32_t i = 0; i < p->n_samplers; i++)
+        if (p->samplers[i] == t)
+            return true;
+    return false;
+}
+
+static uint32_t random_seed(void)
+{
+    uint32_t s;
+    if (getrandom(&s, sizeof s, 0) == (ssize_t)sizeof s)
+        return s;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec ^ ((uint32_t)getpid() << 16);
+}
+
+static int validate(const struct smp_params *p, int32_t n_vocab, struct err *e)
+{
+    if (n_vocab <= 0)
+        return err_set(e, ERR_INVALID, "sampler: n_vocab %d must be positive", (int)n_vocab);
+    const struct { const char *name; float v; } fl[] = {
+        {"temperature", p->temp},           {"top_p", p->top_p},
+        {"min_p", p->min_p},                {"typical_p", p->typical_p},
+        {"repeat_penalty", p->repeat_penalty}, {"frequency_penalty", p->frequency_penalty},
+        {"presence_penalty", p->presence_penalty},
+    };
+    for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
+        if (!isfinite(fl[i].v))
+            return err_set(e, ERR_INVALID, "sampler: %s is not a finite number", fl[i].name);
+    if (p->repeat_penalty <= 0.0f || !isfinite(1.0f / p->repeat_penalty))
+        return err_set(e, ERR_INVALID, "sampler: repeat_penalty %g must be greater than 0",
+                       (double)p->repeat_penalty);
+    if (p->repeat_last_n < -1)
+        return err_set(e, ERR_INVALID, "sampler: repeat_last_n %d must be ≥ −1", (int)p->repeat_last_n);
+    if (p->repeat_last_n == -1 && p->n_ctx <= 0)
+        return err_set(e, ERR_INVALID, "sampler: repeat_last_n −1 needs the context size (n_ctx %d)",
+                       (int)p->n_ctx);
+    if (p->min_keep < 0)
+        return err_set(e, ERR_INVALID, "sampler: min_keep %d must be ≥ 0", (int)p->min_keep);
+    if (p->n_probs < 0)
+        return err_set(e, ERR_INVALID, "sampler: n_probs %d must be ≥ 0", (int)p->n_probs);
+    if (p->n_samplers < 0 || p->n_samplers > SMP_MAX_SAMPLERS)
+        return err_set(e, ERR_INVALID, "sampler: %d samplers (0..%d allowed)", (int)p->n_samplers,
+                       SMP_MAX_SAMPLERS);
+    for (int32_t i = 0; i < p->n_samplers; i++)
+        if ((unsigned)p->samplers[i] >= SMP_TYPE_COUNT)
+            return err_set(e, ERR_INVALID, "sampler: unknown sampler type %d at position %d",
+                           (int)p->samplers[i], (int)i);
+    if (p->mirostat != 0)
+        return err_set(e, ERR_UNSUPPORTED, "sampler: mirostat %d is not supported", (int)p->mirostat);
+    if (in_chain(p, SMP_DRY) && p->dry_multiplier > 0.0f)
+        return err_set(e, ERR_UNSUPPORTED, "sampler: dry (dry_multiplier %g) is not supported",
+                       (double)p->dry_multiplier);
+    if (in_chain(p, SMP_TOP_N_SIGMA) && p->top_n_sigma > 0.0f)
+        return err_set(e, ERR_UNSUPPORTED, "sampler: top_n_sigma %g is not supported",
+                       (double)p->top_n_sigma);
+    if (in_chain(p, SMP_XTC) && p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f)
+        return err_set(e, ERR_UNSUPPORTED, "sampler: xtc (probability %g) is not supported",
+                       (double)p->xtc_probability);
+    if (in_chain(p, SMP_TEMPERATURE) && p->dynatemp_range > 0.0f)
+        return err_set(e, ERR_UNSUPPORTED, "sampler: dynamic temperature (range %g) is not supported",
+                       (double)p->dynatemp_range);
+    if ((p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias)) ||
+        (p->ignore_eos && (p->n_eog_tokens < 0 || (p->n_eog_tokens > 0 && !p->eog_tokens))) ||
+        (p->n_suppress_tokens < 0 || (p->n_suppress_tokens > 0 && !p->suppress_tokens)))
+        return err_set(e, ERR_INVALID, "sampler: token list with a bad count or NULL array");
+    for (int32_t i = 0; i < p->n_logit_bias; i++)
+        if (isnan(p->logit_bias[i].bias) || p->logit_bias[i].bias == INFINITY)
+            return err_set(e, ERR_INVALID, "sampler: logit_bias for token %d is not a number or +inf",
+                           (int)p->logit_bias[i].token);
+    return 0;
+}
+
+struct smp_chain *smp_new(const struct smp_params *p, int32_t n_vocab, struct err *e)
+{
+    if (!p) {
+        err_set(e, ERR_INVALID, "sampler: NULL params");
+        return NULL;
+    }
+    if (validate(p, n_vocab, e))
+        return NULL;
+    struct smp_chain *c = calloc(1, sizeof *c);
+    if (!c) {
+        err_set(e, ERR_NOMEM, "sampler: out of memory");
+        return NULL;
+    }
+    c->p = *p;
+    c->p.logit_bias = NULL;
+    c->p.eog_tokens = NULL;
+    c->p.suppress_tokens = NULL;
+    c->n_vocab = n_vocab;
+    c->last_n = p->repeat_last_n == -1 ? p->n_ctx : p->repeat_last_n;
+
+    int32_t nb = p->n_logit_bias + (p->ignore_eos ? p->n_eog_tokens : 0) + p->n_suppress_tokens;
+    c->cur = malloc((size_t)n_vocab * sizeof *c->cur);
+    c->tmp = malloc((size_t)n_vocab * sizeof *c->tmp);
+    c->keys = malloc((size_t)n_vocab * sizeof *c->keys);
+    c->counts = c->last_n > 0 ? calloc((size_t)n_vocab, sizeof *c->counts) : NULL;
+    c->ring = c->last_n > 0 ? malloc((size_t)c->last_n * sizeof *c->ring) : NULL;
+    c->bias = nb > 0 ? malloc((size_t)nb * sizeof *c->bias) : NULL;
+    if (!c->cur || !c->tmp || !c->keys || (c->last_n > 0 && (!c->counts || !c->ring)) ||
+        (nb > 0 && !c->bias)) {
+        smp_free(c);
+        err_set(e, ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", (int)n_vocab);
+        return NULL;
+    }
+    /* merged bias list (§2): request entries, ignore_eos, suppress_tokens;
+     * ids outside the vocabulary are dropped */
+    for (int32_t i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token >= 0 && p->logit_bias[i].token < n_vocab)
+            c->bias[c->n_bias++] = p->logit_bias[i];
+    if (p->ignore_eos)
+        for (int32_t i = 0; i < p->n_eog_tokens; i++)
+            if (p->eog_tokens[i] >= 0 && p->eog_tokens[i] < n_vocab)
+                c->bias[c->n_bias++] = (struct smp_bias){p->eog_tokens[i], -INFINITY};
+    for (int32_t i = 0; i < p->n_suppress_tokens; i++)
+        if (p->suppress_tokens[i] >= 0 && p->suppress_tokens[i] < n_vocab)
+            c->bias[c->n_bias++] = (struct smp_bias){p->suppress_tokens[i], -INFINITY};
+
+    c->seed = p->seed == SMP_DEFAULT_SEED ? random_seed() : p->seed;
+    smp_reset(c);
+    return c;
+}
+
+void smp_free(struct smp_chain *c)
+{
+    if (!c)
+        return;
+    free(c->cur);
+    free(c->tmp);
+    free(c->keys);
+    free(c->counts);
+    free(c->ring);
+    free(c->bias);
+    free(c);
+}

@@ -1,0 +1,542 @@
+/* llm170-worker — owns one device (or the CPU): loads the model, runs the
+ * continuous-batching scheduler and serves llm170d over one pair0 socket.
+ *
+ *   llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan]
+ *                 [--gpu N] [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--idx N]
+ *
+ * Two threads: the main one receives the daemon's messages (generate,
+ * cancel, ping, tokenize, detokenize, shutdown); the scheduler thread steps
+ * the engine and sends each token back as it is produced. Exit status 3
+ * means "cannot load/run this model here": the daemon does not restart it. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <nng/nng.h>
+#include <nng/protocol/pair0/pair.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/chat.h"
+#include "../proto/wire.h"
+#include "engine.h"
+#include "gguf.h"
+#include "sampling.h"
+#include "sched.h"
+#include "tokenizer.h"
+
+#define EXIT_FATAL 3
+
+struct worker {
+    nng_socket sock;
+    struct model *m;
+    const struct tok_vocab *v;
+    struct engine_ctx *eng;
+    struct sched *s;
+    struct smp_params smp_model; /* llama-server defaults + the GGUF's general.sampling.* */
+    char *chat_tmpl;             /* tokenizer.chat_template, NULL = ChatML */
+    volatile int quit;
+    volatile int shutting;
+    int idx;
+};
+
+static volatile sig_atomic_t g_term;
+static void on_term(int sig) { (void)sig; g_term = 1; }
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "llm170-worker: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void send_msg(struct worker *w, const struct proto_msg *m)
+{
+    struct err e;
+    if (proto_send(w->sock, m, 5000, &e))
+        logf_("send %s: %s", proto_type_name(m->type), e.msg);
+}
+
+static void send_error(struct worker *w, uint64_t id, int err_code, const char *msg)
+{
+    struct proto_msg m;
+    proto_error(&m, id, proto_errc_from_err(err_code), msg);
+    send_msg(w, &m);
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void on_event(void *user, const struct sched_event *ev)
+{
+    struct worker *w = user;
+    struct proto_msg m;
+    proto_msg_init(&m, PT_CHUNKS);
+    m.id = ev->id;
+    struct proto_chunk c = {0};
+    char *text = malloc(ev->n_text + 1);
+    if (!text)
+        return;
+    memcpy(text, ev->text ? ev->text : "", ev->n_text);
+    text[ev->n_text] = 0;
+    c.token = ev->token;
+    c.text = text;
+    c.has_logprob = ev->has_logprob;
+    c.logprob = isfinite(ev->logprob) ? ev->logprob : -1e30f;
+    struct proto_top top[32];
+    for (int i = 0; i < ev->n_top && i < 32; i++)
+        top[i] = (struct proto_top){ev->top[i].token, isfinite(ev->top[i].logprob) ? ev->top[i].logprob : -1e30f,
+                                    (char *)ev->top[i].text};
+    c.top = ev->n_top ? top : NULL;
+    c.n_top = (size_t)(ev->n_top < 32 ? ev->n_top : 32);
+    c.finish = ev->finish;
+    c.n_prompt = ev->n_prompt;
+    c.n_gen = ev->n_gen;
+    c.n_cached = ev->n_cached;
+    if (ev->finish == SCHED_ERROR) {
+        c.errc = proto_errc_from_err(ev->err_code);
+        if (c.errc == PE_NONE || c.errc == PE_QUEUE_FULL)
+            c.errc = PE_INTERNAL;
+        c.message = (char *)(ev->message ? ev->message : "generation failed");
+    }
+    m.chunks = &c;
+    m.n_chunks = 1;
+    send_msg(w, &m);
+    free(text);
+}
+
+static void *sched_main(void *arg)
+{
+    struct worker *w = arg;
+    while (!w->quit) {
+        struct err e;
+        int rc = sched_step(w->s, &e);
+        if (rc < 0)
+            logf_("step: %s", e.msg);
+        if (rc == 0) {
+            if (w->shutting && sched_idle(w->s)) {
+                w->quit = 1;
+                break;
+            }
+            sched_wait(w->s, 100);
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/* The GGUF's recommended sampling values (general.sampling.*) as text. */
+static void model_sampling_defaults(struct worker *w)
+{
+    static const char *const names[] = {"sequence", "top_k", "top_p", "min_p", "xtc_probability",
+                                        "xtc_threshold", "temp", "penalty_last_n", "penalty_repeat",
+                                        "mirostat", "mirostat_tau", "mirostat_eta"};
+    w->smp_model = smp_params_default();
+    const struct gguf *g = model_gguf(w->m);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char key[64], text[256];
+        snprintf(key, sizeof key, "general.sampling.%s", names[i]);
+        if (!gguf_find_kv(g, key))
+            continue;
+        struct err e;
+        int64_t iv;
+        float fv;
+        if (gguf_get_cstr(g, key, text, sizeof text, &e) == 0) {
+        } else if (gguf_get_i64(g, key, &iv, &e) == 0) {
+            snprintf(text, sizeof text, "%lld", (long long)iv);
+        } else if (gguf_get_f32(g, key, &fv, &e) == 0) {
+            snprintf(text, sizeof text, "%.9g", (double)fv);
+        } else {
+            continue;
+        }
+        if (smp_params_apply_model_value(&w->smp_model, names[i], text, &e))
+            logf_("ignoring %s: %s", key, e.msg);
+    }
+}
+
+/* Request fields over the model's defaults, as llama-server: request > GGUF > built-in. */
+static struct smp_params request_sampling(struct worker *w, const struct proto_gen *g)
+{
+    struct smp_params p = smp_params_default();
+    if (g->set & PG_TEMPERATURE) { p.temp = g->temperature; p.set_mask |= SMP_SET_TEMP; }
+    if (g->set & PG_TOP_K) { p.top_k = g->top_k; p.set_mask |= SMP_SET_TOP_K; }
+    if (g->set & PG_TOP_P) { p.top_p = g->top_p; p.set_mask |= SMP_SET_TOP_P; }
+    if (g->set & PG_MIN_P) { p.min_p = g->min_p; p.set_mask |= SMP_SET_MIN_P; }
+    if (g->set & PG_REPEAT_LAST_N) { p.repeat_last_n = g->repeat_last_n; p.set_mask |= SMP_SET_PENALTY_LAST_N; }
+    if (g->set & PG_REPEAT_PENALTY) { p.repeat_penalty = g->repeat_penalty; p.set_mask |= SMP_SET_PENALTY_REPEAT; }
+    if (g->set & PG_TYPICAL_P) p.typical_p = g->typical_p;
+    if (g->set & PG_PRESENCE) p.presence_penalty = g->presence_penalty;
+    if (g->set & PG_FREQUENCY) p.frequency_penalty = g->frequency_penalty;
+    if (g->set & PG_SEED) p.seed = g->seed;
+    /* what the request left open takes the model's recommendation */
+    const struct smp_params *d = &w->smp_model;
+    if (!(p.set_mask & SMP_SET_TEMP)) p.temp = d->temp;
+    if (!(p.set_mask & SMP_SET_TOP_K)) p.top_k = d->top_k;
+    if (!(p.set_mask & SMP_SET_TOP_P)) p.top_p = d->top_p;
+    if (!(p.set_mask & SMP_SET_MIN_P)) p.min_p = d->min_p;
+    if (!(p.set_mask & SMP_SET_PENALTY_LAST_N)) p.repeat_last_n = d->repeat_last_n;
+    if (!(p.set_mask & SMP_SET_PENALTY_REPEAT)) p.repeat_penalty = d->repeat_penalty;
+    p.n_samplers = d->n_samplers;
+    memcpy(p.samplers, d->samplers, sizeof p.samplers);
+    p.xtc_probability = d->xtc_probability;
+    p.xtc_threshold = d->xtc_threshold;
+    p.mirostat = d->mirostat;
+    p.mirostat_tau = d->mirostat_tau;
+    p.mirostat_eta = d->mirostat_eta;
+    return p;
+}
+
+/* Parse one JSON text field of a request: NULL text → NULL; bad JSON or the
+ * wrong kind of value → ERR_INVALID naming the field. */
+static int json_field(const char *text, const char *name, bool want_array, json_t **out, struct err *e)
+{
+    *out = NULL;
+    if (!text)
+        return 0;
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &je);
+    if (!j)
+        return err_set(e, ERR_INVALID, "%s: invalid JSON at %d: %s", name, je.position, je.text);
+    if (want_array ? !json_is_array(j) : !json_is_object(j)) {
+        json_decref(j);
+        return err_set(e, ERR_INVALID, "%s must be a JSON %s", name, want_array ? "array" : "object");
+    }
+    *out = j;
+    return 0;
+}
+
+/* Chat messages → prompt text through the model's template (ChatML when the
+ * GGUF has none). The full OpenAI messages (messages_json) win over the
+ * role/content pairs; tools and template kwargs reach the template too. */
+static int render_chat(struct worker *w, const struct proto_gen *g, char **out, struct err *e)
+{
+    json_t *msgs = NULL, *tools = NULL, *kwargs = NULL;
+    int rc = 0;
+    if (g->messages_json) {
+        rc = json_field(g->messages_json, "messages", true, &msgs, e);
+    } else {
+        msgs = json_array();
+        for (size_t i = 0; msgs && i < g->n_messages; i++)
+            json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", g->messages[i].role, "content",
+                                                  g->messages[i].content));
+    }
+    if (!rc)
+        rc = json_field(g->tools_json, "tools", true, &tools, e);
+    if (!rc)
+        rc = json_field(g->template_kwargs_json, "chat_template_kwargs", false, &kwargs, e);
+    if (!rc) {
+        int32_t bos = tok_bos(w->v), eos = tok_eos(w->v);
+        rc = chat_render(w->chat_tmpl, msgs, tools, true, bos >= 0 ? tok_text(w->v, bos) : "",
+                         eos >= 0 ? tok_text(w->v, eos) : "", kwargs, out, e);
+    }
+    json_decref(msgs);
+    json_decref(tools);
+    json_decref(kwargs);
+    return rc;
+}
+
+static void h_generate(struct worker *w, struct proto_msg *m)
+{
+    struct err e;
+    struct proto_gen *g = &m->gen;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = 0;
+    if (w->shutting) {
+        send_error(w, m->id, ERR_IO, "worker is shutting down");
+        return;
+    }
+    if (g->tokens) {
+        ids = g->tokens;
+        n_ids = g->n_tokens;
+        g->tokens = NULL;
+    } else if (g->prompt) {
+        rc = tok_encode(w->v, g->prompt, strlen(g->prompt), g->add_special, g->parse_special, &ids, &n_ids, &e);
+    } else {
+        char *text = NULL;
+        rc = render_chat(w, g, &text, &e);
+        if (!rc)
+            rc = tok_encode(w->v, text, strlen(text), true, true, &ids, &n_ids, &e);
+        free(text);
+    }
+    if (rc) {
+        send_error(w, m->id, rc == ERR_NOMEM ? ERR_INTERNAL : ERR_INVALID, e.msg);
+        free(ids);
+        return;
+    }
+    struct sched_request q;
+    sched_request_init(&q);
+    q.id = m->id;
+    q.prompt = ids;
+    q.n_prompt = n_ids;
+    q.smp = request_sampling(w, g);
+    struct smp_bias *bias = NULL;
+    if (g->n_logit_bias) {
+        bias = calloc(g->n_logit_bias, sizeof *bias);
+        for (size_t i = 0; bias && i < g->n_logit_bias; i++)
+            bias[i] = (struct smp_bias){g->logit_bias[i].token,
+                                        g->logit_bias[i].bias < -1e30f ? -INFINITY : g->logit_bias[i].bias};
+        q.smp.logit_bias = bias;
+        q.smp.n_logit_bias = bias ? (int32_t)g->n_logit_bias : 0;
+    }
+    q.max_tokens = (g->set & PG_MAX_TOKENS) ? g->max_tokens : -1;
+    q.stop = (const char *const *)g->stop;
+    q.n_stop = (int)g->n_stop;
+    q.n_probs = g->logprobs;
+    q.ignore_eos = g->ignore_eos;
+    q.special = g->special;
+    q.cache_prompt = g->cache_prompt;
+    rc = sched_submit(w->s, &q, &e);
+    free(bias);
+    free(ids);
+    if (rc) {
+        send_error(w, m->id, rc == ERR_CANCELED ? ERR_IO : rc, e.msg);
+        return;
+    }
+    struct proto_msg a;
+    proto_msg_init(&a, PT_ACCEPTED);
+    a.id = m->id;
+    a.worker.idx = w->idx;
+    send_msg(w, &a);
+}
+
+static void h_tokenize(struct worker *w, struct proto_msg *m)
+{
+    struct err e;
+    int32_t *ids;
+    size_t n;
+    if (tok_encode(w->v, m->text, strlen(m->text), m->add_special, m->parse_special, &ids, &n, &e)) {
+        send_error(w, m->id, ERR_INVALID, e.msg);
+        return;
+    }
+    struct proto_msg r;
+    proto_msg_init(&r, PT_TOKENS);
+    r.id = m->id;
+    r.tokens = ids ? ids : (int32_t[1]){0};
+    r.n_tokens = n;
+    send_msg(w, &r);
+    free(ids);
+}
+
+static void h_detokenize(struct worker *w, struct proto_msg *m)
+{
+    int32_t nv = tok_n_vocab(w->v);
+    for (size_t i = 0; i < m->n_tokens; i++)
+        if (m->tokens[i] < 0 || m->tokens[i] >= nv) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "token %zu is %d, outside the vocabulary [0, %d)", i, m->tokens[i], nv);
+            send_error(w, m->id, ERR_INVALID, msg);
+            return;
+        }
+    size_t len;
+    char *text = tok_detokenize(w->v, m->tokens, m->n_tokens, false, &len);
+    if (!text) {
+        send_error(w, m->id, ERR_INTERNAL, "out of memory");
+        return;
+    }
+    struct proto_msg r;
+    proto_msg_init(&r, PT_TEXT);
+    r.id = m->id;
+    r.text = text;
+    send_msg(w, &r);
+    free(text);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan] [--gpu N]\n"
+               "                     [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--prefill-chunk N]\n"
+               "                     [--idx N]\n"
+               "Started by llm170d; serves one device over the daemon's socket.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *url = NULL, *path = NULL, *name = NULL, *backend = "cpu", *gpu = NULL;
+    int slots = 4, queue = 64, threads = 0, ctx = 0, batch = 0, prefill = 256, idx = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "llm170-worker: option '%s' needs a value (or is unknown)\n", argv[i]);
+            return 2;
+        }
+        const char *k = argv[i], *v = argv[++i];
+        if (!strcmp(k, "--connect")) url = v;
+        else if (!strcmp(k, "--model")) path = v;
+        else if (!strcmp(k, "--name")) name = v;
+        else if (!strcmp(k, "--backend")) backend = v;
+        else if (!strcmp(k, "--gpu")) gpu = v;
+        else if (!strcmp(k, "--slots")) slots = atoi(v);
+        else if (!strcmp(k, "--queue")) queue = atoi(v);
+        else if (!strcmp(k, "--threads")) threads = atoi(v);
+        else if (!strcmp(k, "--ctx")) ctx = atoi(v);
+        else if (!strcmp(k, "--batch")) batch = atoi(v);
+        else if (!strcmp(k, "--prefill-chunk")) prefill = atoi(v);
+        else if (!strcmp(k, "--idx")) idx = atoi(v);
+        else {
+            fprintf(stderr, "llm170-worker: unknown option '%s'\n", k);
+            return 2;
+        }
+    }
+    if (!url || !path) {
+        usage(stderr);
+        return 2;
+    }
+    if (slots < 1 || slots > 256 || queue < 0) {
+        fprintf(stderr, "llm170-worker: --slots must be in [1, 256] and --queue >= 0\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    static struct worker ww;
+    struct worker *w = &ww;
+    w->idx = idx;
+    struct err e;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (model_load(&w->m, path, &e)) {
+        logf_("cannot load model '%s': %s", path, e.msg);
+        return EXIT_FATAL;
+    }
+    w->v = model_vocab(w->m);
+    struct engine_params ep;
+    engine_params_default(&ep);
+    ep.backend = !strcmp(backend, "cpu") ? BACKEND_CPU : !strcmp(backend, "hip") ? BACKEND_HIP
+                 : !strcmp(backend, "vulkan") ? BACKEND_VULKAN : -1;
+    if ((int)ep.backend < 0) {
+        logf_("unknown backend '%s' (cpu, hip, vulkan)", backend);
+        return EXIT_FATAL;
+    }
+    ep.n_seq = slots;
+    ep.n_ctx = ctx;
+    ep.n_batch = batch > 0 ? batch : 512;
+    if (ep.n_batch < slots)
+        ep.n_batch = slots;
+    ep.n_threads = threads;
+    if (engine_create(&w->eng, w->m, &ep, &e)) {
+        logf_("backend %s%s%s: %s", backend, gpu ? " gpu " : "", gpu ? gpu : "", e.msg);
+        return EXIT_FATAL;
+    }
+    struct sched_params sp = {.n_slots = slots, .n_queue = queue, .n_batch = ep.n_batch,
+                               /* a long prompt joins the running decodes in slices, not in one long step */
+                               .prefill_chunk = prefill};
+    if (sched_create(&w->s, w->eng, w->m, &sp, on_event, w, &e)) {
+        logf_("%s", e.msg);
+        return EXIT_FATAL;
+    }
+    model_sampling_defaults(w);
+    struct gguf_str ts;
+    if (gguf_get_str(model_gguf(w->m), "tokenizer.chat_template", &ts, &e) == 0) {
+        w->chat_tmpl = malloc(ts.len + 1);
+        if (w->chat_tmpl) {
+            memcpy(w->chat_tmpl, ts.ptr, ts.len);
+            w->chat_tmpl[ts.len] = 0;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+
+    int rv = nng_pair0_open(&w->sock);
+    if (!rv) {
+        nng_socket_set_size(w->sock, NNG_OPT_RECVMAXSZ, PROTO_MAX_MSG);
+        rv = nng_dial(w->sock, url, NULL, 0);
+    }
+    if (rv) {
+        logf_("cannot connect to llm170d at '%s': %s", url, nng_strerror(rv));
+        return 1;
+    }
+    const struct model_info *mi = model_info(w->m);
+    int n_ctx = engine_n_ctx(w->eng);
+    struct proto_msg r;
+    proto_msg_init(&r, PT_READY);
+    r.worker.idx = idx;
+    r.worker.model = (char *)(name ? name : mi->name);
+    r.worker.model_path = (char *)path;
+    r.worker.backend = (char *)backend;
+    r.worker.device = (char *)(gpu ? gpu : "cpu");
+    r.worker.slots = slots;
+    r.worker.n_ctx = n_ctx;
+    r.worker.n_vocab = mi->n_vocab;
+    /* weights + an upper bound of the f16 KV cache (n_embd per layer for K and V) */
+    r.worker.mem = mi->n_bytes + (uint64_t)mi->n_layer * (uint64_t)n_ctx * (uint64_t)slots * 2u *
+                                     (uint64_t)mi->n_embd * 2u;
+    send_msg(w, &r);
+    logf_("%s loaded in %.2f s (%s, %d slots, ctx %d)", name ? name : mi->name,
+          (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, backend, slots, n_ctx);
+
+    pthread_t th;
+    if (pthread_create(&th, NULL, sched_main, w)) {
+        logf_("cannot start the scheduler thread");
+        return 1;
+    }
+    while (!w->quit) {
+        if (g_term && !w->shutting) { /* SIGTERM: finish what runs, then exit */
+            w->shutting = 1;
+            sched_close(w->s);
+        }
+        if (getppid() == 1) /* the daemon is gone (and PDEATHSIG missed) */
+            break;
+        struct proto_msg m;
+        int rc = proto_recv(w->sock, &m, 200, &e);
+        if (rc == ERR_IO)
+            continue; /* timeout (a closed pipe redials by itself) */
+        if (rc) {
+            logf_("bad message from the daemon: %s", e.msg);
+            if (m.type != PT_NONE && m.id)
+                send_error(w, m.id, rc, e.msg);
+            proto_msg_free(&m);
+            continue;
+        }
+        switch (m.type) {
+        case PT_GENERATE: h_generate(w, &m); break;
+        case PT_CANCEL: sched_cancel(w->s, m.id); break;
+        case PT_TOKENIZE: h_tokenize(w, &m); break;
+        case PT_DETOKENIZE: h_detokenize(w, &m); break;
+        case PT_PING: {
+            struct proto_msg p;
+            proto_msg_init(&p, PT_PONG);
+            p.id = m.id;
+            int a, q;
+            sched_stats(w->s, &a, &q);
+            p.worker.active = a;
+            p.worker.queued = q;
+            p.worker.slots = slots;
+            send_msg(w, &p);
+            break;
+        }
+        case PT_SHUTDOWN:
+            w->shutting = 1;
+            sched_close(w->s);
+            break;
+        default:
+            logf_("unexpected '%s' message ignored", proto_type_name(m.type));
+        }
+        proto_msg_free(&m);
+    }
+    w->quit = 1;
+    sched_close(w->s);
+    pthread_join(th, NULL);
+    nng_close(w->sock);
+    sched_free(w->s);
+    engine_free(w->eng);
+    free(w->chat_tmpl);
+    model_free(w->m);
+    return 0;
+}
