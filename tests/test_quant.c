@@ -803,6 +803,47 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
 
 static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
 
+/* One-token group dispatch (decode's Q/K/V, gate/up): the same bits as matmul_packed_run per
+ * matrix, with shared and separate inputs, row counts that are not multiples of 16, mixed types. */
+static void matmul_packed_group(void)
+{
+    static uint8_t W[3][300 * 768 * 2];
+    static float X[2][768], Yg[3][300], Y1[3][300];
+    const enum qtype types[3] = {QT_Q8_0, QT_Q8_0, QT_Q6_K};
+    const int64_t outs[3] = {300, 37, 64};
+    struct matmul_packed *p[3];
+    for (int k = 0; k < 3; k++) {
+        rnd_row(types[k], W[k], 768 * outs[k], 8, 16);
+        p[k] = matmul_pack(types[k], W[k], 768, outs[k]);
+        if (!p[k])
+            SKIP("no packed kernel on this CPU / SIMD level");
+    }
+    for (int i = 0; i < 768; i++) {
+        X[0][i] = rndf();
+        X[1][i] = rndf();
+    }
+    struct matmul_scratch s = {0};
+    for (int nth = 1; nth <= 3; nth++) {
+        struct tpool *tp = tpool_create(nth);
+        const float *xs[3] = {X[0], X[0], X[1]};
+        float *ys[3] = {Yg[0], Yg[1], Yg[2]};
+        for (int n = 1; n <= 3; n++) {
+            matmul_packed_run_group(tp, &s, (const struct matmul_packed *const *)p, xs, ys, n);
+            for (int k = 0; k < n; k++) {
+                matmul_packed_run(tp, &s, p[k], xs[k], 1, Y1[k]);
+                CHECK(!memcmp(Yg[k], Y1[k], (size_t)outs[k] * sizeof(float)), "threads=%d n=%d item %d differs", nth,
+                      n, k);
+            }
+        }
+        tpool_destroy(tp);
+    }
+    CHECK(matmul_packed_one_token(p[0]) && !matmul_packed_one_token(p[2]) && !matmul_packed_one_token(NULL),
+          "one-token preference: Q8_0 packed, Q6_K file layout");
+    for (int k = 0; k < 3; k++)
+        matmul_packed_free(p[k]);
+    matmul_scratch_free(&s);
+}
+
 /* matmul_weight picks the packed path when it exists and the plain one otherwise. */
 static void matmul_weight_paths(void)
 {
@@ -944,6 +985,7 @@ int main(void)
     RUN(matmul_weight_paths);
     RUN(matmul_packed_q5_k);
     RUN(matmul_packed_q6_k);
+    RUN(matmul_packed_group);
     RUN(matmul_packed_q8_0);
     RUN(matmul_vs_llamacpp);
     RUN(quantize_round_trip);

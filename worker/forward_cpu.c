@@ -155,7 +155,8 @@ static uint64_t matrix_bytes(const struct model *m)
 static int pack_weights(struct cpu_engine *c, struct err *e)
 {
     const struct model *m = c->m;
-    /* Single-token decode keeps reading the file layout, so packed copies add to the resident set:
+    /* Single-token decode reads the file layout for types whose packed form is not the faster one there
+     * (matmul_packed_one_token), so packed copies add to the resident set:
      * only pack when that stays a modest part of the machine's memory. */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     if (pages > 0 && psz > 0 && matrix_bytes(m) > (uint64_t)pages * (uint64_t)psz / 4)
@@ -323,8 +324,10 @@ int cpu_engine_create(struct cpu_engine **out, const struct model *m, const stru
 static void mm_at(struct cpu_engine *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out, const float *X,
                   int n, float *Y)
 {
-    /* one token: the file layout's single-row kernels measured ~10% less CPU than the packed ones */
-    const struct matmul_packed *pk = n > 1 ? pk_get(c, W) : NULL;
+    /* one token: the file layout's single-row kernels unless the packed form is the faster there too */
+    const struct matmul_packed *pk = pk_get(c, W);
+    if (n == 1 && !matmul_packed_one_token(pk))
+        pk = NULL;
     if (pk)
         matmul_packed_run(c->tp, &c->ms, pk, X, n, Y);
     else
@@ -380,6 +383,22 @@ static void mm_group(struct cpu_engine *c, int n_tok, const struct mm_item *it, 
     if (n_tok != 1 || n > 4) {
         for (int k = 0; k < n; k++)
             mm_at(c, it[k].w->type, it[k].W, it[k].n_in, it[k].n_out, it[k].X, n_tok, it[k].Y);
+        return;
+    }
+    /* all packed forms that are the faster for one token: one dispatch through them */
+    const struct matmul_packed *pk[4];
+    int n_pk = 0;
+    for (int k = 0; k < n; k++)
+        if (matmul_packed_one_token(pk[k] = pk_get(c, it[k].W)))
+            n_pk++;
+    if (n_pk == n) {
+        const float *xs[4];
+        float *ys[4];
+        for (int k = 0; k < n; k++) {
+            xs[k] = it[k].X;
+            ys[k] = it[k].Y;
+        }
+        matmul_packed_run_group(c->tp, &c->ms, pk, xs, ys, n);
         return;
     }
     struct mmg_job j = { .it = it, .n = n };

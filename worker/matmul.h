@@ -39,6 +39,15 @@ void matmul_packed_free(struct matmul_packed *p);
 /* Bytes the packed matrix holds (for memory accounting). */
 size_t matmul_packed_bytes(const struct matmul_packed *p);
 
+/* Whether the packed form is also the faster one for a single token (else use matmul on the GGUF
+ * bytes for one token; both give the same results up to float order). */
+bool matmul_packed_one_token(const struct matmul_packed *p);
+/* One token (X[k]: n_in f32, Y[k]: n_out f32) through n ≤ MATMUL_GROUP_MAX packed matrices in a
+ * single pool dispatch (decode's Q/K/V or gate/up); the same Y as matmul_packed_run per matrix. */
+#define MATMUL_GROUP_MAX 4
+void matmul_packed_run_group(struct tpool *tp, struct matmul_scratch *s, const struct matmul_packed *const *p,
+                             const float *const *X, float *const *Y, int n);
+
 /* A weight matrix with the best path chosen once: packed when available, else
  * the GGUF bytes (which must then stay mapped). Zero-initialise or use
  * matmul_weight_init; matmul_weight_free releases the packed copy only. */

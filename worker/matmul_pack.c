@@ -154,16 +154,15 @@ struct pk_job {
     float *Y;          /* [n_tok][n_out] */
 };
 
-static void pk_quant_task(void *ctx, int64_t t, int worker)
+/* One f32 row → the packed kernel's activation row (row) and, for Q8_0, its side data (aux). */
+static void pk_quant_row(const struct matmul_packed *p, const struct quant_kernels *k, const float *x, uint8_t *row,
+                         uint8_t *aux)
 {
-    (void)worker;
-    struct pk_job *j = ctx;
-    const int64_t n = j->p->n_in;
-    uint8_t *row = j->A + (size_t)t * j->arow;
-    j->k->act[j->p->vd](j->X + t * n, row, n);
-    if (j->p->vd == QT_Q8_0) {
+    const int64_t n = p->n_in;
+    k->act[p->vd](x, row, n);
+    if (p->vd == QT_Q8_0) {
         const struct blk_q8_0 *b = (const struct blk_q8_0 *)row;
-        float *ad = (float *)(j->AUX + (size_t)t * j->auxrow);
+        float *ad = (float *)aux;
         int32_t *corr = (int32_t *)(ad + n / QK);
         for (int64_t i = 0; i < n / QK; i++) {
             int sum = 0;
@@ -173,6 +172,13 @@ static void pk_quant_task(void *ctx, int64_t t, int worker)
             corr[i] = -128 * sum;
         }
     }
+}
+
+static void pk_quant_task(void *ctx, int64_t t, int worker)
+{
+    (void)worker;
+    struct pk_job *j = ctx;
+    pk_quant_row(j->p, j->k, j->X + t * j->p->n_in, j->A + (size_t)t * j->arow, j->AUX + (size_t)t * j->auxrow);
 }
 
 /* Tokens per block: a block's activations (≈ 64 × 1.1 KiB for n_in = 1024)
@@ -233,6 +239,95 @@ void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct 
         chunk = (256 * 1024) / (int64_t)p->gbytes;
     j.chunk = chunk < 1 ? 1 : chunk;
     tpool_run(tp, pk_rows_task, &j, (p->n_groups + j.chunk - 1) / j.chunk);
+}
+
+bool matmul_packed_one_token(const struct matmul_packed *p)
+{
+    /* Measured per call, 1 token, matrices larger than the caches: packed Q8_0 reads its 544-byte
+     * 16-row blocks at the memory's speed, the file layout's 34-byte blocks only at ~60% of it;
+     * for the K-quants the file-layout kernels are as fast or faster. */
+    return p && p->wt == QT_Q8_0;
+}
+
+/* One token through up to MATMUL_GROUP_MAX packed matrices, in one pool dispatch. */
+struct pk1_job {
+    const struct matmul_packed *p[MATMUL_GROUP_MAX];
+    const uint8_t *A[MATMUL_GROUP_MAX];   /* activation row of item k (its vec_dot type) */
+    const uint8_t *AUX[MATMUL_GROUP_MAX]; /* its Q8_0 side data (scales, corrections) */
+    float *Y[MATMUL_GROUP_MAX];           /* [n_out of item k] */
+    int64_t chunk[MATMUL_GROUP_MAX];      /* groups per task */
+    int64_t first[MATMUL_GROUP_MAX + 1];  /* first task of each item */
+};
+
+static void pk1_task(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    const struct pk1_job *j = ctx;
+    int k = 0;
+    while (i >= j->first[k + 1])
+        k++;
+    const struct matmul_packed *p = j->p[k];
+    float tmp[PQ4K_ROWS];
+    int64_t g0 = (i - j->first[k]) * j->chunk[k], g1 = g0 + j->chunk[k] < p->n_groups ? g0 + j->chunk[k] : p->n_groups;
+    for (int64_t g = g0; g < g1; g++) {
+        int64_t r0 = g * PQ4K_ROWS, nr = p->n_out - r0 < PQ4K_ROWS ? p->n_out - r0 : PQ4K_ROWS;
+        if (nr == PQ4K_ROWS) {
+            p->kernel(p->n_in, p->data + (size_t)g * p->gbytes, j->A[k], 0, j->AUX[k], 0, 1, j->Y[k] + r0);
+        } else {
+            p->kernel(p->n_in, p->data + (size_t)g * p->gbytes, j->A[k], 0, j->AUX[k], 0, 1, tmp);
+            memcpy(j->Y[k] + r0, tmp, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+void matmul_packed_run_group(struct tpool *tp, struct matmul_scratch *s, const struct matmul_packed *const *p,
+                             const float *const *X, float *const *Y, int n)
+{
+    if (n <= 0 || n > MATMUL_GROUP_MAX)
+        return;
+    struct pk1_job j;
+    memset(&j, 0, sizeof j);
+    const struct quant_kernels *k = quant_kernels_get();
+    size_t off[MATMUL_GROUP_MAX], need = 0;
+    for (int i = 0; i < n; i++) {
+        off[i] = need;
+        need += ((qtype_row_size(p[i]->vd, p[i]->n_in) + 63) & ~(size_t)63) + (size_t)(p[i]->n_in / QK) * 8 + 64;
+    }
+    if (s->cap < need) {
+        size_t cap = (need + 63) & ~(size_t)63;
+        void *buf = aligned_alloc(64, cap);
+        if (!buf) {
+            for (int i = 0; i < n; i++)
+                for (int64_t r = 0; r < p[i]->n_out; r++)
+                    Y[i][r] = __builtin_nanf("");
+            return;
+        }
+        free(s->buf);
+        s->buf = buf;
+        s->cap = cap;
+    }
+    const int nth = tpool_size(tp);
+    for (int i = 0; i < n; i++) {
+        j.p[i] = p[i];
+        j.Y[i] = Y[i];
+        for (int q = 0; q < i && !j.A[i]; q++) /* same input, same activation type: quantize once */
+            if (X[q] == X[i] && p[q]->vd == p[i]->vd && p[q]->n_in == p[i]->n_in) {
+                j.A[i] = j.A[q];
+                j.AUX[i] = j.AUX[q];
+            }
+        if (!j.A[i]) {
+            uint8_t *row = (uint8_t *)s->buf + off[i];
+            uint8_t *aux = row + ((qtype_row_size(p[i]->vd, p[i]->n_in) + 63) & ~(size_t)63);
+            pk_quant_row(p[i], k, X[i], row, aux);
+            j.A[i] = row;
+            j.AUX[i] = aux;
+        }
+        /* small tasks: a worker preempted on this shared machine holds up little of the dispatch */
+        int64_t chunk = p[i]->n_groups / ((int64_t)nth * 16);
+        j.chunk[i] = chunk < 1 ? 1 : chunk;
+        j.first[i + 1] = j.first[i] + (p[i]->n_groups + j.chunk[i] - 1) / j.chunk[i];
+    }
+    tpool_run(tp, pk1_task, &j, j.first[n]);
 }
 
 void matmul_weight_init(struct matmul_weight *mw, enum qtype wt, const void *W, int64_t n_in, int64_t n_out, bool pack)

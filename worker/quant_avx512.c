@@ -465,6 +465,9 @@ static void pk_q5_k_entry(int64_t n, const uint8_t *g, const void *a, size_t as,
 /* Packed Q8_0 (layout in quant_internal.h): unsigned w+128 × signed a with
  * the accumulator started at −128·Σa of the block (aux), then one float step
  * per block: acc += (d_w·d_a) · isum, block after block. */
+#ifndef PQ8_PF
+#define PQ8_PF 4096
+#endif
 QX_INLINE void pk_q8_0(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,
                        const int NT, float *out)
 {
@@ -480,6 +483,9 @@ QX_INLINE void pk_q8_0(int64_t n, const uint8_t *g, const void *a, size_t as, co
             const int32_t *corr = (const int32_t *)((const uint8_t *)aux + (size_t)t * auxs) + nb;
             is[t] = _mm512_set1_epi32(corr[i]);
         }
+        QX_UNROLL
+        for (int k = 0; k < 9; k++) /* one core's DRAM speed is latency-bound: ask ~4 KiB ahead */
+            _mm_prefetch((const char *)g + PQ8_PF + 64 * k, _MM_HINT_T0);
         QX_UNROLL
         for (int k = 0; k < 8; k++) {
             const __m512i W = _mm512_loadu_si512(g + 64 * k);

@@ -153,7 +153,7 @@ struct quant_kernels {
     qdot_fn dot[QT_COUNT];         /* indexed by weight type */
     qdot_multi_fn dot_multi[QT_COUNT]; /* optional, indexed by weight type */
     qdot_prep_fn dot_prep[QT_COUNT];   /* optional, weight types with Q8_0 activations */
-    qpacked_fn packed[QT_COUNT];       /* optional, matmul_pack layouts (Q4_K, Q6_K, Q8_0) */
+    qpacked_fn packed[QT_COUNT];       /* optional, matmul_pack layouts (Q4_K, Q5_K, Q6_K, Q8_0) */
     /* optional multi-token entry reading f32 activation rows that hold exactly
      * the values of the vec_dot-type rows (F16 weights: f16-rounded inputs
      * widened once per matmul); same bits as dot */
