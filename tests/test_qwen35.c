@@ -19,6 +19,7 @@
 #include "../worker/model.h"
 #include "../worker/ops_gdn.h"
 #include "check.h"
+#include "engine_util.h"
 
 static char g_syn[4200]; /* ../shared/data/models/synthetic */
 
@@ -31,37 +32,8 @@ static bool have_shared(void)
     return true;
 }
 
-/* ‖a − b‖₂ / ‖b‖₂ */
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
 
-static struct model *load(const char *path)
-{
-    struct model *m = NULL;
-    struct err e = { 0 };
-    if (model_load(&m, path, &e)) {
-        printf("#   model_load(%s): %s\n", path, e.msg);
-        return NULL;
-    }
-    return m;
-}
 
 static struct engine_ctx *make_engine(const struct model *m, int n_seq, int n_batch, int chunk_min)
 {
