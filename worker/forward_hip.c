@@ -184,6 +184,7 @@ void hip_engine_free(struct hip_engine *c)
     if (!c)
         return;
     if (c->rt) {
+        hip_rt_bind(c->rt, NULL);
         hip_rt_sync(c->rt, NULL);
         for (int i = 0; i < c->n_gs; i++)
             hip_rt_graph_free(c->rt, c->gs[i].g);
@@ -645,6 +646,8 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
                struct err *e)
 {
     int rc = validate(c, toks, n, e);
+    if (!rc)
+        rc = hip_rt_bind(c->rt, e);
     if (rc)
         return rc;
     const struct hparams *hp = &c->m->hp;
@@ -738,6 +741,9 @@ int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct er
         return err_set(e, ERR_INVALID, "engine_seq_copy: sequence %d or %d outside [0, %d)", src, dst, c->p.n_seq);
     if (n < 0 || n > c->len[src])
         return err_set(e, ERR_RANGE, "engine_seq_copy: %d positions but sequence %d holds %d", n, src, c->len[src]);
+    int brc = hip_rt_bind(c->rt, e);
+    if (brc)
+        return brc;
     if (src == dst) {
         c->len[dst] = n;
         return 0;

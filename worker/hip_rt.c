@@ -780,6 +780,17 @@ int hip_rt_profile_report(struct hip_rt *rt, struct hip_prof_row *rows, int max,
     return n;
 }
 
+int hip_rt_bind(struct hip_rt *rt, struct err *e)
+{
+    /* A CUDA context is current per thread: the worker's scheduler thread is
+     * not the thread that opened the device, so every entry point binds it. */
+    if (rt->amd)
+        CK(rt->set_device(rt->dev), "set device");
+    else
+        CK(rt->ctx_set(rt->ctx), "set context");
+    return 0;
+}
+
 int hip_rt_sync(struct hip_rt *rt, struct err *e)
 {
     CK(rt->stream_sync(rt->stream), "stream synchronize (a kernel failed?)");

@@ -67,6 +67,9 @@ int hip_rt_memset32(struct hip_rt *rt, uint64_t dst, uint32_t v, size_t count, s
 int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **params,
                   struct err *e);
 int hip_rt_sync(struct hip_rt *rt, struct err *e);
+/* Make the device current on the calling thread (call first in every entry
+ * point that may run on another thread than hip_rt_open's). */
+int hip_rt_bind(struct hip_rt *rt, struct err *e);
 /* Graphs: everything launched on the stream between begin and end is recorded, not run. */
 int hip_rt_capture_begin(struct hip_rt *rt, struct err *e);
 int hip_rt_capture_end(struct hip_rt *rt, hip_graph *out, struct err *e);
