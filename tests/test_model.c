@@ -54,23 +54,6 @@ static struct engine_ctx *make_engine(const struct model *m, int n_seq, int n_ba
     return c;
 }
 
-/* Decode ids[0..n) of `seq` (starting at its cached length) in chunks of `chunk`, all logits to out[n][V]. */
-static int run_seq(struct engine_ctx *c, int seq, const int32_t *ids, int n, int chunk, float *out, int n_vocab)
-{
-    struct engine_tok toks[512];
-    int pos0 = engine_seq_len(c, seq);
-    for (int i = 0; i < n; i += chunk) {
-        int k = n - i < chunk ? n - i : chunk;
-        for (int j = 0; j < k; j++)
-            toks[j] = (struct engine_tok){ .token = ids[i + j], .pos = pos0 + i + j, .seq = seq, .logits = out != NULL };
-        struct err e = { 0 };
-        if (engine_decode(c, toks, k, out ? out + (size_t)i * n_vocab : NULL, &e)) {
-            printf("#   engine_decode: %s\n", e.msg);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------- ops */
 
