@@ -2,6 +2,9 @@
 #include "../common/err.h"
 #include "../common/fp16.h"
 #include "../worker/threadpool.h"
+
+#include <stdatomic.h>
+#include <time.h>
 #include "check.h"
 
 static void err_messages(void)
@@ -63,10 +66,47 @@ static void threadpool_covers_all(void)
     tpool_destroy(tp);
 }
 
+/* Many short jobs, each with its own context on the stack: every item of
+ * every job runs exactly once and only under its own job — workers that wake
+ * late (after pauses long enough for them to sleep) must not claim items of
+ * a job they did not see, nor hold up the caller. */
+struct job_ctx { int64_t job; _Atomic int hits[8]; _Atomic int wrong; };
+static void count_item(void *p, int64_t i, int worker)
+{
+    (void)worker;
+    struct job_ctx *c = p;
+    if (i < 0 || i >= 8)
+        atomic_fetch_add(&c->wrong, 1);
+    else
+        atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void threadpool_jobs_never_mix(void)
+{
+    struct tpool *tp = tpool_create(3);
+    CHECK(tp != NULL, "create");
+    int bad = 0;
+    for (int64_t job = 0; job < 20000; job++) {
+        struct job_ctx c = {.job = job};
+        const int n = 2 + (int)(job % 7);
+        tpool_run(tp, count_item, &c, n);
+        for (int i = 0; i < 8; i++)
+            bad += atomic_load(&c.hits[i]) != (i < n);
+        bad += atomic_load(&c.wrong) != 0;
+        if (job % 2000 == 1999) {
+            struct timespec ts = {0, 3000000}; /* long enough for the workers to fall asleep */
+            nanosleep(&ts, NULL);
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    tpool_destroy(tp);
+}
+
 int main(void)
 {
     RUN(err_messages);
     RUN(fp16_roundtrip);
     RUN(threadpool_covers_all);
+    RUN(threadpool_jobs_never_mix);
     CHECK_EXIT();
 }

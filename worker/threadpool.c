@@ -14,34 +14,63 @@
 
 /* A decode step runs a few hundred small parallel loops; waking sleeping
  * threads through a condition variable costs about as much as one of them.
- * So workers spin for a short while on the job counter before they sleep,
- * and the caller spins on the completion count before it waits. The spin is
- * bounded so idle pools cost nothing. */
-#define SPIN_ITERS 1000
+ * So workers spin for a while on the job counter before they sleep, and the
+ * caller spins on the completion count before it waits. The spins are
+ * bounded (≈ 1 ms) so idle pools cost nothing.
+ *
+ * The caller waits for the job's items, never for its workers: items are
+ * claimed from one word holding (job generation << 32 | next index), so a
+ * worker that wakes late — descheduled on a busy machine — finds the job
+ * gone (other generation) or exhausted, and cannot hold up the caller or
+ * claim an item of a job it did not see published. */
+#define SPIN_ITERS 16384
 
 struct tpool {
-    int n;                      /* threads including the caller */
-    pthread_t *threads;         /* [n-1] */
+    int n;                         /* threads including the caller */
+    pthread_t *threads;            /* [n-1] */
     pthread_mutex_t mu;
-    pthread_cond_t cv_work;     /* a new job was posted */
-    pthread_cond_t cv_done;     /* the last worker finished the job */
-    atomic_uint_fast64_t generation; /* bumped per job so workers see new work once */
+    pthread_cond_t cv_work;        /* a new job was posted */
+    pthread_cond_t cv_done;        /* the job's last item finished */
+    atomic_uint_fast64_t generation; /* bumped per job; workers wait for it to change */
     atomic_bool quit;
-    /* current job: written by the caller before generation is bumped (release) */
-    tpool_fn fn;
-    void *ctx;
-    int64_t n_items;
-    atomic_int_fast64_t next;   /* next item index to claim */
-    atomic_int busy;            /* workers still inside the current job */
+    atomic_int sleepers;           /* workers blocked on cv_work */
+    atomic_bool caller_waiting;    /* the caller is blocked on cv_done */
+    /* current job: stored before its generation is published in `claim` (release) */
+    _Atomic(tpool_fn) fn;
+    _Atomic(void *) ctx;
+    atomic_int_fast64_t n_items;
+    atomic_uint_fast64_t claim;    /* (generation mod 2^32) << 32 | next item index */
+    atomic_int_fast64_t done;      /* items of the current job finished */
 };
 
-static void work(struct tpool *tp, int worker)
+/* Claim and run items of job `gen` until it has none left. */
+static void work(struct tpool *tp, uint64_t gen, int worker)
 {
+    const uint64_t tag = gen & 0xffffffffu;
     for (;;) {
-        int64_t i = atomic_fetch_add_explicit(&tp->next, 1, memory_order_relaxed);
-        if (i >= tp->n_items)
-            break;
-        tp->fn(tp->ctx, i, worker);
+        uint64_t w = atomic_load_explicit(&tp->claim, memory_order_acquire);
+        if (w >> 32 != tag)
+            return; /* a later job replaced it: ours is finished */
+        /* read after the acquire: at least job gen's values; if they are a
+         * later job's, `claim` changed too and the exchange below fails */
+        const int64_t n = atomic_load_explicit(&tp->n_items, memory_order_relaxed);
+        tpool_fn fn = atomic_load_explicit(&tp->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&tp->ctx, memory_order_relaxed);
+        const int64_t i = (int64_t)(w & 0xffffffffu);
+        if (i >= n)
+            return;
+        /* pairs with the caller's release fence: if the fields were a later
+         * job's, the retired claim word is visible to the exchange */
+        atomic_thread_fence(memory_order_acquire);
+        if (!atomic_compare_exchange_weak_explicit(&tp->claim, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_relaxed))
+            continue;
+        fn(ctx, i, worker);
+        if (atomic_fetch_add(&tp->done, 1) + 1 == n && atomic_load(&tp->caller_waiting)) {
+            pthread_mutex_lock(&tp->mu);
+            pthread_cond_signal(&tp->cv_done);
+            pthread_mutex_unlock(&tp->mu);
+        }
     }
 }
 
@@ -65,19 +94,16 @@ static void *thread_main(void *p)
         }
         if (g == seen) {
             pthread_mutex_lock(&tp->mu);
+            atomic_fetch_add(&tp->sleepers, 1);
             while (!atomic_load(&tp->quit) && (g = atomic_load(&tp->generation)) == seen)
                 pthread_cond_wait(&tp->cv_work, &tp->mu);
+            atomic_fetch_sub(&tp->sleepers, 1);
             pthread_mutex_unlock(&tp->mu);
         }
         if (atomic_load(&tp->quit))
             break;
         seen = g;
-        work(tp, id);
-        if (atomic_fetch_sub_explicit(&tp->busy, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&tp->mu);
-            pthread_cond_signal(&tp->cv_done);
-            pthread_mutex_unlock(&tp->mu);
-        }
+        work(tp, g, id);
     }
     return NULL;
 }
@@ -95,8 +121,13 @@ struct tpool *tpool_create(int n_threads)
     pthread_cond_init(&tp->cv_done, NULL);
     atomic_init(&tp->generation, 0);
     atomic_init(&tp->quit, false);
-    atomic_init(&tp->next, 0);
-    atomic_init(&tp->busy, 0);
+    atomic_init(&tp->sleepers, 0);
+    atomic_init(&tp->caller_waiting, false);
+    atomic_init(&tp->fn, NULL);
+    atomic_init(&tp->ctx, NULL);
+    atomic_init(&tp->n_items, 0);
+    atomic_init(&tp->claim, 0);
+    atomic_init(&tp->done, 0);
     if (n_threads > 1) {
         tp->threads = calloc((size_t)n_threads - 1, sizeof *tp->threads);
         if (!tp->threads) {
@@ -138,29 +169,40 @@ void tpool_run(struct tpool *tp, tpool_fn fn, void *ctx, int64_t n)
 {
     if (n <= 0)
         return;
-    if (!tp || tp->n == 1 || n == 1) {
+    if (!tp || tp->n == 1 || n == 1 || n > 0x7fffffff) {
         for (int64_t i = 0; i < n; i++)
             fn(ctx, i, 0);
         return;
     }
-    tp->fn = fn;
-    tp->ctx = ctx;
-    tp->n_items = n;
-    atomic_store_explicit(&tp->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&tp->busy, tp->n - 1, memory_order_relaxed);
-    /* publish the job; sleepers re-check the generation under the mutex, so
-     * bumping it before the broadcast cannot lose a wake-up */
-    atomic_fetch_add_explicit(&tp->generation, 1, memory_order_acq_rel);
-    pthread_mutex_lock(&tp->mu);
-    pthread_cond_broadcast(&tp->cv_work);
-    pthread_mutex_unlock(&tp->mu);
-    work(tp, 0);
-    for (int s = 0; atomic_load_explicit(&tp->busy, memory_order_acquire) > 0 && s < SPIN_ITERS; s++)
-        cpu_relax();
-    if (atomic_load_explicit(&tp->busy, memory_order_acquire) > 0) {
+    const uint64_t gen = atomic_load_explicit(&tp->generation, memory_order_relaxed) + 1;
+    /* seqlock-style: retire the finished job's claim word first, so a worker
+     * that reads the fields below (the next job's) while holding an old
+     * claim word fails its exchange instead of running them */
+    const uint64_t prev = atomic_load_explicit(&tp->claim, memory_order_relaxed);
+    atomic_store_explicit(&tp->claim, prev | 0xffffffffu, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&tp->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&tp->n_items, n, memory_order_relaxed);
+    atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&tp->claim, (gen & 0xffffffffu) << 32, memory_order_release);
+    /* wake-up: a sleeper counts itself under the mutex before re-checking the
+     * generation, so either it sees the new one or we see it and broadcast */
+    atomic_store(&tp->generation, gen);
+    if (atomic_load(&tp->sleepers) > 0) {
         pthread_mutex_lock(&tp->mu);
-        while (atomic_load(&tp->busy) > 0)
+        pthread_cond_broadcast(&tp->cv_work);
+        pthread_mutex_unlock(&tp->mu);
+    }
+    work(tp, gen, 0);
+    for (int s = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n && s < SPIN_ITERS; s++)
+        cpu_relax();
+    if (atomic_load(&tp->done) < n) {
+        pthread_mutex_lock(&tp->mu);
+        atomic_store(&tp->caller_waiting, true);
+        while (atomic_load(&tp->done) < n)
             pthread_cond_wait(&tp->cv_done, &tp->mu);
+        atomic_store(&tp->caller_waiting, false);
         pthread_mutex_unlock(&tp->mu);
     }
 }
