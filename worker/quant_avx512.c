@@ -477,11 +477,15 @@ QX_INLINE void pk_q8_0(int64_t n, const uint8_t *g, const void *a, size_t as, co
     for (int t = 0; t < NT; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++, g += PQ8_SB) {
-        __m512i is[PQ_MAXT];
+        /* two accumulators per token: eight dependent dot-product steps per
+         * block were a 40-cycle chain that kept the core from running ahead
+         * and putting more loads in flight; integer sums stay exact */
+        __m512i is[PQ_MAXT], is2[PQ_MAXT];
         QX_UNROLL
         for (int t = 0; t < NT; t++) {
             const int32_t *corr = (const int32_t *)((const uint8_t *)aux + (size_t)t * auxs) + nb;
             is[t] = _mm512_set1_epi32(corr[i]);
+            is2[t] = _mm512_setzero_si512();
         }
         QX_UNROLL
         for (int k = 0; k < 9; k++) /* one core's DRAM speed is latency-bound: ask ~4 KiB ahead */
@@ -493,9 +497,15 @@ QX_INLINE void pk_q8_0(int64_t n, const uint8_t *g, const void *a, size_t as, co
             for (int t = 0; t < NT; t++) {
                 int32_t w4;
                 memcpy(&w4, QX_ACT_0(t, i)->qs + 4 * k, 4);
-                is[t] = _mm512_dpbusd_epi32(is[t], W, _mm512_set1_epi32(w4));
+                if (k & 1)
+                    is2[t] = _mm512_dpbusd_epi32(is2[t], W, _mm512_set1_epi32(w4));
+                else
+                    is[t] = _mm512_dpbusd_epi32(is[t], W, _mm512_set1_epi32(w4));
             }
         }
+        QX_UNROLL
+        for (int t = 0; t < NT; t++)
+            is[t] = _mm512_add_epi32(is[t], is2[t]);
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + PQ8_OFF_D)));
         QX_UNROLL
         for (int t = 0; t < NT; t++) {
