@@ -61,29 +61,32 @@ extern "C" __global__ void gdn_conv(const struct gdn_conv_args a)
             st[(long long)k * cd + c] = hist[k];
 }
 
-/* One block (one warp) per (group, value head, WARP value columns); each lane keeps its column's
- * DK state entries in registers for the whole group, so a step needs no reduction over the
- * state: the block only shares the step's normed q and k (broadcast reads from shared memory). */
-template <int DK>
+/* One block per (group, value head, WARP value columns): lane j of every warp owns value column
+ * WARP·z + j; warp w keeps the state rows a ∈ [w·R, (w+1)·R) of that column in registers
+ * (R = DK / NW) for the whole group. A step: each warp L2-norms the step's q and k itself (they are
+ * d_k floats), takes its slice, and the two sums over a (Sᵀk, then Sᵀq) are the warps' partial sums
+ * met in shared memory — two block barriers a step, and NW times the parallelism of one warp per
+ * column block (decode reads the state once, so more warps in flight hide more latency). */
+template <int DK, int NW>
 static __device__ __forceinline__ void gdn_rec(const struct gdn_rec_args &a)
 {
-    __shared__ float ks[DK], qs[DK];
-    const int gi = blockIdx.x, vh = blockIdx.y, lane = threadIdx.x;
+    constexpr int R = DK / NW, PER = (DK + WARP - 1) / WARP;
+    __shared__ float ks[DK], qs[DK], red_u[NW][WARP], red_y[NW][WARP];
+    const int gi = blockIdx.x, vh = blockIdx.y, lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     if (gi >= *a.g.n_grp)
         return;
     const int dv = a.d_v, HV = a.n_v_heads, kh = vh % a.n_k_heads; /* tiled head map (§6.4 step 6) */
     const int b = blockIdx.z * WARP + lane;
     const bool act = b < dv;
     const int key_dim = a.n_k_heads * DK;
-    float *S = a.state + (long long)a.g.seq[gi] * a.seq_stride + (long long)vh * DK * dv;
+    float *S = a.state + (long long)a.g.seq[gi] * a.seq_stride + (long long)vh * DK * dv + (long long)w * R * dv;
     const bool fresh = a.g.fresh[gi] != 0;
-    float s[DK];
+    float s[R];
 #pragma unroll
-    for (int i = 0; i < DK; i++)
+    for (int i = 0; i < R; i++)
         s[i] = act && !fresh ? S[(long long)i * dv + b] : 0.0f;
     const int s0 = a.g.start[gi], T = a.g.len[gi];
     const float dtv = a.dt[vh], Av = a.A[vh];
-    constexpr int PER = (DK + WARP - 1) / WARP;
     for (int t = 0; t < T; t++) {
         const long long r = a.g.rows[s0 + t];
         const float *row = a.qkv + r * a.conv_dim;
@@ -103,47 +106,69 @@ static __device__ __forceinline__ void gdn_rec(const struct gdn_rec_args &a)
 #pragma unroll
         for (int j = 0; j < PER; j++) {
             const int i = j * WARP + lane;
-            if (i < DK) {
+            if (i >= w * R && i < (w + 1) * R) { /* this warp's slice only: no other warp reads it */
                 ks[i] = kr[j] * ik;
                 qs[i] = qr[j] * iq;
             }
         }
-        __syncthreads();
+        __syncwarp();
         const float beta = sigmoid_f(a.b[r * HV + vh]);
         const float decay = expf(softplus_f(a.a[r * HV + vh] + dtv) * Av);
+        const float *kw = ks + w * R, *qw = qs + w * R;
         float u = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DK; i++) {
+        for (int i = 0; i < R; i++) {
             s[i] *= decay;
-            u += s[i] * ks[i];
+            u += s[i] * kw[i];
+        }
+        if (NW > 1) {
+            red_u[w][lane] = u;
+            __syncthreads();
+            u = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NW; j++)
+                u += red_u[j][lane];
         }
         const float vb = act ? row[2 * key_dim + vh * dv + b] : 0.0f;
         const float d = (vb - u) * beta;
         float y = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DK; i++) {
-            s[i] += ks[i] * d;
-            y += s[i] * qs[i];
+        for (int i = 0; i < R; i++) {
+            s[i] += kw[i] * d;
+            y += s[i] * qw[i];
         }
-        if (act)
+        if (NW > 1) {
+            red_y[w][lane] = y;
+            __syncthreads();
+            if (w == 0) {
+                y = 0.0f;
+#pragma unroll
+                for (int j = 0; j < NW; j++)
+                    y += red_y[j][lane];
+            }
+        }
+        if (w == 0 && act)
             a.o[r * (long long)(HV * dv) + vh * dv + b] = y * a.scale;
-        __syncthreads(); /* ks/qs are rewritten by the next step */
+        __syncwarp(); /* this warp's ks/qs slice is rewritten by the next step */
     }
     if (act) {
 #pragma unroll
-        for (int i = 0; i < DK; i++)
+        for (int i = 0; i < R; i++)
             S[(long long)i * dv + b] = s[i];
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_16(const struct gdn_rec_args a) { gdn_rec<16>(a); }
-extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_32(const struct gdn_rec_args a) { gdn_rec<32>(a); }
-extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_64(const struct gdn_rec_args a) { gdn_rec<64>(a); }
-extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_128(const struct gdn_rec_args a) { gdn_rec<128>(a); }
+/* blockDim = WARP · NW with NW = max(1, d_k / 32) (worker/forward_hip_hybrid.c) */
+extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_16(const struct gdn_rec_args a) { gdn_rec<16, 1>(a); }
+extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_32(const struct gdn_rec_args a) { gdn_rec<32, 1>(a); }
+extern "C" __global__ void __launch_bounds__(2 * WARP) gdn_rec_64(const struct gdn_rec_args a) { gdn_rec<64, 2>(a); }
+extern "C" __global__ void __launch_bounds__(4 * WARP) gdn_rec_128(const struct gdn_rec_args a) { gdn_rec<128, 4>(a); }
 
 /* o[t][h] ← RMSNorm(o[t][h]) · w ⊙ silu(z[t][h]) per value head of dv. Grid (n, H_v),
- * blockDim ≥ dv (a multiple of WARP). */
-extern "C" __global__ void gdn_gnorm(float *o, const float *z, const float *w, int value_dim, int dv, float eps)
+ * blockDim ≥ dv (a multiple of WARP). With q (dv a multiple of WARP) also the q8 copy of o for the
+ * out-projection GEMV: q [n][value_dim], qd [n][value_dim / 32][2]. */
+extern "C" __global__ void gdn_gnorm(float *o, const float *z, const float *w, int value_dim, int dv, float eps,
+                                     i8 *q, float *qd)
 {
     __shared__ float red[32];
     const long long off = (long long)blockIdx.x * value_dim + (long long)blockIdx.y * dv;
@@ -151,29 +176,40 @@ extern "C" __global__ void gdn_gnorm(float *o, const float *z, const float *w, i
     const float x = i < dv ? o[off + i] : 0.0f;
     const float ss = block_sum(x * x, red);
     const float scale = 1.0f / sqrtf(ss / (float)dv + eps);
+    const float y = i < dv ? ((x * scale) * w[i]) * silu_f(z[off + i]) : 0.0f;
     if (i < dv)
-        o[off + i] = ((x * scale) * w[i]) * silu_f(z[off + i]);
+        o[off + i] = y;
+    if (q && dv % WARP == 0) /* whole warps inside one head */
+        q8_group(y, q + (long long)blockIdx.x * value_dim, qd + (long long)blockIdx.x * (value_dim / 32) * 2,
+                 blockIdx.y * dv + i);
 }
 
 /* Gated attention's query projection, per head [query hd | gate hd], split into the query rows
- * q [n][q_stride] and the gate [n][n_head·hd]. Grid: n. */
+ * q [n][q_stride] and the gate [n][n_head·hd]. Grid: (n, ceil(n_head·hd / blockDim)). */
 extern "C" __global__ void gattn_split(const float *mix, float *q, int q_stride, float *gate, int n_head, int hd)
 {
-    const int t = blockIdx.x, nq = n_head * hd;
+    const int t = blockIdx.x, nq = n_head * hd, i = blockIdx.y * blockDim.x + threadIdx.x;
+    if (i >= nq)
+        return;
     const float *src = mix + (long long)t * 2 * nq;
-    for (int i = threadIdx.x; i < nq; i += blockDim.x) {
-        const int h = i / hd, j = i % hd;
-        q[(long long)t * q_stride + i] = src[h * 2 * hd + j];
-        gate[(long long)t * nq + i] = src[h * 2 * hd + hd + j];
-    }
+    const int h = i / hd, j = i % hd;
+    q[(long long)t * q_stride + i] = src[h * 2 * hd + j];
+    gate[(long long)t * nq + i] = src[h * 2 * hd + hd + j];
 }
 
-/* o ← o ⊙ σ(gate), n elements. */
-extern "C" __global__ void gattn_gate(float *o, const float *gate, int n)
+/* o ← o ⊙ σ(gate) over rows of nq, n elements. With q (nq a multiple of 32, n of WARP) also the q8
+ * copy of o for the output-projection GEMV: q [rows][nq], qd [rows][nq / 32][2]. */
+extern "C" __global__ void gattn_gate(float *o, const float *gate, int n, int nq, i8 *q, float *qd)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        o[i] = o[i] * sigmoid_f(gate[i]);
+    if (i >= n) /* whole warps when q is set */
+        return;
+    const float y = o[i] * sigmoid_f(gate[i]);
+    o[i] = y;
+    if (q) {
+        const int r = i / nq;
+        q8_group(y, q + (long long)r * nq, qd + (long long)r * (nq / 32) * 2, i % nq);
+    }
 }
 
 /* Shared expert's gated add: x[t] += σ(wg · h[t]) · y[t]. Grid: n tokens. */

@@ -3,7 +3,9 @@
  * graph replay), a small mixed batch of two sequences, and a sequence copy.
  * ‖Δ‖/‖ref‖ ≤ 1e-3 per logits row. Models: stories260K from the shared data,
  * plus every path in LLM170_HIP_MODELS (colon-separated). Hybrids (qwen35,
- * qwen35moe): the shared synthetic models plus LLM170_HIP_HYBRID_MODELS, with
+ * qwen35moe): the shared synthetic models plus LLM170_HIP_HYBRID_MODELS
+ * (entries PATH or GPU_PATH=CPU_PATH, the latter e.g. a quantized model and its
+ * dequantized f32 copy written by tests/tools/requant), with
  * prompts shorter and longer than 64 tokens, batches of several sequences,
  * snapshots, restores and copies of the recurrent state. SKIPs without a GPU. */
 #include <math.h>
@@ -209,17 +211,20 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
     }
 }
 
-/* The same script on both engines: every logits row compared, state calls must agree. */
-static void hybrid_parity(const char *path)
+/* The same script on both engines: every logits row compared, state calls must agree. The CPU
+ * engine runs cpu_path when given (the same weights dequantized to f32: an exact reference for a
+ * quantized model run on f32 activations), else path. */
+static void hybrid_parity(const char *path, const char *cpu_path)
 {
-    struct model *m = NULL;
+    struct model *m = NULL, *mc = NULL;
     struct err e = { 0 };
-    if (model_load(&m, path, &e)) {
+    if (model_load(&m, path, &e) || (cpu_path && model_load(&mc, cpu_path, &e))) {
         CHECK(0, "load %s: %s", path, e.msg);
+        model_free(m);
         return;
     }
     const int V = model_info(m)->n_vocab;
-    printf("# %s (%s)\n", path, model_info(m)->arch);
+    printf("# %s (%s)%s%s\n", path, model_info(m)->arch, cpu_path ? ", CPU on " : "", cpu_path ? cpu_path : "");
     for (int kvf32 = 1; kvf32 >= 0; kvf32--) {
         struct engine_params p;
         engine_params_default(&p);
@@ -228,7 +233,7 @@ static void hybrid_parity(const char *path)
         p.n_seq = 4;
         p.kv_f32 = kvf32;
         struct engine_ctx *cpu = NULL, *gpu = NULL;
-        if (engine_create(&cpu, m, &p, &e)) {
+        if (engine_create(&cpu, mc ? mc : m, &p, &e)) {
             CHECK(0, "cpu engine: %s", e.msg);
             break;
         }
@@ -294,6 +299,7 @@ static void hybrid_parity(const char *path)
         engine_free(gpu);
         engine_free(cpu);
     }
+    model_free(mc);
     model_free(m);
 }
 
@@ -310,7 +316,7 @@ static void hybrids_match_cpu(void)
             if (!f)
                 continue;
             fclose(f);
-            hybrid_parity(path);
+            hybrid_parity(path, NULL);
             ran++;
         }
     }
@@ -319,7 +325,10 @@ static void hybrids_match_cpu(void)
         char buf[8192];
         snprintf(buf, sizeof buf, "%s", list);
         for (char *sv = NULL, *p = strtok_r(buf, ":", &sv); p; p = strtok_r(NULL, ":", &sv)) {
-            hybrid_parity(p);
+            char *eq = strchr(p, '='); /* GPU.gguf=CPU.gguf: the CPU engine runs the second file */
+            if (eq)
+                *eq = 0;
+            hybrid_parity(p, eq ? eq + 1 : NULL);
             ran++;
         }
     }

@@ -797,7 +797,7 @@ static struct gdn_groups hb_dev_groups(uint64_t d, int B)
 static void gdn_conv_and_delta_rule(void)
 {
     NEED_GPU();
-    for (int D = 16; D <= 128; D *= 8) {
+    for (int D = 16; D <= 128; D *= 2) {
         const int HK = 2, HV = 4, DC = 4, NS = DC - 1, B = HB_N, NSEQ = 3;
         const int kd = HK * D, vd = HV * D, cd = 2 * kd + vd;
         const size_t conv_per = (size_t)cd * NS, ssm_per = (size_t)HV * D * D;
@@ -870,7 +870,8 @@ static void gdn_conv_and_delta_rule(void)
         char nm[32];
         snprintf(nm, sizeof nm, "gdn_rec_%d", D);
         struct err e = { 0 };
-        CHECK(hip_rt_launch(g_rt, fn(nm), (unsigned)B, HV, (unsigned)((D + 31) / 32), 32, pr, &e) == 0 &&
+        const unsigned nwarp = D / 32 > 1 ? (unsigned)D / 32 : 1; /* warps per block, as the engine launches it */
+        CHECK(hip_rt_launch(g_rt, fn(nm), (unsigned)B, HV, (unsigned)((D + 31) / 32), 32 * nwarp, pr, &e) == 0 &&
               hip_rt_sync(g_rt, &e) == 0, "%s: %s", nm, e.msg);
         get(y, dy, sizeof(float) * B * cd);
         get(o, d_o, sizeof(float) * B * vd);
@@ -911,15 +912,28 @@ static void gdn_conv_and_delta_rule(void)
                     r[i] *= ops_silu(z[(size_t)t * vd + h * D + i]);
             }
         uint64_t dz = dup(z, sizeof(float) * B * vd), dnw = dup(nw, sizeof(float) * D);
+        /* with its q8 copy (the out projection's GEMV input) */
+        uint64_t dq8 = dup(NULL, (size_t)B * vd), dq8d = poisoned((size_t)B * vd / 16);
+        uint64_t q8a = D % 32 == 0 ? dq8 : 0, q8b = D % 32 == 0 ? dq8d : 0; /* heads of whole warps only */
         int vdd = vd, dd = D;
         float eps = 1e-6f;
-        void *pg[] = { &d_o, &dz, &dnw, &vdd, &dd, &eps };
+        void *pg[] = { &d_o, &dz, &dnw, &vdd, &dd, &eps, &q8a, &q8b };
         CHECK(launch("gdn_gnorm", (unsigned)B, (unsigned)HV, (unsigned)((D + 31) / 32 * 32), pg) == 0, "launch");
         get(o, d_o, sizeof(float) * B * vd);
         double rg = rel(o, gref, (size_t)B * vd);
         CHECK(rg < 1e-5, "gdn_gnorm d=%d rel %.3g", D, rg);
+        if (q8a) {
+            int8_t *q8 = malloc((size_t)B * vd), *q8ref = malloc((size_t)B * vd);
+            float *q8d = malloc(sizeof(float) * B * vd / 16), *q8dref = malloc(sizeof(float) * B * vd / 16);
+            get(q8, dq8, (size_t)B * vd);
+            get(q8d, dq8d, sizeof(float) * B * vd / 16);
+            q8_emulate(o, B * vd, q8ref, q8dref);
+            CHECK(!memcmp(q8, q8ref, (size_t)B * vd) && rel(q8d, q8dref, (size_t)B * vd / 16) < 1e-6,
+                  "gdn_gnorm d=%d: q8 copy differs", D);
+            free(q8), free(q8ref), free(q8d), free(q8dref);
+        }
         printf("#   gated norm %.2e\n", rg);
-        uint64_t fr[] = { dg, din, dw, dcs, dss, dy, d_o, db, da, ddt, dA, dz, dnw };
+        uint64_t fr[] = { dg, din, dw, dcs, dss, dy, d_o, db, da, ddt, dA, dz, dnw, dq8, dq8d };
         for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
             hip_rt_free(g_rt, fr[i]);
         free(in), free(w), free(cst), free(sst), free(yref), free(oref), free(y), free(o), free(gcst), free(gsst);
@@ -938,7 +952,7 @@ static void gated_attention_and_shared_expert(void)
     uint64_t dm = dup(mix, sizeof mix), dq = poisoned(sizeof q / 4), dg = poisoned(sizeof gate / 4);
     int qq = qs, nhh = nh, hdd = hd;
     void *p[] = { &dm, &dq, &qq, &dg, &nhh, &hdd };
-    CHECK(launch("gattn_split", n, 1, 256, p) == 0, "launch");
+    CHECK(launch("gattn_split", n, 2, 64, p) == 0, "launch"); /* 2 blocks of 64 per row: nq = 128 */
     get(q, dq, sizeof q);
     get(gate, dg, sizeof gate);
     int bad = 0;
@@ -951,12 +965,21 @@ static void gated_attention_and_shared_expert(void)
     CHECK(bad == 0, "gattn_split: %d elements differ", bad);
     for (int i = 0; i < n * nq; i++)
         oref[i] = o[i] * gdn_sigmoid(gate[i]);
-    uint64_t d_o = dup(o, sizeof o);
-    int cnt = n * nq;
-    void *pg[] = { &d_o, &dg, &cnt };
+    uint64_t d_o = dup(o, sizeof o), dq8 = dup(NULL, sizeof o / 4), dq8d = poisoned(sizeof o / 4 / 16);
+    int cnt = n * nq, nqq = nq;
+    void *pg[] = { &d_o, &dg, &cnt, &nqq, &dq8, &dq8d };
     CHECK(launch("gattn_gate", (unsigned)((cnt + 255) / 256), 1, 256, pg) == 0, "launch");
     get(o, d_o, sizeof o);
     CHECK(rel(o, oref, (size_t)cnt) < 1e-6, "gattn_gate rel %.3g", rel(o, oref, (size_t)cnt));
+    {
+        static int8_t q8[3 * 128], q8ref[3 * 128];
+        static float q8d[3 * 128 / 16], q8dref[3 * 128 / 16];
+        get(q8, dq8, sizeof q8);
+        get(q8d, dq8d, sizeof q8d);
+        q8_emulate(o, cnt, q8ref, q8dref);
+        CHECK(!memcmp(q8, q8ref, sizeof q8) && rel(q8d, q8dref, sizeof q8d / 4) < 1e-6, "gattn_gate: q8 copy differs");
+        hip_rt_free(g_rt, dq8), hip_rt_free(g_rt, dq8d);
+    }
     /* shared expert: x += σ(wg·h) y */
     float x[3 * 300], y[3 * 300], h[3 * 300], wg[300], xref[3 * 300];
     fill(x, sizeof x / 4, 1.0f), fill(y, sizeof y / 4, 1.0f), fill(h, sizeof h / 4, 1.0f), fill(wg, E, 0.1f);

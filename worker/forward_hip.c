@@ -799,7 +799,7 @@ void hipe_lend(const struct hip_engine *c, struct hip_lend *out)
     *out = (struct hip_lend){
         .rt = c->rt, .warp = c->warp, .n_ctx = c->p.n_ctx, .n_batch = c->p.n_batch, .n_seq = c->p.n_seq,
         .W = c->W, .gemv_max = GEMV_MAX, .dec_split = DEC_SPLIT, .kv_elt = c->kv_elt, .x = c->x, .h = c->h,
-        .qkv = c->qkv, .o = c->o, .part = c->part, .io = c->io,
+        .qkv = c->qkv, .o = c->o, .part = c->part, .io = c->io, .xq = c->xq, .xqd = c->xqd,
     };
 }
 

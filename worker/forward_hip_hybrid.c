@@ -240,16 +240,6 @@ static bool same_shape(const struct dw *a, const struct dw *b)
     return a->type == b->type && a->ne0 == b->ne0 && a->ne1 == b->ne1;
 }
 
-/* the q8 copy of x for a GEMV over w (decode-sized batches only); returns the mm q argument */
-static int q8_for(struct hip_hybrid *hy, const struct dw *w, uint64_t x, int n, int k, const struct hip_lend *l,
-                  struct err *e, int *rc)
-{
-    if (n > l->gemv_max || !hipe_want_q8(hy->c, k, w->type))
-        return 0;
-    *rc = hipe_quant(hy->c, x, n, k, k, e);
-    return 1;
-}
-
 static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_lend *l,
                      struct err *e)
 {
@@ -284,20 +274,19 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
         .eps = hp->rms_eps,
     };
     void *rp[] = { &ra };
+    const int nw = hp->d_state / 32 > 1 ? hp->d_state / 32 : 1; /* warps per block: kernels/gdn.cu */
     TRY(hip_rt_launch(l->rt, hy->k_rec, (unsigned)n, (unsigned)HV, cdiv((size_t)dv, (size_t)l->warp),
-                      (unsigned)l->warp, rp, e));
+                      (unsigned)(nw * l->warp), rp, e));
+    /* the gated norm also writes the q8 copy of its output for the out-projection GEMV */
+    const int qo = n <= l->gemv_max && dv % l->warp == 0 && hipe_want_q8(hy->c, vd, d->out.type);
     {
-        uint64_t o = hy->og, z = hy->z, w = d->norm;
+        uint64_t o = hy->og, z = hy->z, w = d->norm, q = qo ? l->xq : 0, qd = qo ? l->xqd : 0;
         int vdd = vd, dvv = dv;
         float eps = hp->rms_eps;
-        void *gp[] = { &o, &z, &w, &vdd, &dvv, &eps };
+        void *gp[] = { &o, &z, &w, &vdd, &dvv, &eps, &q, &qd };
         TRY(hip_rt_launch(l->rt, hy->k_gnorm, (unsigned)n, (unsigned)HV, 1,
                           cdiv((size_t)dv, (size_t)l->warp) * (unsigned)l->warp, gp, e));
     }
-    rc = 0;
-    const int qo = q8_for(hy, &d->out, hy->og, n, vd, l, e, &rc);
-    if (rc)
-        return rc;
     return hipe_mm(hy->c, &d->out, NULL, hy->og, vd, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
 }
 
@@ -325,7 +314,7 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
         uint64_t mix = hy->mix, q = l->qkv, g = hy->gate;
         int qs = W, nh = ly->n_head, hdd = hd;
         void *sp[] = { &mix, &q, &qs, &g, &nh, &hdd };
-        TRY(hip_rt_launch(l->rt, hy->k_split, (unsigned)n, 1, 1, 256, sp, e));
+        TRY(hip_rt_launch(l->rt, hy->k_split, (unsigned)n, cdiv((size_t)(ly->n_head * hd), 256), 1, 256, sp, e));
     }
     const uint64_t seq_stride = (uint64_t)l->n_ctx * (uint64_t)nkv;
     struct rope_args ra = {
@@ -349,16 +338,14 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
                       ap, e));
     if (nsplit > 1)
         TRY(hip_rt_launch(l->rt, hy->k_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
+    /* the gate also writes the q8 copy of o for the output-projection GEMV */
+    const int qo = n <= l->gemv_max && hipe_want_q8(hy->c, nq, at.wo->type);
     {
-        uint64_t o = l->o, g = hy->gate;
-        int cnt = n * nq;
-        void *gp[] = { &o, &g, &cnt };
+        uint64_t o = l->o, g = hy->gate, q = qo ? l->xq : 0, qd = qo ? l->xqd : 0;
+        int cnt = n * nq, nqq = nq;
+        void *gp[] = { &o, &g, &cnt, &nqq, &q, &qd };
         TRY(hip_rt_launch(l->rt, hy->k_gate, cdiv((size_t)cnt, 256), 1, 1, 256, gp, e));
     }
-    rc = 0;
-    const int qo = q8_for(hy, at.wo, l->o, n, nq, l, e, &rc);
-    if (rc)
-        return rc;
     return hipe_mm(hy->c, at.wo, NULL, l->o, nq, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
 }
 
@@ -383,10 +370,9 @@ int hip_hybrid_shexp(struct hip_hybrid *hy, const struct layer *ly, int il, int 
     hipe_lend(hy->c, &l);
     const int E = hy->m->hp.n_embd, F = hy->m->hp.n_ff_shexp;
     int rc = 0;
-    /* the routed experts' launches overwrote the q8 copy of h: make it again */
-    const int qh = q8_for(hy, &d->sh_gate, l.h, n, E, &l, e, &rc);
-    if (rc)
-        return rc;
+    /* f32 activations: the routed experts' launches overwrote the q8 copy of h, and at the shared
+     * expert's width (qwen35moe: 512) a second quantization launch costs more than it saves */
+    const int qh = 0;
     if (n <= l.gemv_max && same_shape(&d->sh_gate, &d->sh_up)) {
         TRY(hipe_mm(hy->c, &d->sh_gate, &d->sh_up, l.h, E, 1, n, hy->sg, F, 0, 0, 0, 2, qh, e));
     } else {
@@ -397,9 +383,7 @@ int hip_hybrid_shexp(struct hip_hybrid *hy, const struct layer *ly, int il, int 
         void *sp[] = { &g, &u, &cnt };
         TRY(hip_rt_launch(l.rt, hy->k_swiglu, cdiv((size_t)cnt, 256), 1, 1, 256, sp, e));
     }
-    const int qf = q8_for(hy, &d->sh_down, hy->sg, n, F, &l, e, &rc);
-    if (rc)
-        return rc;
+    const int qf = 0;
     TRY(hipe_mm(hy->c, &d->sh_down, NULL, hy->sg, F, 1, n, hy->sy, E, 0, 0, 0, 0, qf, e));
     uint64_t x = l.x, y = hy->sy, h = l.h, w = d->sh_inp;
     int ee = E;

@@ -43,6 +43,7 @@ struct hip_lend {
     uint64_t o;            /* [B][nq_max] attention output */
     uint64_t part;         /* [gemv_max][n_head][dec_split][hd + 2] attention partials */
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
+    uint64_t xq, xqd;      /* q8 copy of the next GEMV's input (hipe_mm q = 1): int8 [rows][k], [rows][k/32][2] */
 };
 void hipe_lend(const struct hip_engine *c, struct hip_lend *out);
 
