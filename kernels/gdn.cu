@@ -212,7 +212,8 @@ extern "C" __global__ void gattn_gate(float *o, const float *gate, int n, int nq
     }
 }
 
-/* Shared expert's gated add: x[t] += σ(wg · h[t]) · y[t]. Grid: n tokens. */
+/* Shared expert's gated add: x[t] += σ(wg · h[t]) · y[t]. Grid: (n, ceil(E / blockDim)): every block
+ * forms the gate's dot product (E multiply-adds, cheaper than a second launch) and adds its slice. */
 extern "C" __global__ void shexp_add(float *x, const float *y, const float *h, const float *wg, int E)
 {
     __shared__ float red[32];
@@ -222,6 +223,7 @@ extern "C" __global__ void shexp_add(float *x, const float *y, const float *h, c
         d += wg[i] * h[t * E + i];
     d = block_sum(d, red);
     const float gam = sigmoid_f(d);
-    for (int i = threadIdx.x; i < E; i += blockDim.x)
+    const int i = blockIdx.y * blockDim.x + threadIdx.x;
+    if (i < E)
         x[t * E + i] += y[t * E + i] * gam;
 }

@@ -388,7 +388,7 @@ int hip_hybrid_shexp(struct hip_hybrid *hy, const struct layer *ly, int il, int 
     uint64_t x = l.x, y = hy->sy, h = l.h, w = d->sh_inp;
     int ee = E;
     void *p[] = { &x, &y, &h, &w, &ee };
-    return hip_rt_launch(l.rt, hy->k_shexp, (unsigned)n, 1, 1, 256, p, e);
+    return hip_rt_launch(l.rt, hy->k_shexp, (unsigned)n, cdiv((size_t)E, 256), 1, 256, p, e);
 }
 
 /* ---- sequence state (forward_hybrid.c's rules, device copies) ---- */
