@@ -2,7 +2,12 @@
  * the same model: a prefill batch (tiled GEMM path), decode steps (GEMV path,
  * graph replay), a small mixed batch of two sequences, and a sequence copy.
  * ‖Δ‖/‖ref‖ ≤ 1e-3 per logits row. Models: stories260K from the shared data,
- * plus every path in LLM170_HIP_MODELS (colon-separated). SKIPs without a GPU. */
+ * plus every path in LLM170_HIP_MODELS (colon-separated). Hybrids (qwen35,
+ * qwen35moe): the shared synthetic models plus LLM170_HIP_HYBRID_MODELS
+ * (entries PATH or GPU_PATH=CPU_PATH, the latter e.g. a quantized model and its
+ * dequantized f32 copy written by tests/tools/requant), with
+ * prompts shorter and longer than 64 tokens, batches of several sequences,
+ * snapshots, restores and copies of the recurrent state. SKIPs without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +57,35 @@ static void both(struct engine_ctx *cpu, struct hip_engine *gpu, const struct en
     int rc = engine_decode(cpu, t, n, a, &e);
     CHECK(rc == 0, "cpu %s: %s", what, e.msg);
     rc = hip_engine_decode(gpu, t, n, b, &e);
+    CHECK(rc == 0, "hip %s: %s", what, e.msg);
+    double worst = 0;
+    for (int r = 0; r < n_out; r++) {
+        double x = rel(b + (size_t)r * V, a + (size_t)r * V, (size_t)V);
+        if (x > worst)
+            worst = x;
+    }
+    CHECK(worst <= g_tol, "%s: logits rel err %.3g > %g", what, worst, g_tol);
+    printf("#     %-28s rows %-3d max rel %.2e\n", what, n_out, worst);
+    if (worst > g_worst)
+        g_worst = worst;
+    if (last_cpu && n_out)
+        memcpy(last_cpu, a + (size_t)(n_out - 1) * V, sizeof(float) * (size_t)V);
+    free(a);
+    free(b);
+}
+
+/* as both, with the hip engine reached through engine.c's dispatch */
+static void both2(struct engine_ctx *cpu, struct engine_ctx *gpu, const struct engine_tok *t, int n, int V,
+                  const char *what, float *last_cpu)
+{
+    int n_out = 0;
+    for (int i = 0; i < n; i++)
+        n_out += t[i].logits;
+    float *a = malloc(sizeof(float) * (size_t)n_out * V), *b = malloc(sizeof(float) * (size_t)n_out * V);
+    struct err e = { 0 };
+    int rc = engine_decode(cpu, t, n, a, &e);
+    CHECK(rc == 0, "cpu %s: %s", what, e.msg);
+    rc = engine_decode(gpu, t, n, b, &e);
     CHECK(rc == 0, "hip %s: %s", what, e.msg);
     double worst = 0;
     for (int r = 0; r < n_out; r++) {
@@ -167,6 +201,141 @@ static void listed_models_match_cpu(void)
         parity(p);
 }
 
+
+static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t seed, int V)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        t[i] = (struct engine_tok){ .token = (int)((seed >> 8) % (uint32_t)V), .pos = pos0 + i, .seq = seq,
+                                    .logits = true };
+    }
+}
+
+/* The same script on both engines: every logits row compared, state calls must agree. The CPU
+ * engine runs cpu_path when given (the same weights dequantized to f32: an exact reference for a
+ * quantized model run on f32 activations), else path. */
+static void hybrid_parity(const char *path, const char *cpu_path)
+{
+    struct model *m = NULL, *mc = NULL;
+    struct err e = { 0 };
+    if (model_load(&m, path, &e) || (cpu_path && model_load(&mc, cpu_path, &e))) {
+        CHECK(0, "load %s: %s", path, e.msg);
+        model_free(m);
+        return;
+    }
+    const int V = model_info(m)->n_vocab;
+    printf("# %s (%s)%s%s\n", path, model_info(m)->arch, cpu_path ? ", CPU on " : "", cpu_path ? cpu_path : "");
+    for (int kvf32 = 1; kvf32 >= 0; kvf32--) {
+        struct engine_params p;
+        engine_params_default(&p);
+        p.n_ctx = 256;
+        p.n_batch = 128;
+        p.n_seq = 4;
+        p.kv_f32 = kvf32;
+        struct engine_ctx *cpu = NULL, *gpu = NULL;
+        if (engine_create(&cpu, mc ? mc : m, &p, &e)) {
+            CHECK(0, "cpu engine: %s", e.msg);
+            break;
+        }
+        p.backend = BACKEND_HIP;
+        if (engine_create(&gpu, m, &p, &e)) {
+            CHECK(0, "hip engine: %s", e.msg);
+            engine_free(cpu);
+            break;
+        }
+        printf("#   %s cache\n", kvf32 ? "f32" : "f16");
+        struct engine_tok t[128];
+        float *last = malloc(sizeof(float) * (size_t)V);
+        tok_run(t, 80, 0, 0, 777, V);
+        both2(cpu, gpu, t, 80, V, "prefill 80 (> 64 tokens)", last);
+        CHECK(engine_seq_snapshot(cpu, 0, &e) == 0 && engine_seq_snapshot(gpu, 0, &e) == 0, "snapshot: %s", e.msg);
+        for (int step = 0; step < 3; step++) {
+            struct engine_tok d = { .token = argmax(last, V), .pos = 80 + step, .seq = 0, .logits = true };
+            both2(cpu, gpu, &d, 1, V, "decode 1 (graph)", last);
+        }
+        /* back to the snapshot, another continuation */
+        CHECK(engine_seq_restore(cpu, 0, 80, &e) == 0, "cpu restore: %s", e.msg);
+        CHECK(engine_seq_restore(gpu, 0, 80, &e) == 0, "hip restore: %s", e.msg);
+        CHECK(engine_seq_len(gpu, 0) == 80 && engine_seq_restorable(gpu, 0, 82) == 80, "hip len %d restorable %d",
+              engine_seq_len(gpu, 0), engine_seq_restorable(gpu, 0, 82));
+        {
+            struct engine_tok d = { .token = 3 % V, .pos = 80, .seq = 0, .logits = true };
+            both2(cpu, gpu, &d, 1, V, "decode after restore", last);
+        }
+        /* a cut to a position with no snapshot is refused by both */
+        CHECK(engine_seq_restore(cpu, 0, 40, &e) != 0 && engine_seq_restore(gpu, 0, 40, &e) != 0 &&
+              engine_seq_len(gpu, 0) == 81, "restore to 40 must fail (len %d)", engine_seq_len(gpu, 0));
+        /* seq 1 = copy of seq 0 (whole length) */
+        CHECK(engine_seq_copy(cpu, 0, 1, 81, &e) == 0 && engine_seq_copy(gpu, 0, 1, 81, &e) == 0, "copy: %s", e.msg);
+        /* seq 2 (30 tokens) and seq 3 (10 tokens) prefilled in one interleaved batch */
+        struct engine_tok a[30], b[10];
+        tok_run(a, 30, 2, 0, 99, V);
+        tok_run(b, 10, 3, 0, 5, V);
+        int k = 0;
+        for (int i = 0; i < 30; i++) {
+            t[k++] = a[i];
+            if (i % 3 == 0 && i / 3 < 10)
+                t[k++] = b[i / 3];
+        }
+        both2(cpu, gpu, t, k, V, "prefill 2 seqs (30 + 10)", NULL);
+        /* decode steps of all four sequences in one batch, replayed */
+        int len[4] = { 81, 81, 30, 10 };
+        for (int step = 0; step < 3; step++) {
+            for (int s = 0; s < 4; s++)
+                t[s] = (struct engine_tok){ .token = (13 * s + 7 * step + 1) % V, .pos = len[s]++, .seq = s,
+                                            .logits = true };
+            both2(cpu, gpu, t, 4, V, "decode 4 seqs (graph)", NULL);
+        }
+        /* seq 2 restarts from 0 next to a decode step of seq 1 */
+        CHECK(engine_seq_truncate(cpu, 2, 0) == 0 && engine_seq_truncate(gpu, 2, 0) == 0, "truncate to 0");
+        tok_run(t, 12, 2, 0, 4242, V);
+        t[12] = (struct engine_tok){ .token = 11 % V, .pos = len[1]++, .seq = 1, .logits = true };
+        both2(cpu, gpu, t, 13, V, "restart 12 + decode 1", NULL);
+        /* copy of the empty prefix: seq 3 starts over from zero state */
+        CHECK(engine_seq_copy(cpu, 0, 3, 0, &e) == 0 && engine_seq_copy(gpu, 0, 3, 0, &e) == 0, "copy 0: %s", e.msg);
+        tok_run(t, 70, 3, 0, 31337, V);
+        both2(cpu, gpu, t, 70, V, "prefill 70 after empty copy", NULL);
+        free(last);
+        engine_free(gpu);
+        engine_free(cpu);
+    }
+    model_free(mc);
+    model_free(m);
+}
+
+static void hybrids_match_cpu(void)
+{
+    const char *dir = check_shared_dir();
+    int ran = 0;
+    if (dir) {
+        const char *names[] = { "qwen35-tiny.gguf", "qwen35moe-tiny.gguf" };
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            char path[4300];
+            snprintf(path, sizeof path, "%s/models/synthetic/%s", dir, names[i]);
+            FILE *f = fopen(path, "rb");
+            if (!f)
+                continue;
+            fclose(f);
+            hybrid_parity(path, NULL);
+            ran++;
+        }
+    }
+    const char *list = getenv("LLM170_HIP_HYBRID_MODELS");
+    if (list && *list) {
+        char buf[8192];
+        snprintf(buf, sizeof buf, "%s", list);
+        for (char *sv = NULL, *p = strtok_r(buf, ":", &sv); p; p = strtok_r(NULL, ":", &sv)) {
+            char *eq = strchr(p, '='); /* GPU.gguf=CPU.gguf: the CPU engine runs the second file */
+            if (eq)
+                *eq = 0;
+            hybrid_parity(p, eq ? eq + 1 : NULL);
+            ran++;
+        }
+    }
+    if (!ran)
+        SKIP("no synthetic hybrid models (shared data) and LLM170_HIP_HYBRID_MODELS not set");
+}
+
 /* engine_create with backend HIP reaches the hip engine (engine.c's dispatch); without a GPU it is a
  * clear error, not a crash */
 static int g_avail;
@@ -235,12 +404,14 @@ int main(void)
     if (!avail) {
         printf("skip - stories260k_matches_cpu: %s\n", why);
         printf("skip - listed_models_match_cpu: %s\n", why);
+        printf("skip - hybrids_match_cpu: %s\n", why);
         return 0;
     }
     if (getenv("LLM170_HIP_TOL"))
         g_tol = atof(getenv("LLM170_HIP_TOL"));
     RUN(stories260k_matches_cpu);
     RUN(listed_models_match_cpu);
+    RUN(hybrids_match_cpu);
     printf("# worst logits rel err over all runs: %.3g\n", g_worst);
     CHECK_EXIT();
 }

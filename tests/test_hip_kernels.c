@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "../kernels/args.h"
+#include "../kernels/gdn_args.h"
 #include "../worker/hip_rt.h"
 #include "../worker/ops.h"
+#include "../worker/ops_gdn.h"
 #include "../worker/quant.h"
 #include "check.h"
 
@@ -757,6 +759,249 @@ static void moe_route_and_combine(void)
     free(ey);
 }
 
+/* ---- hybrid (qwen35) kernels ---- */
+
+/* Rows of 3 sequences interleaved in one batch, grouped as the engine groups them; sequence 2
+ * starts at position 0 (its incoming state is ignored), 0 and 1 carry random state. */
+#define HB_N 13
+static const int hb_seq[HB_N] = { 0, 1, 0, 2, 0, 1, 0, 0, 2, 1, 0, 0, 2 };
+static int hb_groups(int B, int32_t *h)
+{
+    int32_t *rows = h + 1, *gs = rows + B, *gst = gs + B, *gl = gst + B, *gf = gl + B;
+    int ng = 0, filled = 0;
+    for (int t = 0; t < HB_N; t++) {
+        int g = 0;
+        while (g < ng && gs[g] != hb_seq[t])
+            g++;
+        if (g < ng)
+            continue;
+        gs[g] = hb_seq[t], gst[g] = filled, gf[g] = hb_seq[t] == 2;
+        int cnt = 0;
+        for (int u = t; u < HB_N; u++)
+            if (hb_seq[u] == hb_seq[t])
+                rows[filled + cnt++] = u;
+        gl[g] = cnt, filled += cnt, ng++;
+    }
+    h[0] = ng;
+    return ng;
+}
+static struct gdn_groups hb_dev_groups(uint64_t d, int B)
+{
+    const uint64_t b = (uint64_t)B;
+    return (struct gdn_groups){ .n_grp = d, .rows = d + 4, .seq = d + 4 + 4 * b, .start = d + 4 + 8 * b,
+                                .len = d + 4 + 12 * b, .fresh = d + 4 + 16 * b };
+}
+
+/* conv + SiLU with its state, then the delta rule (gates and q/k L2 norm fused) against ops_gdn.c's
+ * gdn_conv, gdn_l2_norm and gdn_recurrent_ref; the carried states too */
+static void gdn_conv_and_delta_rule(void)
+{
+    NEED_GPU();
+    for (int D = 16; D <= 128; D *= 2) {
+        const int HK = 2, HV = 4, DC = 4, NS = DC - 1, B = HB_N, NSEQ = 3;
+        const int kd = HK * D, vd = HV * D, cd = 2 * kd + vd;
+        const size_t conv_per = (size_t)cd * NS, ssm_per = (size_t)HV * D * D;
+        float *in = malloc(sizeof(float) * B * cd), *w = malloc(sizeof(float) * cd * DC);
+        float *cst = malloc(sizeof(float) * NSEQ * conv_per), *sst = malloc(sizeof(float) * NSEQ * ssm_per);
+        float *yref = malloc(sizeof(float) * B * cd), *oref = malloc(sizeof(float) * B * vd);
+        float *y = malloc(sizeof(float) * B * cd), *o = malloc(sizeof(float) * B * vd);
+        float *gcst = malloc(sizeof(float) * NSEQ * conv_per), *gsst = malloc(sizeof(float) * NSEQ * ssm_per);
+        float braw[HB_N * 4], araw[HB_N * 4], beta[HB_N * 4], gd[HB_N * 4], dt[4], A[4];
+        fill(in, (size_t)B * cd, 1.0f);
+        fill(w, (size_t)cd * DC, 0.5f);
+        fill(cst, NSEQ * conv_per, 1.0f);
+        fill(sst, NSEQ * ssm_per, 0.2f);
+        fill(braw, sizeof braw / 4, 2.0f);
+        fill(araw, sizeof araw / 4, 2.0f);
+        fill(dt, 4, 1.0f);
+        for (int h = 0; h < HV; h++)
+            A[h] = -expf(frand() * 0.5f - 0.5f);
+        /* device layouts: conv state [k][cd], delta state [H_v][d_k][d_v]; sequence 2 holds garbage */
+        for (int s = 0; s < NSEQ; s++) {
+            for (int c = 0; c < cd; c++)
+                for (int k = 0; k < NS; k++)
+                    gcst[s * conv_per + (size_t)k * cd + c] = cst[s * conv_per + (size_t)c * NS + k];
+            for (int h = 0; h < HV; h++)
+                for (int b = 0; b < D; b++)
+                    for (int a = 0; a < D; a++)
+                        gsst[s * ssm_per + ((size_t)h * D + a) * D + b] = sst[s * ssm_per + ((size_t)h * D + b) * D + a];
+        }
+        memset(cst + 2 * conv_per, 0, sizeof(float) * conv_per);
+        memset(sst + 2 * ssm_per, 0, sizeof(float) * ssm_per);
+        /* reference */
+        int32_t grp[1 + 5 * HB_N];
+        const int ng = hb_groups(B, grp);
+        const int32_t *rows = grp + 1, *gs = rows + B, *gst = gs + B, *gl = gst + B;
+        for (int i = 0; i < B * HV; i++) {
+            beta[i] = gdn_sigmoid(braw[i]);
+            gd[i] = gdn_softplus(araw[i] + dt[i % HV]) * A[i % HV];
+        }
+        for (int g = 0; g < ng; g++)
+            gdn_conv(in, (size_t)cd, yref, (size_t)cd, rows + gst[g], gl[g], w, cst + gs[g] * conv_per, DC, 0, cd);
+        float *yn = malloc(sizeof(float) * B * cd);
+        memcpy(yn, yref, sizeof(float) * B * cd);
+        for (int t = 0; t < B; t++)
+            for (int h = 0; h < 2 * HK; h++)
+                gdn_l2_norm(yn + (size_t)t * cd + (size_t)h * D, D, 1e-6f);
+        for (int g = 0; g < ng; g++)
+            for (int vh = 0; vh < HV; vh++) {
+                const int kh = vh % HK;
+                const struct gdn_head hd = { .Q = yn + kh * D, .K = yn + kd + kh * D, .V = yn + 2 * kd + vh * D,
+                                             .qk_stride = (size_t)cd, .v_stride = (size_t)cd, .beta = beta + vh,
+                                             .gdecay = gd + vh, .gate_stride = HV, .O = oref + vh * D,
+                                             .o_stride = (size_t)vd, .d_k = D, .d_v = D,
+                                             .scale = 1.0f / sqrtf((float)D) };
+                gdn_recurrent_ref(&hd, rows + gst[g], gl[g], sst + gs[g] * ssm_per + (size_t)vh * D * D);
+            }
+        /* device */
+        uint64_t dg = dup(grp, sizeof grp), din = dup(in, sizeof(float) * B * cd), dw = dup(w, sizeof(float) * cd * DC);
+        uint64_t dcs = dup(gcst, sizeof(float) * NSEQ * conv_per), dss = dup(gsst, sizeof(float) * NSEQ * ssm_per);
+        uint64_t dy = poisoned((size_t)B * cd), d_o = poisoned((size_t)B * vd);
+        uint64_t db = dup(braw, sizeof braw), da = dup(araw, sizeof araw), ddt = dup(dt, sizeof dt), dA = dup(A, sizeof A);
+        struct gdn_conv_args ca = { .g = hb_dev_groups(dg, B), .in = din, .out = dy, .w = dw, .state = dcs,
+                                    .seq_stride = (int64_t)conv_per, .conv_dim = cd, .d_conv = DC };
+        void *pc[] = { &ca };
+        CHECK(launch("gdn_conv", (unsigned)B, (unsigned)((cd + 127) / 128), 128, pc) == 0, "launch");
+        struct gdn_rec_args ra = { .g = hb_dev_groups(dg, B), .qkv = dy, .b = db, .a = da, .dt = ddt, .A = dA,
+                                   .o = d_o, .state = dss, .seq_stride = (int64_t)ssm_per, .conv_dim = cd,
+                                   .n_k_heads = HK, .n_v_heads = HV, .d_v = D, .scale = 1.0f / sqrtf((float)D),
+                                   .eps = 1e-6f };
+        void *pr[] = { &ra };
+        char nm[32];
+        snprintf(nm, sizeof nm, "gdn_rec_%d", D);
+        struct err e = { 0 };
+        const unsigned nwarp = D / 32 > 1 ? (unsigned)D / 32 : 1; /* warps per block, as the engine launches it */
+        CHECK(hip_rt_launch(g_rt, fn(nm), (unsigned)B, HV, (unsigned)((D + 31) / 32), 32 * nwarp, pr, &e) == 0 &&
+              hip_rt_sync(g_rt, &e) == 0, "%s: %s", nm, e.msg);
+        get(y, dy, sizeof(float) * B * cd);
+        get(o, d_o, sizeof(float) * B * vd);
+        get(gcst, dcs, sizeof(float) * NSEQ * conv_per);
+        get(gsst, dss, sizeof(float) * NSEQ * ssm_per);
+        double ry = rel(y, yref, (size_t)B * cd), ro = rel(o, oref, (size_t)B * vd);
+        double rc = 0, rs = 0;
+        for (int s = 0; s < NSEQ; s++) {
+            float *ct = malloc(sizeof(float) * conv_per);
+            for (int c = 0; c < cd; c++)
+                for (int k = 0; k < NS; k++)
+                    ct[c * NS + k] = gcst[s * conv_per + (size_t)k * cd + c];
+            double r1 = rel(ct, cst + s * conv_per, conv_per);
+            free(ct);
+            rc = r1 > rc ? r1 : rc;
+            float *tr = malloc(sizeof(float) * ssm_per);
+            for (int h = 0; h < HV; h++)
+                for (int b = 0; b < D; b++)
+                    for (int a = 0; a < D; a++)
+                        tr[((size_t)h * D + b) * D + a] = gsst[s * ssm_per + ((size_t)h * D + a) * D + b];
+            double r2 = rel(tr, sst + s * ssm_per, ssm_per);
+            rs = r2 > rs ? r2 : rs;
+            free(tr);
+        }
+        CHECK(ry < 1e-6 && rc < 1e-7, "gdn_conv d=%d: out rel %.3g, state rel %.3g", D, ry, rc);
+        CHECK(ro < 1e-5 && rs < 1e-5, "gdn_rec_%d: out rel %.3g, state rel %.3g", D, ro, rs);
+        printf("#   d_state %d: conv out %.2e state %.2e; delta rule out %.2e state %.2e\n", D, ry, rc, ro, rs);
+
+        /* gated output norm: RMSNorm(o_h) · w ⊙ silu(z_h) per value head */
+        float *z = malloc(sizeof(float) * B * vd), nw[128], *gref = malloc(sizeof(float) * B * vd);
+        fill(z, (size_t)B * vd, 2.0f);
+        fill(nw, (size_t)D, 1.0f);
+        for (int t = 0; t < B; t++)
+            for (int h = 0; h < HV; h++) {
+                float *r = gref + (size_t)t * vd + h * D;
+                ops_rms_norm(r, oref + (size_t)t * vd + h * D, nw, D, 1e-6f);
+                for (int i = 0; i < D; i++)
+                    r[i] *= ops_silu(z[(size_t)t * vd + h * D + i]);
+            }
+        uint64_t dz = dup(z, sizeof(float) * B * vd), dnw = dup(nw, sizeof(float) * D);
+        /* with its q8 copy (the out projection's GEMV input) */
+        uint64_t dq8 = dup(NULL, (size_t)B * vd), dq8d = poisoned((size_t)B * vd / 16);
+        uint64_t q8a = D % 32 == 0 ? dq8 : 0, q8b = D % 32 == 0 ? dq8d : 0; /* heads of whole warps only */
+        int vdd = vd, dd = D;
+        float eps = 1e-6f;
+        void *pg[] = { &d_o, &dz, &dnw, &vdd, &dd, &eps, &q8a, &q8b };
+        CHECK(launch("gdn_gnorm", (unsigned)B, (unsigned)HV, (unsigned)((D + 31) / 32 * 32), pg) == 0, "launch");
+        get(o, d_o, sizeof(float) * B * vd);
+        double rg = rel(o, gref, (size_t)B * vd);
+        CHECK(rg < 1e-5, "gdn_gnorm d=%d rel %.3g", D, rg);
+        if (q8a) {
+            int8_t *q8 = malloc((size_t)B * vd), *q8ref = malloc((size_t)B * vd);
+            float *q8d = malloc(sizeof(float) * B * vd / 16), *q8dref = malloc(sizeof(float) * B * vd / 16);
+            get(q8, dq8, (size_t)B * vd);
+            get(q8d, dq8d, sizeof(float) * B * vd / 16);
+            q8_emulate(o, B * vd, q8ref, q8dref);
+            CHECK(!memcmp(q8, q8ref, (size_t)B * vd) && rel(q8d, q8dref, (size_t)B * vd / 16) < 1e-6,
+                  "gdn_gnorm d=%d: q8 copy differs", D);
+            free(q8), free(q8ref), free(q8d), free(q8dref);
+        }
+        printf("#   gated norm %.2e\n", rg);
+        uint64_t fr[] = { dg, din, dw, dcs, dss, dy, d_o, db, da, ddt, dA, dz, dnw, dq8, dq8d };
+        for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
+            hip_rt_free(g_rt, fr[i]);
+        free(in), free(w), free(cst), free(sst), free(yref), free(oref), free(y), free(o), free(gcst), free(gsst);
+        free(yn), free(z), free(gref);
+    }
+}
+
+/* gated attention's query/gate split and sigmoid gate; the shared expert's gated add */
+static void gated_attention_and_shared_expert(void)
+{
+    NEED_GPU();
+    const int n = 3, nh = 4, hd = 32, nq = nh * hd, qs = nq + 40, E = 300;
+    float mix[3 * 2 * 128], q[3 * 168], gate[3 * 128], o[3 * 128], oref[3 * 128];
+    fill(mix, sizeof mix / 4, 2.0f);
+    fill(o, sizeof o / 4, 1.0f);
+    uint64_t dm = dup(mix, sizeof mix), dq = poisoned(sizeof q / 4), dg = poisoned(sizeof gate / 4);
+    int qq = qs, nhh = nh, hdd = hd;
+    void *p[] = { &dm, &dq, &qq, &dg, &nhh, &hdd };
+    CHECK(launch("gattn_split", n, 2, 64, p) == 0, "launch"); /* 2 blocks of 64 per row: nq = 128 */
+    get(q, dq, sizeof q);
+    get(gate, dg, sizeof gate);
+    int bad = 0;
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < hd; i++) {
+                bad += q[t * qs + h * hd + i] != mix[t * 2 * nq + h * 2 * hd + i];
+                bad += gate[t * nq + h * hd + i] != mix[t * 2 * nq + h * 2 * hd + hd + i];
+            }
+    CHECK(bad == 0, "gattn_split: %d elements differ", bad);
+    for (int i = 0; i < n * nq; i++)
+        oref[i] = o[i] * gdn_sigmoid(gate[i]);
+    uint64_t d_o = dup(o, sizeof o), dq8 = dup(NULL, sizeof o / 4), dq8d = poisoned(sizeof o / 4 / 16);
+    int cnt = n * nq, nqq = nq;
+    void *pg[] = { &d_o, &dg, &cnt, &nqq, &dq8, &dq8d };
+    CHECK(launch("gattn_gate", (unsigned)((cnt + 255) / 256), 1, 256, pg) == 0, "launch");
+    get(o, d_o, sizeof o);
+    CHECK(rel(o, oref, (size_t)cnt) < 1e-6, "gattn_gate rel %.3g", rel(o, oref, (size_t)cnt));
+    {
+        static int8_t q8[3 * 128], q8ref[3 * 128];
+        static float q8d[3 * 128 / 16], q8dref[3 * 128 / 16];
+        get(q8, dq8, sizeof q8);
+        get(q8d, dq8d, sizeof q8d);
+        q8_emulate(o, cnt, q8ref, q8dref);
+        CHECK(!memcmp(q8, q8ref, sizeof q8) && rel(q8d, q8dref, sizeof q8d / 4) < 1e-6, "gattn_gate: q8 copy differs");
+        hip_rt_free(g_rt, dq8), hip_rt_free(g_rt, dq8d);
+    }
+    /* shared expert: x += σ(wg·h) y */
+    float x[3 * 300], y[3 * 300], h[3 * 300], wg[300], xref[3 * 300];
+    fill(x, sizeof x / 4, 1.0f), fill(y, sizeof y / 4, 1.0f), fill(h, sizeof h / 4, 1.0f), fill(wg, E, 0.1f);
+    for (int t = 0; t < n; t++) {
+        double d = 0;
+        for (int i = 0; i < E; i++)
+            d += (double)(wg[i] * h[t * E + i]);
+        const float gam = gdn_sigmoid((float)d);
+        for (int i = 0; i < E; i++)
+            xref[t * E + i] = x[t * E + i] + y[t * E + i] * gam;
+    }
+    uint64_t dx = dup(x, sizeof x), dy = dup(y, sizeof y), dh = dup(h, sizeof h), dwg = dup(wg, sizeof wg);
+    int ee = E;
+    void *ps[] = { &dx, &dy, &dh, &dwg, &ee };
+    CHECK(launch("shexp_add", n, (E + 127) / 128, 128, ps) == 0, "launch");
+    get(x, dx, sizeof x);
+    CHECK(rel(x, xref, sizeof x / 4) < 1e-6, "shexp_add rel %.3g", rel(x, xref, sizeof x / 4));
+    uint64_t fr[] = { dm, dq, dg, d_o, dx, dy, dh, dwg };
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
+        hip_rt_free(g_rt, fr[i]);
+}
+
 int main(void)
 {
     struct err e = { 0 };
@@ -778,6 +1023,8 @@ int main(void)
     RUN(attention_vs_reference);
     RUN(elementwise_softmax_argmax);
     RUN(moe_route_and_combine);
+    RUN(gdn_conv_and_delta_rule);
+    RUN(gated_attention_and_shared_expert);
     hip_rt_close(g_rt);
     CHECK_EXIT();
 }

@@ -23,6 +23,11 @@ int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks
 void hip_engine_seq_truncate(struct hip_engine *c, int seq, int pos);
 int hip_engine_seq_len(const struct hip_engine *c, int seq);
 int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct err *e);
+/* Recurrent (hybrid) state: as engine_seq_snapshot / engine_seq_restore / engine_seq_restorable. For
+ * attention-only models a snapshot is a no-op and the cache cuts anywhere. */
+int hip_engine_seq_snapshot(struct hip_engine *c, int seq, struct err *e);
+int hip_engine_seq_restore(struct hip_engine *c, int seq, int pos, struct err *e);
+int hip_engine_seq_restorable(const struct hip_engine *c, int seq, int pos);
 /* "NVIDIA H200 (sm_90, …)" */
 const char *hip_engine_device(const struct hip_engine *c);
 /* Replay decode steps as graphs (default on; LLM170_HIP_GRAPH=0 turns it off). */

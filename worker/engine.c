@@ -55,10 +55,8 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
 
 int engine_seq_truncate(struct engine_ctx *c, int seq, int pos)
 {
-    if (c->hip) {
-        hip_engine_seq_truncate(c->hip, seq, pos); /* attention-only: any position */
-        return 0;
-    }
+    if (c->hip)
+        return hip_engine_seq_restore(c->hip, seq, pos, NULL);
     return cpu_engine_seq_truncate(c->cpu, seq, pos);
 }
 
@@ -72,26 +70,21 @@ int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e
     return c->hip ? hip_engine_seq_copy(c->hip, src, dst, n, e) : cpu_engine_seq_copy(c->cpu, src, dst, n, e);
 }
 
-/* Snapshots exist for recurrent (hybrid) state, which only the CPU backend
- * runs so far; the hip backend holds attention-only models, whose cache can
- * be cut anywhere, so a snapshot is a no-op there. */
+/* Snapshots exist for recurrent (hybrid) state; for attention-only models
+ * both backends cut the cache anywhere and a snapshot is a no-op. */
 int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e)
 {
-    return c->hip ? 0 : cpu_engine_seq_snapshot(c->cpu, seq, e);
+    return c->hip ? hip_engine_seq_snapshot(c->hip, seq, e) : cpu_engine_seq_snapshot(c->cpu, seq, e);
 }
 
 int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e)
 {
-    if (c->hip) {
-        hip_engine_seq_truncate(c->hip, seq, pos);
-        return 0;
-    }
-    return cpu_engine_seq_restore(c->cpu, seq, pos, e);
+    return c->hip ? hip_engine_seq_restore(c->hip, seq, pos, e) : cpu_engine_seq_restore(c->cpu, seq, pos, e);
 }
 
 int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos)
 {
-    return c->hip ? pos : cpu_engine_seq_restorable(c->cpu, seq, pos);
+    return c->hip ? hip_engine_seq_restorable(c->hip, seq, pos) : cpu_engine_seq_restorable(c->cpu, seq, pos);
 }
 
 int engine_check_batch(const struct engine_tok *toks, int n, int n_batch, int n_seq, int n_ctx, int32_t n_vocab,

@@ -16,6 +16,8 @@
 
 #include "../kernels/args.h"
 #include "backend_hip.h"
+#include "forward_hip_hybrid.h"
+#include "hip_engine_int.h"
 #include "hip_rt.h"
 #include "model.h"
 #include "ops.h"
@@ -24,13 +26,6 @@
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 #define N_GRAPHS 8
-
-struct dw {                /* a weight on the device */
-    uint64_t d;            /* 0 when absent */
-    int type;              /* ggml type id */
-    int64_t ne0, ne1, ne2; /* elements per row, rows, experts */
-    size_t row_bytes;
-};
 
 struct dlayer {
     struct dw wq, wk, wv, wqkv, wo, gate, up, down, gate_inp, gate_exps, up_exps, down_exps;
@@ -92,6 +87,7 @@ struct hip_engine {
     int W, nq_max, nkv_max, F;
     struct graph_slot gs[N_GRAPHS];
     int n_gs;
+    struct hip_hybrid *hy; /* qwen35* layers and their recurrent state (forward_hip_hybrid.c), else NULL */
 };
 
 /* ---- setup ---- */
@@ -119,11 +115,6 @@ static int dalloc(struct hip_engine *c, size_t n, uint64_t *out, struct err *e)
         return rc;
     return track(c, *out, e);
 }
-
-struct stager {
-    void *buf;             /* pinned */
-    size_t cap;
-};
 
 static int upload(struct hip_engine *c, struct stager *s, uint64_t dst, const void *src, size_t n, struct err *e)
 {
@@ -186,6 +177,7 @@ void hip_engine_free(struct hip_engine *c)
     if (c->rt) {
         hip_rt_bind(c->rt, NULL);
         hip_rt_sync(c->rt, NULL);
+        hip_hybrid_free(c->hy);
         for (int i = 0; i < c->n_gs; i++)
             hip_rt_graph_free(c->rt, c->gs[i].g);
         for (int i = 0; i < c->n_allocs; i++)
@@ -274,7 +266,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d experts used are beyond the kernels",
                        hp->head_dim, hp->n_rot, hp->n_expert_used);
     for (int il = 0; il < hp->n_layer; il++)
-        if (m->layers[il].kind != LAYER_ATTN)
+        if (m->layers[il].kind != LAYER_ATTN && !m->arch->hybrid)
             return err_set(e, ERR_UNSUPPORTED, "hip: layer %d has a kind the GPU backend does not run yet", il);
 
     struct hip_engine *c = calloc(1, sizeof *c);
@@ -333,6 +325,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         for (size_t i = 0; i < sizeof vs / sizeof vs[0] && !rc; i++)
             rc = up_vec(c, &s, vs[i], dvs[i], e);
     }
+    if (!rc && m->arch->hybrid)
+        rc = hip_hybrid_create(&c->hy, c, m, &p, &s, e);
     hip_rt_host_free(c->rt, s.buf);
     if (rc) {
         hip_engine_free(c);
@@ -618,8 +612,13 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
         TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, 1, 1, 256, p, e));
     }
     for (int il = 0; il < hp->n_layer; il++) {
-        TRY(attn_layer(c, &m->layers[il], &c->L[il], n, e));
+        if (m->layers[il].kind == LAYER_ATTN)
+            TRY(attn_layer(c, &m->layers[il], &c->L[il], n, e));
+        else
+            TRY(hip_hybrid_layer(c->hy, &m->layers[il], il, n, e));
         TRY(ffn_layer(c, &m->layers[il], &c->L[il], n, e));
+        if (c->hy)
+            TRY(hip_hybrid_shexp(c->hy, &m->layers[il], il, n, e));
     }
     if (n_out) {
         const uint64_t rows = c->io + 12u * (uint64_t)B;
@@ -666,6 +665,8 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     }
     if (n_out && !logits && !greedy_out)
         return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
+    if (c->hy)
+        TRY(hip_hybrid_prepare(c->hy, toks, n, csh, e));
     TRY(hip_rt_h2d(c->rt, c->io, ih, 4 * (size_t)B * 4, e));
     TRY(hip_rt_h2d(c->rt, c->io + 16u * (uint64_t)B, csh, (size_t)n * (size_t)hp->n_rot * 4, e));
     const bool greedy = greedy_out != NULL;
@@ -722,10 +723,32 @@ int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks
 
 void hip_engine_seq_truncate(struct hip_engine *c, int seq, int pos)
 {
+    if (c->hy) {
+        hip_hybrid_truncate(c->hy, c->len, seq, pos, NULL);
+        return;
+    }
     if (seq < 0 || seq >= c->p.n_seq || pos < 0)
         return;
     if (pos < c->len[seq])
         c->len[seq] = pos;
+}
+
+int hip_engine_seq_restore(struct hip_engine *c, int seq, int pos, struct err *e)
+{
+    if (c->hy)
+        return hip_hybrid_truncate(c->hy, c->len, seq, pos, e);
+    hip_engine_seq_truncate(c, seq, pos);
+    return 0;
+}
+
+int hip_engine_seq_snapshot(struct hip_engine *c, int seq, struct err *e)
+{
+    return c->hy ? hip_hybrid_snapshot(c->hy, c->len, seq, e) : 0;
+}
+
+int hip_engine_seq_restorable(const struct hip_engine *c, int seq, int pos)
+{
+    return c->hy ? hip_hybrid_restorable(c->hy, c->len, seq, pos) : pos;
 }
 
 int hip_engine_seq_len(const struct hip_engine *c, int seq)
@@ -744,11 +767,15 @@ int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct er
     int brc = hip_rt_bind(c->rt, e);
     if (brc)
         return brc;
-    if (src == dst) {
+    if (src == dst) { /* a copy onto itself is a cut back */
+        if (c->hy)
+            return hip_hybrid_truncate(c->hy, c->len, dst, n, e);
         c->len[dst] = n;
         return 0;
     }
     int rc;
+    if (c->hy)
+        TRY(hip_hybrid_copy(c->hy, c->len, src, dst, n, e));
     for (int il = 0; il < c->m->hp.n_layer; il++) {
         const struct dlayer *d = &c->L[il];
         if (!d->kc)
@@ -763,4 +790,62 @@ int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct er
     TRY(hip_rt_sync(c->rt, e));
     c->len[dst] = n;
     return 0;
+}
+
+/* ---- what the hybrid layers borrow (hip_engine_int.h) ---- */
+
+void hipe_lend(const struct hip_engine *c, struct hip_lend *out)
+{
+    *out = (struct hip_lend){
+        .rt = c->rt, .warp = c->warp, .n_ctx = c->p.n_ctx, .n_batch = c->p.n_batch, .n_seq = c->p.n_seq,
+        .W = c->W, .gemv_max = GEMV_MAX, .dec_split = DEC_SPLIT, .kv_elt = c->kv_elt, .x = c->x, .h = c->h,
+        .qkv = c->qkv, .o = c->o, .part = c->part, .io = c->io, .xq = c->xq, .xqd = c->xqd,
+    };
+}
+
+void hipe_layer_of(const struct hip_engine *c, int il, struct hipe_layer *out)
+{
+    const struct dlayer *d = &c->L[il];
+    *out = (struct hipe_layer){ .wq = &d->wq, .wk = &d->wk, .wv = &d->wv, .wo = &d->wo, .attn_norm = d->attn_norm,
+                                .q_norm = d->q_norm, .k_norm = d->k_norm, .kc = d->kc, .vc = d->vc };
+}
+
+int hipe_dalloc(struct hip_engine *c, size_t n, uint64_t *out, struct err *e) { return dalloc(c, n, out, e); }
+
+int hipe_up_wt(struct hip_engine *c, struct stager *s, const struct wt *w, struct dw *d, struct err *e)
+{
+    return up_wt(c, s, w, d, e);
+}
+
+int hipe_up_vec(struct hip_engine *c, struct stager *s, const struct vec *v, uint64_t *d, struct err *e)
+{
+    return up_vec(c, s, v, d, e);
+}
+
+int hipe_mm(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int x_div,
+            int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, int q,
+            struct err *e)
+{
+    return mm(c, w, w2, x, x_stride, x_div, nz, y, y_stride, bias, bias2, sel, mode, q, e);
+}
+
+int hipe_mm_dual(struct hip_engine *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int nz,
+                 uint64_t y, uint64_t y2, int y_stride, int q, struct err *e)
+{
+    return mm_dual(c, w, w2, x, x_stride, nz, y, y2, y_stride, 0, 0, q, e);
+}
+
+int hipe_rms(struct hip_engine *c, uint64_t y, uint64_t x, uint64_t w, int nr, int n, bool q, struct err *e)
+{
+    return rms(c, y, x, w, 0, nr, n, n, n, q, e);
+}
+
+int hipe_quant(struct hip_engine *c, uint64_t x, int rows, int k, int x_stride, struct err *e)
+{
+    return quant(c, x, rows, k, x_stride, e);
+}
+
+bool hipe_want_q8(const struct hip_engine *c, int k, int t)
+{
+    return want_q8(c, k) && (t < 0 || c->gemvq[t]);
 }

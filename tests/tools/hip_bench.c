@@ -2,7 +2,8 @@
  *   hip_bench MODEL [--pp N] [--tg N] [--depth D] [--reps R] [--no-graph]
  * pp: one batch of N prompt tokens from an empty cache (logits of the last only);
  * tg: N single-token greedy decode steps (argmax on the device) after D cached
- * positions. Warm-up first, then R repetitions; prints the median and all reps. */
+ * positions. Warm-up first, then R repetitions; prints the median and all reps.
+ * --profile: kernel times of 16 decode steps, and of one prefill when --pp is set. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,25 @@ int main(int argc, char **argv)
             printf("PROFILE %-16s %5d calls/token  %8.1f us/token  %6.2f us/call  %5.1f%%\n", rows[i].name,
                    rows[i].calls / steps, 1e3 * rows[i].ms / steps, 1e3 * rows[i].ms / rows[i].calls,
                    100.0 * rows[i].ms / tot);
+        hip_engine_profile(c, false, &e);
+    }
+    if (profile && pp > 0 && !rc) {
+        /* kernel times of one pp-token prefill (graphs off) */
+        hip_engine_seq_truncate(c, 0, 0);
+        rc = hip_engine_profile(c, true, &e);
+        if (!rc)
+            rc = prefill(c, t, 0, pp, p.n_batch, V, &e);
+        struct hip_prof_row rows[64];
+        int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, &e);
+        if (nr < 0)
+            rc = nr;
+        double tot = 0;
+        for (int i = 0; i < nr; i++)
+            tot += rows[i].ms;
+        printf("PROFILE(pp) prefill of %d tokens: kernel time %.3f ms\n", pp, tot);
+        for (int i = 0; i < nr; i++)
+            printf("PROFILE(pp) %-16s %5d calls  %8.1f us  %5.1f%%\n", rows[i].name, rows[i].calls,
+                   1e3 * rows[i].ms, 100.0 * rows[i].ms / tot);
         hip_engine_profile(c, false, &e);
     }
     free(t);

@@ -11,7 +11,11 @@
  * with quant_weights_row (ggml's reference quantizers, no importance matrix). A row length that is
  * not a whole number of blocks is an error (llama.cpp would fall back to another type; the goldens
  * choose shapes where no fallback happens). All metadata is copied; general.file_type is set to
- * the matching llama_ftype. Tensors keep their order. */
+ * the matching llama_ftype. Tensors keep their order.
+ *
+ * TYPE f32 on a quantized model writes its quantized matrices dequantized instead: exact f32
+ * copies of the weights the quantized model holds, so an engine running the quantized file on
+ * f32 activations can be held to the CPU engine running the f32 file (test_hip_engine). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +136,23 @@ int main(int argc, char **argv)
         rc = gguf_w_u32(w, "general.file_type", TYPES[ti].ftype);
     for (uint64_t i = 0; i < g->n_tensors && rc == 0; i++) {
         const struct gguf_tensor *t = &g->tensors[i];
+        if (qt == QT_F32 && t->type != QT_F32 && t->type != QT_F16 && t->n_dims >= 2) {
+            int64_t n = 1;
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                n *= t->ne[d];
+            float *dst = malloc(sizeof(float) * (size_t)n);
+            if (!dst) {
+                rc = ERR_NOMEM;
+                break;
+            }
+            bufs[i] = dst;
+            const int64_t n0 = t->ne[0];
+            const size_t rb = qtype_row_size((enum qtype)t->type, n0);
+            for (int64_t r = 0; r < n / n0; r++)
+                dequant_row((enum qtype)t->type, (const uint8_t *)t->data + (size_t)r * rb, dst + r * n0, n0);
+            rc = gguf_w_tensor_ref(w, t->name, t->n_dims, t->ne, QT_F32, dst, sizeof(float) * (size_t)n);
+            continue;
+        }
         if (!wants_quant(t) || qt == QT_F32) {
             rc = gguf_w_tensor_ref(w, t->name, t->n_dims, t->ne, t->type, t->data, t->nbytes);
             continue;

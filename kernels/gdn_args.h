@@ -1,0 +1,53 @@
+/* gdn_args.h — argument blocks of the hybrid-layer kernels (kernels/gdn.cu),
+ * shared with the host (worker/forward_hip_hybrid.c) like args.h: 8-byte
+ * fields first, then an even count of 4-byte ones. */
+#ifndef LLM170_KERNEL_GDN_ARGS_H
+#define LLM170_KERNEL_GDN_ARGS_H
+
+#include "args.h"
+
+/* The batch rows grouped by sequence (one group = one sequence's rows in batch order), written by
+ * the host before each step: n_grp, then rows[B], grp_seq[B], grp_start[B], grp_len[B],
+ * grp_fresh[B] (1 when the group starts at position 0: its incoming state counts as zero). */
+struct gdn_groups {
+    DP(const int) n_grp;         /* [1] */
+    DP(const int) rows;          /* [B] batch row of each step, grouped */
+    DP(const int) seq;           /* [B] sequence of group g */
+    DP(const int) start;         /* [B] first index of group g in rows */
+    DP(const int) len;           /* [B] steps of group g */
+    DP(const int) fresh;         /* [B] */
+};
+
+/* Causal depthwise conv + SiLU over each group's rows, carrying the last d_conv − 1 inputs.
+ * Grid: (n, ceil(conv_dim / blockDim)); a block past n_grp returns. */
+struct gdn_conv_args {
+    struct gdn_groups g;
+    DP(const float) in;          /* [n][conv_dim] projection q | k | v */
+    DP(float) out;               /* [n][conv_dim] */
+    DP(const float) w;           /* [conv_dim][d_conv] taps, oldest first */
+    DP(float) state;             /* sequence s's layer state at state + s·seq_stride: [d_conv−1][conv_dim] */
+    a_i64 seq_stride;            /* floats between sequences */
+    a_i32 conv_dim, d_conv;
+};
+
+/* Gated DeltaNet of one value head over a group's steps (spec arch-qwen35.md §6.4): gates from
+ * the raw projections (β = σ(b), g = softplus(a + dt)·A), q/k L2-normed (x / max(‖x‖, eps)),
+ * then per step S ← e^g S; δ = β (v − Sᵀk); S ← S + k δᵀ; o = scale · Sᵀq.
+ * Grid: (n, H_v, ceil(d_v / 32)), 32 threads: thread j owns value column 32·z + j and keeps its
+ * d_k state entries in registers. */
+struct gdn_rec_args {
+    struct gdn_groups g;
+    DP(const float) qkv;         /* [n][conv_dim] conv output: q (H_k·d_k) | k (H_k·d_k) | v (H_v·d_v) */
+    DP(const float) b;           /* [n][H_v] raw β projection */
+    DP(const float) a;           /* [n][H_v] raw α projection */
+    DP(const float) dt;          /* [H_v] */
+    DP(const float) A;           /* [H_v] (negative) */
+    DP(float) o;                 /* [n][H_v·d_v] */
+    DP(float) state;             /* sequence s's layer state at state + s·seq_stride: [H_v][d_k][d_v] */
+    a_i64 seq_stride;
+    a_i32 conv_dim, n_k_heads;
+    a_i32 n_v_heads, d_v;
+    float scale, eps;
+};
+
+#endif
