@@ -4,6 +4,7 @@
 # qwen3 / qwen3moe models (rebuilt by ../shared/tools/synth_dense.py), 2 prompts x 32 tokens. Ids
 # must be equal, except after a first divergence at a near-tie (top-2 gap < 1e-2 relative), or when
 # we stop at EOS. Each prompt alone, then all prompts of a model as one batched call.
+# LLM170_PARITY_EXTRA adds CLI arguments (e.g. "--backend hip" on a GPU machine).
 cd "$(dirname "$0")/.." || exit 1
 . tests/oracle/lib.sh
 CLI=$(llm170_cli)
@@ -13,6 +14,6 @@ fi
 SHARED=$(find_shared) || SHARED=""
 PYNP=$(find_numpy_python) || PYNP=""
 [ -n "$SHARED" ] && export LLM170_SHARED=$SHARED
-python3 tests/oracle/parity.py greedy --cli "$CLI" --shared "$SHARED" --pynp "$PYNP" --golden tests/golden/greedy_*.json
-python3 tests/oracle/parity.py greedy --cli "$CLI" --shared "$SHARED" --pynp "$PYNP" --golden tests/golden/greedy_*.json --batched
+python3 tests/oracle/parity.py greedy --cli "$CLI" --shared "$SHARED" --pynp "$PYNP" --golden tests/golden/greedy_*.json --extra="${LLM170_PARITY_EXTRA:-}"
+python3 tests/oracle/parity.py greedy --cli "$CLI" --shared "$SHARED" --pynp "$PYNP" --golden tests/golden/greedy_*.json --batched --extra="${LLM170_PARITY_EXTRA:-}"
 exit 0

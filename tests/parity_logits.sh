@@ -12,8 +12,8 @@ CLI=$(llm170_cli)
 if ! cli_has diag logits; then
     echo "skip - parity logits: llm170 CLI lacks diag logits"; exit 0
 fi
-EXTRA=""
-"$CLI" diag --help 2>&1 | grep -q -- '--kv-f32' && EXTRA="--kv-f32"
+EXTRA="${LLM170_PARITY_EXTRA:-}"   # e.g. "--backend hip" on a GPU machine
+"$CLI" diag --help 2>&1 | grep -q -- '--kv-f32' && EXTRA="$EXTRA --kv-f32"
 SHARED=$(find_shared) || SHARED=""
 PYNP=$(find_numpy_python) || PYNP=""
 [ -n "$SHARED" ] && export LLM170_SHARED=$SHARED

@@ -5,7 +5,7 @@ Prints "ok - …", "not ok - …" and "skip - …: why" lines; called by tests/p
   parity.py tok    --cli BIN --golden tok_X.txt --vocab V.gguf [--jobs N]
   parity.py logits --cli BIN --golden G.json... [--pynp PY] [--requant BIN] [--shared DIR] [--extra ARGS]
                    (rebuilds each golden's model and checks its sha256 first)
-  parity.py greedy --cli BIN --golden greedy_X.json... [--pynp PY] [--shared DIR] [--batched]
+  parity.py greedy --cli BIN --golden greedy_X.json... [--pynp PY] [--shared DIR] [--batched] [--extra ARGS]
 
 Rules (from the project brief and system.md):
 * tokenize: ids equal, for every case and mode;
@@ -354,7 +354,7 @@ def judge(got, case, eog):
 
 
 def run_infer(a, prompts, n):
-    cmd = [a.cli, "infer", "--model", a.model, "--n-predict", str(n), "--temp", "0"]
+    cmd = [a.cli, "infer", "--model", a.model, "--n-predict", str(n), "--temp", "0"] + a.extra.split()
     for p in prompts:
         cmd += ["--prompt-tokens", ",".join(map(str, p))]
     r = subprocess.run(cmd, capture_output=True, text=True)
