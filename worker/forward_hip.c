@@ -16,6 +16,7 @@
 
 #include "../kernels/args.h"
 #include "backend_hip.h"
+#include "hip_fit.h"
 #include "hip_rt.h"
 #include "model.h"
 #include "ops.h"
@@ -85,11 +86,12 @@ struct hip_engine {
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     uint64_t amax;         /* [B] int argmax results */
     uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
-    uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX][F], [..][F/32][2] */
-    uint64_t fcnt;         /* [GEMV_MAX][F/32] int counters of that GEMV (zero between launches) */
+    uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F], [..][F/32][2] */
+    uint64_t fcnt;         /* [GEMV_MAX·Kq][F/32] int counters of that GEMV (zero between launches) */
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
     int W, nq_max, nkv_max, F;
+    int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
     struct graph_slot gs[N_GRAPHS];
     int n_gs;
 };
@@ -252,6 +254,64 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     return 0;
 }
 
+/* The scratch buffers of an engine for m with resolved params p (n_batch B tokens): where each
+ * one's device pointer goes and its bytes. Sets c->nq_max, nkv_max, W, F, Kq. The io buffer is
+ * first. Also sizes the fit check (hip_engine_scratch_bytes), so the two cannot drift apart. */
+struct scratch {
+    uint64_t *d;
+    size_t n;
+};
+#define N_SCRATCH 24
+
+static int scratch_table(struct hip_engine *c, const struct model *m, const struct engine_params *p,
+                         struct scratch *sc)
+{
+    const struct hparams *hp = &m->hp;
+    int nqm = 0, nkvm = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const int nq = m->layers[il].n_head * hp->head_dim, nkv = m->layers[il].n_head_kv * hp->head_dim;
+        nqm = nq > nqm ? nq : nqm;
+        nkvm = nkv > nkvm ? nkv : nkvm;
+    }
+    const size_t B = (size_t)p->n_batch, E = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
+    const size_t X = (size_t)hp->n_expert, K = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    c->nq_max = nqm;
+    c->nkv_max = nkvm;
+    c->W = nqm + 2 * nkvm;
+    c->F = hp->n_ff_max > hp->n_ff_exp ? hp->n_ff_max : hp->n_ff_exp;
+    c->Kq = X ? (int)K : 1;
+    const size_t F = (size_t)c->F, FK = X ? F * K : F, KS = GEMV_MAX * (size_t)c->Kq;
+    size_t qmax = E > F ? E : F;
+    if ((size_t)nqm > qmax)
+        qmax = (size_t)nqm;
+    const size_t io_bytes = 4 * B * sizeof(int32_t) + B * (size_t)hp->n_rot * sizeof(float);
+    const struct scratch t[] = {
+        { &c->io, io_bytes }, { &c->x, B * E * 4 }, { &c->h, B * E * 4 }, { &c->qkv, B * (size_t)c->W * 4 },
+        { &c->o, B * (size_t)nqm * 4 }, { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
+        { &c->part, (size_t)GEMV_MAX * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
+        { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
+        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 },
+        { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
+        { &c->fq, KS * F }, { &c->fqd, KS * (F / 32 + 1) * 8 }, { &c->fcnt, KS * (F / 32 + 1) * 4 },
+    };
+    const int n = (int)(sizeof t / sizeof t[0]);
+    for (int i = 0; i < n; i++)
+        sc[i] = t[i];
+    return n;
+}
+
+uint64_t hip_engine_scratch_bytes(const struct model *m, const struct engine_params *p)
+{
+    struct hip_engine c;
+    struct scratch sc[N_SCRATCH];
+    memset(&c, 0, sizeof c);
+    const int n = scratch_table(&c, m, p, sc);
+    uint64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += sc[i].n;
+    return s;
+}
+
 int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *pin,
                       struct err *e)
 {
@@ -304,6 +364,15 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     }
     c->warp = hip_rt_warp(c->rt);
 
+    /* refuse a model that does not fit before uploading anything, with the numbers */
+    struct hip_fit fit;
+    hip_fit_need(m, &p, &fit);
+    const size_t free_mem = hip_rt_free_mem(c->rt); /* 0: the driver did not say; the allocations will */
+    if (free_mem && (rc = hip_fit_check(&fit, free_mem, hip_rt_describe(c->rt), &p, e))) {
+        hip_engine_free(c);
+        return rc;
+    }
+
     /* weights, uploaded once through a pinned staging buffer */
     struct stager s = { .cap = 64u << 20 };
     if ((rc = hip_rt_host_alloc(c->rt, s.cap, &s.buf, e))) {
@@ -341,17 +410,11 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 
     /* KV cache */
     c->kv_elt = p.kv_f32 ? 4 : 2;
-    int nqm = 0, nkvm = 0;
     for (int il = 0; il < hp->n_layer && !rc; il++) {
         const struct layer *ly = &m->layers[il];
-        const int nq = ly->n_head * hp->head_dim, nkv = ly->n_head_kv * hp->head_dim;
-        if (nq > nqm)
-            nqm = nq;
-        if (nkv > nkvm)
-            nkvm = nkv;
         if (ly->kv_index < 0)
             continue;
-        size_t bytes = (size_t)p.n_seq * (size_t)p.n_ctx * (size_t)nkv * c->kv_elt;
+        size_t bytes = (size_t)p.n_seq * (size_t)p.n_ctx * (size_t)(ly->n_head_kv * hp->head_dim) * c->kv_elt;
         rc = dalloc(c, bytes, &c->L[il].kc, e);
         if (!rc)
             rc = dalloc(c, bytes, &c->L[il].vc, e);
@@ -361,34 +424,18 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
             rc = hip_rt_memset32(c->rt, c->L[il].vc, 0, bytes / 4, e);
     }
     /* scratch */
-    const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
-    const size_t X = (size_t)hp->n_expert, K = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
-    c->nq_max = nqm;
-    c->nkv_max = nkvm;
-    c->W = nqm + 2 * nkvm;
-    c->F = hp->n_ff_max > hp->n_ff_exp ? hp->n_ff_max : hp->n_ff_exp;
-    const size_t F = (size_t)c->F, FK = X ? F * K : F;
-    size_t qmax = E > F ? E : F;
-    if ((size_t)nqm > qmax)
-        qmax = (size_t)nqm;
-    const size_t io_bytes = 4 * B * sizeof(int32_t) + B * (size_t)hp->n_rot * sizeof(float);
-    struct { uint64_t *d; size_t n; } sc[] = {
-        { &c->x, B * E * 4 }, { &c->h, B * E * 4 }, { &c->qkv, B * (size_t)c->W * 4 }, { &c->o, B * (size_t)nqm * 4 },
-        { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
-        { &c->part, (size_t)GEMV_MAX * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
-        { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
-        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->io, io_bytes }, { &c->amax, B * 4 },
-        { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
-        { &c->fq, GEMV_MAX * F }, { &c->fqd, GEMV_MAX * (F / 32 + 1) * 8 }, { &c->fcnt, GEMV_MAX * (F / 32 + 1) * 4 },
-    };
-    for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
+    struct scratch sc[N_SCRATCH];
+    const int nsc = scratch_table(c, m, &p, sc);
+    const size_t F = (size_t)c->F, KS = GEMV_MAX * (size_t)c->Kq;
+    const size_t io_bytes = sc[0].n;
+    for (int i = 0; i < nsc && !rc; i++)
         rc = dalloc(c, sc[i].n, sc[i].d, e);
     if (!rc)
-        rc = hip_rt_memset32(c->rt, c->fcnt, 0, GEMV_MAX * (F / 32 + 1), e);
+        rc = hip_rt_memset32(c->rt, c->fcnt, 0, KS * (F / 32 + 1), e);
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
     if (!rc)
-        rc = hip_rt_host_alloc(c->rt, B * 4, (void **)&c->amax_h, e);
+        rc = hip_rt_host_alloc(c->rt, (size_t)p.n_batch * 4, (void **)&c->amax_h, e);
     if (!rc)
         rc = hip_rt_sync(c->rt, e);
     if (rc) {
