@@ -7,7 +7,13 @@
  * sums meet through shared memory. Blocks of consecutive index share rows
  * across z, so a row is re-read from L2, not DRAM.
  * gemv_*: f32 activations. gemvq_*: q8 activations (int8 per 32 with a
- * scale, llama.cpp's MMVQ scheme) and dp4a. */
+ * scale, llama.cpp's MMVQ scheme) and dp4a; gemvq4_* / gemvq8_* the same
+ * with 4 / 8 rows per block: more weight loads in flight per thread and
+ * fewer, longer blocks (the host picks R and sizes the block to the row, so
+ * short rows such as a MoE expert's 768 do not leave lanes idle).
+ * Mode 4 (MoE down projection + weighted combine): a block's threads stride
+ * over the (slot, unit) pairs of its token's selected experts, so the K
+ * experts' rows meet in the same block reduction, in a fixed order. */
 #include "qtypes.h"
 
 #define MAXW 8 /* warps per block at most */
@@ -19,7 +25,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
 {
     __shared__ float red[2 * R][MAXW];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    const bool dual = a.mode >= 2;
+    const bool dual = a.mode == 2 || a.mode == 3;
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const float v = warp_sum(acc[r]);
@@ -40,7 +46,8 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
             v2 += a.bias2[row];
         switch (a.mode) {
         case 0: a.y[yi] = v; break;
-        case 1: a.y[yi] += v; break;
+        case 1:
+        case 4: a.y[yi] += v; break;
         case 2: a.y[yi] = silu_f(v) * v2; break;
         default: a.y[yi] = v, a.y2[yi] = v2; break;
         }
@@ -74,7 +81,7 @@ static __device__ __forceinline__ int block_rows(const struct gemv_args &a, cons
     const int z = blockIdx.x % a.nz;
     const int row0 = (int)(blockIdx.x / a.nz) * R;
     const u8 *W = a.w, *W2 = a.w2;
-    if (a.sel) {
+    if (a.sel && a.mode != 4) { /* mode 4 picks the expert per slot */
         const long long off = (long long)a.sel[z] * a.expert_bytes;
         W += off;
         if (W2)
@@ -84,7 +91,7 @@ static __device__ __forceinline__ int block_rows(const struct gemv_args &a, cons
     for (int r = 0; r < R; r++) {
         const int rr = min(row0 + r, a.n_rows - 1);
         rows[r] = W + (long long)rr * a.row_bytes;
-        rows2[r] = a.mode >= 2 ? W2 + (long long)rr * a.row_bytes : rows[r];
+        rows2[r] = a.mode == 2 || a.mode == 3 ? W2 + (long long)rr * a.row_bytes : rows[r];
     }
     return row0;
 }
@@ -102,7 +109,19 @@ static __device__ __forceinline__ void gemv_body(const struct gemv_args &a)
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f, acc2[r] = 0.0f;
     const int nu = a.k / U::UE;
-    if (a.mode >= 2) {
+    if (a.mode == 4) {
+        for (int v = threadIdx.x; v < a.nslot * nu; v += blockDim.x) {
+            const int s = v / nu, u = v - s * nu;
+            const long long zs = (long long)z * a.nslot + s;
+            const long long off = (long long)a.sel[zs] * a.expert_bytes;
+            const float ws = a.sw[zs];
+            float xs[U::XS];
+            U::load_x(a.x + zs * a.x_stride, u, xs);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r] += ws * U::dot(rows[r] + off, u, xs);
+        }
+    } else if (a.mode == 2 || a.mode == 3) {
         for (int u = threadIdx.x; u < nu; u += blockDim.x) {
             float xs[U::XS];
             U::load_x(x, u, xs);
@@ -152,7 +171,19 @@ static __device__ __forceinline__ void gemvq_body(const struct gemv_args &a)
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f, acc2[r] = 0.0f;
     const int nu = a.k / 32;
-    if (a.mode >= 2) {
+    if (a.mode == 4) {
+        for (int v = threadIdx.x; v < a.nslot * nu; v += blockDim.x) {
+            const int s = v / nu, u = v - s * nu;
+            const long long zs = (long long)z * a.nslot + s;
+            const long long off = (long long)a.sel[zs] * a.expert_bytes;
+            const float ws = a.sw[zs];
+            struct xq8 xs;
+            U::load_x((const i8 *)a.x + zs * a.x_stride, a.xd + zs * (a.x_stride / 32) * 2, u, xs);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r] += ws * U::dot(rows[r] + off, u, xs);
+        }
+    } else if (a.mode == 2 || a.mode == 3) {
 #pragma unroll 2
         for (int u = threadIdx.x; u < nu; u += blockDim.x) {
             struct xq8 xs;
@@ -183,3 +214,11 @@ GEMVQ(gemvq_q8_0, KT_Q8_0, 2)
 GEMVQ(gemvq_q4_K, KT_Q4_K, 2)
 GEMVQ(gemvq_q5_K, KT_Q5_K, 2)
 GEMVQ(gemvq_q6_K, KT_Q6_K, 2)
+GEMVQ(gemvq4_q8_0, KT_Q8_0, 4)
+GEMVQ(gemvq4_q4_K, KT_Q4_K, 4)
+GEMVQ(gemvq4_q5_K, KT_Q5_K, 4)
+GEMVQ(gemvq4_q6_K, KT_Q6_K, 4)
+GEMVQ(gemvq8_q8_0, KT_Q8_0, 8)
+GEMVQ(gemvq8_q4_K, KT_Q4_K, 8)
+GEMVQ(gemvq8_q5_K, KT_Q5_K, 8)
+GEMVQ(gemvq8_q6_K, KT_Q6_K, 8)

@@ -305,7 +305,7 @@ static void q8_emulate(const float *x, int n, int8_t *q, float *qd)
 
 /* the dp4a GEMV: weights of type t against q8 activations; reference in double on the dequantized
  * weights and the dequantized q8 activations (the same function, exactly) */
-static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode, int R, int bt)
 {
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
@@ -362,7 +362,10 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
                            .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
     void *p[] = { &a };
     char name[64];
-    snprintf(name, sizeof name, "gemvq_%s", tn);
+    if (R == 2)
+        snprintf(name, sizeof name, "gemvq_%s", tn);
+    else
+        snprintf(name, sizeof name, "gemvq%d_%s", R, tn);
     /* mode 2 with N a multiple of 32: the epilogue's q8 copy of the SwiGLU output, twice (the group
      * counters must be back at zero after a launch) */
     const bool fq = mode == 2 && N % 32 == 0;
@@ -380,7 +383,7 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
             dyq = dup(NULL, (size_t)nz * N), dyqd = poisoned((size_t)nz * (N / 32) * 2);
             a.yq = dyq, a.yqd = dyqd;
         }
-        CHECK(launch(name, (unsigned)(nz * ((N + 1) / 2)), 1, 128, p) == 0, "%s launch", name);
+        CHECK(launch(name, (unsigned)(nz * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
     }
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
@@ -392,7 +395,8 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
         q8_emulate(y, nz * N, yqref, yqdref);
         CHECK(!memcmp(yq, yqref, (size_t)nz * N), "%s N=%d nz=%d: SwiGLU q8 copy differs from quantizing y", name, N, nz);
         CHECK(rel(yqd, yqdref, (size_t)nz * (N / 32) * 2) < 1e-6, "%s: SwiGLU q8 scales", name);
-        printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode 2 q8 copy of the output (2 launches): exact\n", name, N, K, nz);
+        printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode 2 q8 copy of the output (2 launches, %d threads): exact\n", name, N,
+               K, nz, bt);
         hip_rt_free(g_rt, dyq), hip_rt_free(g_rt, dyqd), hip_rt_free(g_rt, dcnt);
         free(yq), free(yqref), free(yqd), free(yqdref);
     }
@@ -402,8 +406,8 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
         if (r2 > r)
             r = r2;
     }
-    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
-    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d %d threads: rel err %.3g", name, N, K, nz, mode, bt, r);
+    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d %3d threads  rel %.2e\n", name, N, K, nz, mode, bt, r);
     hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dw2), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxq);
     hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dy2);
     free(ref2);
@@ -418,12 +422,85 @@ static void gemv_q8_activations(void)
         { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
     };
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0);
-        check_mmq(qt[i].t, qt[i].name, 130, 2048, 3, 1);
-        check_mmq(qt[i].t, qt[i].name, 45, 1536, 2, 2);
-        check_mmq(qt[i].t, qt[i].name, 96, 1536, 3, 2);
-        check_mmq(qt[i].t, qt[i].name, 33, 4096, 1, 3);
+        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 130, 2048, 3, 1, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 45, 1536, 2, 2, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 96, 1536, 3, 2, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 33, 4096, 1, 3, 2, 128);
+        /* 4 and 8 rows a block, blocks narrower than the row's units (the host sizes them to the row:
+         * 64 threads for 2048, 32 for a MoE expert's 768), row counts not a multiple of R */
+        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0, 4, 128);
+        check_mmq(qt[i].t, qt[i].name, 131, 2048, 3, 1, 8, 64);
+        check_mmq(qt[i].t, qt[i].name, 45, 768, 2, 3, 8, 32);
+        check_mmq(qt[i].t, qt[i].name, 96, 768, 5, 2, 8, 32);
+        check_mmq(qt[i].t, qt[i].name, 64, 2048, 3, 2, 4, 64);
     }
+}
+
+/* Mode 4: for each token, Σ over its slots of weight · (expert sel's rows · the slot's activation row),
+ * added into y — the MoE down projection with the combine fused. f32 activations (gemv_q4_K) and q8
+ * (gemvq*), against dequantized weights (and dequantized q8 activations) in double. */
+static void check_experts_combined(const char *name, bool q8, int R, int bt)
+{
+    const enum qtype t = QT_Q4_K;
+    const int X = 6, N = 70, Kd = 768, nt = 3, S = 4;
+    const size_t rb = qtype_row_size(t, Kd), eb = rb * N;
+    unsigned char *wq = malloc(eb * X);
+    float *wd = malloc(sizeof(float) * (size_t)X * N * Kd), *tmp = malloc(sizeof(float) * Kd);
+    for (int r = 0; r < X * N; r++) {
+        fill(tmp, Kd, 0.5f);
+        quant_weights_row(t, tmp, wq + (size_t)r * rb, Kd);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * Kd, Kd);
+    }
+    static float x[3 * 4 * 768], xdq[3 * 4 * 768], xqd[3 * 4 * 24 * 2];
+    static int8_t xq[3 * 4 * 768];
+    fill(x, (size_t)nt * S * Kd, 1.0f);
+    for (int z = 0; z < nt * S; z++) {
+        q8_emulate(x + (size_t)z * Kd, Kd, xq + (size_t)z * Kd, xqd + (size_t)z * (Kd / 32) * 2);
+        for (int k = 0; k < Kd; k++)
+            xdq[z * Kd + k] = q8 ? (float)xq[z * Kd + k] * xqd[z * (Kd / 32) * 2 + 2 * (k / 32)] : x[z * Kd + k];
+    }
+    int sel[12] = { 5, 1, 0, 3, 2, 4, 1, 0, 3, 5, 2, 4 };
+    float sw[12], y0[3 * 70], ref[3 * 70], y[3 * 70];
+    for (int i = 0; i < 12; i++)
+        sw[i] = 0.5f + 0.4f * frand();
+    fill(y0, (size_t)nt * N, 1.0f);
+    for (int tk = 0; tk < nt; tk++)
+        for (int r = 0; r < N; r++) {
+            double acc = y0[tk * N + r];
+            for (int s = 0; s < S; s++) {
+                const int z = tk * S + s;
+                double d = 0;
+                for (int k = 0; k < Kd; k++)
+                    d += (double)wd[((size_t)sel[z] * N + r) * Kd + k] * xdq[z * Kd + k];
+                acc += (double)sw[z] * d;
+            }
+            ref[tk * N + r] = (float)acc;
+        }
+    uint64_t dw = dup(wq, eb * X), ds = dup(sel, sizeof sel), dsw = dup(sw, sizeof sw), dy = dup(y0, sizeof y0);
+    uint64_t dx = q8 ? dup(xq, sizeof xq) : dup(x, sizeof x), dxd = dup(xqd, sizeof xqd);
+    struct gemv_args a = { .w = dw, .x = dx, .xd = q8 ? dxd : 0, .y = dy, .sel = ds, .sw = dsw, .row_bytes = (int64_t)rb,
+                           .expert_bytes = (int64_t)eb, .n_rows = N, .k = Kd, .x_stride = Kd, .y_stride = N,
+                           .x_div = 1, .nz = nt, .mode = 4, .nslot = S };
+    void *p[] = { &a };
+    CHECK(launch(name, (unsigned)(nt * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
+    get(y, dy, sizeof y);
+    double r = rel(y, ref, sizeof y / 4);
+    CHECK(r < 2e-5, "%s mode 4 (%d threads): rel %.3g", name, bt, r);
+    printf("#   %-12s N=%-4d K=%-5d %d tokens x %d slots mode 4 %3d threads  rel %.2e\n", name, N, Kd, nt, S, bt, r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dsw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dx);
+    hip_rt_free(g_rt, dxd);
+    free(wq), free(wd), free(tmp);
+}
+
+static void gemv_experts_combined(void)
+{
+    NEED_GPU();
+    check_experts_combined("gemv_q4_K", false, 2, 128);
+    check_experts_combined("gemvq_q4_K", true, 2, 128);
+    check_experts_combined("gemvq4_q4_K", true, 4, 96);
+    check_experts_combined("gemvq8_q4_K", true, 8, 32);
+    check_experts_combined("gemvq8_q4_K", true, 8, 128);
 }
 
 /* rms_norm's q8 copy of its output equals quantizing that output, and the output matches ops_rms_norm:
@@ -704,9 +781,48 @@ static void elementwise_softmax_argmax(void)
     hip_rt_free(g_rt, da), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dam);
 }
 
+/* routing of n tokens over X experts, K picked, against ops_softmax + ops_topk + renormalisation */
+static void check_route(int n, int X, int K, float lscale)
+{
+    float *lg = malloc(sizeof(float) * (size_t)n * X), *pr = malloc(sizeof(float) * (size_t)X);
+    int *selref = malloc(sizeof(int) * (size_t)n * K), *sel = malloc(sizeof(int) * (size_t)n * K);
+    float *wref = malloc(sizeof(float) * (size_t)n * K), *w = malloc(sizeof(float) * (size_t)n * K);
+    fill(lg, (size_t)n * X, lscale);
+    for (int t = 0; t < n; t++) {
+        memcpy(pr, lg + (size_t)t * X, sizeof(float) * (size_t)X);
+        ops_softmax(pr, X);
+        ops_topk(pr, X, K, selref + t * K);
+        double s = 0;
+        for (int k = 0; k < K; k++)
+            s += pr[selref[t * K + k]];
+        for (int k = 0; k < K; k++)
+            wref[t * K + k] = pr[selref[t * K + k]] / (float)s;
+    }
+    uint64_t dl = dup(lg, sizeof(float) * (size_t)n * X), dsel = dup(NULL, sizeof(int) * (size_t)n * K);
+    uint64_t dw = poisoned((size_t)n * K);
+    int xx = X, kk = K;
+    float scale = 0.0f;
+    void *p[] = { &dl, &xx, &kk, &dsel, &dw, &scale };
+    CHECK(launch("moe_route", (unsigned)n, 1, 32, p) == 0, "launch");
+    get(sel, dsel, sizeof(int) * (size_t)n * K);
+    get(w, dw, sizeof(float) * (size_t)n * K);
+    int bad = 0;
+    for (int i = 0; i < n * K; i++)
+        bad += sel[i] != selref[i];
+    CHECK(bad == 0, "route X=%d K=%d: %d of %d slots pick another expert (first: %d vs %d)", X, K, bad, n * K, sel[0],
+          selref[0]);
+    CHECK(rel(w, wref, (size_t)n * K) < 1e-5, "route X=%d K=%d weights rel %.3g", X, K, rel(w, wref, (size_t)n * K));
+    printf("#   moe_route n=%d X=%-3d K=%d: picks equal, weights rel %.2e\n", n, X, K, rel(w, wref, (size_t)n * K));
+    hip_rt_free(g_rt, dl), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dw);
+    free(lg), free(pr), free(selref), free(sel), free(wref), free(w);
+}
+
 static void moe_route_and_combine(void)
 {
     NEED_GPU();
+    check_route(5, 128, 8, 3.0f); /* qwen3moe */
+    check_route(3, 256, 8, 3.0f); /* the most the kernel takes */
+    check_route(4, 37, 3, 4.0f);  /* not a multiple of the warp */
     const int n = 4, X = 64, K = 6, E = 300;
     float lg[4 * 64];
     fill(lg, sizeof lg / 4, 4.0f);
@@ -771,6 +887,7 @@ int main(void)
     RUN(gemm_tensor_cores);
     RUN(gemv_grouped_experts);
     RUN(gemv_q8_activations);
+    RUN(gemv_experts_combined);
     RUN(rms_norm_q8_copy);
     RUN(embed_rows_dequant);
     RUN(rms_norm_rows);

@@ -54,6 +54,9 @@ struct hip_engine {
     bool graphs;
     /* kernels */
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], gemm_mma[QT_COUNT];
+    hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
+    int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product, else LLM170_HIP_GEMV_R */
+    int sms;               /* multiprocessors, for that choice */
     bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill; LLM170_HIP_MMA=1 */
     hip_fn k_quant;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
@@ -238,6 +241,12 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         struct err ign;
         if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
+        c->gemvq_r[0][names[i].t] = c->gemvq[names[i].t];
+        for (int r = 1; r < 3; r++) {
+            snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
+            if (hip_rt_fn(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
+                c->gemvq_r[r][names[i].t] = NULL;
+        }
         snprintf(nm, sizeof nm, "gemm_mma_%s", names[i].s);
         if (hip_rt_fn(c->rt, nm, &c->gemm_mma[names[i].t], &ign))
             c->gemm_mma[names[i].t] = NULL; /* float weights, or no tensor-core kernel on this vendor */
@@ -330,9 +339,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         p.n_seq = 1;
     if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 16) || p.n_seq > (1 << 16))
         return err_set(e, ERR_RANGE, "hip: n_ctx %d / n_batch %d / n_seq %d too large", p.n_ctx, p.n_batch, p.n_seq);
-    if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 64)
-        return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d experts used are beyond the kernels",
-                       hp->head_dim, hp->n_rot, hp->n_expert_used);
+    /* moe_route (kernels/misc.cu): one warp, K picks written by lanes < K, 8 experts a lane (warp >= 32) */
+    if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 32 || hp->n_expert > 256)
+        return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d of %d experts are beyond the kernels",
+                       hp->head_dim, hp->n_rot, hp->n_expert_used, hp->n_expert);
     for (int il = 0; il < hp->n_layer; il++)
         if (m->layers[il].kind != LAYER_ATTN)
             return err_set(e, ERR_UNSUPPORTED, "hip: layer %d has a kind the GPU backend does not run yet", il);
@@ -348,6 +358,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->q8 = !(q8e && !strcmp(q8e, "0"));
     /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
     c->mma = mmae && !strcmp(mmae, "1");
+    const char *gre = getenv("LLM170_HIP_GEMV_R");
+    c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gqe = getenv("LLM170_HIP_GQA");
     c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
@@ -363,6 +375,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         return rc;
     }
     c->warp = hip_rt_warp(c->rt);
+    c->sms = hip_rt_sm_count(c->rt);
 
     /* refuse a model that does not fit before uploading anything, with the numbers */
     struct hip_fit fit;
@@ -459,13 +472,27 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
     void *params[] = { a };
     if (a->nz <= GEMV_MAX || a->sel || a->mode >= 2) {
         hip_fn f = c->gemv[w->type];
+        int R = GEMV_R;
         if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
             f = c->gemvq[w->type];
             a->x = q == 2 ? c->fq : c->xq;
             a->xd = q == 2 ? c->fqd : c->xqd;
             a->x_stride = (int)w->ne0;
+            /* more rows per block keep more weight loads in flight per thread and make fewer, longer
+             * blocks; take the most that still leaves two blocks per multiprocessor */
+            int r = c->gemv_r;
+            if (!r)
+                for (r = 8; r > 2 && (size_t)a->nz * (size_t)a->n_rows / (size_t)r < 2 * (size_t)c->sms; r /= 2)
+                    ;
+            const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
+            if (c->gemvq_r[ri][w->type])
+                f = c->gemvq_r[ri][w->type], R = r;
         }
-        return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, GEMV_R), 1, 1, 4u * (unsigned)c->warp,
+        /* threads: the row's 32-element units (all slots' in mode 4), in whole warps, at most 4 warps */
+        const size_t units = (size_t)(a->mode == 4 ? a->nslot : 1) * (size_t)(a->k / 32);
+        size_t nt = cdiv(units, (size_t)c->warp) * (size_t)c->warp;
+        nt = nt > 4u * (size_t)c->warp ? 4u * (size_t)c->warp : nt < (size_t)c->warp ? (size_t)c->warp : nt;
+        return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
     if (c->mma && c->gemm_mma[w->type] && c->warp == 32)
@@ -618,11 +645,33 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         int xx = X, kk = K;
         void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
         TRY(hip_rt_launch(c->rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->warp, rp, e));
-        TRY(mm(c, &d->gate_exps, &d->up_exps, c->h, E, K, n * K, c->fg, F, 0, 0, c->sel, 2, qh, e));
-        const bool qf = want_q8(c, F) && c->gemvq[d->down_exps.type];
-        if (qf)
+        /* gate/up of the selected experts with SwiGLU, over the (token, slot) pairs; its epilogue writes
+         * the q8 copy of the result for the down GEMV (fq rows z = token·K + slot) */
+        const bool qf = n <= GEMV_MAX && want_q8(c, F) && c->gemvq[d->down_exps.type] && qh &&
+                        c->gemvq[d->gate_exps.type] && d->gate_exps.type == d->up_exps.type;
+        struct gemv_args ga = {
+            .w = d->gate_exps.d, .w2 = d->up_exps.d, .x = c->h, .y = c->fg, .sel = c->sel,
+            .yq = qf ? c->fq : 0, .yqd = qf ? c->fqd : 0, .cnt = qf ? c->fcnt : 0,
+            .row_bytes = (int64_t)d->gate_exps.row_bytes,
+            .expert_bytes = (int64_t)(d->gate_exps.row_bytes * (size_t)d->gate_exps.ne1), .n_rows = F,
+            .k = (int)d->gate_exps.ne0, .x_stride = E, .y_stride = F, .x_div = K, .nz = n * K, .mode = 2,
+        };
+        TRY(launch_mm(c, &ga, &d->gate_exps, &d->up_exps, qh, e));
+        if (n <= GEMV_MAX) {
+            /* down projection of every slot with the weighted combine, added into x (mode 4) */
+            struct gemv_args da = {
+                .w = d->down_exps.d, .x = c->fg, .y = c->x, .sel = c->sel, .sw = c->sw,
+                .row_bytes = (int64_t)d->down_exps.row_bytes,
+                .expert_bytes = (int64_t)(d->down_exps.row_bytes * (size_t)d->down_exps.ne1), .n_rows = E,
+                .k = (int)d->down_exps.ne0, .x_stride = F, .y_stride = E, .x_div = 1, .nz = n, .mode = 4,
+                .nslot = K,
+            };
+            return launch_mm(c, &da, &d->down_exps, NULL, qf ? 2 : 0, e);
+        }
+        const bool qd = want_q8(c, F) && c->gemvq[d->down_exps.type];
+        if (qd)
             TRY(quant(c, c->fg, n * K, F, F, e));
-        TRY(mm(c, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, qf, e));
+        TRY(mm(c, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, qd, e));
         uint64_t x = c->x, ey = c->ey;
         int ee = E;
         void *cp[] = { &x, &ey, &sw, &ee, &kk };
