@@ -46,12 +46,20 @@ struct gemv_args {
     DP(float) yqd;               /* [nz][n_rows / 32][2] (d, d·Σq) */
     DP(int) cnt;                 /* [nz][n_rows / 32] counters, zero between launches: blocks done per 32 rows */
     DP(const float) sw;          /* mode 4: [nz][nslot] expert weights of the token's slots */
+    DP(const float) nw;          /* modes 1 and 4 (n_rows = the residual width): RMSNorm weight [n_rows], or 0.
+                                    The grid's last block normalises every updated row y[z]: */
+    DP(float) ny;                /*   [nz][n_rows] normed copy (the next sublayer's input) */
+    DP(signed char) nq;          /*   [nz][n_rows] its q8 copy (n_rows % 32 == 0), or 0 */
+    DP(float) nqd;               /*   [nz][n_rows / 32][2] */
+    DP(int) ncnt;                /*   one counter, zero between launches: blocks done */
     a_i64 row_bytes;
     a_i64 expert_bytes;
     a_i32 n_rows, k;             /* output rows, elements per row */
     a_i32 x_stride, y_stride;    /* elements between rows of x / y */
     a_i32 x_div, nz;
     a_i32 mode, nslot;           /* nslot: mode 4's experts per token */
+    float eps;                   /* the fused RMSNorm's epsilon */
+    a_i32 pad;
 };
 
 /* Attention of n query tokens over their sequences' caches (causal by position). */

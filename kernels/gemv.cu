@@ -18,6 +18,49 @@
 
 #define MAXW 8 /* warps per block at most */
 
+/* The RMSNorm of the residual rows this GEMV just added into (modes 1 and 4 with a.nw), fused: every
+ * block counts itself done; the last block of the grid reads each whole updated y[z] (other blocks'
+ * rows past L1) and writes the normed rows and their q8 copies for the next sublayer's GEMVs. Saves
+ * the separate rms_norm launch of each sublayer. One count for the whole grid, not per row: nq may be
+ * the buffer this GEMV reads its own q8 input from (with another row stride), and only when every
+ * block has counted itself have all of them finished reading it. */
+static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
+{
+    __shared__ int last;
+    __shared__ float nred[32];
+    __threadfence(); /* this block's rows are visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(a.ncnt, 1) + 1 == (int)gridDim.x;
+        if (last)
+            *a.ncnt = 0;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const int n = a.n_rows;
+    for (int z = 0; z < a.nz; z++) {
+        const volatile float *yr = (volatile const float *)a.y + (long long)z * a.y_stride;
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const float v = yr[i];
+            ss += v * v;
+        }
+        ss = block_sum(ss, nred);
+        const float scale = 1.0f / sqrtf(ss / (float)n + a.eps);
+        float *hr = a.ny + (long long)z * n;
+        /* element i = tid + j·blockDim: lanes of an aligned 32-group take the same iterations (q8_group) */
+        for (int i = threadIdx.x; i - (int)threadIdx.x % 32 < n; i += blockDim.x) {
+            const float t = i < n ? (yr[i] * scale) * a.nw[i] : 0.0f;
+            if (i < n)
+                hr[i] = t;
+            if (a.nq) /* n % 32 == 0: whole groups */
+                q8_group(t, a.nq + (long long)z * n, a.nqd + (long long)z * (n / 32) * 2, i);
+        }
+    }
+}
+
 /* Reduce acc/acc2 over the block and write rows row0 .. row0+R-1 of z. */
 template <int R>
 static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, int z, int row0, float *acc,
@@ -51,6 +94,10 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
         case 2: a.y[yi] = silu_f(v) * v2; break;
         default: a.y[yi] = v, a.y2[yi] = v2; break;
         }
+    }
+    if (a.nw) {
+        norm_tail(a);
+        return;
     }
     if (a.mode != 2 || !a.yq)
         return;

@@ -493,6 +493,97 @@ static void check_experts_combined(const char *name, bool q8, int R, int bt)
     free(wq), free(wd), free(tmp);
 }
 
+/* The RMSNorm fused into a residual GEMV (mode 1, nw set): y[z] += W·x[z] as before, and the last
+ * block of each z writes rmsnorm(y[z])·w and its q8 copy. Reference: ops_rms_norm of the y the kernel
+ * produced (itself checked against double), q8_emulate of that normed row, bit for bit. Two launches
+ * (the per-row counters must return to zero). */
+static void check_fused_norm(const char *name, enum qtype t, int N, int K, int nz, int R, int bt, bool q8)
+{
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *xdq = malloc(sizeof(float) * (size_t)nz * K);
+    int8_t *xq = malloc((size_t)nz * K);
+    float *xqd = malloc(sizeof(float) * (size_t)nz * (K / 32) * 2);
+    float *y0 = malloc(sizeof(float) * (size_t)nz * N), *y = malloc(sizeof(float) * (size_t)nz * N);
+    float *ref = malloc(sizeof(float) * (size_t)nz * N), *nw = malloc(sizeof(float) * (size_t)N);
+    float *h = malloc(sizeof(float) * (size_t)nz * N), *href = malloc(sizeof(float) * (size_t)nz * N);
+    int8_t *hq = malloc((size_t)nz * N), *hqref = malloc((size_t)nz * N);
+    float *hqd = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2), *hqdref = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    fill(y0, (size_t)nz * N, 1.0f);
+    fill(nw, (size_t)N, 1.0f);
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+    }
+    for (int z = 0; z < nz; z++) {
+        q8_emulate(x + (size_t)z * K, K, xq + (size_t)z * K, xqd + (size_t)z * (K / 32) * 2);
+        for (int k = 0; k < K; k++)
+            xdq[(size_t)z * K + k] = q8 ? (float)xq[(size_t)z * K + k] * xqd[(size_t)z * (K / 32) * 2 + 2 * (k / 32)]
+                                        : x[(size_t)z * K + k];
+    }
+    uint64_t dw = dup(wq, rb * (size_t)N), dxq = q8 ? dup(xq, (size_t)nz * K) : dup(x, sizeof(float) * (size_t)nz * K);
+    uint64_t dxqd = dup(xqd, sizeof(float) * (size_t)nz * (K / 32) * 2), dnw = dup(nw, sizeof(float) * (size_t)N);
+    int32_t zero[8] = { 0 };
+    uint64_t dcnt = dup(zero, sizeof zero);
+    double worst = 0, hworst = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        /* y accumulates: launch 2 adds W·x once more */
+        for (int z = 0; z < nz; z++)
+            for (int r = 0; r < N; r++) {
+                double sd = 0;
+                for (int k = 0; k < K; k++)
+                    sd += (double)wd[(size_t)r * K + k] * xdq[(size_t)z * K + k];
+                ref[(size_t)z * N + r] = (rep ? ref[(size_t)z * N + r] : y0[(size_t)z * N + r]) + (float)sd;
+            }
+        uint64_t dy = rep ? 0 : dup(y0, sizeof(float) * (size_t)nz * N);
+        static uint64_t dy_keep, dh, dhq, dhqd;
+        if (!rep)
+            dy_keep = dy;
+        dh = poisoned((size_t)nz * N), dhq = dup(NULL, (size_t)nz * N), dhqd = poisoned((size_t)nz * (N / 32) * 2);
+        struct gemv_args a = { .w = dw, .x = dxq, .xd = q8 ? dxqd : 0, .y = dy_keep, .row_bytes = (int64_t)rb,
+                               .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = 1,
+                               .nw = dnw, .ny = dh, .nq = dhq, .nqd = dhqd, .ncnt = dcnt, .eps = 1e-5f };
+        void *p[] = { &a };
+        CHECK(launch(name, (unsigned)(nz * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
+        get(y, dy_keep, sizeof(float) * (size_t)nz * N);
+        get(h, dh, sizeof(float) * (size_t)nz * N);
+        get(hq, dhq, (size_t)nz * N);
+        get(hqd, dhqd, sizeof(float) * (size_t)nz * (N / 32) * 2);
+        double r = rel(y, ref, (size_t)nz * N);
+        worst = r > worst ? r : worst;
+        for (int z = 0; z < nz; z++)
+            ops_rms_norm(href + (size_t)z * N, y + (size_t)z * N, nw, N, 1e-5f);
+        double rh = rel(h, href, (size_t)nz * N);
+        hworst = rh > hworst ? rh : hworst;
+        q8_emulate(h, nz * N, hqref, hqdref);
+        CHECK(!memcmp(hq, hqref, (size_t)nz * N), "%s launch %d: the normed row's q8 copy differs from quantizing it",
+              name, rep + 1);
+        CHECK(rel(hqd, hqdref, (size_t)nz * (N / 32) * 2) < 1e-7, "%s: q8 scales of the normed row", name);
+        hip_rt_free(g_rt, dh), hip_rt_free(g_rt, dhq), hip_rt_free(g_rt, dhqd);
+        if (rep)
+            hip_rt_free(g_rt, dy_keep);
+    }
+    CHECK(worst < 2e-5, "%s fused norm: residual rel %.3g", name, worst);
+    CHECK(hworst < 1e-6, "%s fused norm: normed row rel %.3g", name, hworst);
+    printf("#   %-12s N=%-4d K=%-5d nz=%d mode 1 + RMSNorm %3d threads (2 launches): y rel %.2e, norm rel %.2e, q8 exact\n",
+           name, N, K, nz, bt, worst, hworst);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dxq), hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dnw), hip_rt_free(g_rt, dcnt);
+    free(wf), free(wd), free(wq), free(x), free(xdq), free(xq), free(xqd), free(y0), free(y), free(ref), free(nw);
+    free(h), free(href), free(hq), free(hqref), free(hqd), free(hqdref);
+}
+
+static void gemv_fused_rms_norm(void)
+{
+    NEED_GPU();
+    check_fused_norm("gemvq_q4_K", QT_Q4_K, 1024, 1536, 3, 2, 128, true);
+    check_fused_norm("gemvq8_q4_K", QT_Q4_K, 2048, 768, 2, 8, 32, true);
+    check_fused_norm("gemvq4_q6_K", QT_Q6_K, 512, 4096, 1, 4, 128, true);
+    check_fused_norm("gemv_f32", QT_F32, 320, 516, 2, 2, 128, false);
+}
+
 static void gemv_experts_combined(void)
 {
     NEED_GPU();
@@ -888,6 +979,7 @@ int main(void)
     RUN(gemv_grouped_experts);
     RUN(gemv_q8_activations);
     RUN(gemv_experts_combined);
+    RUN(gemv_fused_rms_norm);
     RUN(rms_norm_q8_copy);
     RUN(embed_rows_dequant);
     RUN(rms_norm_rows);

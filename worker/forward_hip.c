@@ -95,6 +95,10 @@ struct hip_engine {
     int32_t *amax_h;       /* pinned [B] */
     int W, nq_max, nkv_max, F;
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
+    uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
+    bool fuse_norm;        /* RMSNorm in the residual GEMVs' epilogue (default; LLM170_HIP_FUSE_NORM=0 turns it off) */
+    uint64_t next_norm;    /* the RMSNorm weight the next residual-adding GEMV applies to its output, or 0 */
+    bool h_ready;          /* h and its q8 copy already hold the normed input of the coming sublayer */
     struct graph_slot gs[N_GRAPHS];
     int n_gs;
 };
@@ -302,6 +306,7 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
         { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 },
         { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
         { &c->fq, KS * F }, { &c->fqd, KS * (F / 32 + 1) * 8 }, { &c->fcnt, KS * (F / 32 + 1) * 4 },
+        { &c->ncnt, GEMV_MAX * 4 },
     };
     const int n = (int)(sizeof t / sizeof t[0]);
     for (int i = 0; i < n; i++)
@@ -358,6 +363,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->q8 = !(q8e && !strcmp(q8e, "0"));
     /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
     c->mma = mmae && !strcmp(mmae, "1");
+    const char *fne = getenv("LLM170_HIP_FUSE_NORM");
+    c->fuse_norm = !(fne && !strcmp(fne, "0"));
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gqe = getenv("LLM170_HIP_GQA");
@@ -446,6 +453,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     if (!rc)
         rc = hip_rt_memset32(c->rt, c->fcnt, 0, KS * (F / 32 + 1), e);
     if (!rc)
+        rc = hip_rt_memset32(c->rt, c->ncnt, 0, GEMV_MAX, e);
+    if (!rc)
         rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, (size_t)p.n_batch * 4, (void **)&c->amax_h, e);
@@ -463,6 +472,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 
 static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
+static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
+
 /* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
  * q: 1 when c->xq/xqd, 2 when c->fq/fqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use
  * the dp4a kernels; 0 when no q8 copy exists. */
@@ -470,6 +481,8 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
                      struct err *e)
 {
     void *params[] = { a };
+    const uint64_t next_norm = c->next_norm;
+    c->next_norm = 0; /* asked of this launch only */
     if (a->nz <= GEMV_MAX || a->sel || a->mode >= 2) {
         hip_fn f = c->gemv[w->type];
         int R = GEMV_R;
@@ -487,6 +500,12 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
             if (c->gemvq_r[ri][w->type])
                 f = c->gemvq_r[ri][w->type], R = r;
+        }
+        if (next_norm && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd) {
+            const int E = c->m->hp.n_embd;
+            a->nw = next_norm, a->ny = c->h, a->ncnt = c->ncnt, a->eps = c->m->hp.rms_eps;
+            a->nq = want_q8(c, E) ? c->xq : 0, a->nqd = want_q8(c, E) ? c->xqd : 0;
+            c->h_ready = true;
         }
         /* threads: the row's 32-element units (all slots' in mode 4), in whole warps, at most 4 warps */
         const size_t units = (size_t)(a->mode == 4 ? a->nslot : 1) * (size_t)(a->k / 32);
@@ -528,8 +547,6 @@ static int mm_dual(struct hip_engine *c, const struct dw *w, const struct dw *w2
     return launch_mm(c, &a, w, w2, q, e);
 }
 
-static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
-
 /* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
 static int quant(struct hip_engine *c, uint64_t x, int rows, int k, int x_stride, struct err *e)
 {
@@ -563,7 +580,9 @@ static int ew(struct hip_engine *c, hip_fn f, uint64_t a, uint64_t b, int n, str
             return rc;         \
     } while (0)
 
-static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, struct err *e)
+/* next_norm: the RMSNorm weight of the sublayer after this one (fused into the residual GEMV), or 0 */
+static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, uint64_t next_norm,
+                      struct err *e)
 {
     const struct model *m = c->m;
     const struct hparams *hp = &m->hp;
@@ -573,7 +592,9 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const uint64_t cs = c->io + 16u * (uint64_t)B;
     int rc;
     const bool qh = want_q8(c, E);
-    TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
+    if (!c->h_ready)
+        TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
+    c->h_ready = false;
     if (d->wqkv.d) {
         TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, qh, e));
     } else {
@@ -627,16 +648,21 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
     if (qo && !fuse)
         TRY(quant(c, c->o, n, nq, nq, e));
+    c->next_norm = c->fuse_norm && n <= GEMV_MAX ? next_norm : 0;
     return mm(c, &d->wo, NULL, c->o, nq, 1, n, c->x, E, d->bo, 0, 0, 1, qo, e);
 }
 
-static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, struct err *e)
+static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, uint64_t next_norm,
+                     struct err *e)
 {
     const struct hparams *hp = &c->m->hp;
     const int E = hp->n_embd;
     int rc;
     const bool qh = want_q8(c, E);
-    TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, qh, e));
+    if (!c->h_ready)
+        TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, qh, e));
+    c->h_ready = false;
+    const uint64_t nn = c->fuse_norm && n <= GEMV_MAX ? next_norm : 0;
     if (ly->ffn == FFN_MOE) {
         const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
         TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
@@ -666,6 +692,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
                 .k = (int)d->down_exps.ne0, .x_stride = F, .y_stride = E, .x_div = 1, .nz = n, .mode = 4,
                 .nslot = K,
             };
+            c->next_norm = nn;
             return launch_mm(c, &da, &d->down_exps, NULL, qf ? 2 : 0, e);
         }
         const bool qd = want_q8(c, F) && c->gemvq[d->down_exps.type];
@@ -689,6 +716,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
             .y_stride = F, .x_div = 1, .nz = n, .mode = 2,
         };
         TRY(launch_mm(c, &a, &d->gate, &d->up, qh, e));
+        c->next_norm = nn;
         return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf ? 2 : 0, e);
     }
     TRY(mm(c, &d->gate, NULL, c->h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, qh, e));
@@ -696,6 +724,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     TRY(ew(c, c->k_swiglu, c->fg, c->fu, n * F, e));
     if (qf)
         TRY(quant(c, c->fg, n, F, F, e));
+    c->next_norm = nn;
     return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf, e);
 }
 
@@ -713,10 +742,12 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
         void *p[] = { &tab, &rb, &type, &tok, &x, &ne };
         TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, 1, 1, 256, p, e));
     }
+    c->h_ready = false;
     for (int il = 0; il < hp->n_layer; il++) {
-        TRY(attn_layer(c, &m->layers[il], &c->L[il], n, e));
-        TRY(ffn_layer(c, &m->layers[il], &c->L[il], n, e));
+        TRY(attn_layer(c, &m->layers[il], &c->L[il], n, c->L[il].ffn_norm, e));
+        TRY(ffn_layer(c, &m->layers[il], &c->L[il], n, il + 1 < hp->n_layer ? c->L[il + 1].attn_norm : 0, e));
     }
+    c->h_ready = false; /* the output norm picks rows: its own kernel */
     if (n_out) {
         const uint64_t rows = c->io + 12u * (uint64_t)B;
         const bool qh = want_q8(c, E);
