@@ -20,7 +20,7 @@
 
 /* The RMSNorm of the residual rows this GEMV just added into (modes 1 and 4 with a.nw), fused: every
  * block counts itself done; the last block of the grid reads each whole updated y[z] (other blocks'
- * rows past L1) and writes the normed rows and their q8 copies for the next sublayer's GEMVs. Saves
+ * rows past L1, ld_cg) and writes the normed rows and their q8 copies for the next sublayer's GEMVs. Saves
  * the separate rms_norm launch of each sublayer. One count for the whole grid, not per row: nq may be
  * the buffer this GEMV reads its own q8 input from (with another row stride), and only when every
  * block has counted itself have all of them finished reading it. */
@@ -41,18 +41,20 @@ static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
     __threadfence();
     const int n = a.n_rows;
     for (int z = 0; z < a.nz; z++) {
-        const volatile float *yr = (volatile const float *)a.y + (long long)z * a.y_stride;
+        const float *yr = a.y + (long long)z * a.y_stride;
         float ss = 0.0f;
+#pragma unroll 8
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            const float v = yr[i];
+            const float v = ld_cg(yr + i);
             ss += v * v;
         }
         ss = block_sum(ss, nred);
         const float scale = 1.0f / sqrtf(ss / (float)n + a.eps);
         float *hr = a.ny + (long long)z * n;
         /* element i = tid + j·blockDim: lanes of an aligned 32-group take the same iterations (q8_group) */
+#pragma unroll 4
         for (int i = threadIdx.x; i - (int)threadIdx.x % 32 < n; i += blockDim.x) {
-            const float t = i < n ? (yr[i] * scale) * a.nw[i] : 0.0f;
+            const float t = i < n ? (ld_cg(yr + i) * scale) * a.nw[i] : 0.0f;
             if (i < n)
                 hr[i] = t;
             if (a.nq) /* n % 32 == 0: whole groups */
@@ -117,7 +119,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
         return;
     __threadfence();
     const int e = row0 / 32 * 32 + (int)threadIdx.x;
-    const float v = ((volatile const float *)a.y)[(long long)z * a.y_stride + e]; /* past L1: other blocks' rows */
+    const float v = ld_cg(a.y + (long long)z * a.y_stride + e); /* past L1: other blocks' rows */
     q8_group(v, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
 }
 

@@ -492,11 +492,11 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             a->xd = q == 2 ? c->fqd : c->xqd;
             a->x_stride = (int)w->ne0;
             /* more rows per block keep more weight loads in flight per thread and make fewer, longer
-             * blocks; take the most that still leaves two blocks per multiprocessor */
+             * blocks: 4 when that still leaves two blocks per multiprocessor (measured faster than 2 and
+             * 8 on qwen3-8b q4_K, docs/benchmarks.md), else 2 */
             int r = c->gemv_r;
             if (!r)
-                for (r = 8; r > 2 && (size_t)a->nz * (size_t)a->n_rows / (size_t)r < 2 * (size_t)c->sms; r /= 2)
-                    ;
+                r = (size_t)a->nz * (size_t)a->n_rows / 4 >= 2 * (size_t)c->sms ? 4 : 2;
             const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
             if (c->gemvq_r[ri][w->type])
                 f = c->gemvq_r[ri][w->type], R = r;
