@@ -51,7 +51,10 @@ struct gemv_args {
     DP(float) ny;                /*   [nz][n_rows] normed copy (the next sublayer's input) */
     DP(signed char) nq;          /*   [nz][n_rows] its q8 copy (n_rows % 32 == 0), or 0 */
     DP(float) nqd;               /*   [nz][n_rows / 32][2] */
-    DP(int) ncnt;                /*   one counter, zero between launches: blocks done */
+    DP(int) ncnt;                /*   one counter, zero between launches: blocks done (also the routing tail's) */
+    DP(int) rsel;                /* mode 0 router GEMV: when set, the grid's last block routes each token from
+                                    the logits y[z] (route.h): expert ids [nz][nslot], or 0 */
+    DP(float) rw;                /*   their weights [nz][nslot] */
     a_i64 row_bytes;
     a_i64 expert_bytes;
     a_i32 n_rows, k;             /* output rows, elements per row */
@@ -59,7 +62,7 @@ struct gemv_args {
     a_i32 x_div, nz;
     a_i32 mode, nslot;           /* nslot: mode 4's experts per token */
     float eps;                   /* the fused RMSNorm's epsilon */
-    a_i32 pad;
+    float rscale;                /* the routing tail's expert weight scale (0 or 1: none) */
 };
 
 /* Attention of n query tokens over their sequences' caches (causal by position). */

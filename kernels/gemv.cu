@@ -15,8 +15,10 @@
  * over the (slot, unit) pairs of its token's selected experts, so the K
  * experts' rows meet in the same block reduction, in a fixed order. */
 #include "qtypes.h"
+#include "route.h"
 
 #define MAXW 8 /* warps per block at most */
+#define NORM_B 16 /* row elements a thread loads at once in the fused RMSNorm (registers are free by then) */
 
 /* The RMSNorm of the residual rows this GEMV just added into (modes 1 and 4 with a.nw), fused: every
  * block counts itself done; the last block of the grid reads each whole updated y[z] (other blocks'
@@ -39,28 +41,67 @@ static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
     if (!last)
         return;
     __threadfence();
-    const int n = a.n_rows;
+    const int n = a.n_rows, nt = blockDim.x, tid = threadIdx.x;
     for (int z = 0; z < a.nz; z++) {
         const float *yr = a.y + (long long)z * a.y_stride;
+        /* loads in batches into registers first: the GPU issues in order, so a load followed at once by
+         * its use would wait out the L2 latency element by element */
         float ss = 0.0f;
-#pragma unroll 8
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            const float v = ld_cg(yr + i);
-            ss += v * v;
+        float v[NORM_B];
+        const bool one = n <= NORM_B * nt; /* one batch: the second pass reuses the registers */
+        for (int i0 = tid; i0 < n; i0 += NORM_B * nt) {
+#pragma unroll
+            for (int j = 0; j < NORM_B; j++)
+                v[j] = i0 + j * nt < n ? ld_cg(yr + i0 + j * nt) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < NORM_B; j++)
+                ss += v[j] * v[j];
         }
         ss = block_sum(ss, nred);
         const float scale = 1.0f / sqrtf(ss / (float)n + a.eps);
         float *hr = a.ny + (long long)z * n;
+        i8 *qr = a.nq ? a.nq + (long long)z * n : 0;
+        float *qdr = a.nq ? a.nqd + (long long)z * (n / 32) * 2 : 0;
         /* element i = tid + j·blockDim: lanes of an aligned 32-group take the same iterations (q8_group) */
-#pragma unroll 4
-        for (int i = threadIdx.x; i - (int)threadIdx.x % 32 < n; i += blockDim.x) {
-            const float t = i < n ? (ld_cg(yr + i) * scale) * a.nw[i] : 0.0f;
-            if (i < n)
-                hr[i] = t;
-            if (a.nq) /* n % 32 == 0: whole groups */
-                q8_group(t, a.nq + (long long)z * n, a.nqd + (long long)z * (n / 32) * 2, i);
+        for (int i0 = tid; i0 - tid % 32 < n; i0 += NORM_B * nt) {
+            if (!one)
+#pragma unroll
+                for (int j = 0; j < NORM_B; j++)
+                    v[j] = i0 + j * nt < n ? ld_cg(yr + i0 + j * nt) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < NORM_B; j++) {
+                const int i = i0 + j * nt;
+                if (i - tid % 32 >= n) /* uniform over the 32-group */
+                    break;
+                const float t = i < n ? (v[j] * scale) * a.nw[i] : 0.0f;
+                if (i < n)
+                    hr[i] = t;
+                if (qr) /* n % 32 == 0: whole groups */
+                    q8_group(t, qr, qdr, i);
+            }
         }
     }
+}
+
+/* The MoE routing fused into the router GEMV (mode 0 with a.rsel): the grid's last block routes each
+ * token from its logits row (warp 0, route.h), saving the moe_route launch of every MoE layer. */
+static __device__ __forceinline__ void route_tail(const struct gemv_args &a)
+{
+    __shared__ int last;
+    __threadfence(); /* this block's logits are visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(a.ncnt, 1) + 1 == (int)gridDim.x;
+        if (last)
+            *a.ncnt = 0;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x >= WARP)
+        return;
+    __threadfence();
+    for (int z = 0; z < a.nz; z++)
+        route_token(a.y + (long long)z * a.y_stride, a.n_rows, a.nslot, a.rsel + (long long)z * a.nslot,
+                    a.rw + (long long)z * a.nslot, a.rscale);
 }
 
 /* Reduce acc/acc2 over the block and write rows row0 .. row0+R-1 of z. */
@@ -99,6 +140,10 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
     }
     if (a.nw) {
         norm_tail(a);
+        return;
+    }
+    if (a.rsel) {
+        route_tail(a);
         return;
     }
     if (a.mode != 2 || !a.yq)

@@ -2,6 +2,7 @@
  * q/k norm + RoPE + KV store, residual add, SwiGLU, MoE routing and
  * combination, greedy argmax. */
 #include "qtypes.h"
+#include "route.h"
 
 /* x[t] = dequant(table row tok[t]). Grid: n tokens. */
 extern "C" __global__ void embed_rows(const u8 *table, long long row_bytes, int type, const int *tok, float *x,
@@ -181,69 +182,13 @@ extern "C" __global__ void softmax_rows(float *x, int n, int stride)
         r[i] *= inv;
 }
 
-/* MoE routing of one token per block of one warp: softmax over the router logits, the K largest in
- * descending order (earlier index wins a tie, as ops_topk), weights renormalised to sum 1 and
- * scaled. sel/w: [n][K]. Each lane holds the probabilities of experts lane, lane + WARP, ...; the
- * K picks are K rounds of a warp-wide arg-max (no thread walks all X experts, no host sync). */
-#define ROUTE_PER_LANE 8 /* X <= ROUTE_PER_LANE · WARP experts */
+/* MoE routing of one token per block of one warp (route.h). sel/w: [n][K]. */
 extern "C" __global__ void moe_route(const float *logits, int X, int K, int *sel, float *w, float scale)
 {
-    const int lane = threadIdx.x;
-    if (lane >= WARP)
+    if (threadIdx.x >= WARP)
         return;
-    const float *l = logits + (long long)blockIdx.x * X;
-    int *s = sel + (long long)blockIdx.x * K;
-    float *ww = w + (long long)blockIdx.x * K;
-    float p[ROUTE_PER_LANE];
-    float m = -INF_F;
-#pragma unroll
-    for (int j = 0; j < ROUTE_PER_LANE; j++) {
-        const int i = j * WARP + lane;
-        p[j] = i < X ? l[i] : -INF_F;
-        m = fmaxf(m, p[j]);
-    }
-    m = warp_max(m);
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < ROUTE_PER_LANE; j++) {
-        const int i = j * WARP + lane;
-        p[j] = i < X ? expf(p[j] - m) : 0.0f;
-        sum += p[j];
-    }
-    const float inv = 1.0f / warp_sum(sum);
-    unsigned taken = 0; /* bit j: this lane's expert j · WARP + lane is picked */
-    float tot = 0.0f, pk = 0.0f;
-    for (int k = 0; k < K; k++) {
-        float bv = -1.0f;
-        int bi = 0x7fffffff;
-#pragma unroll
-        for (int j = 0; j < ROUTE_PER_LANE; j++) {
-            const int i = j * WARP + lane;
-            const float v = p[j] * inv;
-            if (i < X && !(taken >> j & 1) && v > bv)
-                bv = v, bi = i;
-        }
-        for (int o = WARP / 2; o > 0; o >>= 1) {
-            const float ov = shfl_xor(bv, o);
-            const int oi = shfl_xor_i(bi, o);
-            if (ov > bv || (ov == bv && oi < bi))
-                bv = ov, bi = oi;
-        }
-        if (bi % WARP == lane)
-            taken |= 1u << (bi / WARP);
-        tot += bv;
-        if (lane == k)
-            pk = bv, s[k] = bi;
-    }
-    float ts = tot;
-    if (ts < 6.103515625e-5f)
-        ts = 6.103515625e-5f;
-    if (lane < K) {
-        float v = pk / ts;
-        if (scale != 0.0f && scale != 1.0f)
-            v *= scale;
-        ww[lane] = v;
-    }
+    const long long t = blockIdx.x;
+    route_token(logits + t * X, X, K, sel + t * K, w + t * K, scale);
 }
 
 /* x[t] += Σ_k w[t][k] · ey[t·K + k] in selection order. Grid: n tokens. */

@@ -584,6 +584,86 @@ static void gemv_fused_rms_norm(void)
     check_fused_norm("gemv_f32", QT_F32, 320, 516, 2, 2, 128, false);
 }
 
+/* The routing fused into the router GEMV (mode 0, rsel set): logits against double, then the grid's
+ * last block's picks against ops_softmax + ops_topk of those logits (exact) and their renormalised
+ * weights. Two launches (the counter returns to zero). */
+static void check_route_tail(const char *name, enum qtype t, int X, int Kin, int nz, int K, int R, int bt, bool q8)
+{
+    const size_t rb = qtype_row_size(t, Kin);
+    float *wf = malloc(sizeof(float) * (size_t)X * Kin), *wd = malloc(sizeof(float) * (size_t)X * Kin);
+    unsigned char *wq = malloc(rb * (size_t)X);
+    float *x = malloc(sizeof(float) * (size_t)nz * Kin), *xdq = malloc(sizeof(float) * (size_t)nz * Kin);
+    int8_t *xq = malloc((size_t)nz * Kin);
+    float *xqd = malloc(sizeof(float) * (size_t)nz * (Kin / 32) * 2);
+    float *y = malloc(sizeof(float) * (size_t)nz * X), *ref = malloc(sizeof(float) * (size_t)nz * X);
+    float *pr = malloc(sizeof(float) * (size_t)X), *w = malloc(sizeof(float) * (size_t)nz * K);
+    float *wref = malloc(sizeof(float) * (size_t)nz * K);
+    int *sel = malloc(sizeof(int) * (size_t)nz * K), *selref = malloc(sizeof(int) * (size_t)nz * K);
+    fill(wf, (size_t)X * Kin, 0.5f);
+    fill(x, (size_t)nz * Kin, 1.0f);
+    for (int r = 0; r < X; r++) {
+        quant_weights_row(t, wf + (size_t)r * Kin, wq + (size_t)r * rb, Kin);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * Kin, Kin);
+    }
+    for (int z = 0; z < nz; z++) {
+        q8_emulate(x + (size_t)z * Kin, Kin, xq + (size_t)z * Kin, xqd + (size_t)z * (Kin / 32) * 2);
+        for (int k = 0; k < Kin; k++)
+            xdq[(size_t)z * Kin + k] = q8 ? (float)xq[(size_t)z * Kin + k] * xqd[(size_t)z * (Kin / 32) * 2 + 2 * (k / 32)]
+                                          : x[(size_t)z * Kin + k];
+        for (int r = 0; r < X; r++) {
+            double sd = 0;
+            for (int k = 0; k < Kin; k++)
+                sd += (double)wd[(size_t)r * Kin + k] * xdq[(size_t)z * Kin + k];
+            ref[(size_t)z * X + r] = (float)sd;
+        }
+    }
+    uint64_t dw = dup(wq, rb * (size_t)X), dx = q8 ? dup(xq, (size_t)nz * Kin) : dup(x, sizeof(float) * (size_t)nz * Kin);
+    uint64_t dxd = dup(xqd, sizeof(float) * (size_t)nz * (Kin / 32) * 2);
+    int32_t zero[2] = { 0, 0 };
+    uint64_t dcnt = dup(zero, sizeof zero);
+    for (int rep = 0; rep < 2; rep++) {
+        uint64_t dy = poisoned((size_t)nz * X), dsel = dup(NULL, sizeof(int) * (size_t)nz * K), dsw = poisoned((size_t)nz * K);
+        struct gemv_args a = { .w = dw, .x = dx, .xd = q8 ? dxd : 0, .y = dy, .row_bytes = (int64_t)rb, .n_rows = X,
+                               .k = Kin, .x_stride = Kin, .y_stride = X, .x_div = 1, .nz = nz, .mode = 0, .nslot = K,
+                               .ncnt = dcnt, .rsel = dsel, .rw = dsw, .rscale = 0.0f };
+        void *p[] = { &a };
+        CHECK(launch(name, (unsigned)(nz * ((X + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
+        get(y, dy, sizeof(float) * (size_t)nz * X);
+        get(sel, dsel, sizeof(int) * (size_t)nz * K);
+        get(w, dsw, sizeof(float) * (size_t)nz * K);
+        CHECK(rel(y, ref, (size_t)nz * X) < 2e-5, "%s router logits rel %.3g", name, rel(y, ref, (size_t)nz * X));
+        for (int z = 0; z < nz; z++) {
+            memcpy(pr, y + (size_t)z * X, sizeof(float) * (size_t)X);
+            ops_softmax(pr, X);
+            ops_topk(pr, X, K, selref + z * K);
+            double sum = 0;
+            for (int k = 0; k < K; k++)
+                sum += pr[selref[z * K + k]];
+            for (int k = 0; k < K; k++)
+                wref[z * K + k] = pr[selref[z * K + k]] / (float)sum;
+        }
+        int bad = 0;
+        for (int i = 0; i < nz * K; i++)
+            bad += sel[i] != selref[i];
+        CHECK(bad == 0, "%s launch %d: %d of %d routed slots differ", name, rep + 1, bad, nz * K);
+        CHECK(rel(w, wref, (size_t)nz * K) < 1e-5, "%s: route weights rel %.3g", name, rel(w, wref, (size_t)nz * K));
+        hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dsw);
+    }
+    printf("#   %-12s X=%-3d K=%-4d nz=%d top-%d routed in the GEMV's last block (2 launches): picks equal\n", name, X,
+           Kin, nz, K);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxd), hip_rt_free(g_rt, dcnt);
+    free(wf), free(wd), free(wq), free(x), free(xdq), free(xq), free(xqd), free(y), free(ref), free(pr), free(w);
+    free(wref), free(sel), free(selref);
+}
+
+static void gemv_fused_routing(void)
+{
+    NEED_GPU();
+    check_route_tail("gemv_f32", QT_F32, 128, 512, 3, 8, 2, 128, false);
+    check_route_tail("gemvq4_q8_0", QT_Q8_0, 256, 1024, 2, 8, 4, 128, true);
+    check_route_tail("gemv_f32", QT_F32, 37, 96, 4, 3, 2, 32, false);
+}
+
 static void gemv_experts_combined(void)
 {
     NEED_GPU();
@@ -980,6 +1060,7 @@ int main(void)
     RUN(gemv_q8_activations);
     RUN(gemv_experts_combined);
     RUN(gemv_fused_rms_norm);
+    RUN(gemv_fused_routing);
     RUN(rms_norm_q8_copy);
     RUN(embed_rows_dequant);
     RUN(rms_norm_rows);

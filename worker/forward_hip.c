@@ -97,6 +97,7 @@ struct hip_engine {
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
     uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
     bool fuse_norm;        /* RMSNorm in the residual GEMVs' epilogue (default; LLM170_HIP_FUSE_NORM=0 turns it off) */
+    bool fuse_route;       /* MoE routing in the router GEMV's epilogue (LLM170_HIP_FUSE_ROUTE) */
     uint64_t next_norm;    /* the RMSNorm weight the next residual-adding GEMV applies to its output, or 0 */
     bool h_ready;          /* h and its q8 copy already hold the normed input of the coming sublayer */
     struct graph_slot gs[N_GRAPHS];
@@ -363,8 +364,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->q8 = !(q8e && !strcmp(q8e, "0"));
     /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
     c->mma = mmae && !strcmp(mmae, "1");
-    const char *fne = getenv("LLM170_HIP_FUSE_NORM");
+    const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
     c->fuse_norm = !(fne && !strcmp(fne, "0"));
+    c->fuse_route = !(fre && !strcmp(fre, "0"));
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gqe = getenv("LLM170_HIP_GQA");
@@ -665,12 +667,22 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     const uint64_t nn = c->fuse_norm && n <= GEMV_MAX ? next_norm : 0;
     if (ly->ffn == FFN_MOE) {
         const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
-        TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
         float scale = hp->expert_weights_scale;
         uint64_t rl = c->rl, sel = c->sel, sw = c->sw;
         int xx = X, kk = K;
-        void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
-        TRY(hip_rt_launch(c->rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->warp, rp, e));
+        if (c->fuse_route && n <= GEMV_MAX) {
+            /* the router GEMV's last block routes (expert ids and weights stay on the device) */
+            struct gemv_args ra = {
+                .w = d->gate_inp.d, .x = c->h, .y = c->rl, .rsel = c->sel, .rw = c->sw, .ncnt = c->ncnt,
+                .row_bytes = (int64_t)d->gate_inp.row_bytes, .n_rows = X, .k = (int)d->gate_inp.ne0,
+                .x_stride = E, .y_stride = X, .x_div = 1, .nz = n, .mode = 0, .nslot = K, .rscale = scale,
+            };
+            TRY(launch_mm(c, &ra, &d->gate_inp, NULL, qh, e));
+        } else {
+            TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
+            void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
+            TRY(hip_rt_launch(c->rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->warp, rp, e));
+        }
         /* gate/up of the selected experts with SwiGLU, over the (token, slot) pairs; its epilogue writes
          * the q8 copy of the result for the down GEMV (fq rows z = token·K + slot) */
         const bool qf = n <= GEMV_MAX && want_q8(c, F) && c->gemvq[d->down_exps.type] && qh &&
