@@ -23,7 +23,8 @@
 /* The RMSNorm of the residual rows this GEMV just added into (modes 1 and 4 with a.nw), fused: every
  * block counts itself done; the last block of the grid reads each whole updated y[z] (other blocks'
  * rows past L1, ld_cg) and writes the normed rows and their q8 copies for the next sublayer's GEMVs. Saves
- * the separate rms_norm launch of each sublayer. One count for the whole grid, not per row: nq may be
+ * the separate rms_norm launch of each sublayer, but measured slower, so opt-in (LLM170_HIP_FUSE_NORM=1):
+ * one block does a whole row serially where rms_norm spreads it over 1024 threads. One count for the whole grid, not per row: nq may be
  * the buffer this GEMV reads its own q8 input from (with another row stride), and only when every
  * block has counted itself have all of them finished reading it. */
 static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
@@ -84,7 +85,8 @@ static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
 }
 
 /* The MoE routing fused into the router GEMV (mode 0 with a.rsel): the grid's last block routes each
- * token from its logits row (warp 0, route.h), saving the moe_route launch of every MoE layer. */
+ * token from its logits row (warp 0, route.h), saving the moe_route launch of every MoE layer
+ * (measured no faster than the separate kernel: opt-in, LLM170_HIP_FUSE_ROUTE=1). */
 static __device__ __forceinline__ void route_tail(const struct gemv_args &a)
 {
     __shared__ int last;

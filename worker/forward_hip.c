@@ -96,8 +96,10 @@ struct hip_engine {
     int W, nq_max, nkv_max, F;
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
     uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
-    bool fuse_norm;        /* RMSNorm in the residual GEMVs' epilogue (default; LLM170_HIP_FUSE_NORM=0 turns it off) */
-    bool fuse_route;       /* MoE routing in the router GEMV's epilogue (LLM170_HIP_FUSE_ROUTE) */
+    bool fuse_norm;        /* RMSNorm in the residual GEMVs' last block; LLM170_HIP_FUSE_NORM=1 (measured slower:
+                              one block norms the row serially, docs/benchmarks.md) */
+    bool fuse_route;       /* MoE routing in the router GEMV's last block; LLM170_HIP_FUSE_ROUTE=1 (measured no
+                              faster than the moe_route kernel) */
     uint64_t next_norm;    /* the RMSNorm weight the next residual-adding GEMV applies to its output, or 0 */
     bool h_ready;          /* h and its q8 copy already hold the normed input of the coming sublayer */
     struct graph_slot gs[N_GRAPHS];
@@ -365,8 +367,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
     c->mma = mmae && !strcmp(mmae, "1");
     const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
-    c->fuse_norm = !(fne && !strcmp(fne, "0"));
-    c->fuse_route = !(fre && !strcmp(fre, "0"));
+    c->fuse_norm = fne && !strcmp(fne, "1");
+    c->fuse_route = fre && !strcmp(fre, "1");
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gqe = getenv("LLM170_HIP_GQA");
