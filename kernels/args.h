@@ -28,7 +28,9 @@ typedef int32_t a_i32;
 
 /* y[z][r] (op) W[r] · x[z / x_div] for r < n_rows, z < nz.
  * mode 0: y = dot + bias; 1: y += dot + bias; 2: y = silu(W·x + bias) * (W2·x + bias2);
- * 3: y = W·x + bias and y2 = W2·x + bias2 (two projections of one input, e.g. K and V). */
+ * 3: y = W·x + bias and y2 = W2·x + bias2 (two projections of one input, e.g. K and V);
+ * 4: y[z] += Σ_s sw[z·nslot + s] · (W_sel[z·nslot + s] · x[z·nslot + s]), s < nslot (MoE down
+ *    projection of every selected expert with the weighted combine: one output row per token). */
 struct gemv_args {
     DP(const unsigned char) w;   /* [n_rows][row_bytes] (expert 0 when sel is set) */
     DP(const unsigned char) w2;  /* second matrix of mode 2, same shape, or 0 */
@@ -43,12 +45,24 @@ struct gemv_args {
     DP(signed char) yq;          /* mode 2 GEMV: also a q8 copy of y, [nz][n_rows] (n_rows % 32 == 0), or 0 */
     DP(float) yqd;               /* [nz][n_rows / 32][2] (d, d·Σq) */
     DP(int) cnt;                 /* [nz][n_rows / 32] counters, zero between launches: blocks done per 32 rows */
+    DP(const float) sw;          /* mode 4: [nz][nslot] expert weights of the token's slots */
+    DP(const float) nw;          /* modes 1 and 4 (n_rows = the residual width): RMSNorm weight [n_rows], or 0.
+                                    The grid's last block normalises every updated row y[z]: */
+    DP(float) ny;                /*   [nz][n_rows] normed copy (the next sublayer's input) */
+    DP(signed char) nq;          /*   [nz][n_rows] its q8 copy (n_rows % 32 == 0), or 0 */
+    DP(float) nqd;               /*   [nz][n_rows / 32][2] */
+    DP(int) ncnt;                /*   one counter, zero between launches: blocks done (also the routing tail's) */
+    DP(int) rsel;                /* mode 0 router GEMV: when set, the grid's last block routes each token from
+                                    the logits y[z] (route.h): expert ids [nz][nslot], or 0 */
+    DP(float) rw;                /*   their weights [nz][nslot] */
     a_i64 row_bytes;
     a_i64 expert_bytes;
     a_i32 n_rows, k;             /* output rows, elements per row */
     a_i32 x_stride, y_stride;    /* elements between rows of x / y */
     a_i32 x_div, nz;
-    a_i32 mode, pad;
+    a_i32 mode, nslot;           /* nslot: mode 4's experts per token */
+    float eps;                   /* the fused RMSNorm's epsilon */
+    float rscale;                /* the routing tail's expert weight scale (0 or 1: none) */
 };
 
 /* Attention of n query tokens over their sequences' caches (causal by position). */

@@ -7,10 +7,104 @@
  * sums meet through shared memory. Blocks of consecutive index share rows
  * across z, so a row is re-read from L2, not DRAM.
  * gemv_*: f32 activations. gemvq_*: q8 activations (int8 per 32 with a
- * scale, llama.cpp's MMVQ scheme) and dp4a. */
+ * scale, llama.cpp's MMVQ scheme) and dp4a; gemvq4_* / gemvq8_* the same
+ * with 4 / 8 rows per block: more weight loads in flight per thread and
+ * fewer, longer blocks (the host picks R and sizes the block to the row, so
+ * short rows such as a MoE expert's 768 do not leave lanes idle).
+ * Mode 4 (MoE down projection + weighted combine): a block's threads stride
+ * over the (slot, unit) pairs of its token's selected experts, so the K
+ * experts' rows meet in the same block reduction, in a fixed order. */
 #include "qtypes.h"
+#include "route.h"
 
 #define MAXW 8 /* warps per block at most */
+#define NORM_B 16 /* row elements a thread loads at once in the fused RMSNorm (registers are free by then) */
+
+/* The RMSNorm of the residual rows this GEMV just added into (modes 1 and 4 with a.nw), fused: every
+ * block counts itself done; the last block of the grid reads each whole updated y[z] (other blocks'
+ * rows past L1, ld_cg) and writes the normed rows and their q8 copies for the next sublayer's GEMVs. Saves
+ * the separate rms_norm launch of each sublayer, but measured slower, so opt-in (LLM170_HIP_FUSE_NORM=1):
+ * one block does a whole row serially where rms_norm spreads it over 1024 threads. One count for the whole grid, not per row: nq may be
+ * the buffer this GEMV reads its own q8 input from (with another row stride), and only when every
+ * block has counted itself have all of them finished reading it. */
+static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
+{
+    __shared__ int last;
+    __shared__ float nred[32];
+    __threadfence(); /* this block's rows are visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(a.ncnt, 1) + 1 == (int)gridDim.x;
+        if (last)
+            *a.ncnt = 0;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const int n = a.n_rows, nt = blockDim.x, tid = threadIdx.x;
+    for (int z = 0; z < a.nz; z++) {
+        const float *yr = a.y + (long long)z * a.y_stride;
+        /* loads in batches into registers first: the GPU issues in order, so a load followed at once by
+         * its use would wait out the L2 latency element by element */
+        float ss = 0.0f;
+        float v[NORM_B];
+        const bool one = n <= NORM_B * nt; /* one batch: the second pass reuses the registers */
+        for (int i0 = tid; i0 < n; i0 += NORM_B * nt) {
+#pragma unroll
+            for (int j = 0; j < NORM_B; j++)
+                v[j] = i0 + j * nt < n ? ld_cg(yr + i0 + j * nt) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < NORM_B; j++)
+                ss += v[j] * v[j];
+        }
+        ss = block_sum(ss, nred);
+        const float scale = 1.0f / sqrtf(ss / (float)n + a.eps);
+        float *hr = a.ny + (long long)z * n;
+        i8 *qr = a.nq ? a.nq + (long long)z * n : 0;
+        float *qdr = a.nq ? a.nqd + (long long)z * (n / 32) * 2 : 0;
+        /* element i = tid + j·blockDim: lanes of an aligned 32-group take the same iterations (q8_group) */
+        for (int i0 = tid; i0 - tid % 32 < n; i0 += NORM_B * nt) {
+            if (!one)
+#pragma unroll
+                for (int j = 0; j < NORM_B; j++)
+                    v[j] = i0 + j * nt < n ? ld_cg(yr + i0 + j * nt) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < NORM_B; j++) {
+                const int i = i0 + j * nt;
+                if (i - tid % 32 >= n) /* uniform over the 32-group */
+                    break;
+                const float t = i < n ? (v[j] * scale) * a.nw[i] : 0.0f;
+                if (i < n)
+                    hr[i] = t;
+                if (qr) /* n % 32 == 0: whole groups */
+                    q8_group(t, qr, qdr, i);
+            }
+        }
+    }
+}
+
+/* The MoE routing fused into the router GEMV (mode 0 with a.rsel): the grid's last block routes each
+ * token from its logits row (warp 0, route.h), saving the moe_route launch of every MoE layer
+ * (measured no faster than the separate kernel: opt-in, LLM170_HIP_FUSE_ROUTE=1). */
+static __device__ __forceinline__ void route_tail(const struct gemv_args &a)
+{
+    __shared__ int last;
+    __threadfence(); /* this block's logits are visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(a.ncnt, 1) + 1 == (int)gridDim.x;
+        if (last)
+            *a.ncnt = 0;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x >= WARP)
+        return;
+    __threadfence();
+    for (int z = 0; z < a.nz; z++)
+        route_token(a.y + (long long)z * a.y_stride, a.n_rows, a.nslot, a.rsel + (long long)z * a.nslot,
+                    a.rw + (long long)z * a.nslot, a.rscale);
+}
 
 /* Reduce acc/acc2 over the block and write rows row0 .. row0+R-1 of z. */
 template <int R>
@@ -19,7 +113,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
 {
     __shared__ float red[2 * R][MAXW];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    const bool dual = a.mode >= 2;
+    const bool dual = a.mode == 2 || a.mode == 3;
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const float v = warp_sum(acc[r]);
@@ -40,10 +134,19 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
             v2 += a.bias2[row];
         switch (a.mode) {
         case 0: a.y[yi] = v; break;
-        case 1: a.y[yi] += v; break;
+        case 1:
+        case 4: a.y[yi] += v; break;
         case 2: a.y[yi] = silu_f(v) * v2; break;
         default: a.y[yi] = v, a.y2[yi] = v2; break;
         }
+    }
+    if (a.nw) {
+        norm_tail(a);
+        return;
+    }
+    if (a.rsel) {
+        route_tail(a);
+        return;
     }
     if (a.mode != 2 || !a.yq)
         return;
@@ -63,7 +166,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
         return;
     __threadfence();
     const int e = row0 / 32 * 32 + (int)threadIdx.x;
-    const float v = ((volatile const float *)a.y)[(long long)z * a.y_stride + e]; /* past L1: other blocks' rows */
+    const float v = ld_cg(a.y + (long long)z * a.y_stride + e); /* past L1: other blocks' rows */
     q8_group(v, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
 }
 
@@ -74,7 +177,7 @@ static __device__ __forceinline__ int block_rows(const struct gemv_args &a, cons
     const int z = blockIdx.x % a.nz;
     const int row0 = (int)(blockIdx.x / a.nz) * R;
     const u8 *W = a.w, *W2 = a.w2;
-    if (a.sel) {
+    if (a.sel && a.mode != 4) { /* mode 4 picks the expert per slot */
         const long long off = (long long)a.sel[z] * a.expert_bytes;
         W += off;
         if (W2)
@@ -84,7 +187,7 @@ static __device__ __forceinline__ int block_rows(const struct gemv_args &a, cons
     for (int r = 0; r < R; r++) {
         const int rr = min(row0 + r, a.n_rows - 1);
         rows[r] = W + (long long)rr * a.row_bytes;
-        rows2[r] = a.mode >= 2 ? W2 + (long long)rr * a.row_bytes : rows[r];
+        rows2[r] = a.mode == 2 || a.mode == 3 ? W2 + (long long)rr * a.row_bytes : rows[r];
     }
     return row0;
 }
@@ -102,7 +205,19 @@ static __device__ __forceinline__ void gemv_body(const struct gemv_args &a)
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f, acc2[r] = 0.0f;
     const int nu = a.k / U::UE;
-    if (a.mode >= 2) {
+    if (a.mode == 4) {
+        for (int v = threadIdx.x; v < a.nslot * nu; v += blockDim.x) {
+            const int s = v / nu, u = v - s * nu;
+            const long long zs = (long long)z * a.nslot + s;
+            const long long off = (long long)a.sel[zs] * a.expert_bytes;
+            const float ws = a.sw[zs];
+            float xs[U::XS];
+            U::load_x(a.x + zs * a.x_stride, u, xs);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r] += ws * U::dot(rows[r] + off, u, xs);
+        }
+    } else if (a.mode == 2 || a.mode == 3) {
         for (int u = threadIdx.x; u < nu; u += blockDim.x) {
             float xs[U::XS];
             U::load_x(x, u, xs);
@@ -152,7 +267,19 @@ static __device__ __forceinline__ void gemvq_body(const struct gemv_args &a)
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f, acc2[r] = 0.0f;
     const int nu = a.k / 32;
-    if (a.mode >= 2) {
+    if (a.mode == 4) {
+        for (int v = threadIdx.x; v < a.nslot * nu; v += blockDim.x) {
+            const int s = v / nu, u = v - s * nu;
+            const long long zs = (long long)z * a.nslot + s;
+            const long long off = (long long)a.sel[zs] * a.expert_bytes;
+            const float ws = a.sw[zs];
+            struct xq8 xs;
+            U::load_x((const i8 *)a.x + zs * a.x_stride, a.xd + zs * (a.x_stride / 32) * 2, u, xs);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r] += ws * U::dot(rows[r] + off, u, xs);
+        }
+    } else if (a.mode == 2 || a.mode == 3) {
 #pragma unroll 2
         for (int u = threadIdx.x; u < nu; u += blockDim.x) {
             struct xq8 xs;
@@ -183,3 +310,11 @@ GEMVQ(gemvq_q8_0, KT_Q8_0, 2)
 GEMVQ(gemvq_q4_K, KT_Q4_K, 2)
 GEMVQ(gemvq_q5_K, KT_Q5_K, 2)
 GEMVQ(gemvq_q6_K, KT_Q6_K, 2)
+GEMVQ(gemvq4_q8_0, KT_Q8_0, 4)
+GEMVQ(gemvq4_q4_K, KT_Q4_K, 4)
+GEMVQ(gemvq4_q5_K, KT_Q5_K, 4)
+GEMVQ(gemvq4_q6_K, KT_Q6_K, 4)
+GEMVQ(gemvq8_q8_0, KT_Q8_0, 8)
+GEMVQ(gemvq8_q4_K, KT_Q4_K, 8)
+GEMVQ(gemvq8_q5_K, KT_Q5_K, 8)
+GEMVQ(gemvq8_q6_K, KT_Q6_K, 8)

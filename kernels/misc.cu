@@ -2,6 +2,7 @@
  * q/k norm + RoPE + KV store, residual add, SwiGLU, MoE routing and
  * combination, greedy argmax. */
 #include "qtypes.h"
+#include "route.h"
 
 /* x[t] = dequant(table row tok[t]). Grid: n tokens. */
 extern "C" __global__ void embed_rows(const u8 *table, long long row_bytes, int type, const int *tok, float *x,
@@ -181,50 +182,13 @@ extern "C" __global__ void softmax_rows(float *x, int n, int stride)
         r[i] *= inv;
 }
 
-/* MoE routing of one token per block (one thread: X and K are small): softmax over the router
- * logits, the K largest in descending order (earlier index wins a tie, as ops_topk), weights
- * renormalised to sum 1 and scaled. sel/w: [n][K]. */
+/* MoE routing of one token per block of one warp (route.h). sel/w: [n][K]. */
 extern "C" __global__ void moe_route(const float *logits, int X, int K, int *sel, float *w, float scale)
 {
-    if (threadIdx.x != 0)
+    if (threadIdx.x >= WARP)
         return;
-    const float *l = logits + (long long)blockIdx.x * X;
-    int *s = sel + (long long)blockIdx.x * K;
-    float *ww = w + (long long)blockIdx.x * K;
-    float m = -INF_F;
-    for (int i = 0; i < X; i++)
-        m = fmaxf(m, l[i]);
-    double sum = 0.0;
-    for (int i = 0; i < X; i++)
-        sum += (double)expf(l[i] - m);
-    const float inv = (float)(1.0 / sum);
-    int cnt = 0;
-    float pv[64];
-    for (int i = 0; i < X; i++) {
-        const float p = expf(l[i] - m) * inv;
-        if (cnt == K && !(p > pv[K - 1]))
-            continue;
-        int j = cnt < K ? cnt++ : K - 1;
-        while (j > 0 && p > pv[j - 1]) {
-            pv[j] = pv[j - 1];
-            s[j] = s[j - 1];
-            j--;
-        }
-        pv[j] = p;
-        s[j] = i;
-    }
-    double tot = 0.0;
-    for (int k = 0; k < K; k++)
-        tot += (double)pv[k];
-    float ts = (float)tot;
-    if (ts < 6.103515625e-5f)
-        ts = 6.103515625e-5f;
-    for (int k = 0; k < K; k++) {
-        float v = pv[k] / ts;
-        if (scale != 0.0f && scale != 1.0f)
-            v *= scale;
-        ww[k] = v;
-    }
+    const long long t = blockIdx.x;
+    route_token(logits + t * X, X, K, sel + t * K, w + t * K, scale);
 }
 
 /* x[t] += Σ_k w[t][k] · ey[t·K + k] in selection order. Grid: n tokens. */

@@ -53,6 +53,20 @@ static __device__ __forceinline__ u16 f2h(float x)
 
 #define INF_F __int_as_float(0x7f800000)
 
+/* A load that skips the (non-coherent) L1: reads what other blocks wrote before a __threadfence and
+ * an atomic handshake. Unlike a volatile pointer it is an ordinary weak load, so several can be in
+ * flight at once. */
+static __device__ __forceinline__ float ld_cg(const float *p)
+{
+#if defined(LLM_HIP)
+    return __builtin_nontemporal_load(p);
+#else
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+#endif
+}
+
 /* c + Σ of the four signed byte products of a and b */
 static __device__ __forceinline__ int dp4a(int a, int b, int c)
 {

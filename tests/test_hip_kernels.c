@@ -307,7 +307,7 @@ static void q8_emulate(const float *x, int n, int8_t *q, float *qd)
 
 /* the dp4a GEMV: weights of type t against q8 activations; reference in double on the dequantized
  * weights and the dequantized q8 activations (the same function, exactly) */
-static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode, int R, int bt)
 {
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
@@ -364,7 +364,10 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
                            .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
     void *p[] = { &a };
     char name[64];
-    snprintf(name, sizeof name, "gemvq_%s", tn);
+    if (R == 2)
+        snprintf(name, sizeof name, "gemvq_%s", tn);
+    else
+        snprintf(name, sizeof name, "gemvq%d_%s", R, tn);
     /* mode 2 with N a multiple of 32: the epilogue's q8 copy of the SwiGLU output, twice (the group
      * counters must be back at zero after a launch) */
     const bool fq = mode == 2 && N % 32 == 0;
@@ -382,7 +385,7 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
             dyq = dup(NULL, (size_t)nz * N), dyqd = poisoned((size_t)nz * (N / 32) * 2);
             a.yq = dyq, a.yqd = dyqd;
         }
-        CHECK(launch(name, (unsigned)(nz * ((N + 1) / 2)), 1, 128, p) == 0, "%s launch", name);
+        CHECK(launch(name, (unsigned)(nz * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
     }
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
@@ -394,7 +397,8 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
         q8_emulate(y, nz * N, yqref, yqdref);
         CHECK(!memcmp(yq, yqref, (size_t)nz * N), "%s N=%d nz=%d: SwiGLU q8 copy differs from quantizing y", name, N, nz);
         CHECK(rel(yqd, yqdref, (size_t)nz * (N / 32) * 2) < 1e-6, "%s: SwiGLU q8 scales", name);
-        printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode 2 q8 copy of the output (2 launches): exact\n", name, N, K, nz);
+        printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode 2 q8 copy of the output (2 launches, %d threads): exact\n", name, N,
+               K, nz, bt);
         hip_rt_free(g_rt, dyq), hip_rt_free(g_rt, dyqd), hip_rt_free(g_rt, dcnt);
         free(yq), free(yqref), free(yqd), free(yqdref);
     }
@@ -404,8 +408,8 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
         if (r2 > r)
             r = r2;
     }
-    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
-    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d %d threads: rel err %.3g", name, N, K, nz, mode, bt, r);
+    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d %3d threads  rel %.2e\n", name, N, K, nz, mode, bt, r);
     hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dw2), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxq);
     hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dy2);
     free(ref2);
@@ -420,12 +424,256 @@ static void gemv_q8_activations(void)
         { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
     };
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0);
-        check_mmq(qt[i].t, qt[i].name, 130, 2048, 3, 1);
-        check_mmq(qt[i].t, qt[i].name, 45, 1536, 2, 2);
-        check_mmq(qt[i].t, qt[i].name, 96, 1536, 3, 2);
-        check_mmq(qt[i].t, qt[i].name, 33, 4096, 1, 3);
+        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 130, 2048, 3, 1, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 45, 1536, 2, 2, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 96, 1536, 3, 2, 2, 128);
+        check_mmq(qt[i].t, qt[i].name, 33, 4096, 1, 3, 2, 128);
+        /* 4 and 8 rows a block, blocks narrower than the row's units (the host sizes them to the row:
+         * 64 threads for 2048, 32 for a MoE expert's 768), row counts not a multiple of R */
+        check_mmq(qt[i].t, qt[i].name, 67, 1536, 1, 0, 4, 128);
+        check_mmq(qt[i].t, qt[i].name, 131, 2048, 3, 1, 8, 64);
+        check_mmq(qt[i].t, qt[i].name, 45, 768, 2, 3, 8, 32);
+        check_mmq(qt[i].t, qt[i].name, 96, 768, 5, 2, 8, 32);
+        check_mmq(qt[i].t, qt[i].name, 64, 2048, 3, 2, 4, 64);
     }
+}
+
+/* Mode 4: for each token, Σ over its slots of weight · (expert sel's rows · the slot's activation row),
+ * added into y — the MoE down projection with the combine fused. f32 activations (gemv_q4_K) and q8
+ * (gemvq*), against dequantized weights (and dequantized q8 activations) in double. */
+static void check_experts_combined(const char *name, bool q8, int R, int bt)
+{
+    const enum qtype t = QT_Q4_K;
+    const int X = 6, N = 70, Kd = 768, nt = 3, S = 4;
+    const size_t rb = qtype_row_size(t, Kd), eb = rb * N;
+    unsigned char *wq = malloc(eb * X);
+    float *wd = malloc(sizeof(float) * (size_t)X * N * Kd), *tmp = malloc(sizeof(float) * Kd);
+    for (int r = 0; r < X * N; r++) {
+        fill(tmp, Kd, 0.5f);
+        quant_weights_row(t, tmp, wq + (size_t)r * rb, Kd);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * Kd, Kd);
+    }
+    static float x[3 * 4 * 768], xdq[3 * 4 * 768], xqd[3 * 4 * 24 * 2];
+    static int8_t xq[3 * 4 * 768];
+    fill(x, (size_t)nt * S * Kd, 1.0f);
+    for (int z = 0; z < nt * S; z++) {
+        q8_emulate(x + (size_t)z * Kd, Kd, xq + (size_t)z * Kd, xqd + (size_t)z * (Kd / 32) * 2);
+        for (int k = 0; k < Kd; k++)
+            xdq[z * Kd + k] = q8 ? (float)xq[z * Kd + k] * xqd[z * (Kd / 32) * 2 + 2 * (k / 32)] : x[z * Kd + k];
+    }
+    int sel[12] = { 5, 1, 0, 3, 2, 4, 1, 0, 3, 5, 2, 4 };
+    float sw[12], y0[3 * 70], ref[3 * 70], y[3 * 70];
+    for (int i = 0; i < 12; i++)
+        sw[i] = 0.5f + 0.4f * frand();
+    fill(y0, (size_t)nt * N, 1.0f);
+    for (int tk = 0; tk < nt; tk++)
+        for (int r = 0; r < N; r++) {
+            double acc = y0[tk * N + r];
+            for (int s = 0; s < S; s++) {
+                const int z = tk * S + s;
+                double d = 0;
+                for (int k = 0; k < Kd; k++)
+                    d += (double)wd[((size_t)sel[z] * N + r) * Kd + k] * xdq[z * Kd + k];
+                acc += (double)sw[z] * d;
+            }
+            ref[tk * N + r] = (float)acc;
+        }
+    uint64_t dw = dup(wq, eb * X), ds = dup(sel, sizeof sel), dsw = dup(sw, sizeof sw), dy = dup(y0, sizeof y0);
+    uint64_t dx = q8 ? dup(xq, sizeof xq) : dup(x, sizeof x), dxd = dup(xqd, sizeof xqd);
+    struct gemv_args a = { .w = dw, .x = dx, .xd = q8 ? dxd : 0, .y = dy, .sel = ds, .sw = dsw, .row_bytes = (int64_t)rb,
+                           .expert_bytes = (int64_t)eb, .n_rows = N, .k = Kd, .x_stride = Kd, .y_stride = N,
+                           .x_div = 1, .nz = nt, .mode = 4, .nslot = S };
+    void *p[] = { &a };
+    CHECK(launch(name, (unsigned)(nt * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
+    get(y, dy, sizeof y);
+    double r = rel(y, ref, sizeof y / 4);
+    CHECK(r < 2e-5, "%s mode 4 (%d threads): rel %.3g", name, bt, r);
+    printf("#   %-12s N=%-4d K=%-5d %d tokens x %d slots mode 4 %3d threads  rel %.2e\n", name, N, Kd, nt, S, bt, r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dsw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dx);
+    hip_rt_free(g_rt, dxd);
+    free(wq), free(wd), free(tmp);
+}
+
+/* The RMSNorm fused into a residual GEMV (mode 1, nw set): y[z] += W·x[z] as before, and the last
+ * block of each z writes rmsnorm(y[z])·w and its q8 copy. Reference: ops_rms_norm of the y the kernel
+ * produced (itself checked against double), q8_emulate of that normed row, bit for bit. Two launches
+ * (the per-row counters must return to zero). */
+static void check_fused_norm(const char *name, enum qtype t, int N, int K, int nz, int R, int bt, bool q8)
+{
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *xdq = malloc(sizeof(float) * (size_t)nz * K);
+    int8_t *xq = malloc((size_t)nz * K);
+    float *xqd = malloc(sizeof(float) * (size_t)nz * (K / 32) * 2);
+    float *y0 = malloc(sizeof(float) * (size_t)nz * N), *y = malloc(sizeof(float) * (size_t)nz * N);
+    float *ref = malloc(sizeof(float) * (size_t)nz * N), *nw = malloc(sizeof(float) * (size_t)N);
+    float *h = malloc(sizeof(float) * (size_t)nz * N), *href = malloc(sizeof(float) * (size_t)nz * N);
+    int8_t *hq = malloc((size_t)nz * N), *hqref = malloc((size_t)nz * N);
+    float *hqd = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2), *hqdref = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    fill(y0, (size_t)nz * N, 1.0f);
+    fill(nw, (size_t)N, 1.0f);
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+    }
+    for (int z = 0; z < nz; z++) {
+        q8_emulate(x + (size_t)z * K, K, xq + (size_t)z * K, xqd + (size_t)z * (K / 32) * 2);
+        for (int k = 0; k < K; k++)
+            xdq[(size_t)z * K + k] = q8 ? (float)xq[(size_t)z * K + k] * xqd[(size_t)z * (K / 32) * 2 + 2 * (k / 32)]
+                                        : x[(size_t)z * K + k];
+    }
+    uint64_t dw = dup(wq, rb * (size_t)N), dxq = q8 ? dup(xq, (size_t)nz * K) : dup(x, sizeof(float) * (size_t)nz * K);
+    uint64_t dxqd = dup(xqd, sizeof(float) * (size_t)nz * (K / 32) * 2), dnw = dup(nw, sizeof(float) * (size_t)N);
+    int32_t zero[8] = { 0 };
+    uint64_t dcnt = dup(zero, sizeof zero);
+    double worst = 0, hworst = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        /* y accumulates: launch 2 adds W·x once more */
+        for (int z = 0; z < nz; z++)
+            for (int r = 0; r < N; r++) {
+                double sd = 0;
+                for (int k = 0; k < K; k++)
+                    sd += (double)wd[(size_t)r * K + k] * xdq[(size_t)z * K + k];
+                ref[(size_t)z * N + r] = (rep ? ref[(size_t)z * N + r] : y0[(size_t)z * N + r]) + (float)sd;
+            }
+        uint64_t dy = rep ? 0 : dup(y0, sizeof(float) * (size_t)nz * N);
+        static uint64_t dy_keep, dh, dhq, dhqd;
+        if (!rep)
+            dy_keep = dy;
+        dh = poisoned((size_t)nz * N), dhq = dup(NULL, (size_t)nz * N), dhqd = poisoned((size_t)nz * (N / 32) * 2);
+        struct gemv_args a = { .w = dw, .x = dxq, .xd = q8 ? dxqd : 0, .y = dy_keep, .row_bytes = (int64_t)rb,
+                               .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = 1,
+                               .nw = dnw, .ny = dh, .nq = dhq, .nqd = dhqd, .ncnt = dcnt, .eps = 1e-5f };
+        void *p[] = { &a };
+        CHECK(launch(name, (unsigned)(nz * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
+        get(y, dy_keep, sizeof(float) * (size_t)nz * N);
+        get(h, dh, sizeof(float) * (size_t)nz * N);
+        get(hq, dhq, (size_t)nz * N);
+        get(hqd, dhqd, sizeof(float) * (size_t)nz * (N / 32) * 2);
+        double r = rel(y, ref, (size_t)nz * N);
+        worst = r > worst ? r : worst;
+        for (int z = 0; z < nz; z++)
+            ops_rms_norm(href + (size_t)z * N, y + (size_t)z * N, nw, N, 1e-5f);
+        double rh = rel(h, href, (size_t)nz * N);
+        hworst = rh > hworst ? rh : hworst;
+        q8_emulate(h, nz * N, hqref, hqdref);
+        CHECK(!memcmp(hq, hqref, (size_t)nz * N), "%s launch %d: the normed row's q8 copy differs from quantizing it",
+              name, rep + 1);
+        CHECK(rel(hqd, hqdref, (size_t)nz * (N / 32) * 2) < 1e-7, "%s: q8 scales of the normed row", name);
+        hip_rt_free(g_rt, dh), hip_rt_free(g_rt, dhq), hip_rt_free(g_rt, dhqd);
+        if (rep)
+            hip_rt_free(g_rt, dy_keep);
+    }
+    CHECK(worst < 2e-5, "%s fused norm: residual rel %.3g", name, worst);
+    CHECK(hworst < 1e-6, "%s fused norm: normed row rel %.3g", name, hworst);
+    printf("#   %-12s N=%-4d K=%-5d nz=%d mode 1 + RMSNorm %3d threads (2 launches): y rel %.2e, norm rel %.2e, q8 exact\n",
+           name, N, K, nz, bt, worst, hworst);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dxq), hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dnw), hip_rt_free(g_rt, dcnt);
+    free(wf), free(wd), free(wq), free(x), free(xdq), free(xq), free(xqd), free(y0), free(y), free(ref), free(nw);
+    free(h), free(href), free(hq), free(hqref), free(hqd), free(hqdref);
+}
+
+static void gemv_fused_rms_norm(void)
+{
+    NEED_GPU();
+    check_fused_norm("gemvq_q4_K", QT_Q4_K, 1024, 1536, 3, 2, 128, true);
+    check_fused_norm("gemvq8_q4_K", QT_Q4_K, 2048, 768, 2, 8, 32, true);
+    check_fused_norm("gemvq4_q6_K", QT_Q6_K, 512, 4096, 1, 4, 128, true);
+    check_fused_norm("gemv_f32", QT_F32, 320, 516, 2, 2, 128, false);
+}
+
+/* The routing fused into the router GEMV (mode 0, rsel set): logits against double, then the grid's
+ * last block's picks against ops_softmax + ops_topk of those logits (exact) and their renormalised
+ * weights. Two launches (the counter returns to zero). */
+static void check_route_tail(const char *name, enum qtype t, int X, int Kin, int nz, int K, int R, int bt, bool q8)
+{
+    const size_t rb = qtype_row_size(t, Kin);
+    float *wf = malloc(sizeof(float) * (size_t)X * Kin), *wd = malloc(sizeof(float) * (size_t)X * Kin);
+    unsigned char *wq = malloc(rb * (size_t)X);
+    float *x = malloc(sizeof(float) * (size_t)nz * Kin), *xdq = malloc(sizeof(float) * (size_t)nz * Kin);
+    int8_t *xq = malloc((size_t)nz * Kin);
+    float *xqd = malloc(sizeof(float) * (size_t)nz * (Kin / 32) * 2);
+    float *y = malloc(sizeof(float) * (size_t)nz * X), *ref = malloc(sizeof(float) * (size_t)nz * X);
+    float *pr = malloc(sizeof(float) * (size_t)X), *w = malloc(sizeof(float) * (size_t)nz * K);
+    float *wref = malloc(sizeof(float) * (size_t)nz * K);
+    int *sel = malloc(sizeof(int) * (size_t)nz * K), *selref = malloc(sizeof(int) * (size_t)nz * K);
+    fill(wf, (size_t)X * Kin, 0.5f);
+    fill(x, (size_t)nz * Kin, 1.0f);
+    for (int r = 0; r < X; r++) {
+        quant_weights_row(t, wf + (size_t)r * Kin, wq + (size_t)r * rb, Kin);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * Kin, Kin);
+    }
+    for (int z = 0; z < nz; z++) {
+        q8_emulate(x + (size_t)z * Kin, Kin, xq + (size_t)z * Kin, xqd + (size_t)z * (Kin / 32) * 2);
+        for (int k = 0; k < Kin; k++)
+            xdq[(size_t)z * Kin + k] = q8 ? (float)xq[(size_t)z * Kin + k] * xqd[(size_t)z * (Kin / 32) * 2 + 2 * (k / 32)]
+                                          : x[(size_t)z * Kin + k];
+        for (int r = 0; r < X; r++) {
+            double sd = 0;
+            for (int k = 0; k < Kin; k++)
+                sd += (double)wd[(size_t)r * Kin + k] * xdq[(size_t)z * Kin + k];
+            ref[(size_t)z * X + r] = (float)sd;
+        }
+    }
+    uint64_t dw = dup(wq, rb * (size_t)X), dx = q8 ? dup(xq, (size_t)nz * Kin) : dup(x, sizeof(float) * (size_t)nz * Kin);
+    uint64_t dxd = dup(xqd, sizeof(float) * (size_t)nz * (Kin / 32) * 2);
+    int32_t zero[2] = { 0, 0 };
+    uint64_t dcnt = dup(zero, sizeof zero);
+    for (int rep = 0; rep < 2; rep++) {
+        uint64_t dy = poisoned((size_t)nz * X), dsel = dup(NULL, sizeof(int) * (size_t)nz * K), dsw = poisoned((size_t)nz * K);
+        struct gemv_args a = { .w = dw, .x = dx, .xd = q8 ? dxd : 0, .y = dy, .row_bytes = (int64_t)rb, .n_rows = X,
+                               .k = Kin, .x_stride = Kin, .y_stride = X, .x_div = 1, .nz = nz, .mode = 0, .nslot = K,
+                               .ncnt = dcnt, .rsel = dsel, .rw = dsw, .rscale = 0.0f };
+        void *p[] = { &a };
+        CHECK(launch(name, (unsigned)(nz * ((X + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
+        get(y, dy, sizeof(float) * (size_t)nz * X);
+        get(sel, dsel, sizeof(int) * (size_t)nz * K);
+        get(w, dsw, sizeof(float) * (size_t)nz * K);
+        CHECK(rel(y, ref, (size_t)nz * X) < 2e-5, "%s router logits rel %.3g", name, rel(y, ref, (size_t)nz * X));
+        for (int z = 0; z < nz; z++) {
+            memcpy(pr, y + (size_t)z * X, sizeof(float) * (size_t)X);
+            ops_softmax(pr, X);
+            ops_topk(pr, X, K, selref + z * K);
+            double sum = 0;
+            for (int k = 0; k < K; k++)
+                sum += pr[selref[z * K + k]];
+            for (int k = 0; k < K; k++)
+                wref[z * K + k] = pr[selref[z * K + k]] / (float)sum;
+        }
+        int bad = 0;
+        for (int i = 0; i < nz * K; i++)
+            bad += sel[i] != selref[i];
+        CHECK(bad == 0, "%s launch %d: %d of %d routed slots differ", name, rep + 1, bad, nz * K);
+        CHECK(rel(w, wref, (size_t)nz * K) < 1e-5, "%s: route weights rel %.3g", name, rel(w, wref, (size_t)nz * K));
+        hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dsw);
+    }
+    printf("#   %-12s X=%-3d K=%-4d nz=%d top-%d routed in the GEMV's last block (2 launches): picks equal\n", name, X,
+           Kin, nz, K);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxd), hip_rt_free(g_rt, dcnt);
+    free(wf), free(wd), free(wq), free(x), free(xdq), free(xq), free(xqd), free(y), free(ref), free(pr), free(w);
+    free(wref), free(sel), free(selref);
+}
+
+static void gemv_fused_routing(void)
+{
+    NEED_GPU();
+    check_route_tail("gemv_f32", QT_F32, 128, 512, 3, 8, 2, 128, false);
+    check_route_tail("gemvq4_q8_0", QT_Q8_0, 256, 1024, 2, 8, 4, 128, true);
+    check_route_tail("gemv_f32", QT_F32, 37, 96, 4, 3, 2, 32, false);
+}
+
+static void gemv_experts_combined(void)
+{
+    NEED_GPU();
+    check_experts_combined("gemv_q4_K", false, 2, 128);
+    check_experts_combined("gemvq_q4_K", true, 2, 128);
+    check_experts_combined("gemvq4_q4_K", true, 4, 96);
+    check_experts_combined("gemvq8_q4_K", true, 8, 32);
+    check_experts_combined("gemvq8_q4_K", true, 8, 128);
 }
 
 /* rms_norm's q8 copy of its output equals quantizing that output, and the output matches ops_rms_norm:
@@ -706,9 +954,48 @@ static void elementwise_softmax_argmax(void)
     hip_rt_free(g_rt, da), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dam);
 }
 
+/* routing of n tokens over X experts, K picked, against ops_softmax + ops_topk + renormalisation */
+static void check_route(int n, int X, int K, float lscale)
+{
+    float *lg = malloc(sizeof(float) * (size_t)n * X), *pr = malloc(sizeof(float) * (size_t)X);
+    int *selref = malloc(sizeof(int) * (size_t)n * K), *sel = malloc(sizeof(int) * (size_t)n * K);
+    float *wref = malloc(sizeof(float) * (size_t)n * K), *w = malloc(sizeof(float) * (size_t)n * K);
+    fill(lg, (size_t)n * X, lscale);
+    for (int t = 0; t < n; t++) {
+        memcpy(pr, lg + (size_t)t * X, sizeof(float) * (size_t)X);
+        ops_softmax(pr, X);
+        ops_topk(pr, X, K, selref + t * K);
+        double s = 0;
+        for (int k = 0; k < K; k++)
+            s += pr[selref[t * K + k]];
+        for (int k = 0; k < K; k++)
+            wref[t * K + k] = pr[selref[t * K + k]] / (float)s;
+    }
+    uint64_t dl = dup(lg, sizeof(float) * (size_t)n * X), dsel = dup(NULL, sizeof(int) * (size_t)n * K);
+    uint64_t dw = poisoned((size_t)n * K);
+    int xx = X, kk = K;
+    float scale = 0.0f;
+    void *p[] = { &dl, &xx, &kk, &dsel, &dw, &scale };
+    CHECK(launch("moe_route", (unsigned)n, 1, 32, p) == 0, "launch");
+    get(sel, dsel, sizeof(int) * (size_t)n * K);
+    get(w, dw, sizeof(float) * (size_t)n * K);
+    int bad = 0;
+    for (int i = 0; i < n * K; i++)
+        bad += sel[i] != selref[i];
+    CHECK(bad == 0, "route X=%d K=%d: %d of %d slots pick another expert (first: %d vs %d)", X, K, bad, n * K, sel[0],
+          selref[0]);
+    CHECK(rel(w, wref, (size_t)n * K) < 1e-5, "route X=%d K=%d weights rel %.3g", X, K, rel(w, wref, (size_t)n * K));
+    printf("#   moe_route n=%d X=%-3d K=%d: picks equal, weights rel %.2e\n", n, X, K, rel(w, wref, (size_t)n * K));
+    hip_rt_free(g_rt, dl), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dw);
+    free(lg), free(pr), free(selref), free(sel), free(wref), free(w);
+}
+
 static void moe_route_and_combine(void)
 {
     NEED_GPU();
+    check_route(5, 128, 8, 3.0f); /* qwen3moe */
+    check_route(3, 256, 8, 3.0f); /* the most the kernel takes */
+    check_route(4, 37, 3, 4.0f);  /* not a multiple of the warp */
     const int n = 4, X = 64, K = 6, E = 300;
     float lg[4 * 64];
     fill(lg, sizeof lg / 4, 4.0f);
@@ -1016,6 +1303,9 @@ int main(void)
     RUN(gemm_tensor_cores);
     RUN(gemv_grouped_experts);
     RUN(gemv_q8_activations);
+    RUN(gemv_experts_combined);
+    RUN(gemv_fused_rms_norm);
+    RUN(gemv_fused_routing);
     RUN(rms_norm_q8_copy);
     RUN(embed_rows_dequant);
     RUN(rms_norm_rows);

@@ -18,6 +18,7 @@
 #include "backend_hip.h"
 #include "forward_hip_hybrid.h"
 #include "hip_engine_int.h"
+#include "hip_fit.h"
 #include "hip_rt.h"
 #include "model.h"
 #include "ops.h"
@@ -48,6 +49,9 @@ struct hip_engine {
     bool graphs;
     /* kernels */
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], gemm_mma[QT_COUNT];
+    hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
+    int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product, else LLM170_HIP_GEMV_R */
+    int sms;               /* multiprocessors, for that choice */
     bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill; LLM170_HIP_MMA=1 */
     hip_fn k_quant;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
@@ -80,11 +84,19 @@ struct hip_engine {
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     uint64_t amax;         /* [B] int argmax results */
     uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
-    uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX][F], [..][F/32][2] */
-    uint64_t fcnt;         /* [GEMV_MAX][F/32] int counters of that GEMV (zero between launches) */
+    uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F], [..][F/32][2] */
+    uint64_t fcnt;         /* [GEMV_MAX·Kq][F/32] int counters of that GEMV (zero between launches) */
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
     int W, nq_max, nkv_max, F;
+    int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
+    uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
+    bool fuse_norm;        /* RMSNorm in the residual GEMVs' last block; LLM170_HIP_FUSE_NORM=1 (measured slower:
+                              one block norms the row serially, docs/benchmarks.md) */
+    bool fuse_route;       /* MoE routing in the router GEMV's last block; LLM170_HIP_FUSE_ROUTE=1 (measured no
+                              faster than the moe_route kernel) */
+    uint64_t next_norm;    /* the RMSNorm weight the next residual-adding GEMV applies to its output, or 0 */
+    bool h_ready;          /* h and its q8 copy already hold the normed input of the coming sublayer */
     struct graph_slot gs[N_GRAPHS];
     int n_gs;
     struct hip_hybrid *hy; /* qwen35* layers and their recurrent state (forward_hip_hybrid.c), else NULL */
@@ -228,6 +240,12 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         struct err ign;
         if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
+        c->gemvq_r[0][names[i].t] = c->gemvq[names[i].t];
+        for (int r = 1; r < 3; r++) {
+            snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
+            if (hip_rt_fn(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
+                c->gemvq_r[r][names[i].t] = NULL;
+        }
         snprintf(nm, sizeof nm, "gemm_mma_%s", names[i].s);
         if (hip_rt_fn(c->rt, nm, &c->gemm_mma[names[i].t], &ign))
             c->gemm_mma[names[i].t] = NULL; /* float weights, or no tensor-core kernel on this vendor */
@@ -242,6 +260,65 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         if ((rc = hip_rt_fn(c->rt, ks[i].n, ks[i].f, e)))
             return rc;
     return 0;
+}
+
+/* The scratch buffers of an engine for m with resolved params p (n_batch B tokens): where each
+ * one's device pointer goes and its bytes. Sets c->nq_max, nkv_max, W, F, Kq. The io buffer is
+ * first. Also sizes the fit check (hip_engine_scratch_bytes), so the two cannot drift apart. */
+struct scratch {
+    uint64_t *d;
+    size_t n;
+};
+#define N_SCRATCH 24
+
+static int scratch_table(struct hip_engine *c, const struct model *m, const struct engine_params *p,
+                         struct scratch *sc)
+{
+    const struct hparams *hp = &m->hp;
+    int nqm = 0, nkvm = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const int nq = m->layers[il].n_head * hp->head_dim, nkv = m->layers[il].n_head_kv * hp->head_dim;
+        nqm = nq > nqm ? nq : nqm;
+        nkvm = nkv > nkvm ? nkv : nkvm;
+    }
+    const size_t B = (size_t)p->n_batch, E = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
+    const size_t X = (size_t)hp->n_expert, K = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    c->nq_max = nqm;
+    c->nkv_max = nkvm;
+    c->W = nqm + 2 * nkvm;
+    c->F = hp->n_ff_max > hp->n_ff_exp ? hp->n_ff_max : hp->n_ff_exp;
+    c->Kq = X ? (int)K : 1;
+    const size_t F = (size_t)c->F, FK = X ? F * K : F, KS = GEMV_MAX * (size_t)c->Kq;
+    size_t qmax = E > F ? E : F;
+    if ((size_t)nqm > qmax)
+        qmax = (size_t)nqm;
+    const size_t io_bytes = 4 * B * sizeof(int32_t) + B * (size_t)hp->n_rot * sizeof(float);
+    const struct scratch t[] = {
+        { &c->io, io_bytes }, { &c->x, B * E * 4 }, { &c->h, B * E * 4 }, { &c->qkv, B * (size_t)c->W * 4 },
+        { &c->o, B * (size_t)nqm * 4 }, { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
+        { &c->part, (size_t)GEMV_MAX * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
+        { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
+        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 },
+        { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
+        { &c->fq, KS * F }, { &c->fqd, KS * (F / 32 + 1) * 8 }, { &c->fcnt, KS * (F / 32 + 1) * 4 },
+        { &c->ncnt, GEMV_MAX * 4 },
+    };
+    const int n = (int)(sizeof t / sizeof t[0]);
+    for (int i = 0; i < n; i++)
+        sc[i] = t[i];
+    return n;
+}
+
+uint64_t hip_engine_scratch_bytes(const struct model *m, const struct engine_params *p)
+{
+    struct hip_engine c;
+    struct scratch sc[N_SCRATCH];
+    memset(&c, 0, sizeof c);
+    const int n = scratch_table(&c, m, p, sc);
+    uint64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += sc[i].n;
+    return s;
 }
 
 int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *pin,
@@ -262,9 +339,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         p.n_seq = 1;
     if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 16) || p.n_seq > (1 << 16))
         return err_set(e, ERR_RANGE, "hip: n_ctx %d / n_batch %d / n_seq %d too large", p.n_ctx, p.n_batch, p.n_seq);
-    if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 64)
-        return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d experts used are beyond the kernels",
-                       hp->head_dim, hp->n_rot, hp->n_expert_used);
+    /* moe_route (kernels/misc.cu): one warp, K picks written by lanes < K, 8 experts a lane (warp >= 32) */
+    if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 32 || hp->n_expert > 256)
+        return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d of %d experts are beyond the kernels",
+                       hp->head_dim, hp->n_rot, hp->n_expert_used, hp->n_expert);
     for (int il = 0; il < hp->n_layer; il++)
         if (m->layers[il].kind != LAYER_ATTN && !m->arch->hybrid)
             return err_set(e, ERR_UNSUPPORTED, "hip: layer %d has a kind the GPU backend does not run yet", il);
@@ -280,6 +358,11 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->q8 = !(q8e && !strcmp(q8e, "0"));
     /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
     c->mma = mmae && !strcmp(mmae, "1");
+    const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
+    c->fuse_norm = fne && !strcmp(fne, "1");
+    c->fuse_route = fre && !strcmp(fre, "1");
+    const char *gre = getenv("LLM170_HIP_GEMV_R");
+    c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gqe = getenv("LLM170_HIP_GQA");
     c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
@@ -295,6 +378,16 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         return rc;
     }
     c->warp = hip_rt_warp(c->rt);
+    c->sms = hip_rt_sm_count(c->rt);
+
+    /* refuse a model that does not fit before uploading anything, with the numbers */
+    struct hip_fit fit;
+    hip_fit_need(m, &p, &fit);
+    const size_t free_mem = hip_rt_free_mem(c->rt); /* 0: the driver did not say; the allocations will */
+    if (free_mem && (rc = hip_fit_check(&fit, free_mem, hip_rt_describe(c->rt), &p, e))) {
+        hip_engine_free(c);
+        return rc;
+    }
 
     /* weights, uploaded once through a pinned staging buffer */
     struct stager s = { .cap = 64u << 20 };
@@ -335,17 +428,11 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 
     /* KV cache */
     c->kv_elt = p.kv_f32 ? 4 : 2;
-    int nqm = 0, nkvm = 0;
     for (int il = 0; il < hp->n_layer && !rc; il++) {
         const struct layer *ly = &m->layers[il];
-        const int nq = ly->n_head * hp->head_dim, nkv = ly->n_head_kv * hp->head_dim;
-        if (nq > nqm)
-            nqm = nq;
-        if (nkv > nkvm)
-            nkvm = nkv;
         if (ly->kv_index < 0)
             continue;
-        size_t bytes = (size_t)p.n_seq * (size_t)p.n_ctx * (size_t)nkv * c->kv_elt;
+        size_t bytes = (size_t)p.n_seq * (size_t)p.n_ctx * (size_t)(ly->n_head_kv * hp->head_dim) * c->kv_elt;
         rc = dalloc(c, bytes, &c->L[il].kc, e);
         if (!rc)
             rc = dalloc(c, bytes, &c->L[il].vc, e);
@@ -355,34 +442,20 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
             rc = hip_rt_memset32(c->rt, c->L[il].vc, 0, bytes / 4, e);
     }
     /* scratch */
-    const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
-    const size_t X = (size_t)hp->n_expert, K = (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
-    c->nq_max = nqm;
-    c->nkv_max = nkvm;
-    c->W = nqm + 2 * nkvm;
-    c->F = hp->n_ff_max > hp->n_ff_exp ? hp->n_ff_max : hp->n_ff_exp;
-    const size_t F = (size_t)c->F, FK = X ? F * K : F;
-    size_t qmax = E > F ? E : F;
-    if ((size_t)nqm > qmax)
-        qmax = (size_t)nqm;
-    const size_t io_bytes = 4 * B * sizeof(int32_t) + B * (size_t)hp->n_rot * sizeof(float);
-    struct { uint64_t *d; size_t n; } sc[] = {
-        { &c->x, B * E * 4 }, { &c->h, B * E * 4 }, { &c->qkv, B * (size_t)c->W * 4 }, { &c->o, B * (size_t)nqm * 4 },
-        { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
-        { &c->part, (size_t)GEMV_MAX * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
-        { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
-        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->io, io_bytes }, { &c->amax, B * 4 },
-        { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
-        { &c->fq, GEMV_MAX * F }, { &c->fqd, GEMV_MAX * (F / 32 + 1) * 8 }, { &c->fcnt, GEMV_MAX * (F / 32 + 1) * 4 },
-    };
-    for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
+    struct scratch sc[N_SCRATCH];
+    const int nsc = scratch_table(c, m, &p, sc);
+    const size_t F = (size_t)c->F, KS = GEMV_MAX * (size_t)c->Kq;
+    const size_t io_bytes = sc[0].n;
+    for (int i = 0; i < nsc && !rc; i++)
         rc = dalloc(c, sc[i].n, sc[i].d, e);
     if (!rc)
-        rc = hip_rt_memset32(c->rt, c->fcnt, 0, GEMV_MAX * (F / 32 + 1), e);
+        rc = hip_rt_memset32(c->rt, c->fcnt, 0, KS * (F / 32 + 1), e);
+    if (!rc)
+        rc = hip_rt_memset32(c->rt, c->ncnt, 0, GEMV_MAX, e);
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
     if (!rc)
-        rc = hip_rt_host_alloc(c->rt, B * 4, (void **)&c->amax_h, e);
+        rc = hip_rt_host_alloc(c->rt, (size_t)p.n_batch * 4, (void **)&c->amax_h, e);
     if (!rc)
         rc = hip_rt_sync(c->rt, e);
     if (rc) {
@@ -397,6 +470,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 
 static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
+static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
+
 /* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
  * q: 1 when c->xq/xqd, 2 when c->fq/fqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use
  * the dp4a kernels; 0 when no q8 copy exists. */
@@ -404,15 +479,37 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
                      struct err *e)
 {
     void *params[] = { a };
+    const uint64_t next_norm = c->next_norm;
+    c->next_norm = 0; /* asked of this launch only */
     if (a->nz <= GEMV_MAX || a->sel || a->mode >= 2) {
         hip_fn f = c->gemv[w->type];
+        int R = GEMV_R;
         if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
             f = c->gemvq[w->type];
             a->x = q == 2 ? c->fq : c->xq;
             a->xd = q == 2 ? c->fqd : c->xqd;
             a->x_stride = (int)w->ne0;
+            /* more rows per block keep more weight loads in flight per thread and make fewer, longer
+             * blocks: 4 when that still leaves two blocks per multiprocessor (measured faster than 2 and
+             * 8 on qwen3-8b q4_K, docs/benchmarks.md), else 2 */
+            int r = c->gemv_r;
+            if (!r)
+                r = (size_t)a->nz * (size_t)a->n_rows / 4 >= 2 * (size_t)c->sms ? 4 : 2;
+            const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
+            if (c->gemvq_r[ri][w->type])
+                f = c->gemvq_r[ri][w->type], R = r;
         }
-        return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, GEMV_R), 1, 1, 4u * (unsigned)c->warp,
+        if (next_norm && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd) {
+            const int E = c->m->hp.n_embd;
+            a->nw = next_norm, a->ny = c->h, a->ncnt = c->ncnt, a->eps = c->m->hp.rms_eps;
+            a->nq = want_q8(c, E) ? c->xq : 0, a->nqd = want_q8(c, E) ? c->xqd : 0;
+            c->h_ready = true;
+        }
+        /* threads: the row's 32-element units (all slots' in mode 4), in whole warps, at most 4 warps */
+        const size_t units = (size_t)(a->mode == 4 ? a->nslot : 1) * (size_t)(a->k / 32);
+        size_t nt = cdiv(units, (size_t)c->warp) * (size_t)c->warp;
+        nt = nt > 4u * (size_t)c->warp ? 4u * (size_t)c->warp : nt < (size_t)c->warp ? (size_t)c->warp : nt;
+        return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
     if (c->mma && c->gemm_mma[w->type] && c->warp == 32)
@@ -448,8 +545,6 @@ static int mm_dual(struct hip_engine *c, const struct dw *w, const struct dw *w2
     return launch_mm(c, &a, w, w2, q, e);
 }
 
-static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
-
 /* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
 static int quant(struct hip_engine *c, uint64_t x, int rows, int k, int x_stride, struct err *e)
 {
@@ -483,7 +578,9 @@ static int ew(struct hip_engine *c, hip_fn f, uint64_t a, uint64_t b, int n, str
             return rc;         \
     } while (0)
 
-static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, struct err *e)
+/* next_norm: the RMSNorm weight of the sublayer after this one (fused into the residual GEMV), or 0 */
+static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, uint64_t next_norm,
+                      struct err *e)
 {
     const struct model *m = c->m;
     const struct hparams *hp = &m->hp;
@@ -493,7 +590,9 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const uint64_t cs = c->io + 16u * (uint64_t)B;
     int rc;
     const bool qh = want_q8(c, E);
-    TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
+    if (!c->h_ready)
+        TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
+    c->h_ready = false;
     if (d->wqkv.d) {
         TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, qh, e));
     } else {
@@ -547,29 +646,67 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
     if (qo && !fuse)
         TRY(quant(c, c->o, n, nq, nq, e));
+    c->next_norm = c->fuse_norm && n <= GEMV_MAX ? next_norm : 0;
     return mm(c, &d->wo, NULL, c->o, nq, 1, n, c->x, E, d->bo, 0, 0, 1, qo, e);
 }
 
-static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, struct err *e)
+static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, uint64_t next_norm,
+                     struct err *e)
 {
     const struct hparams *hp = &c->m->hp;
     const int E = hp->n_embd;
     int rc;
     const bool qh = want_q8(c, E);
-    TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, qh, e));
+    if (!c->h_ready)
+        TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, qh, e));
+    c->h_ready = false;
+    const uint64_t nn = c->fuse_norm && n <= GEMV_MAX ? next_norm : 0;
     if (ly->ffn == FFN_MOE) {
         const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
-        TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
         float scale = hp->expert_weights_scale;
         uint64_t rl = c->rl, sel = c->sel, sw = c->sw;
         int xx = X, kk = K;
-        void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
-        TRY(hip_rt_launch(c->rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->warp, rp, e));
-        TRY(mm(c, &d->gate_exps, &d->up_exps, c->h, E, K, n * K, c->fg, F, 0, 0, c->sel, 2, qh, e));
-        const bool qf = want_q8(c, F) && c->gemvq[d->down_exps.type];
-        if (qf)
+        if (c->fuse_route && n <= GEMV_MAX) {
+            /* the router GEMV's last block routes (expert ids and weights stay on the device) */
+            struct gemv_args ra = {
+                .w = d->gate_inp.d, .x = c->h, .y = c->rl, .rsel = c->sel, .rw = c->sw, .ncnt = c->ncnt,
+                .row_bytes = (int64_t)d->gate_inp.row_bytes, .n_rows = X, .k = (int)d->gate_inp.ne0,
+                .x_stride = E, .y_stride = X, .x_div = 1, .nz = n, .mode = 0, .nslot = K, .rscale = scale,
+            };
+            TRY(launch_mm(c, &ra, &d->gate_inp, NULL, qh, e));
+        } else {
+            TRY(mm(c, &d->gate_inp, NULL, c->h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
+            void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
+            TRY(hip_rt_launch(c->rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->warp, rp, e));
+        }
+        /* gate/up of the selected experts with SwiGLU, over the (token, slot) pairs; its epilogue writes
+         * the q8 copy of the result for the down GEMV (fq rows z = token·K + slot) */
+        const bool qf = n <= GEMV_MAX && want_q8(c, F) && c->gemvq[d->down_exps.type] && qh &&
+                        c->gemvq[d->gate_exps.type] && d->gate_exps.type == d->up_exps.type;
+        struct gemv_args ga = {
+            .w = d->gate_exps.d, .w2 = d->up_exps.d, .x = c->h, .y = c->fg, .sel = c->sel,
+            .yq = qf ? c->fq : 0, .yqd = qf ? c->fqd : 0, .cnt = qf ? c->fcnt : 0,
+            .row_bytes = (int64_t)d->gate_exps.row_bytes,
+            .expert_bytes = (int64_t)(d->gate_exps.row_bytes * (size_t)d->gate_exps.ne1), .n_rows = F,
+            .k = (int)d->gate_exps.ne0, .x_stride = E, .y_stride = F, .x_div = K, .nz = n * K, .mode = 2,
+        };
+        TRY(launch_mm(c, &ga, &d->gate_exps, &d->up_exps, qh, e));
+        if (n <= GEMV_MAX) {
+            /* down projection of every slot with the weighted combine, added into x (mode 4) */
+            struct gemv_args da = {
+                .w = d->down_exps.d, .x = c->fg, .y = c->x, .sel = c->sel, .sw = c->sw,
+                .row_bytes = (int64_t)d->down_exps.row_bytes,
+                .expert_bytes = (int64_t)(d->down_exps.row_bytes * (size_t)d->down_exps.ne1), .n_rows = E,
+                .k = (int)d->down_exps.ne0, .x_stride = F, .y_stride = E, .x_div = 1, .nz = n, .mode = 4,
+                .nslot = K,
+            };
+            c->next_norm = nn;
+            return launch_mm(c, &da, &d->down_exps, NULL, qf ? 2 : 0, e);
+        }
+        const bool qd = want_q8(c, F) && c->gemvq[d->down_exps.type];
+        if (qd)
             TRY(quant(c, c->fg, n * K, F, F, e));
-        TRY(mm(c, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, qf, e));
+        TRY(mm(c, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, qd, e));
         uint64_t x = c->x, ey = c->ey;
         int ee = E;
         void *cp[] = { &x, &ey, &sw, &ee, &kk };
@@ -587,6 +724,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
             .y_stride = F, .x_div = 1, .nz = n, .mode = 2,
         };
         TRY(launch_mm(c, &a, &d->gate, &d->up, qh, e));
+        c->next_norm = nn;
         return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf ? 2 : 0, e);
     }
     TRY(mm(c, &d->gate, NULL, c->h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, qh, e));
@@ -594,6 +732,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     TRY(ew(c, c->k_swiglu, c->fg, c->fu, n * F, e));
     if (qf)
         TRY(quant(c, c->fg, n, F, F, e));
+    c->next_norm = nn;
     return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf, e);
 }
 
@@ -611,15 +750,20 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
         void *p[] = { &tab, &rb, &type, &tok, &x, &ne };
         TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, 1, 1, 256, p, e));
     }
+    c->h_ready = false;
     for (int il = 0; il < hp->n_layer; il++) {
+        /* hybrids norm inside their own layers and add the shared expert after the FFN: no norm is
+         * fused into the residual GEMV there */
+        const bool hy = c->hy != NULL;
         if (m->layers[il].kind == LAYER_ATTN)
-            TRY(attn_layer(c, &m->layers[il], &c->L[il], n, e));
+            TRY(attn_layer(c, &m->layers[il], &c->L[il], n, hy ? 0 : c->L[il].ffn_norm, e));
         else
             TRY(hip_hybrid_layer(c->hy, &m->layers[il], il, n, e));
-        TRY(ffn_layer(c, &m->layers[il], &c->L[il], n, e));
-        if (c->hy)
+        TRY(ffn_layer(c, &m->layers[il], &c->L[il], n, !hy && il + 1 < hp->n_layer ? c->L[il + 1].attn_norm : 0, e));
+        if (hy)
             TRY(hip_hybrid_shexp(c->hy, &m->layers[il], il, n, e));
     }
+    c->h_ready = false; /* the output norm picks rows: its own kernel */
     if (n_out) {
         const uint64_t rows = c->io + 12u * (uint64_t)B;
         const bool qh = want_q8(c, E);

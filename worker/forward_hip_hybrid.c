@@ -88,6 +88,53 @@ void hip_hybrid_free(struct hip_hybrid *hy)
     free(hy);
 }
 
+/* Floats of one sequence's recurrent state: the conv window and the delta-rule state of every GDN
+ * layer (the layout hip_hybrid_create allocates). */
+static size_t hb_state_floats(const struct model *m)
+{
+    const struct hparams *hp = &m->hp;
+    const size_t conv_dim = 2 * (size_t)hp->n_k_heads * (size_t)hp->d_state + (size_t)hp->n_v_heads * (size_t)hp->d_state;
+    const size_t conv_per = conv_dim * (size_t)(hp->d_conv > 0 ? hp->d_conv - 1 : 0);
+    const size_t ssm_per = (size_t)hp->n_v_heads * (size_t)hp->d_state * (size_t)hp->d_state;
+    return (size_t)m->n_gdn_layers * (conv_per + ssm_per);
+}
+
+enum { HB_STATE, HB_MIX, HB_Y, HB_Z, HB_B, HB_A, HB_OG, HB_GATE, HB_SG, HB_SU, HB_SY, HB_GRP, HB_COUNT };
+
+/* Bytes of each device buffer hip_hybrid_create allocates (state and step scratch for n_batch rows). */
+static void hb_sizes(const struct model *m, const struct engine_params *p, size_t sz[HB_COUNT])
+{
+    const struct hparams *hp = &m->hp;
+    const size_t B = (size_t)p->n_batch, E = (size_t)hp->n_embd, HV = (size_t)(hp->n_v_heads ? hp->n_v_heads : 1);
+    const size_t nq = (size_t)hp->n_head_max * (size_t)hp->head_dim;
+    const size_t cd = 2 * (size_t)hp->n_k_heads * (size_t)hp->d_state + (size_t)hp->n_v_heads * (size_t)hp->d_state;
+    const size_t vd = (size_t)hp->n_v_heads * (size_t)hp->d_state, Fs = (size_t)(hp->n_ff_shexp ? hp->n_ff_shexp : 1);
+    const size_t wmix = cd > 2 * nq ? cd : 2 * nq, wo = vd > nq ? vd : nq;
+    const size_t state_n = (size_t)p->n_seq * hb_state_floats(m);
+    sz[HB_STATE] = (state_n ? state_n : 1) * 4;
+    sz[HB_MIX] = B * wmix * 4;
+    sz[HB_Y] = B * (cd ? cd : 1) * 4;
+    sz[HB_Z] = B * (vd ? vd : 1) * 4;
+    sz[HB_B] = sz[HB_A] = B * HV * 4;
+    sz[HB_OG] = B * wo * 4;
+    sz[HB_GATE] = B * (nq ? nq : 1) * 4;
+    sz[HB_SG] = sz[HB_SU] = B * Fs * 4;
+    sz[HB_SY] = B * E * 4;
+    sz[HB_GRP] = (1 + 5 * B) * 4;
+}
+
+uint64_t hip_hybrid_device_bytes(const struct model *m, const struct engine_params *p)
+{
+    if (!m->arch || !m->arch->hybrid)
+        return 0;
+    size_t sz[HB_COUNT];
+    hb_sizes(m, p, sz);
+    uint64_t t = 0;
+    for (int i = 0; i < HB_COUNT; i++)
+        t += sz[i];
+    return t;
+}
+
 int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struct model *m,
                       const struct engine_params *p, struct stager *s, struct err *e)
 {
@@ -111,7 +158,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
     hy->conv_dim = 2 * hy->key_dim + hy->value_dim;
     hy->conv_per = (size_t)hy->conv_dim * (size_t)(hp->d_conv > 0 ? hp->d_conv - 1 : 0);
     hy->ssm_per = (size_t)hp->n_v_heads * (size_t)hp->d_state * (size_t)hp->d_state;
-    hy->per_seq = (size_t)m->n_gdn_layers * (hy->conv_per + hy->ssm_per);
+    hy->per_seq = hb_state_floats(m);
     hy->L = calloc((size_t)hp->n_layer, sizeof *hy->L);
     hy->snaps = calloc((size_t)p->n_seq * (size_t)hy->n_snap, sizeof *hy->snaps);
     hy->pe_pair = calloc((size_t)hp->n_rot / 2 + 1, 1);
@@ -163,23 +210,20 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
             rc = err_set(e, ERR_FORMAT, "hip: GDN layer %d lacks a tensor", il);
     }
 
-    const size_t B = (size_t)p->n_batch, E = (size_t)hp->n_embd, HV = (size_t)(hp->n_v_heads ? hp->n_v_heads : 1);
-    const size_t nq = (size_t)hp->n_head_max * (size_t)hp->head_dim, cd = (size_t)hy->conv_dim;
-    const size_t vd = (size_t)hy->value_dim, Fs = (size_t)(hp->n_ff_shexp ? hp->n_ff_shexp : 1);
-    const size_t wmix = cd > 2 * nq ? cd : 2 * nq, wo = vd > nq ? vd : nq;
+    size_t sz[HB_COUNT];
+    hb_sizes(m, p, sz);
     const size_t state_n = (size_t)p->n_seq * hy->per_seq;
     struct { uint64_t *d; size_t n; } sc[] = {
-        { &hy->state, (state_n ? state_n : 1) * 4 }, { &hy->mix, B * wmix * 4 }, { &hy->y, B * (cd ? cd : 1) * 4 },
-        { &hy->z, B * (vd ? vd : 1) * 4 }, { &hy->b, B * HV * 4 }, { &hy->a, B * HV * 4 }, { &hy->og, B * wo * 4 },
-        { &hy->gate, B * (nq ? nq : 1) * 4 }, { &hy->sg, B * Fs * 4 }, { &hy->su, B * Fs * 4 },
-        { &hy->sy, B * E * 4 }, { &hy->grp, (1 + 5 * B) * 4 },
+        { &hy->state, sz[HB_STATE] }, { &hy->mix, sz[HB_MIX] }, { &hy->y, sz[HB_Y] }, { &hy->z, sz[HB_Z] },
+        { &hy->b, sz[HB_B] }, { &hy->a, sz[HB_A] }, { &hy->og, sz[HB_OG] }, { &hy->gate, sz[HB_GATE] },
+        { &hy->sg, sz[HB_SG] }, { &hy->su, sz[HB_SU] }, { &hy->sy, sz[HB_SY] }, { &hy->grp, sz[HB_GRP] },
     };
     for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
         rc = hipe_dalloc(c, sc[i].n, sc[i].d, e);
     if (!rc && state_n)
         rc = hip_rt_memset32(l.rt, hy->state, 0, state_n, e);
     if (!rc)
-        rc = hip_rt_host_alloc(l.rt, (1 + 5 * B) * 4, (void **)&hy->grp_h, e);
+        rc = hip_rt_host_alloc(l.rt, sz[HB_GRP], (void **)&hy->grp_h, e);
     if (rc) {
         hip_hybrid_free(hy);
         return rc;

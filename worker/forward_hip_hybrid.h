@@ -14,6 +14,9 @@ struct hip_hybrid;
 /* Uploads the GDN and shared-expert weights through s and allocates the state (zero) and scratch. */
 int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struct model *m,
                       const struct engine_params *p, struct stager *s, struct err *e);
+/* Device bytes hip_hybrid_create allocates for m (recurrent state of n_seq sequences + step
+ * scratch; snapshots come later, on demand): the fit check counts them. 0 for non-hybrids. */
+uint64_t hip_hybrid_device_bytes(const struct model *m, const struct engine_params *p);
 /* Host memory and the pinned buffer; device buffers belong to the engine's allocation list. */
 void hip_hybrid_free(struct hip_hybrid *hy);
 /* Before a step's kernels: groups the batch rows by sequence and sends them up (on the engine's
