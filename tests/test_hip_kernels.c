@@ -189,8 +189,10 @@ static void gemm_all_types(void)
 }
 
 
-/* tensor-core GEMM: reference on f16-rounded weights and activations (its operand precision), in double */
-static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+/* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
+ * precision), in double. ks > 1 splits K over blockIdx.z (atomic adds; mode 0 zeroes y first with
+ * mma_zero, which the poisoned output checks too). */
+static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks)
 {
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
@@ -225,12 +227,21 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
                            .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
     void *p[] = { &a };
     char name[64];
-    snprintf(name, sizeof name, "gemm_mma_%s", tn);
-    CHECK(launch(name, (unsigned)((N + 63) / 64), (unsigned)((nz + 63) / 64), 128, p) == 0, "%s launch", name);
+    snprintf(name, sizeof name, "mma_%s", tn);
+    struct err e = { 0 };
+    int rc = 0;
+    if (ks > 1 && mode == 0)
+        rc = hip_rt_launch(g_rt, fn("mma_zero"), (unsigned)((N + 255) / 256), (unsigned)nz, 1, 256, p, &e);
+    if (!rc)
+        rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + 63) / 64), (unsigned)ks, 256, p,
+                           &e);
+    if (!rc)
+        rc = hip_rt_sync(g_rt, &e);
+    CHECK(rc == 0, "%s launch: %s", name, e.msg);
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
-    CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
-    printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d split %d: rel err %.3g", name, N, K, nz, mode, ks, r);
+    printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d split %d  rel %.2e\n", name, N, K, nz, mode, ks, r);
     hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dy);
     free(wf), free(wd), free(wq), free(x), free(xh), free(h16), free(bias), free(y0), free(y), free(ref);
 }
@@ -239,11 +250,15 @@ static void gemm_tensor_cores(void)
 {
     NEED_GPU();
     static const struct { enum qtype t; const char *name; } qt[] = {
-        { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" }, { QT_IQ4_XS, "iq4_xs" },
+        { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+        { QT_IQ4_XS, "iq4_xs" },
     };
+    /* partial row and token tiles, every 64-element step of a super-block, tokens past 32 (the
+     * second warp column), split K with and without a zeroed destination */
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mma(qt[i].t, qt[i].name, 100, 512, 70, 0);
-        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1);
+        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1);
+        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3);
+        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4);
     }
 }
 

@@ -52,8 +52,10 @@ struct hip_engine {
     int warp;
     bool graphs;
     /* kernels */
-    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], gemm_mma[QT_COUNT];
-    bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill; LLM170_HIP_MMA=1 */
+    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], mma[QT_COUNT];
+    hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
+    bool use_mma;          /* tensor-core GEMM (kernels/mma.cu, f16 operands) for quantized and f16 weights in
+                              batches over GEMV_MAX; LLM170_HIP_MMA=0 keeps the FMA GEMM */
     hip_fn k_quant;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     hip_fn k_embed, k_rms, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
@@ -236,10 +238,13 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         struct err ign;
         if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
-        snprintf(nm, sizeof nm, "gemm_mma_%s", names[i].s);
-        if (hip_rt_fn(c->rt, nm, &c->gemm_mma[names[i].t], &ign))
-            c->gemm_mma[names[i].t] = NULL; /* float weights, or no tensor-core kernel on this vendor */
+        snprintf(nm, sizeof nm, "mma_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->mma[names[i].t], &ign))
+            c->mma[names[i].t] = NULL; /* f32 weights, or no tensor-core kernel on this vendor */
     }
+    struct err ign;
+    if (hip_rt_fn(c->rt, "mma_zero", &c->k_mma_zero, &ign))
+        c->k_mma_zero = NULL;
     struct { hip_fn *f; const char *n; } ks[] = {
         { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
         { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
@@ -286,8 +291,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->graphs = !(ge && !strcmp(ge, "0"));
     const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
     c->q8 = !(q8e && !strcmp(q8e, "0"));
-    /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
-    c->mma = mmae && !strcmp(mmae, "1");
+    c->use_mma = !(mmae && !strcmp(mmae, "0"));
     const char *gqe = getenv("LLM170_HIP_GQA");
     c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
@@ -421,9 +425,24 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, GEMV_R), 1, 1, 4u * (unsigned)c->warp,
                              params, e);
     }
-    if (c->mma && c->gemm_mma[w->type] && c->warp == 32)
-        return hip_rt_launch(c->rt, c->gemm_mma[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 128,
-                             params, e);
+    if (c->use_mma && c->mma[w->type] && c->k_mma_zero && c->warp == 32 && a->k % 64 == 0 && a->x_stride % 4 == 0 &&
+        a->x % 16 == 0) {
+        /* 128 rows × 64 tokens a block; too few blocks for two per multiprocessor (small decode batches,
+         * narrow K/V projections) split K over blockIdx.z, adding with atomics into a zeroed y */
+        const unsigned gx = cdiv((size_t)a->n_rows, 128), gy = cdiv((size_t)a->nz, 64);
+        const unsigned steps = (unsigned)a->k / 64, want = 2u * (unsigned)hip_rt_sm_count(c->rt);
+        unsigned ks = 1;
+        if (gx * gy < want * 3 / 4) {
+            ks = cdiv(want, (size_t)gx * gy);
+            ks = ks > steps / 4 ? (steps / 4 ? steps / 4 : 1) : ks;
+            ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
+        }
+        int rc;
+        if (ks > 1 && a->mode == 0 &&
+            (rc = hip_rt_launch(c->rt, c->k_mma_zero, cdiv((size_t)a->n_rows, 256), (unsigned)a->nz, 1, 256, params, e)))
+            return rc;
+        return hip_rt_launch(c->rt, c->mma[w->type], gx, gy, ks, 256, params, e);
+    }
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
                          params, e);
 }

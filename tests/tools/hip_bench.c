@@ -134,6 +134,25 @@ int main(int argc, char **argv)
             printf(" %.1f", ts[r]);
         printf(")\n");
     }
+    if (profile && pp > 0 && !rc) {
+        /* kernel times of one pp-token prefill (an event after each launch) */
+        hip_engine_seq_truncate(c, 0, 0);
+        rc = hip_engine_profile(c, true, &e);
+        if (!rc)
+            rc = prefill(c, t, 0, pp, p.n_batch, V, &e);
+        struct hip_prof_row rows[64];
+        int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, &e);
+        if (nr < 0)
+            rc = nr;
+        double tot = 0;
+        for (int i = 0; i < nr; i++)
+            tot += rows[i].ms;
+        printf("PROFILE(pp) prefill of %d tokens: kernel time %.3f ms\n", pp, tot);
+        for (int i = 0; i < nr; i++)
+            printf("PROFILE(pp) %-16s %5d calls  %8.1f us  %6.2f us/call  %5.1f%%\n", rows[i].name, rows[i].calls,
+                   1e3 * rows[i].ms, 1e3 * rows[i].ms / rows[i].calls, 100.0 * rows[i].ms / tot);
+        hip_engine_profile(c, false, &e);
+    }
     if (profile && !rc) {
         /* kernel times of tg decode steps (graphs off, an event after each launch) */
         hip_engine_seq_truncate(c, 0, 0);
