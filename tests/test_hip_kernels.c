@@ -663,6 +663,60 @@ static void attention_vs_reference(void)
     free(K), free(V), free(K16), free(V16), free(tab);
 }
 
+/* tensor-core prompt attention (kernels/fattn.cu): 100 tokens of sequence 1 at positions 30..129 over
+ * an f16 cache (cells 0..29 cached before), two 64-token tiles (the second partial), head sizes 64 and
+ * 128, 4 query heads per KV head; against ops_attn_ref, which rounds q and the probabilities to f16 */
+static void flash_attention_prompt(void)
+{
+    NEED_GPU();
+    const int nh = 8, nkv = 2, nctx = 160, nseq = 2, n = 100, p0 = 30;
+    for (int hd = 64; hd <= 128; hd *= 2) {
+        const int kvd = nkv * hd;
+        const size_t ncache = (size_t)nseq * nctx * kvd, nq = (size_t)n * nh * hd;
+        float *K = malloc(sizeof(float) * ncache), *V = malloc(sizeof(float) * ncache);
+        uint16_t *K16 = malloc(2 * ncache), *V16 = malloc(2 * ncache);
+        float *q = malloc(sizeof(float) * nq), *ref = malloc(sizeof(float) * nq), *y = malloc(sizeof(float) * nq);
+        float *tab = malloc(sizeof(float) * 65536), *scratch = malloc(sizeof(float) * 4 * nctx);
+        fill(K, ncache, 1.0f);
+        fill(V, ncache, 1.0f);
+        fill(q, nq, 1.0f);
+        quant_weights_row(QT_F16, K, K16, (int64_t)ncache);
+        quant_weights_row(QT_F16, V, V16, (int64_t)ncache);
+        ops_f16_table_init(tab);
+        int pos[100], seq[100];
+        for (int t = 0; t < n; t++)
+            pos[t] = p0 + t, seq[t] = 1;
+        const float scale = 1.0f / sqrtf((float)hd);
+        for (int t = 0; t < n; t++)
+            for (int g = 0; g < nkv; g++) {
+                const size_t off = (size_t)nctx * kvd + (size_t)g * hd, qo = (size_t)t * nh * hd + (size_t)g * (nh / nkv) * hd;
+                ops_attn_ref(q + qo, nh / nkv, hd, (const char *)K16 + 2 * off, (const char *)V16 + 2 * off, kvd, pos[t] + 1,
+                             scale, tab, ref + qo, scratch);
+            }
+        uint64_t dq = dup(q, sizeof(float) * nq), dp = dup(pos, sizeof pos), ds = dup(seq, sizeof seq);
+        uint64_t dk = dup(K16, 2 * ncache), dv = dup(V16, 2 * ncache), dy = poisoned(nq);
+        struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .seq_stride = (int64_t)nctx * kvd,
+                               .kv_dim = kvd, .hd = hd, .n_head = nh, .n_head_kv = nkv, .q_stride = nh * hd,
+                               .o_stride = nh * hd, .nsplit = 1, .kv_f16 = 1, .scale = scale };
+        int nn = n;
+        void *p[] = { &a, &nn };
+        char name[32];
+        snprintf(name, sizeof name, "fattn_%d", hd);
+        struct err e = { 0 };
+        int rc = hip_rt_launch(g_rt, fn(name), (unsigned)((n + 63) / 64), (unsigned)nh, 1, 128, p, &e);
+        if (!rc)
+            rc = hip_rt_sync(g_rt, &e);
+        CHECK(rc == 0, "%s: %s", name, e.msg);
+        get(y, dy, sizeof(float) * nq);
+        double r = rel(y, ref, nq);
+        CHECK(r < 2e-3, "%s rel %.3g", name, r);
+        printf("#   %s 100 tokens at 30..129, f16 cache: rel %.2e\n", name, r);
+        hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dp), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dv);
+        hip_rt_free(g_rt, dy);
+        free(K), free(V), free(K16), free(V16), free(q), free(ref), free(y), free(tab), free(scratch);
+    }
+}
+
 static void elementwise_softmax_argmax(void)
 {
     NEED_GPU();
@@ -791,6 +845,7 @@ int main(void)
     RUN(rms_norm_rows);
     RUN(rope_and_store);
     RUN(attention_vs_reference);
+    RUN(flash_attention_prompt);
     RUN(elementwise_softmax_argmax);
     RUN(moe_route_and_combine);
     hip_rt_close(g_rt);

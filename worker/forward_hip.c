@@ -54,6 +54,9 @@ struct hip_engine {
     /* kernels */
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], mma[QT_COUNT];
     hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
+    hip_fn k_fattn64, k_fattn128; /* prompt attention on tensor cores (kernels/fattn.cu), head size 64 / 128 */
+    bool use_fa;           /* fattn for batches over GEMV_MAX of one sequence on an f16 cache; LLM170_HIP_FA=0 off */
+    bool one_seq;          /* every token of the current batch is of one sequence */
     bool use_mma;          /* tensor-core GEMM (kernels/mma.cu, f16 operands) for quantized and f16 weights in
                               batches over GEMV_MAX; LLM170_HIP_MMA=0 keeps the FMA GEMM */
     hip_fn k_quant;
@@ -245,6 +248,10 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     struct err ign;
     if (hip_rt_fn(c->rt, "mma_zero", &c->k_mma_zero, &ign))
         c->k_mma_zero = NULL;
+    if (hip_rt_fn(c->rt, "fattn_64", &c->k_fattn64, &ign))
+        c->k_fattn64 = NULL;
+    if (hip_rt_fn(c->rt, "fattn_128", &c->k_fattn128, &ign))
+        c->k_fattn128 = NULL;
     struct { hip_fn *f; const char *n; } ks[] = {
         { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
         { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
@@ -292,6 +299,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
     c->q8 = !(q8e && !strcmp(q8e, "0"));
     c->use_mma = !(mmae && !strcmp(mmae, "0"));
+    const char *fae = getenv("LLM170_HIP_FA");
+    c->use_fa = !(fae && !strcmp(fae, "0"));
     const char *gqe = getenv("LLM170_HIP_GQA");
     c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
@@ -562,7 +571,14 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
     const int G = ly->n_head / ly->n_head_kv;
-    if (c->gqa && n <= GEMV_MAX && ly->n_head % ly->n_head_kv == 0 && G > 1 && G <= 8 && G * hd <= 1024 &&
+    hip_fn fa = hd == 128 ? c->k_fattn128 : hd == 64 ? c->k_fattn64 : NULL;
+    if (n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->kv_elt == 2 && c->warp == 32 && qs % 4 == 0 &&
+        ly->n_head % ly->n_head_kv == 0) {
+        /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
+        int nn = n;
+        void *fp[] = { &aa, &nn };
+        TRY(hip_rt_launch(c->rt, fa, cdiv((size_t)n, 64), (unsigned)ly->n_head, 1, 128, fp, e));
+    } else if (c->gqa && n <= GEMV_MAX && ly->n_head % ly->n_head_kv == 0 && G > 1 && G <= 8 && G * hd <= 1024 &&
         hd <= 8 * c->warp)
         TRY(hip_rt_launch(c->rt, c->k_attn_gqa, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 256, ap, e));
     else
@@ -674,7 +690,9 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     int32_t *ih = c->io_h;
     float *csh = (float *)(ih + 4 * B);
     int n_out = 0;
+    c->one_seq = true;
     for (int t = 0; t < n; t++) {
+        c->one_seq = c->one_seq && toks[t].seq == toks[0].seq;
         ih[t] = toks[t].token;
         ih[B + t] = toks[t].pos;
         ih[2 * B + t] = toks[t].seq;
