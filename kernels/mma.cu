@@ -24,7 +24,6 @@
 #if !defined(LLM_HIP)
 
 #define MR 128 /* weight rows per block */
-#define MT 64  /* tokens per block */
 #define MK 64  /* k per step */
 #define MP 72  /* shared row pitch in halves: 144 bytes, so the 8 rows of an ldmatrix land on distinct banks */
 
@@ -67,6 +66,16 @@ static __device__ __forceinline__ void st16h(u16 *dst, const u32 *w)
 }
 
 static __device__ __forceinline__ u32 byte_of(const u32 *w, int i) { return (w[i / 4] >> (8 * (i % 4))) & 0xFF; }
+
+/* byte k (compile-time) of w as a float, minus off: the byte goes into the mantissa of 2^23 (one
+ * prmt) and 2^23 + off is subtracted, exact for bytes; an int-to-float conversion runs at a quarter of
+ * the FMA rate and dominated the dequantization */
+static __device__ __forceinline__ float bytef(u32 w, int k, float off)
+{
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(0x4B000000u), "r"(0x7650u | (u32)k));
+    return __uint_as_float(r) - (8388608.0f + off);
+}
 
 /* byte i (run-time index < 12) of the three words of a K-quant's scale bytes, by selects: a
  * run-time index into a register array would put it in local memory */
@@ -117,10 +126,13 @@ template <> struct wpiece<KT_Q4_K> {
         const u32 w[4] = { q.x, q.y, q.z, q.w };
         u32 lo[8], hi[8];
 #pragma unroll
-        for (int i = 0; i < 16; i += 2) {
-            const u32 b0 = byte_of(w, i), b1 = byte_of(w, i + 1);
-            lo[i / 2] = h2pack(d0 * (float)(b0 & 0xF) - n0, d0 * (float)(b1 & 0xF) - n0);
-            hi[i / 2] = h2pack(d1 * (float)(b0 >> 4) - n1, d1 * (float)(b1 >> 4) - n1);
+        for (int j = 0; j < 4; j++) {
+            const u32 l = w[j] & 0x0F0F0F0Fu, u = (w[j] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int k = 0; k < 4; k += 2) {
+                lo[2 * j + k / 2] = h2pack(d0 * bytef(l, k, 0.0f) - n0, d0 * bytef(l, k + 1, 0.0f) - n0);
+                hi[2 * j + k / 2] = h2pack(d1 * bytef(u, k, 0.0f) - n1, d1 * bytef(u, k + 1, 0.0f) - n1);
+            }
         }
         st16h(dst + 16 * h, lo);
         st16h(dst + 32 + 16 * h, hi);
@@ -151,13 +163,15 @@ template <> struct wpiece<KT_Q5_K> {
         const u32 w[4] = { q.x, q.y, q.z, q.w }, hw[4] = { qh.x, qh.y, qh.z, qh.w };
         u32 lo[8], hi[8];
 #pragma unroll
-        for (int i = 0; i < 16; i += 2) {
-            const u32 b0 = byte_of(w, i), b1 = byte_of(w, i + 1);
-            const u32 h0 = byte_of(hw, i) >> (2 * c), h1 = byte_of(hw, i + 1) >> (2 * c);
-            lo[i / 2] = h2pack(d0 * (float)((b0 & 0xF) | ((h0 & 1) << 4)) - n0,
-                               d0 * (float)((b1 & 0xF) | ((h1 & 1) << 4)) - n0);
-            hi[i / 2] = h2pack(d1 * (float)((b0 >> 4) | ((h0 & 2) << 3)) - n1,
-                               d1 * (float)((b1 >> 4) | ((h1 & 2) << 3)) - n1);
+        for (int j = 0; j < 4; j++) {
+            const u32 hb = hw[j] >> (2 * c);
+            const u32 l = (w[j] & 0x0F0F0F0Fu) | ((hb & 0x01010101u) << 4);
+            const u32 u = ((w[j] >> 4) & 0x0F0F0F0Fu) | ((hb & 0x02020202u) << 3);
+#pragma unroll
+            for (int k = 0; k < 4; k += 2) {
+                lo[2 * j + k / 2] = h2pack(d0 * bytef(l, k, 0.0f) - n0, d0 * bytef(l, k + 1, 0.0f) - n0);
+                hi[2 * j + k / 2] = h2pack(d1 * bytef(u, k, 0.0f) - n1, d1 * bytef(u, k + 1, 0.0f) - n1);
+            }
         }
         st16h(dst + 16 * h, lo);
         st16h(dst + 32 + 16 * h, hi);
@@ -214,13 +228,14 @@ template <> struct wpiece<KT_Q6_K> {
         const int hs = 4 * (c % 2); /* H bits 2·g0 (and 2·g0 + 2 for the second group) */
         u32 lo[8], hi[8];
 #pragma unroll
-        for (int i = 0; i < 16; i += 2) {
-            const int a0 = (int)((byte_of(wa, i) >> ns) & 0xF) | (int)(((byte_of(wh, i) >> hs) & 3) << 4);
-            const int a1 = (int)((byte_of(wa, i + 1) >> ns) & 0xF) | (int)(((byte_of(wh, i + 1) >> hs) & 3) << 4);
-            const int c0 = (int)((byte_of(wb, i) >> ns) & 0xF) | (int)(((byte_of(wh, i) >> (hs + 2)) & 3) << 4);
-            const int c1 = (int)((byte_of(wb, i + 1) >> ns) & 0xF) | (int)(((byte_of(wh, i + 1) >> (hs + 2)) & 3) << 4);
-            lo[i / 2] = h2pack(d0 * (float)(a0 - 32), d0 * (float)(a1 - 32));
-            hi[i / 2] = h2pack(d1 * (float)(c0 - 32), d1 * (float)(c1 - 32));
+        for (int j = 0; j < 4; j++) {
+            const u32 qa = ((wa[j] >> ns) & 0x0F0F0F0Fu) | (((wh[j] >> hs) & 0x03030303u) << 4);
+            const u32 qb = ((wb[j] >> ns) & 0x0F0F0F0Fu) | (((wh[j] >> (hs + 2)) & 0x03030303u) << 4);
+#pragma unroll
+            for (int k = 0; k < 4; k += 2) {
+                lo[2 * j + k / 2] = h2pack(d0 * bytef(qa, k, 32.0f), d0 * bytef(qa, k + 1, 32.0f));
+                hi[2 * j + k / 2] = h2pack(d1 * bytef(qb, k, 32.0f), d1 * bytef(qb, k + 1, 32.0f));
+            }
         }
         st16h(dst + 16 * h, lo);
         st16h(dst + 32 + 16 * h, hi);
@@ -251,8 +266,11 @@ template <> struct wpiece<KT_Q8_0> {
         const float d = h2f((u16)dq);
         u32 o[16];
 #pragma unroll
-        for (int i = 0; i < 32; i += 2)
-            o[i / 2] = h2pack(d * (float)(i8)byte_of(w, i), d * (float)(i8)byte_of(w, i + 1));
+        for (int j = 0; j < 8; j++) {
+            const u32 u = w[j] ^ 0x80808080u; /* signed bytes + 128 */
+            o[2 * j] = h2pack(d * bytef(u, 0, 128.0f), d * bytef(u, 1, 128.0f));
+            o[2 * j + 1] = h2pack(d * bytef(u, 2, 128.0f), d * bytef(u, 3, 128.0f));
+        }
         st16h(dst + 32 * h, o);
         st16h(dst + 32 * h + 16, o + 8);
     }
@@ -310,79 +328,95 @@ template <> struct wpiece<KT_F16> {
     }
 };
 
-/* 16 activations of one token: 4 float4 loads (zeros past nz), stored as f16 */
+/* 16 activations of one token: 4 float4 loads, stored as f16 (zeros past nz) */
 struct xpiece {
     float4 v[4];
-    __device__ __forceinline__ void load(const float *xr, bool ok, int k)
+    bool ok;
+    __device__ __forceinline__ void load(const float *xr, bool in, int k)
     {
+        ok = in;
+        if (in) {
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            v[i] = ok ? *(const float4 *)(xr + k + 4 * i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int i = 0; i < 4; i++)
+                v[i] = *(const float4 *)(xr + k + 4 * i);
+        }
     }
     __device__ __forceinline__ void store(u16 *dst) const
     {
-        u32 o[8];
+        u32 o[8] = { 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u };
+        if (ok) {
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            o[2 * i] = h2pack(v[i].x, v[i].y), o[2 * i + 1] = h2pack(v[i].z, v[i].w);
+            for (int i = 0; i < 4; i++)
+                o[2 * i] = h2pack(v[i].x, v[i].y), o[2 * i + 1] = h2pack(v[i].z, v[i].w);
+        }
         st16h(dst, o);
     }
 };
 
-template <int T>
+/* MT tokens per block (64 or 128): MT / 32 warps along tokens, the rest along rows, each warp
+ * WM × 32 outputs (32 × 32 at 64 tokens, 64 × 32 at 128). A thread stages MT / 64 pieces of 16
+ * activations: the 128-token tile halves the dequantization per product (long prompts) at one
+ * resident block per multiprocessor. */
+template <int T, int MT>
 static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 {
+    constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, XP = MT / 64;
     __shared__ __align__(16) u16 Ws[MR * MP]; /* [128 rows][72]: k 0..63 of the step, f16 */
-    __shared__ __align__(16) u16 Xs[MT * MP]; /* [64 tokens][72] */
+    __shared__ __align__(16) u16 Xs[MT * MP]; /* [MT tokens][72] */
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int r0 = blockIdx.x * MR, m0 = blockIdx.y * MT;
-    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32; /* the warp's rows and tokens in the tile */
+    const int wm = (warp / NWT) * WM, wn = (warp % NWT) * 32; /* the warp's rows and tokens in the tile */
     const int gid = lane >> 2, tig = lane & 3;
     /* split K: this slice's whole steps */
     const int steps = a.k / MK, per = (steps + (int)gridDim.z - 1) / (int)gridDim.z;
     const int kb = (int)blockIdx.z * per * MK, ke = min(a.k, kb + per * MK);
     if (kb >= ke)
         return;
-    /* loaders: weight row lr (thread pair h = 0, 1), token lt (four threads of 16 activations) */
+    /* loaders: weight row lr (thread pair h = 0, 1); tokens lt + 64i (four threads of 16 activations each) */
     const int lr = tid >> 1, lh = tid & 1;
     const int lt = tid >> 2, lk = (tid & 3) * 16;
     const u8 *wr = a.w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
-    const bool xok = m0 + lt < a.nz;
-    const float *xr = a.x + (long long)min(m0 + lt, a.nz - 1) * a.x_stride;
     /* warps whose 32 tokens are all past nz skip the products (small decode batches) */
     const bool busy = m0 + wn < a.nz;
-    float acc[2][4][4];
+    float acc[MI][4][4];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MI; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 acc[i][j][k] = 0.0f;
     wpiece<T> wp;
-    xpiece xp;
+    xpiece xp[XP];
     wp.load(wr, kb, lh);
-    xp.load(xr, xok, kb + lk);
+#pragma unroll
+    for (int i = 0; i < XP; i++)
+        xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz, kb + lk);
     for (int k0 = kb; k0 < ke; k0 += MK) {
         wp.store(Ws + lr * MP, lh);
-        xp.store(Xs + lt * MP + lk);
+#pragma unroll
+        for (int i = 0; i < XP; i++)
+            xp[i].store(Xs + (lt + 64 * i) * MP + lk);
         __syncthreads();
         if (k0 + MK < ke) {
             wp.load(wr, k0 + MK, lh);
-            xp.load(xr, xok, k0 + MK + lk);
+#pragma unroll
+            for (int i = 0; i < XP; i++)
+                xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz,
+                           k0 + MK + lk);
         }
         if (busy) {
 #pragma unroll
             for (int kk = 0; kk < MK; kk += 16) {
-                u32 af[2][4], bf[2][4];
+                u32 af[MI][4], bf[2][4];
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++)
+                for (int mi = 0; mi < MI; mi++)
                     ldsm4(af[mi], Ws + (wm + mi * 16 + (lane & 15)) * MP + kk + (lane >> 4) * 8);
 #pragma unroll
                 for (int nj = 0; nj < 2; nj++)
                     ldsm4(bf[nj], Xs + (wn + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * MP + kk + ((lane >> 3) & 1) * 8);
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++)
+                for (int mi = 0; mi < MI; mi++)
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++)
                         mma16816h(acc[mi][ni], af[mi], bf[ni / 2][2 * (ni % 2)], bf[ni / 2][2 * (ni % 2) + 1]);
@@ -394,7 +428,7 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
         return;
     const bool split = gridDim.z > 1, first = blockIdx.z == 0;
 #pragma unroll
-    for (int mi = 0; mi < 2; mi++)
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int row = r0 + wm + mi * 16 + gid + 8 * h;
@@ -420,15 +454,17 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
         }
 }
 
-#define MMA(name, T) \
-    extern "C" __global__ void __launch_bounds__(256, 2) name(const struct gemv_args a) { mma_body<T>(a); }
+/* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma128_<type>: × 128 tokens, one */
+#define MMA(type, T)                                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a) { mma_body<T, 128>(a); }
 
-MMA(mma_f16, KT_F16)
-MMA(mma_q8_0, KT_Q8_0)
-MMA(mma_q4_K, KT_Q4_K)
-MMA(mma_q5_K, KT_Q5_K)
-MMA(mma_q6_K, KT_Q6_K)
-MMA(mma_iq4_xs, KT_IQ4_XS)
+MMA(f16, KT_F16)
+MMA(q8_0, KT_Q8_0)
+MMA(q4_K, KT_Q4_K)
+MMA(q5_K, KT_Q5_K)
+MMA(q6_K, KT_Q6_K)
+MMA(iq4_xs, KT_IQ4_XS)
 
 /* y[m][r] = 0 for r < n_rows, m < nz (before a split-K mode-0 product). Grid (⌈n_rows/256⌉, nz). */
 extern "C" __global__ void __launch_bounds__(256) mma_zero(const struct gemv_args a)

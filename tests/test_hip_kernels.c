@@ -190,9 +190,9 @@ static void gemm_all_types(void)
 
 
 /* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
- * precision), in double. ks > 1 splits K over blockIdx.z (atomic adds; mode 0 zeroes y first with
- * mma_zero, which the poisoned output checks too). */
-static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks)
+ * precision), in double. mt: tokens per block (mma_ 64, mma128_ 128); ks > 1 splits K over
+ * blockIdx.z (atomic adds; mode 0 zeroes y first with mma_zero, which the poisoned output checks too). */
+static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks, int mt)
 {
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
@@ -227,14 +227,14 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
                            .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
     void *p[] = { &a };
     char name[64];
-    snprintf(name, sizeof name, "mma_%s", tn);
+    snprintf(name, sizeof name, "%s_%s", mt == 128 ? "mma128" : "mma", tn);
     struct err e = { 0 };
     int rc = 0;
     if (ks > 1 && mode == 0)
         rc = hip_rt_launch(g_rt, fn("mma_zero"), (unsigned)((N + 255) / 256), (unsigned)nz, 1, 256, p, &e);
     if (!rc)
-        rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + 63) / 64), (unsigned)ks, 256, p,
-                           &e);
+        rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, 256,
+                           p, &e);
     if (!rc)
         rc = hip_rt_sync(g_rt, &e);
     CHECK(rc == 0, "%s launch: %s", name, e.msg);
@@ -256,9 +256,11 @@ static void gemm_tensor_cores(void)
     /* partial row and token tiles, every 64-element step of a super-block, tokens past 32 (the
      * second warp column), split K with and without a zeroed destination */
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1);
-        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3);
-        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4);
+        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1, 64);
+        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3, 64);
+        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, 64);
+        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, 128);
+        check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, 128);
     }
 }
 

@@ -225,6 +225,26 @@ int main(int argc, char **argv)
                 printf("RESULT batched B=%d: prompt %.1f t/s, decode aggregate %.1f t/s, total %.1f t/s\n", B,
                        128.0 * B / (b - a), 128.0 * B / (d - b), 256.0 * B / (d - a));
         }
+        if (profile && !rc) { /* kernel times of 4 more steps (positions 256..259; n_ctx has 8 to spare) */
+            rc = hip_engine_profile(bc, true, &e);
+            for (int step = 0; step < 4 && !rc; step++) {
+                for (int s = 0; s < B; s++)
+                    bt[s] = (struct engine_tok){ .token = out[s], .pos = 256 + step, .seq = s, .logits = true };
+                rc = hip_engine_decode_greedy(bc, bt, B, out, &e);
+            }
+            struct hip_prof_row rows[64];
+            int nr = rc ? 0 : hip_engine_profile_report(bc, rows, 64, &e);
+            if (nr < 0)
+                rc = nr;
+            double tot = 0;
+            for (int i = 0; i < nr; i++)
+                tot += rows[i].ms;
+            printf("PROFILE(B=%d) kernel time %.3f ms/step\n", B, tot / 4);
+            for (int i = 0; i < nr; i++)
+                printf("PROFILE(B=%d) %-16s %5d calls/step  %8.1f us/step  %5.1f%%\n", B, rows[i].name, rows[i].calls / 4,
+                       1e3 * rows[i].ms / 4, 100.0 * rows[i].ms / tot);
+            hip_engine_profile(bc, false, &e);
+        }
         free(bt);
         free(out);
         hip_engine_free(bc);
