@@ -328,39 +328,43 @@ template <> struct wpiece<KT_F16> {
     }
 };
 
-/* 16 activations of one token: 4 float4 loads, stored as f16 (zeros past nz) */
-struct xpiece {
-    float4 v[4];
+/* XE activations of one token: float4 loads, stored as f16 (zeros past nz) */
+template <int XE> struct xrun {
+    float4 v[XE / 4];
     bool ok;
     __device__ __forceinline__ void load(const float *xr, bool in, int k)
     {
         ok = in;
         if (in) {
 #pragma unroll
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < XE / 4; i++)
                 v[i] = *(const float4 *)(xr + k + 4 * i);
         }
     }
     __device__ __forceinline__ void store(u16 *dst) const
     {
-        u32 o[8] = { 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u };
-        if (ok) {
+        u32 o[XE / 2];
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                o[2 * i] = h2pack(v[i].x, v[i].y), o[2 * i + 1] = h2pack(v[i].z, v[i].w);
+        for (int i = 0; i < XE / 4; i++) {
+            o[2 * i] = ok ? h2pack(v[i].x, v[i].y) : 0u;
+            o[2 * i + 1] = ok ? h2pack(v[i].z, v[i].w) : 0u;
         }
-        st16h(dst, o);
+#pragma unroll
+        for (int i = 0; i < XE / 8; i++)
+            ((uint4 *)dst)[i] = make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
     }
 };
 
-/* MT tokens per block (64 or 128): MT / 32 warps along tokens, the rest along rows, each warp
- * WM × 32 outputs (32 × 32 at 64 tokens, 64 × 32 at 128). A thread stages MT / 64 pieces of 16
- * activations: the 128-token tile halves the dequantization per product (long prompts) at one
- * resident block per multiprocessor. */
-template <int T, int MT>
+/* MT tokens per block (32, 64 or 128): MT / 32 warps along tokens, the rest along rows, each warp
+ * WM × 32 outputs (16 × 32, 32 × 32, 64 × 32). 256 / MT threads share a token's 64 activations of a
+ * step. PD: weight steps in flight in registers (1, or 2 when the loop runs two steps per turn); a
+ * small batch has little product work per step to hide a load behind, so its variant (32 tokens, few
+ * registers) keeps two. The 128-token tile halves the dequantization per product (long prompts) at
+ * one resident block per multiprocessor. */
+template <int T, int MT, int PD>
 static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 {
-    constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, XP = MT / 64;
+    constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, TPT = 256 / MT, XE = 64 / TPT;
     __shared__ __align__(16) u16 Ws[MR * MP]; /* [128 rows][72]: k 0..63 of the step, f16 */
     __shared__ __align__(16) u16 Xs[MT * MP]; /* [MT tokens][72] */
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -372,10 +376,12 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
     const int kb = (int)blockIdx.z * per * MK, ke = min(a.k, kb + per * MK);
     if (kb >= ke)
         return;
-    /* loaders: weight row lr (thread pair h = 0, 1); tokens lt + 64i (four threads of 16 activations each) */
+    /* loaders: weight row lr (thread pair h = 0, 1); token lt, activations lk .. lk + XE - 1 */
     const int lr = tid >> 1, lh = tid & 1;
-    const int lt = tid >> 2, lk = (tid & 3) * 16;
+    const int lt = tid / TPT, lk = (tid % TPT) * XE;
     const u8 *wr = a.w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
+    const bool xok = m0 + lt < a.nz;
+    const float *xr = a.x + (long long)min(m0 + lt, a.nz - 1) * a.x_stride;
     /* warps whose 32 tokens are all past nz skip the products (small decode batches) */
     const bool busy = m0 + wn < a.nz;
     float acc[MI][4][4];
@@ -386,25 +392,21 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 acc[i][j][k] = 0.0f;
-    wpiece<T> wp;
-    xpiece xp[XP];
-    wp.load(wr, kb, lh);
-#pragma unroll
-    for (int i = 0; i < XP; i++)
-        xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz, kb + lk);
-    for (int k0 = kb; k0 < ke; k0 += MK) {
-        wp.store(Ws + lr * MP, lh);
-#pragma unroll
-        for (int i = 0; i < XP; i++)
-            xp[i].store(Xs + (lt + 64 * i) * MP + lk);
+    wpiece<T> wp[PD];
+    xrun<XE> xp;
+    wp[0].load(wr, kb, lh);
+    if (PD > 1 && kb + MK < ke)
+        wp[PD - 1].load(wr, kb + MK, lh);
+    xp.load(xr, xok, kb + lk);
+    /* one step: store the step's pieces (weights from w), prefetch, products */
+    auto step = [&](const int k0, wpiece<T> &w) {
+        w.store(Ws + lr * MP, lh);
+        xp.store(Xs + lt * MP + lk);
         __syncthreads();
-        if (k0 + MK < ke) {
-            wp.load(wr, k0 + MK, lh);
-#pragma unroll
-            for (int i = 0; i < XP; i++)
-                xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz,
-                           k0 + MK + lk);
-        }
+        if (k0 + PD * MK < ke)
+            w.load(wr, k0 + PD * MK, lh);
+        if (k0 + MK < ke)
+            xp.load(xr, xok, k0 + MK + lk);
         if (busy) {
 #pragma unroll
             for (int kk = 0; kk < MK; kk += 16) {
@@ -423,6 +425,17 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
             }
         }
         __syncthreads();
+    };
+    if constexpr (PD == 1) {
+        for (int k0 = kb; k0 < ke; k0 += MK)
+            step(k0, wp[0]);
+    } else {
+        /* two steps a turn, so each register set keeps a fixed name */
+        for (int k0 = kb; k0 < ke; k0 += 2 * MK) {
+            step(k0, wp[0]);
+            if (k0 + MK < ke)
+                step(k0 + MK, wp[PD - 1]);
+        }
     }
     if (!busy)
         return;
@@ -454,10 +467,23 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
         }
 }
 
-/* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma128_<type>: × 128 tokens, one */
-#define MMA(type, T)                                                                                            \
-    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64>(a); } \
-    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a) { mma_body<T, 128>(a); }
+/* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma32_: × 32 tokens, two weight
+ * steps in flight (small batches); mma128_: × 128 tokens, one block; mma128d_: the same, two steps
+ * in flight */
+#define MMA(type, T)                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64, 1>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 2) mma32_##type(const struct gemv_args a)                       \
+    {                                                                                                                  \
+        mma_body<T, 32, 2>(a);                                                                                         \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a)                      \
+    {                                                                                                                  \
+        mma_body<T, 128, 1>(a);                                                                                        \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, 1) mma128d_##type(const struct gemv_args a)                     \
+    {                                                                                                                  \
+        mma_body<T, 128, 2>(a);                                                                                        \
+    }
 
 MMA(f16, KT_F16)
 MMA(q8_0, KT_Q8_0)

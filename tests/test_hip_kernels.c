@@ -190,10 +190,12 @@ static void gemm_all_types(void)
 
 
 /* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
- * precision), in double. mt: tokens per block (mma_ 64, mma128_ 128); ks > 1 splits K over
- * blockIdx.z (atomic adds; mode 0 zeroes y first with mma_zero, which the poisoned output checks too). */
-static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks, int mt)
+ * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 and
+ * mma128d 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0 zeroes y first with mma_zero,
+ * which the poisoned output checks too). */
+static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks, const char *kn)
 {
+    const int mt = !strcmp(kn, "mma32") ? 32 : !strncmp(kn, "mma128", 6) ? 128 : 64;
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
     unsigned char *wq = malloc(rb * (size_t)N);
@@ -227,7 +229,7 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
                            .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
     void *p[] = { &a };
     char name[64];
-    snprintf(name, sizeof name, "%s_%s", mt == 128 ? "mma128" : "mma", tn);
+    snprintf(name, sizeof name, "%s_%s", kn, tn);
     struct err e = { 0 };
     int rc = 0;
     if (ks > 1 && mode == 0)
@@ -256,11 +258,17 @@ static void gemm_tensor_cores(void)
     /* partial row and token tiles, every 64-element step of a super-block, tokens past 32 (the
      * second warp column), split K with and without a zeroed destination */
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1, 64);
-        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3, 64);
-        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, 64);
-        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, 128);
-        check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, 128);
+        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1, "mma");
+        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3, "mma");
+        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, "mma");
+        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, "mma128");
+        check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, "mma128");
+        /* two steps in flight: odd and even step counts per slice (20 steps over 3 slices: 7, 7, 6) */
+        check_mma(qt[i].t, qt[i].name, 200, 512, 20, 0, 1, "mma32");
+        check_mma(qt[i].t, qt[i].name, 130, 1280, 9, 1, 3, "mma32");
+        check_mma(qt[i].t, qt[i].name, 100, 1280, 37, 0, 3, "mma32");
+        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, "mma128d");
+        check_mma(qt[i].t, qt[i].name, 130, 1280, 100, 1, 3, "mma128d");
     }
 }
 

@@ -24,7 +24,9 @@
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 #define N_GRAPHS 8
-#define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tensor-core GEMM tile */
+#define MMA32_MAX 32   /* batches up to this many tokens use the 32-token tensor-core GEMM tile */
+#define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tile */
+#define MMA128_PD 1    /* weight steps the 128-token tile keeps in flight */
 
 struct dw {                /* a weight on the device */
     uint64_t d;            /* 0 when absent */
@@ -53,9 +55,10 @@ struct hip_engine {
     int warp;
     bool graphs;
     /* kernels */
-    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], mma[QT_COUNT], mma128[QT_COUNT];
-    int mma_t;             /* tokens per tensor-core GEMM block: 64, 128, or 0 (128 from MMA128_MIN tokens on);
-                              LLM170_HIP_MMA_T */
+    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
+    hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT], mma128d[QT_COUNT]; /* tensor-core GEMM tiles */
+    int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size); LLM170_HIP_MMA_T */
+    int mma_pd;            /* weight steps in flight of the 128-token tile: 1 or 2; LLM170_HIP_MMA_PD */
     hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
     hip_fn k_fattn64, k_fattn128; /* prompt attention on tensor cores (kernels/fattn.cu), head size 64 / 128 */
     bool use_fa;           /* fattn for batches over GEMV_MAX of one sequence on an f16 cache; LLM170_HIP_FA=0 off */
@@ -247,9 +250,15 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         snprintf(nm, sizeof nm, "mma_%s", names[i].s);
         if (hip_rt_fn(c->rt, nm, &c->mma[names[i].t], &ign))
             c->mma[names[i].t] = NULL; /* f32 weights, or no tensor-core kernel on this vendor */
+        snprintf(nm, sizeof nm, "mma32_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->mma32[names[i].t], &ign))
+            c->mma32[names[i].t] = NULL;
         snprintf(nm, sizeof nm, "mma128_%s", names[i].s);
         if (hip_rt_fn(c->rt, nm, &c->mma128[names[i].t], &ign))
             c->mma128[names[i].t] = NULL;
+        snprintf(nm, sizeof nm, "mma128d_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->mma128d[names[i].t], &ign))
+            c->mma128d[names[i].t] = NULL;
     }
     struct err ign;
     if (hip_rt_fn(c->rt, "mma_zero", &c->k_mma_zero, &ign))
@@ -307,6 +316,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->use_mma = !(mmae && !strcmp(mmae, "0"));
     const char *mte = getenv("LLM170_HIP_MMA_T");
     c->mma_t = mte ? atoi(mte) : 0;
+    const char *pde = getenv("LLM170_HIP_MMA_PD");
+    c->mma_pd = pde ? atoi(pde) : MMA128_PD;
     const char *fae = getenv("LLM170_HIP_FA");
     c->use_fa = !(fae && !strcmp(fae, "0"));
     const char *gqe = getenv("LLM170_HIP_GQA");
@@ -444,12 +455,16 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
     }
     if (c->use_mma && c->mma[w->type] && c->k_mma_zero && c->warp == 32 && a->k % 64 == 0 && a->x_stride % 4 == 0 &&
         a->x % 16 == 0) {
-        /* 128 rows × 64 tokens a block (two resident per multiprocessor), or × 128 tokens for long
-         * prompts (one resident, half the dequantization per product); too few blocks to fill the device
+        /* 128 rows × 64 tokens a block (two resident per multiprocessor), × 32 tokens with two weight steps
+         * in flight for small batches, or × 128 tokens for long prompts (one resident, half the
+         * dequantization per product); too few blocks to fill the device
          * (small decode batches, narrow K/V projections) split K over blockIdx.z, adding with atomics
          * into a zeroed y */
-        const bool t128 = c->mma128[w->type] && (c->mma_t == 128 || (c->mma_t == 0 && a->nz >= MMA128_MIN));
-        const unsigned mt = t128 ? 128 : 64, per_sm = t128 ? 1 : 2;
+        const int t = c->mma_t ? c->mma_t : a->nz <= MMA32_MAX ? 32 : a->nz >= MMA128_MIN ? 128 : 64;
+        hip_fn f = t == 32 ? c->mma32[w->type] : t == 128 ? (c->mma_pd == 2 ? c->mma128d : c->mma128)[w->type] : NULL;
+        const bool t128 = f && t == 128;
+        const unsigned mt = f ? (unsigned)t : 64, per_sm = t128 ? 1 : 2;
+        f = f ? f : c->mma[w->type];
         const unsigned gx = cdiv((size_t)a->n_rows, 128), gy = cdiv((size_t)a->nz, mt);
         const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
         unsigned ks = 1;
@@ -462,7 +477,7 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
         if (ks > 1 && a->mode == 0 &&
             (rc = hip_rt_launch(c->rt, c->k_mma_zero, cdiv((size_t)a->n_rows, 256), (unsigned)a->nz, 1, 256, params, e)))
             return rc;
-        return hip_rt_launch(c->rt, t128 ? c->mma128[w->type] : c->mma[w->type], gx, gy, ks, 256, params, e);
+        return hip_rt_launch(c->rt, f, gx, gy, ks, 256, params, e);
     }
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
                          params, e);
