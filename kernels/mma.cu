@@ -468,11 +468,16 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 }
 
 /* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma32_: × 32 tokens, two weight
- * steps in flight (small batches); mma128_: × 128 tokens, one block; mma128d_: the same, two steps
+ * steps in flight (small batches); mma32o_: the same at three blocks per multiprocessor (≤ 80
+ * registers; q6_K and f16 spill a few bytes); mma128_: × 128 tokens, one block; mma128d_: the same, two steps
  * in flight */
 #define MMA(type, T)                                                                                                   \
     extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64, 1>(a); } \
     extern "C" __global__ void __launch_bounds__(256, 2) mma32_##type(const struct gemv_args a)                       \
+    {                                                                                                                  \
+        mma_body<T, 32, 2>(a);                                                                                         \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, 3) mma32o_##type(const struct gemv_args a)                      \
     {                                                                                                                  \
         mma_body<T, 32, 2>(a);                                                                                         \
     }                                                                                                                  \
