@@ -328,43 +328,89 @@ template <> struct wpiece<KT_F16> {
     }
 };
 
-/* XE activations of one token: float4 loads, stored as f16 (zeros past nz) */
-template <int XE> struct xrun {
-    float4 v[XE / 4];
+/* 16 activations of one token: 4 float4 loads, stored as f16 (zeros past nz) */
+struct xpiece {
+    float4 v[4];
     bool ok;
     __device__ __forceinline__ void load(const float *xr, bool in, int k)
     {
         ok = in;
         if (in) {
 #pragma unroll
-            for (int i = 0; i < XE / 4; i++)
+            for (int i = 0; i < 4; i++)
                 v[i] = *(const float4 *)(xr + k + 4 * i);
         }
     }
     __device__ __forceinline__ void store(u16 *dst) const
     {
-        u32 o[XE / 2];
+        u32 o[8] = { 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u };
+        if (ok) {
 #pragma unroll
-        for (int i = 0; i < XE / 4; i++) {
-            o[2 * i] = ok ? h2pack(v[i].x, v[i].y) : 0u;
-            o[2 * i + 1] = ok ? h2pack(v[i].z, v[i].w) : 0u;
+            for (int i = 0; i < 4; i++)
+                o[2 * i] = h2pack(v[i].x, v[i].y), o[2 * i + 1] = h2pack(v[i].z, v[i].w);
         }
-#pragma unroll
-        for (int i = 0; i < XE / 8; i++)
-            ((uint4 *)dst)[i] = make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+        st16h(dst, o);
     }
 };
 
+/* 8 activations of one token (the 32-token tile): 2 float4 loads, stored as f16 (zeros past nz) */
+struct xpiece8 {
+    float4 v[2];
+    bool ok;
+    __device__ __forceinline__ void load(const float *xr, bool in, int k)
+    {
+        ok = in;
+        if (in) {
+            v[0] = *(const float4 *)(xr + k);
+            v[1] = *(const float4 *)(xr + k + 4);
+        }
+    }
+    __device__ __forceinline__ void store(u16 *dst) const
+    {
+        u32 o[4];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            o[2 * i] = ok ? h2pack(v[i].x, v[i].y) : 0u;
+            o[2 * i + 1] = ok ? h2pack(v[i].z, v[i].w) : 0u;
+        }
+        *(uint4 *)dst = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+};
+
+/* The products of one 64-wide step: the warp's WM = 16·MI rows × 32 tokens from the shared tiles */
+template <int MI>
+static __device__ __forceinline__ void step_products(float (*acc)[4][4], const u16 *Ws, const u16 *Xs, int wm, int wn,
+                                                     int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < MK; kk += 16) {
+        u32 af[MI][4], bf[2][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+            ldsm4(af[mi], Ws + (wm + mi * 16 + (lane & 15)) * MP + kk + (lane >> 4) * 8);
+#pragma unroll
+        for (int nj = 0; nj < 2; nj++)
+            ldsm4(bf[nj], Xs + (wn + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * MP + kk + ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++)
+                mma16816h(acc[mi][ni], af[mi], bf[ni / 2][2 * (ni % 2)], bf[ni / 2][2 * (ni % 2) + 1]);
+    }
+}
+
 /* MT tokens per block (32, 64 or 128): MT / 32 warps along tokens, the rest along rows, each warp
- * WM × 32 outputs (16 × 32, 32 × 32, 64 × 32). 256 / MT threads share a token's 64 activations of a
- * step. PD: weight steps in flight in registers (1, or 2 when the loop runs two steps per turn); a
- * small batch has little product work per step to hide a load behind, so its variant (32 tokens, few
- * registers) keeps two. The 128-token tile halves the dequantization per product (long prompts) at
- * one resident block per multiprocessor. */
-template <int T, int MT, int PD>
+ * WM × 32 outputs (16 × 32, 32 × 32, 64 × 32).
+ * 64 and 128: one weight step in flight; a thread stages MT / 64 pieces of 16 activations (tokens
+ * lt + 64i); the 128-token tile halves the dequantization per product (long prompts) at one resident
+ * block per multiprocessor.
+ * 32 (small batches, whose steps have little product work to hide a load behind): two weight steps
+ * in flight (the loop runs two steps a turn, so each register set keeps a fixed name), 8
+ * activations a thread, few registers (three blocks per multiprocessor). */
+template <int T, int MT>
 static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 {
-    constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, TPT = 256 / MT, XE = 64 / TPT;
+    constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, XP = MT / 64;
     __shared__ __align__(16) u16 Ws[MR * MP]; /* [128 rows][72]: k 0..63 of the step, f16 */
     __shared__ __align__(16) u16 Xs[MT * MP]; /* [MT tokens][72] */
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -376,9 +422,10 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
     const int kb = (int)blockIdx.z * per * MK, ke = min(a.k, kb + per * MK);
     if (kb >= ke)
         return;
-    /* loaders: weight row lr (thread pair h = 0, 1); token lt, activations lk .. lk + XE - 1 */
+    /* loaders: weight row lr (thread pair h = 0, 1); activations: tokens lt + 64i, four threads of 16
+     * each (64, 128), or token lt, eight threads of 8 (32) */
     const int lr = tid >> 1, lh = tid & 1;
-    const int lt = tid / TPT, lk = (tid % TPT) * XE;
+    const int lt = MT >= 64 ? tid >> 2 : tid / 8, lk = MT >= 64 ? (tid & 3) * 16 : (tid % 8) * 8;
     const u8 *wr = a.w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
     const bool xok = m0 + lt < a.nz;
     const float *xr = a.x + (long long)min(m0 + lt, a.nz - 1) * a.x_stride;
@@ -392,49 +439,53 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 acc[i][j][k] = 0.0f;
-    wpiece<T> wp[PD];
-    xrun<XE> xp;
-    wp[0].load(wr, kb, lh);
-    if (PD > 1 && kb + MK < ke)
-        wp[PD - 1].load(wr, kb + MK, lh);
-    xp.load(xr, xok, kb + lk);
-    /* one step: store the step's pieces (weights from w), prefetch, products */
-    auto step = [&](const int k0, wpiece<T> &w) {
-        w.store(Ws + lr * MP, lh);
-        xp.store(Xs + lt * MP + lk);
-        __syncthreads();
-        if (k0 + PD * MK < ke)
-            w.load(wr, k0 + PD * MK, lh);
-        if (k0 + MK < ke)
-            xp.load(xr, xok, k0 + MK + lk);
-        if (busy) {
+    if constexpr (MT >= 64) {
+        wpiece<T> wp;
+        xpiece xp[XP];
+        wp.load(wr, kb, lh);
 #pragma unroll
-            for (int kk = 0; kk < MK; kk += 16) {
-                u32 af[MI][4], bf[2][4];
+        for (int i = 0; i < XP; i++)
+            xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz, kb + lk);
+        for (int k0 = kb; k0 < ke; k0 += MK) {
+            wp.store(Ws + lr * MP, lh);
 #pragma unroll
-                for (int mi = 0; mi < MI; mi++)
-                    ldsm4(af[mi], Ws + (wm + mi * 16 + (lane & 15)) * MP + kk + (lane >> 4) * 8);
+            for (int i = 0; i < XP; i++)
+                xp[i].store(Xs + (lt + 64 * i) * MP + lk);
+            __syncthreads();
+            if (k0 + MK < ke) {
+                wp.load(wr, k0 + MK, lh);
 #pragma unroll
-                for (int nj = 0; nj < 2; nj++)
-                    ldsm4(bf[nj], Xs + (wn + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * MP + kk + ((lane >> 3) & 1) * 8);
-#pragma unroll
-                for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++)
-                        mma16816h(acc[mi][ni], af[mi], bf[ni / 2][2 * (ni % 2)], bf[ni / 2][2 * (ni % 2) + 1]);
+                for (int i = 0; i < XP; i++)
+                    xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz,
+                               k0 + MK + lk);
             }
+            if (busy)
+                step_products<MI>(acc, Ws, Xs, wm, wn, lane);
+            __syncthreads();
         }
-        __syncthreads();
-    };
-    if constexpr (PD == 1) {
-        for (int k0 = kb; k0 < ke; k0 += MK)
-            step(k0, wp[0]);
     } else {
-        /* two steps a turn, so each register set keeps a fixed name */
+        wpiece<T> wp[2];
+        xpiece8 xp;
+        wp[0].load(wr, kb, lh);
+        if (kb + MK < ke)
+            wp[1].load(wr, kb + MK, lh);
+        xp.load(xr, xok, kb + lk);
+        auto step = [&](const int k0, wpiece<T> &w) {
+            w.store(Ws + lr * MP, lh);
+            xp.store(Xs + lt * MP + lk);
+            __syncthreads();
+            if (k0 + 2 * MK < ke)
+                w.load(wr, k0 + 2 * MK, lh);
+            if (k0 + MK < ke)
+                xp.load(xr, xok, k0 + MK + lk);
+            if (busy)
+                step_products<MI>(acc, Ws, Xs, wm, wn, lane);
+            __syncthreads();
+        };
         for (int k0 = kb; k0 < ke; k0 += 2 * MK) {
             step(k0, wp[0]);
             if (k0 + MK < ke)
-                step(k0 + MK, wp[PD - 1]);
+                step(k0 + MK, wp[1]);
         }
     }
     if (!busy)
@@ -467,28 +518,12 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
         }
 }
 
-/* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma32_: × 32 tokens, two weight
- * steps in flight (small batches); mma32o_: the same at three blocks per multiprocessor (≤ 80
- * registers; q6_K and f16 spill a few bytes); mma128_: × 128 tokens, one block; mma128d_: the same, two steps
- * in flight */
+/* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma32_: × 32 tokens, three blocks
+ * (≤ 80 registers; q6_K and f16 spill a few bytes); mma128_: × 128 tokens, one block */
 #define MMA(type, T)                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64, 1>(a); } \
-    extern "C" __global__ void __launch_bounds__(256, 2) mma32_##type(const struct gemv_args a)                       \
-    {                                                                                                                  \
-        mma_body<T, 32, 2>(a);                                                                                         \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(256, 3) mma32o_##type(const struct gemv_args a)                      \
-    {                                                                                                                  \
-        mma_body<T, 32, 2>(a);                                                                                         \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a)                      \
-    {                                                                                                                  \
-        mma_body<T, 128, 1>(a);                                                                                        \
-    }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(256, 1) mma128d_##type(const struct gemv_args a)                     \
-    {                                                                                                                  \
-        mma_body<T, 128, 2>(a);                                                                                        \
-    }
+    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64>(a); }    \
+    extern "C" __global__ void __launch_bounds__(256, 3) mma32_##type(const struct gemv_args a) { mma_body<T, 32>(a); }  \
+    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a) { mma_body<T, 128>(a); }
 
 MMA(f16, KT_F16)
 MMA(q8_0, KT_Q8_0)
