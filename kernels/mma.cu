@@ -2,16 +2,17 @@
  * Y[m][r] (op)= W[r] · X[m] with f16 operands and f32 accumulation
  * (mma.sync.aligned.m16n8k16), for quantized and f16 weights.
  *
- * A block of 256 threads (8 warps, 4 along rows × 2 along tokens, 32 × 32
- * outputs each) computes 128 weight rows × 64 tokens. Each 64-wide k step,
- * every thread dequantizes one 32-element piece of one weight row in one go
- * (a whole q4_K/q5_K/q6_K 64-element chunk shares its scale bytes between
- * the row's two threads; no per-element index arithmetic) into shared memory
- * as f16, and converts 16 activations of one token to f16 beside it; the
- * warps read their fragments with ldmatrix. The next step's raw weight bytes
- * and activations are loaded into registers before the current step's
- * products run, so global latency overlaps the tensor-core work (one shared
- * buffer, two barriers per step).
+ * A block of 256 threads (8 warps) computes 128 weight rows × 32, 64 or 128
+ * tokens (mma32_, mma_, mma128_: small batches, mid-sized ones, prompts).
+ * Each 64-wide k step, every thread dequantizes one 32-element piece of one
+ * weight row in one go (a whole q4_K/q5_K/q6_K 64-element chunk shares its
+ * scale bytes between the row's two threads; no per-element index
+ * arithmetic) into shared memory as f16, and converts 8 or 16 activations of
+ * one token to f16 beside it; the warps read their fragments with ldmatrix.
+ * The next step's raw weight bytes and activations (and, in the 32-token
+ * tile, the weights of the step after) are loaded into registers before the
+ * current step's products run, so global latency overlaps the tensor-core
+ * work (one shared buffer, two barriers per step).
  *
  * Split K: gridDim.z slices of k (whole 64-element steps each) add their
  * partial sums with atomics, so a small batch (decode of 16..64 sequences)
