@@ -101,7 +101,7 @@ elif [ "$STAGE" != test ]; then
     fi
     "$HB" /tmp/q8b.gguf --pp 512 --tg 128 --reps 3 2>&1 | tee -a "$O/bench.log"
     "$HB" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 --no-graph 2>&1 | tee -a "$O/bench.log"
-    LLM170_HIP_MMA=1 "$HB" /tmp/q8b.gguf --pp 512 --tg 0 --reps 3 2>&1 | sed "s/^RESULT/RESULT(mma gemm)/" | tee -a "$O/bench.log"
+    LLM170_HIP_MMA=0 "$HB" /tmp/q8b.gguf --pp 512 --tg 0 --reps 3 2>&1 | sed "s/^RESULT/RESULT(fma gemm)/" | tee -a "$O/bench.log"
     LLM170_HIP_Q8=0 "$HB" /tmp/q8b.gguf --pp 0 --tg 128 --reps 3 2>&1 | sed 's/^RESULT/RESULT(f32 act)/' | tee -a "$O/bench.log"
     "$HB" /tmp/q8b.gguf --pp 0 --tg 32 --reps 1 --profile 2>&1 | grep PROFILE | tee "$O/profile.log"
     "$HB" /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 1,4,16,64 2>&1 | grep 'RESULT\|hip_bench' | tee -a "$O/bench.log"

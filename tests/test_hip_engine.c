@@ -1,6 +1,7 @@
 /* test_hip_engine — the `hip` engine's logits against the CPU engine's on
  * the same model: a prefill batch (tiled GEMM path), decode steps (GEMV path,
- * graph replay), a small mixed batch of two sequences, and a sequence copy.
+ * graph replay), a small mixed batch of two sequences, a sequence copy, and a
+ * 100-token prompt (more than one 64-token tile of the tensor-core GEMM).
  * ‖Δ‖/‖ref‖ ≤ 1e-3 per logits row. Models: stories260K from the shared data,
  * plus every path in LLM170_HIP_MODELS (colon-separated). Hybrids (qwen35,
  * qwen35moe): the shared synthetic models plus LLM170_HIP_HYBRID_MODELS
@@ -117,7 +118,7 @@ static void parity(const char *path)
         struct engine_params p;
         engine_params_default(&p);
         p.n_ctx = 128;
-        p.n_batch = 64;
+        p.n_batch = 128;
         p.n_seq = 2;
         p.kv_f32 = kvf32;
         struct engine_ctx *cpu = NULL;
@@ -133,7 +134,7 @@ static void parity(const char *path)
             break;
         }
         printf("#   %s cache\n", kvf32 ? "f32" : "f16");
-        struct engine_tok t[64];
+        struct engine_tok t[128];
         uint32_t s = 12345;
         const int np = 20;
         for (int i = 0; i < np; i++) {
@@ -163,6 +164,16 @@ static void parity(const char *path)
             t[i] = (struct engine_tok){ .token = (int)((31u * (unsigned)i + 11u) % (unsigned)V), .pos = 4 + i, .seq = 0,
                                         .logits = i == 11 };
         both(cpu, gpu, t, 12, V, "after truncate, 12 (gemm)", NULL);
+        /* a prompt over 64 tokens on seq 1: two token tiles of the tensor-core GEMM (split K where its
+         * blocks are few), logits of 11 rows so the output product is a GEMM too */
+        engine_seq_truncate(cpu, 1, 0);
+        hip_engine_seq_truncate(gpu, 1, 0);
+        for (int i = 0; i < 100; i++) {
+            s = s * 1103515245u + 12345u;
+            t[i] = (struct engine_tok){ .token = (int)((s >> 8) % (uint32_t)V), .pos = i, .seq = 1,
+                                        .logits = i % 10 == 9 || i == 0 };
+        }
+        both(cpu, gpu, t, 100, V, "prefill 100 (gemm, 2 tiles)", NULL);
         /* greedy on the device agrees with the argmax of the device's own logits */
         struct engine_tok g1 = { .token = 1, .pos = 16, .seq = 0, .logits = true };
         float *lg = malloc(sizeof(float) * (size_t)V);

@@ -191,9 +191,12 @@ static void gemm_all_types(void)
 }
 
 
-/* tensor-core GEMM: reference on f16-rounded weights and activations (its operand precision), in double */
-static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode)
+/* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
+ * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0 zeroes y first with mma_zero,
+ * which the poisoned output checks too). */
+static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks, const char *kn)
 {
+    const int mt = !strcmp(kn, "mma32") ? 32 : !strcmp(kn, "mma128") ? 128 : 64;
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
     unsigned char *wq = malloc(rb * (size_t)N);
@@ -227,12 +230,21 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
                            .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
     void *p[] = { &a };
     char name[64];
-    snprintf(name, sizeof name, "gemm_mma_%s", tn);
-    CHECK(launch(name, (unsigned)((N + 63) / 64), (unsigned)((nz + 63) / 64), 128, p) == 0, "%s launch", name);
+    snprintf(name, sizeof name, "%s_%s", kn, tn);
+    struct err e = { 0 };
+    int rc = 0;
+    if (ks > 1 && mode == 0)
+        rc = hip_rt_launch(g_rt, fn("mma_zero"), (unsigned)((N + 255) / 256), (unsigned)nz, 1, 256, p, &e);
+    if (!rc)
+        rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, 256,
+                           p, &e);
+    if (!rc)
+        rc = hip_rt_sync(g_rt, &e);
+    CHECK(rc == 0, "%s launch: %s", name, e.msg);
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
-    CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
-    printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d split %d: rel err %.3g", name, N, K, nz, mode, ks, r);
+    printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d split %d  rel %.2e\n", name, N, K, nz, mode, ks, r);
     hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dy);
     free(wf), free(wd), free(wq), free(x), free(xh), free(h16), free(bias), free(y0), free(y), free(ref);
 }
@@ -241,11 +253,22 @@ static void gemm_tensor_cores(void)
 {
     NEED_GPU();
     static const struct { enum qtype t; const char *name; } qt[] = {
-        { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" }, { QT_IQ4_XS, "iq4_xs" },
+        { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+        { QT_IQ4_XS, "iq4_xs" },
     };
+    /* partial row and token tiles, every 64-element step of a super-block, tokens past 32 (the
+     * second warp column), split K with and without a zeroed destination */
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mma(qt[i].t, qt[i].name, 100, 512, 70, 0);
-        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1);
+        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1, "mma");
+        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3, "mma");
+        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, "mma");
+        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, "mma128");
+        check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, "mma128");
+        /* two steps in flight: odd and even step counts per slice (20 steps over 3 slices: 7, 7, 6) */
+        check_mma(qt[i].t, qt[i].name, 200, 512, 20, 0, 1, "mma32");
+        check_mma(qt[i].t, qt[i].name, 130, 1280, 9, 1, 3, "mma32");
+        check_mma(qt[i].t, qt[i].name, 100, 1280, 37, 0, 3, "mma32");
+
     }
 }
 
@@ -898,6 +921,60 @@ static void attention_vs_reference(void)
     free(K), free(V), free(K16), free(V16), free(tab);
 }
 
+/* tensor-core prompt attention (kernels/fattn.cu): 100 tokens of sequence 1 at positions 30..129 over
+ * an f16 cache (cells 0..29 cached before), two 64-token tiles (the second partial), head sizes 64 and
+ * 128, 4 query heads per KV head; against ops_attn_ref, which rounds q and the probabilities to f16 */
+static void flash_attention_prompt(void)
+{
+    NEED_GPU();
+    const int nh = 8, nkv = 2, nctx = 160, nseq = 2, n = 100, p0 = 30;
+    for (int hd = 64; hd <= 128; hd *= 2) {
+        const int kvd = nkv * hd;
+        const size_t ncache = (size_t)nseq * nctx * kvd, nq = (size_t)n * nh * hd;
+        float *K = malloc(sizeof(float) * ncache), *V = malloc(sizeof(float) * ncache);
+        uint16_t *K16 = malloc(2 * ncache), *V16 = malloc(2 * ncache);
+        float *q = malloc(sizeof(float) * nq), *ref = malloc(sizeof(float) * nq), *y = malloc(sizeof(float) * nq);
+        float *tab = malloc(sizeof(float) * 65536), *scratch = malloc(sizeof(float) * 4 * nctx);
+        fill(K, ncache, 1.0f);
+        fill(V, ncache, 1.0f);
+        fill(q, nq, 1.0f);
+        quant_weights_row(QT_F16, K, K16, (int64_t)ncache);
+        quant_weights_row(QT_F16, V, V16, (int64_t)ncache);
+        ops_f16_table_init(tab);
+        int pos[100], seq[100];
+        for (int t = 0; t < n; t++)
+            pos[t] = p0 + t, seq[t] = 1;
+        const float scale = 1.0f / sqrtf((float)hd);
+        for (int t = 0; t < n; t++)
+            for (int g = 0; g < nkv; g++) {
+                const size_t off = (size_t)nctx * kvd + (size_t)g * hd, qo = (size_t)t * nh * hd + (size_t)g * (nh / nkv) * hd;
+                ops_attn_ref(q + qo, nh / nkv, hd, (const char *)K16 + 2 * off, (const char *)V16 + 2 * off, kvd, pos[t] + 1,
+                             scale, tab, ref + qo, scratch);
+            }
+        uint64_t dq = dup(q, sizeof(float) * nq), dp = dup(pos, sizeof pos), ds = dup(seq, sizeof seq);
+        uint64_t dk = dup(K16, 2 * ncache), dv = dup(V16, 2 * ncache), dy = poisoned(nq);
+        struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .seq_stride = (int64_t)nctx * kvd,
+                               .kv_dim = kvd, .hd = hd, .n_head = nh, .n_head_kv = nkv, .q_stride = nh * hd,
+                               .o_stride = nh * hd, .nsplit = 1, .kv_f16 = 1, .scale = scale };
+        int nn = n;
+        void *p[] = { &a, &nn };
+        char name[32];
+        snprintf(name, sizeof name, "fattn_%d", hd);
+        struct err e = { 0 };
+        int rc = hip_rt_launch(g_rt, fn(name), (unsigned)((n + 63) / 64), (unsigned)nh, 1, 128, p, &e);
+        if (!rc)
+            rc = hip_rt_sync(g_rt, &e);
+        CHECK(rc == 0, "%s: %s", name, e.msg);
+        get(y, dy, sizeof(float) * nq);
+        double r = rel(y, ref, nq);
+        CHECK(r < 2e-3, "%s rel %.3g", name, r);
+        printf("#   %s 100 tokens at 30..129, f16 cache: rel %.2e\n", name, r);
+        hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dp), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dv);
+        hip_rt_free(g_rt, dy);
+        free(K), free(V), free(K16), free(V16), free(q), free(ref), free(y), free(tab), free(scratch);
+    }
+}
+
 static void elementwise_softmax_argmax(void)
 {
     NEED_GPU();
@@ -1311,6 +1388,7 @@ int main(void)
     RUN(rms_norm_rows);
     RUN(rope_and_store);
     RUN(attention_vs_reference);
+    RUN(flash_attention_prompt);
     RUN(elementwise_softmax_argmax);
     RUN(moe_route_and_combine);
     RUN(gdn_conv_and_delta_rule);

@@ -27,6 +27,8 @@
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 #define N_GRAPHS 8
+#define MMA32_MAX 32   /* batches up to this many tokens use the 32-token tensor-core GEMM tile */
+#define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tile */
 
 struct dlayer {
     struct dw wq, wk, wv, wqkv, wo, gate, up, down, gate_inp, gate_exps, up_exps, down_exps;
@@ -48,11 +50,18 @@ struct hip_engine {
     int warp;
     bool graphs;
     /* kernels */
-    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT], gemm_mma[QT_COUNT];
+    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
     hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
     int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product, else LLM170_HIP_GEMV_R */
     int sms;               /* multiprocessors, for that choice */
-    bool mma;              /* tensor-core GEMM (f16 operands) for quantized weights in prefill; LLM170_HIP_MMA=1 */
+    hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
+    int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size); LLM170_HIP_MMA_T */
+    hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
+    hip_fn k_fattn64, k_fattn128; /* prompt attention on tensor cores (kernels/fattn.cu), head size 64 / 128 */
+    bool use_fa;           /* fattn for batches over GEMV_MAX of one sequence on an f16 cache; LLM170_HIP_FA=0 off */
+    bool one_seq;          /* every token of the current batch is of one sequence */
+    bool use_mma;          /* tensor-core GEMM (kernels/mma.cu, f16 operands) for quantized and f16 weights in
+                              batches over GEMV_MAX; LLM170_HIP_MMA=0 keeps the FMA GEMM */
     hip_fn k_quant;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     hip_fn k_embed, k_rms, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
@@ -246,10 +255,23 @@ static int get_kernels(struct hip_engine *c, struct err *e)
             if (hip_rt_fn(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
                 c->gemvq_r[r][names[i].t] = NULL;
         }
-        snprintf(nm, sizeof nm, "gemm_mma_%s", names[i].s);
-        if (hip_rt_fn(c->rt, nm, &c->gemm_mma[names[i].t], &ign))
-            c->gemm_mma[names[i].t] = NULL; /* float weights, or no tensor-core kernel on this vendor */
+        snprintf(nm, sizeof nm, "mma_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->mma[names[i].t], &ign))
+            c->mma[names[i].t] = NULL; /* f32 weights, or no tensor-core kernel on this vendor */
+        snprintf(nm, sizeof nm, "mma32_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->mma32[names[i].t], &ign))
+            c->mma32[names[i].t] = NULL;
+        snprintf(nm, sizeof nm, "mma128_%s", names[i].s);
+        if (hip_rt_fn(c->rt, nm, &c->mma128[names[i].t], &ign))
+            c->mma128[names[i].t] = NULL;
     }
+    struct err ign;
+    if (hip_rt_fn(c->rt, "mma_zero", &c->k_mma_zero, &ign))
+        c->k_mma_zero = NULL;
+    if (hip_rt_fn(c->rt, "fattn_64", &c->k_fattn64, &ign))
+        c->k_fattn64 = NULL;
+    if (hip_rt_fn(c->rt, "fattn_128", &c->k_fattn128, &ign))
+        c->k_fattn128 = NULL;
     struct { hip_fn *f; const char *n; } ks[] = {
         { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
         { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
@@ -356,13 +378,16 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->graphs = !(ge && !strcmp(ge, "0"));
     const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
     c->q8 = !(q8e && !strcmp(q8e, "0"));
-    /* measured slower than the FMA kernel so far (its per-element dequant dominates): opt-in */
-    c->mma = mmae && !strcmp(mmae, "1");
     const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
     c->fuse_norm = fne && !strcmp(fne, "1");
     c->fuse_route = fre && !strcmp(fre, "1");
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
+    c->use_mma = !(mmae && !strcmp(mmae, "0"));
+    const char *mte = getenv("LLM170_HIP_MMA_T");
+    c->mma_t = mte ? atoi(mte) : 0;
+    const char *fae = getenv("LLM170_HIP_FA");
+    c->use_fa = !(fae && !strcmp(fae, "0"));
     const char *gqe = getenv("LLM170_HIP_GQA");
     c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
@@ -512,9 +537,31 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
-    if (c->mma && c->gemm_mma[w->type] && c->warp == 32)
-        return hip_rt_launch(c->rt, c->gemm_mma[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 128,
-                             params, e);
+    if (c->use_mma && c->mma[w->type] && c->k_mma_zero && c->warp == 32 && a->k % 64 == 0 && a->x_stride % 4 == 0 &&
+        a->x % 16 == 0) {
+        /* 128 rows × 64 tokens a block (two resident per multiprocessor), × 32 tokens with two weight steps
+         * in flight for small batches (three resident), or × 128 tokens for long prompts (one resident,
+         * half the dequantization per product); too few blocks to fill the device
+         * (small decode batches, narrow K/V projections) split K over blockIdx.z, adding with atomics
+         * into a zeroed y */
+        const int t = c->mma_t ? c->mma_t : a->nz <= MMA32_MAX ? 32 : a->nz >= MMA128_MIN ? 128 : 64;
+        hip_fn f = t == 32 ? c->mma32[w->type] : t == 128 ? c->mma128[w->type] : NULL;
+        const unsigned mt = f ? (unsigned)t : 64, per_sm = !f ? 2 : t == 32 ? 3 : 1; /* resident blocks (mma.cu) */
+        f = f ? f : c->mma[w->type];
+        const unsigned gx = cdiv((size_t)a->n_rows, 128), gy = cdiv((size_t)a->nz, mt);
+        const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
+        unsigned ks = 1;
+        if (gx * gy < want * 3 / 4) {
+            ks = cdiv(want, (size_t)gx * gy);
+            ks = ks > steps / 4 ? (steps / 4 ? steps / 4 : 1) : ks;
+            ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
+        }
+        int rc;
+        if (ks > 1 && a->mode == 0 &&
+            (rc = hip_rt_launch(c->rt, c->k_mma_zero, cdiv((size_t)a->n_rows, 256), (unsigned)a->nz, 1, 256, params, e)))
+            return rc;
+        return hip_rt_launch(c->rt, f, gx, gy, ks, 256, params, e);
+    }
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
                          params, e);
 }
@@ -636,7 +683,14 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
     const int G = ly->n_head / ly->n_head_kv;
-    if (c->gqa && n <= GEMV_MAX && ly->n_head % ly->n_head_kv == 0 && G > 1 && G <= 8 && G * hd <= 1024 &&
+    hip_fn fa = hd == 128 ? c->k_fattn128 : hd == 64 ? c->k_fattn64 : NULL;
+    if (n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->kv_elt == 2 && c->warp == 32 && qs % 4 == 0 &&
+        ly->n_head % ly->n_head_kv == 0) {
+        /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
+        int nn = n;
+        void *fp[] = { &aa, &nn };
+        TRY(hip_rt_launch(c->rt, fa, cdiv((size_t)n, 64), (unsigned)ly->n_head, 1, 128, fp, e));
+    } else if (c->gqa && n <= GEMV_MAX && ly->n_head % ly->n_head_kv == 0 && G > 1 && G <= 8 && G * hd <= 1024 &&
         hd <= 8 * c->warp)
         TRY(hip_rt_launch(c->rt, c->k_attn_gqa, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 256, ap, e));
     else
@@ -798,7 +852,9 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     int32_t *ih = c->io_h;
     float *csh = (float *)(ih + 4 * B);
     int n_out = 0;
+    c->one_seq = true;
     for (int t = 0; t < n; t++) {
+        c->one_seq = c->one_seq && toks[t].seq == toks[0].seq;
         ih[t] = toks[t].token;
         ih[B + t] = toks[t].pos;
         ih[2 * B + t] = toks[t].seq;

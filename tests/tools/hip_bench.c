@@ -135,6 +135,25 @@ int main(int argc, char **argv)
             printf(" %.1f", ts[r]);
         printf(")\n");
     }
+    if (profile && pp > 0 && !rc) {
+        /* kernel times of one pp-token prefill (an event after each launch) */
+        hip_engine_seq_truncate(c, 0, 0);
+        rc = hip_engine_profile(c, true, &e);
+        if (!rc)
+            rc = prefill(c, t, 0, pp, p.n_batch, V, &e);
+        struct hip_prof_row rows[64];
+        int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, &e);
+        if (nr < 0)
+            rc = nr;
+        double tot = 0;
+        for (int i = 0; i < nr; i++)
+            tot += rows[i].ms;
+        printf("PROFILE(pp) prefill of %d tokens: kernel time %.3f ms\n", pp, tot);
+        for (int i = 0; i < nr; i++)
+            printf("PROFILE(pp) %-16s %5d calls  %8.1f us  %6.2f us/call  %5.1f%%\n", rows[i].name, rows[i].calls,
+                   1e3 * rows[i].ms, 1e3 * rows[i].ms / rows[i].calls, 100.0 * rows[i].ms / tot);
+        hip_engine_profile(c, false, &e);
+    }
     if (profile && !rc) {
         /* kernel times of tg decode steps (graphs off, an event after each launch) */
         hip_engine_seq_truncate(c, 0, 0);
@@ -225,6 +244,26 @@ int main(int argc, char **argv)
             if (rep == 1 && !rc)
                 printf("RESULT batched B=%d: prompt %.1f t/s, decode aggregate %.1f t/s, total %.1f t/s\n", B,
                        128.0 * B / (b - a), 128.0 * B / (d - b), 256.0 * B / (d - a));
+        }
+        if (profile && !rc) { /* kernel times of 4 more steps (positions 256..259; n_ctx has 8 to spare) */
+            rc = hip_engine_profile(bc, true, &e);
+            for (int step = 0; step < 4 && !rc; step++) {
+                for (int s = 0; s < B; s++)
+                    bt[s] = (struct engine_tok){ .token = out[s], .pos = 256 + step, .seq = s, .logits = true };
+                rc = hip_engine_decode_greedy(bc, bt, B, out, &e);
+            }
+            struct hip_prof_row rows[64];
+            int nr = rc ? 0 : hip_engine_profile_report(bc, rows, 64, &e);
+            if (nr < 0)
+                rc = nr;
+            double tot = 0;
+            for (int i = 0; i < nr; i++)
+                tot += rows[i].ms;
+            printf("PROFILE(B=%d) kernel time %.3f ms/step\n", B, tot / 4);
+            for (int i = 0; i < nr; i++)
+                printf("PROFILE(B=%d) %-16s %5d calls/step  %8.1f us/step  %5.1f%%\n", B, rows[i].name, rows[i].calls / 4,
+                       1e3 * rows[i].ms / 4, 100.0 * rows[i].ms / tot);
+            hip_engine_profile(bc, false, &e);
         }
         free(bt);
         free(out);

@@ -1,0 +1,544 @@
+/* mma.cu — tensor-core GEMM for prefill and batched decode (NVIDIA sm_80+):
+ * Y[m][r] (op)= W[r] · X[m] with f16 operands and f32 accumulation
+ * (mma.sync.aligned.m16n8k16), for quantized and f16 weights.
+ *
+ * A block of 256 threads (8 warps) computes 128 weight rows × 32, 64 or 128
+ * tokens (mma32_, mma_, mma128_: small batches, mid-sized ones, prompts).
+ * Each 64-wide k step, every thread dequantizes one 32-element piece of one
+ * weight row in one go (a whole q4_K/q5_K/q6_K 64-element chunk shares its
+ * scale bytes between the row's two threads; no per-element index
+ * arithmetic) into shared memory as f16, and converts 8 or 16 activations of
+ * one token to f16 beside it; the warps read their fragments with ldmatrix.
+ * The next step's raw weight bytes and activations (and, in the 32-token
+ * tile, the weights of the step after) are loaded into registers before the
+ * current step's products run, so global latency overlaps the tensor-core
+ * work (one shared buffer, two barriers per step).
+ *
+ * Split K: gridDim.z slices of k (whole 64-element steps each) add their
+ * partial sums with atomics, so a small batch (decode of 16..64 sequences)
+ * still fills the device; the host zeroes y first for mode 0 (mma_zero).
+ * Modes 0 (y = W·x + bias) and 1 (y += W·x + bias) of gemv_args; k % 64 == 0,
+ * x rows 16-byte aligned (x_stride % 4 == 0). Rows past n_rows read the last
+ * row and are not written; tokens past nz are zeros and not written. */
+#include "qtypes.h"
+
+#if !defined(LLM_HIP)
+
+#define MR 128 /* weight rows per block */
+#define MK 64  /* k per step */
+#define MP 72  /* shared row pitch in halves: 144 bytes, so the 8 rows of an ldmatrix land on distinct banks */
+
+/* two floats → f16x2 (lo in the low half), round to nearest even */
+static __device__ __forceinline__ u32 h2pack(float lo, float hi)
+{
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+static __device__ __forceinline__ u32 smem_addr(const void *p)
+{
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+static __device__ __forceinline__ void ldsm4(u32 *r, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+static __device__ __forceinline__ void mma16816h(float *c, const u32 *a, u32 b0, u32 b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* 16 halves (8 words) to shared memory at dst (16-byte aligned) */
+static __device__ __forceinline__ void st16h(u16 *dst, const u32 *w)
+{
+    uint4 *d = (uint4 *)dst;
+    d[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+static __device__ __forceinline__ u32 byte_of(const u32 *w, int i) { return (w[i / 4] >> (8 * (i % 4))) & 0xFF; }
+
+/* byte k (compile-time) of w as a float, minus off: the byte goes into the mantissa of 2^23 (one
+ * prmt) and 2^23 + off is subtracted, exact for bytes; an int-to-float conversion runs at a quarter of
+ * the FMA rate and dominated the dequantization */
+static __device__ __forceinline__ float bytef(u32 w, int k, float off)
+{
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(0x4B000000u), "r"(0x7650u | (u32)k));
+    return __uint_as_float(r) - (8388608.0f + off);
+}
+
+/* byte i (run-time index < 12) of the three words of a K-quant's scale bytes, by selects: a
+ * run-time index into a register array would put it in local memory */
+static __device__ __forceinline__ int sbyte(const u32 *s, int i)
+{
+    const u32 w = i < 4 ? s[0] : i < 8 ? s[1] : s[2];
+    return (int)((w >> (8 * (i % 4))) & 0xFF);
+}
+
+/* scale and min of sub-block j (run-time) of a q4_K/q5_K super-block, as scale_min_k4 */
+static __device__ __forceinline__ void scale_min_sel(int j, const u32 *s, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = sbyte(s, j) & 63;
+        *m = sbyte(s, j + 4) & 63;
+    } else {
+        *sc = (sbyte(s, j + 4) & 0xF) | ((sbyte(s, j - 4) >> 6) << 4);
+        *m = (sbyte(s, j + 4) >> 4) | ((sbyte(s, j) >> 6) << 4);
+    }
+}
+
+/* ---- weight pieces: the row's thread h (0, 1) of a 64-wide k step at k0 ----
+ * load: the raw bytes into registers (issued one step ahead); store: dequantize them and write the
+ * piece's 32 halves into the tile row (k offsets within the step: P0 + i and P1 + i, i < 16). */
+template <int T> struct wpiece;
+
+/* q4_K: the step is chunk c = (k0 % 256) / 64 of a super-block: sub-blocks 2c (low nibbles of 32
+ * bytes) and 2c + 1 (high nibbles). Thread h takes bytes 16h..16h+15: elements 16h + i and 32 + 16h + i. */
+template <> struct wpiece<KT_Q4_K> {
+    uint4 q;
+    u32 dd, s[3];
+    int c;
+    __device__ __forceinline__ void load(const u8 *row, int k0, int h)
+    {
+        const u8 *b = row + 144 * (k0 / 256);
+        c = (k0 % 256) / 64;
+        q = *(const uint4 *)(b + 16 + 32 * c + 16 * h);
+        const u32 *w = (const u32 *)b;
+        dd = w[0], s[0] = w[1], s[1] = w[2], s[2] = w[3];
+    }
+    __device__ __forceinline__ void store(u16 *dst, int h) const
+    {
+        int sc0, m0, sc1, m1;
+        scale_min_sel(2 * c, s, &sc0, &m0);
+        scale_min_sel(2 * c + 1, s, &sc1, &m1);
+        const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
+        const float d0 = d * (float)sc0, n0 = dm * (float)m0, d1 = d * (float)sc1, n1 = dm * (float)m1;
+        const u32 w[4] = { q.x, q.y, q.z, q.w };
+        u32 lo[8], hi[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const u32 l = w[j] & 0x0F0F0F0Fu, u = (w[j] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int k = 0; k < 4; k += 2) {
+                lo[2 * j + k / 2] = h2pack(d0 * bytef(l, k, 0.0f) - n0, d0 * bytef(l, k + 1, 0.0f) - n0);
+                hi[2 * j + k / 2] = h2pack(d1 * bytef(u, k, 0.0f) - n1, d1 * bytef(u, k + 1, 0.0f) - n1);
+            }
+        }
+        st16h(dst + 16 * h, lo);
+        st16h(dst + 32 + 16 * h, hi);
+    }
+};
+
+/* q5_K: as q4_K plus the fifth bit of element l of sub-block j in bit j of qh[l] */
+template <> struct wpiece<KT_Q5_K> {
+    uint4 q, qh;
+    u32 dd, s[3];
+    int c;
+    __device__ __forceinline__ void load(const u8 *row, int k0, int h)
+    {
+        const u8 *b = row + 176 * (k0 / 256);
+        c = (k0 % 256) / 64;
+        q = *(const uint4 *)(b + 48 + 32 * c + 16 * h);
+        qh = *(const uint4 *)(b + 16 + 16 * h);
+        const u32 *w = (const u32 *)b;
+        dd = w[0], s[0] = w[1], s[1] = w[2], s[2] = w[3];
+    }
+    __device__ __forceinline__ void store(u16 *dst, int h) const
+    {
+        int sc0, m0, sc1, m1;
+        scale_min_sel(2 * c, s, &sc0, &m0);
+        scale_min_sel(2 * c + 1, s, &sc1, &m1);
+        const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
+        const float d0 = d * (float)sc0, n0 = dm * (float)m0, d1 = d * (float)sc1, n1 = dm * (float)m1;
+        const u32 w[4] = { q.x, q.y, q.z, q.w }, hw[4] = { qh.x, qh.y, qh.z, qh.w };
+        u32 lo[8], hi[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const u32 hb = hw[j] >> (2 * c);
+            const u32 l = (w[j] & 0x0F0F0F0Fu) | ((hb & 0x01010101u) << 4);
+            const u32 u = ((w[j] >> 4) & 0x0F0F0F0Fu) | ((hb & 0x02020202u) << 3);
+#pragma unroll
+            for (int k = 0; k < 4; k += 2) {
+                lo[2 * j + k / 2] = h2pack(d0 * bytef(l, k, 0.0f) - n0, d0 * bytef(l, k + 1, 0.0f) - n0);
+                hi[2 * j + k / 2] = h2pack(d1 * bytef(u, k, 0.0f) - n1, d1 * bytef(u, k + 1, 0.0f) - n1);
+            }
+        }
+        st16h(dst + 16 * h, lo);
+        st16h(dst + 32 + 16 * h, hi);
+    }
+};
+
+/* Loads feed registers that are only used a step later (store): no arithmetic on loaded values in
+ * load, or the warp would wait for them there. Blocks of 210 (q6_K) and 34 (q8_0) bytes are only
+ * 2-byte aligned, so their bytes come as the aligned words around them, shifted into place in store. */
+static __device__ __forceinline__ const u32 *aligned_words(const u8 *p, int *sh)
+{
+    *sh = (int)((unsigned long long)p & 3) * 8; /* 0 or 16 */
+    return (const u32 *)((unsigned long long)p & ~3ull);
+}
+static __device__ __forceinline__ u32 shr64(u32 lo, u32 hi, int sh) /* (hi:lo) >> sh, low word */
+{
+    u32 r;
+    asm("shf.r.wrap.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sh));
+    return r;
+}
+
+/* q6_K: the step is quarter c of a super-block: half hh = c / 2, element groups g0 = 2(c % 2) and
+ * g0 + 1, l < 32 each. Thread h takes l in 16h..16h+15: group g0 from L[l], g0 + 1 from L[l + 32]
+ * (low nibbles when g0 = 0, high when 2), two high bits of each from H[l]. */
+template <> struct wpiece<KT_Q6_K> {
+    u32 la[5], lb[5], hb[5]; /* aligned words around L[16h..], L[32 + 16h..], H[16h..] */
+    u32 dq;                  /* f16 bits of d */
+    int s0, s1;              /* the two 16-element scales (int8) */
+    int c, sh;
+    __device__ __forceinline__ void load(const u8 *row, int k0, int h)
+    {
+        const u8 *b = row + 210 * (k0 / 256);
+        c = (k0 % 256) / 64;
+        const int hh = c / 2, g0 = 2 * (c % 2);
+        const u8 *L = b + 64 * hh + 16 * h, *H = b + 128 + 32 * hh + 16 * h;
+        const u32 *pa = aligned_words(L, &sh), *pb = (const u32 *)((const u8 *)pa + 32);
+        const u32 *ph = (const u32 *)((const u8 *)pa + (H - L));
+#pragma unroll
+        for (int i = 0; i < 5; i++)
+            la[i] = pa[i], lb[i] = pb[i], hb[i] = ph[i];
+        const i8 *S = (const i8 *)(b + 192 + 8 * hh);
+        dq = ld16(b + 208);
+        s0 = S[h + 2 * g0];
+        s1 = S[h + 2 * g0 + 2];
+    }
+    __device__ __forceinline__ void store(u16 *dst, int h) const
+    {
+        u32 wa[4], wb[4], wh[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            wa[i] = shr64(la[i], la[i + 1], sh), wb[i] = shr64(lb[i], lb[i + 1], sh), wh[i] = shr64(hb[i], hb[i + 1], sh);
+        const float d = h2f((u16)dq), d0 = d * (float)s0, d1 = d * (float)s1;
+        const int ns = 4 * (c % 2); /* nibble of L: low for groups 0/1, high for 2/3 */
+        const int hs = 4 * (c % 2); /* H bits 2·g0 (and 2·g0 + 2 for the second group) */
+        u32 lo[8], hi[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const u32 qa = ((wa[j] >> ns) & 0x0F0F0F0Fu) | (((wh[j] >> hs) & 0x03030303u) << 4);
+            const u32 qb = ((wb[j] >> ns) & 0x0F0F0F0Fu) | (((wh[j] >> (hs + 2)) & 0x03030303u) << 4);
+#pragma unroll
+            for (int k = 0; k < 4; k += 2) {
+                lo[2 * j + k / 2] = h2pack(d0 * bytef(qa, k, 32.0f), d0 * bytef(qa, k + 1, 32.0f));
+                hi[2 * j + k / 2] = h2pack(d1 * bytef(qb, k, 32.0f), d1 * bytef(qb, k + 1, 32.0f));
+            }
+        }
+        st16h(dst + 16 * h, lo);
+        st16h(dst + 32 + 16 * h, hi);
+    }
+};
+
+/* q8_0: thread h takes block k0 / 32 + h: elements 32h + i */
+template <> struct wpiece<KT_Q8_0> {
+    u32 q[9]; /* aligned words around the 32 quants */
+    u32 dq;
+    int sh;
+    __device__ __forceinline__ void load(const u8 *row, int k0, int h)
+    {
+        const u8 *b = row + 34 * (k0 / 32 + h);
+        dq = ld16(b);
+        const u32 *p = aligned_words(b + 2, &sh);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            q[i] = p[i];
+        q[8] = sh ? p[8] : 0u; /* aligned: the 32 bytes are 8 words; never read past the block */
+    }
+    __device__ __forceinline__ void store(u16 *dst, int h) const
+    {
+        u32 w[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            w[i] = shr64(q[i], q[i + 1], sh);
+        const float d = h2f((u16)dq);
+        u32 o[16];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const u32 u = w[j] ^ 0x80808080u; /* signed bytes + 128 */
+            o[2 * j] = h2pack(d * bytef(u, 0, 128.0f), d * bytef(u, 1, 128.0f));
+            o[2 * j + 1] = h2pack(d * bytef(u, 2, 128.0f), d * bytef(u, 3, 128.0f));
+        }
+        st16h(dst + 32 * h, o);
+        st16h(dst + 32 * h + 16, o + 8);
+    }
+};
+
+/* iq4_xs: thread h takes sub-block ib = (k0 % 256) / 32 + h: 16 bytes, low nibbles elements 32h + i,
+ * high 32h + 16 + i, through the non-linear table */
+template <> struct wpiece<KT_IQ4_XS> {
+    uint2 qa, qb;
+    u32 dh;  /* f16 d | scales_h << 16 */
+    u32 scl; /* the scales_l byte holding ib's low 4 bits */
+    int ib;
+    __device__ __forceinline__ void load(const u8 *row, int k0, int h)
+    {
+        const u8 *b = row + 136 * (k0 / 256);
+        ib = (k0 % 256) / 32 + h;
+        qa = *(const uint2 *)(b + 8 + 16 * ib);
+        qb = *(const uint2 *)(b + 16 + 16 * ib);
+        dh = *(const u32 *)b;
+        scl = b[4 + ib / 2];
+    }
+    __device__ __forceinline__ void store(u16 *dst, int h) const
+    {
+        const int ls = (int)((scl >> (4 * (ib % 2))) & 0xF) | (int)(((dh >> (16 + 2 * ib)) & 3) << 4);
+        const float dl = h2f((u16)(dh & 0xFFFF)) * (float)(ls - 32);
+        const u32 w[4] = { qa.x, qa.y, qb.x, qb.y };
+        u32 lo[8], hi[8];
+#pragma unroll
+        for (int i = 0; i < 16; i += 2) {
+            const u32 b0 = byte_of(w, i), b1 = byte_of(w, i + 1);
+            lo[i / 2] = h2pack(dl * (float)k_iq4nl[b0 & 0xF], dl * (float)k_iq4nl[b1 & 0xF]);
+            hi[i / 2] = h2pack(dl * (float)k_iq4nl[b0 >> 4], dl * (float)k_iq4nl[b1 >> 4]);
+        }
+        st16h(dst + 32 * h, lo);
+        st16h(dst + 32 * h + 16, hi);
+    }
+};
+
+/* f16: thread h copies halves k0 + 32h .. + 31 (rows of 2·k bytes, k % 64 == 0: 16-byte aligned) */
+template <> struct wpiece<KT_F16> {
+    uint4 v[4];
+    __device__ __forceinline__ void load(const u8 *row, int k0, int h)
+    {
+        const uint4 *p = (const uint4 *)(row + 2 * (k0 + 32 * h));
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            v[i] = p[i];
+    }
+    __device__ __forceinline__ void store(u16 *dst, int h) const
+    {
+        uint4 *d = (uint4 *)(dst + 32 * h);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            d[i] = v[i];
+    }
+};
+
+/* 16 activations of one token: 4 float4 loads, stored as f16 (zeros past nz) */
+struct xpiece {
+    float4 v[4];
+    bool ok;
+    __device__ __forceinline__ void load(const float *xr, bool in, int k)
+    {
+        ok = in;
+        if (in) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v[i] = *(const float4 *)(xr + k + 4 * i);
+        }
+    }
+    __device__ __forceinline__ void store(u16 *dst) const
+    {
+        u32 o[8] = { 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u };
+        if (ok) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                o[2 * i] = h2pack(v[i].x, v[i].y), o[2 * i + 1] = h2pack(v[i].z, v[i].w);
+        }
+        st16h(dst, o);
+    }
+};
+
+/* 8 activations of one token (the 32-token tile): 2 float4 loads, stored as f16 (zeros past nz) */
+struct xpiece8 {
+    float4 v[2];
+    bool ok;
+    __device__ __forceinline__ void load(const float *xr, bool in, int k)
+    {
+        ok = in;
+        if (in) {
+            v[0] = *(const float4 *)(xr + k);
+            v[1] = *(const float4 *)(xr + k + 4);
+        }
+    }
+    __device__ __forceinline__ void store(u16 *dst) const
+    {
+        u32 o[4];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            o[2 * i] = ok ? h2pack(v[i].x, v[i].y) : 0u;
+            o[2 * i + 1] = ok ? h2pack(v[i].z, v[i].w) : 0u;
+        }
+        *(uint4 *)dst = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+};
+
+/* The products of one 64-wide step: the warp's WM = 16·MI rows × 32 tokens from the shared tiles */
+template <int MI>
+static __device__ __forceinline__ void step_products(float (*acc)[4][4], const u16 *Ws, const u16 *Xs, int wm, int wn,
+                                                     int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < MK; kk += 16) {
+        u32 af[MI][4], bf[2][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+            ldsm4(af[mi], Ws + (wm + mi * 16 + (lane & 15)) * MP + kk + (lane >> 4) * 8);
+#pragma unroll
+        for (int nj = 0; nj < 2; nj++)
+            ldsm4(bf[nj], Xs + (wn + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * MP + kk + ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++)
+                mma16816h(acc[mi][ni], af[mi], bf[ni / 2][2 * (ni % 2)], bf[ni / 2][2 * (ni % 2) + 1]);
+    }
+}
+
+/* MT tokens per block (32, 64 or 128): MT / 32 warps along tokens, the rest along rows, each warp
+ * WM × 32 outputs (16 × 32, 32 × 32, 64 × 32).
+ * 64 and 128: one weight step in flight; a thread stages MT / 64 pieces of 16 activations (tokens
+ * lt + 64i); the 128-token tile halves the dequantization per product (long prompts) at one resident
+ * block per multiprocessor.
+ * 32 (small batches, whose steps have little product work to hide a load behind): two weight steps
+ * in flight (the loop runs two steps a turn, so each register set keeps a fixed name), 8
+ * activations a thread, few registers (three blocks per multiprocessor). */
+template <int T, int MT>
+static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
+{
+    constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, XP = MT / 64;
+    __shared__ __align__(16) u16 Ws[MR * MP]; /* [128 rows][72]: k 0..63 of the step, f16 */
+    __shared__ __align__(16) u16 Xs[MT * MP]; /* [MT tokens][72] */
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int r0 = blockIdx.x * MR, m0 = blockIdx.y * MT;
+    const int wm = (warp / NWT) * WM, wn = (warp % NWT) * 32; /* the warp's rows and tokens in the tile */
+    const int gid = lane >> 2, tig = lane & 3;
+    /* split K: this slice's whole steps */
+    const int steps = a.k / MK, per = (steps + (int)gridDim.z - 1) / (int)gridDim.z;
+    const int kb = (int)blockIdx.z * per * MK, ke = min(a.k, kb + per * MK);
+    if (kb >= ke)
+        return;
+    /* loaders: weight row lr (thread pair h = 0, 1); activations: tokens lt + 64i, four threads of 16
+     * each (64, 128), or token lt, eight threads of 8 (32) */
+    const int lr = tid >> 1, lh = tid & 1;
+    const int lt = MT >= 64 ? tid >> 2 : tid / 8, lk = MT >= 64 ? (tid & 3) * 16 : (tid % 8) * 8;
+    const u8 *wr = a.w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
+    const bool xok = m0 + lt < a.nz;
+    const float *xr = a.x + (long long)min(m0 + lt, a.nz - 1) * a.x_stride;
+    /* warps whose 32 tokens are all past nz skip the products (small decode batches) */
+    const bool busy = m0 + wn < a.nz;
+    float acc[MI][4][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                acc[i][j][k] = 0.0f;
+    if constexpr (MT >= 64) {
+        wpiece<T> wp;
+        xpiece xp[XP];
+        wp.load(wr, kb, lh);
+#pragma unroll
+        for (int i = 0; i < XP; i++)
+            xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz, kb + lk);
+        for (int k0 = kb; k0 < ke; k0 += MK) {
+            wp.store(Ws + lr * MP, lh);
+#pragma unroll
+            for (int i = 0; i < XP; i++)
+                xp[i].store(Xs + (lt + 64 * i) * MP + lk);
+            __syncthreads();
+            if (k0 + MK < ke) {
+                wp.load(wr, k0 + MK, lh);
+#pragma unroll
+                for (int i = 0; i < XP; i++)
+                    xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz,
+                               k0 + MK + lk);
+            }
+            if (busy)
+                step_products<MI>(acc, Ws, Xs, wm, wn, lane);
+            __syncthreads();
+        }
+    } else {
+        wpiece<T> wp[2];
+        xpiece8 xp;
+        wp[0].load(wr, kb, lh);
+        if (kb + MK < ke)
+            wp[1].load(wr, kb + MK, lh);
+        xp.load(xr, xok, kb + lk);
+        auto step = [&](const int k0, wpiece<T> &w) {
+            w.store(Ws + lr * MP, lh);
+            xp.store(Xs + lt * MP + lk);
+            __syncthreads();
+            if (k0 + 2 * MK < ke)
+                w.load(wr, k0 + 2 * MK, lh);
+            if (k0 + MK < ke)
+                xp.load(xr, xok, k0 + MK + lk);
+            if (busy)
+                step_products<MI>(acc, Ws, Xs, wm, wn, lane);
+            __syncthreads();
+        };
+        for (int k0 = kb; k0 < ke; k0 += 2 * MK) {
+            step(k0, wp[0]);
+            if (k0 + MK < ke)
+                step(k0 + MK, wp[1]);
+        }
+    }
+    if (!busy)
+        return;
+    const bool split = gridDim.z > 1, first = blockIdx.z == 0;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = r0 + wm + mi * 16 + gid + 8 * h;
+            if (row >= a.n_rows)
+                continue;
+            const float b = a.bias && first ? a.bias[row] : 0.0f;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const int m = m0 + wn + ni * 8 + 2 * tig + j;
+                    if (m >= a.nz)
+                        continue;
+                    float *y = a.y + (long long)m * a.y_stride + row;
+                    const float v = acc[mi][ni][2 * h + j] + b;
+                    if (split)
+                        atomicAdd(y, v);
+                    else if (a.mode == 1)
+                        *y += v;
+                    else
+                        *y = v;
+                }
+        }
+}
+
+/* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma32_: × 32 tokens, three blocks
+ * (≤ 80 registers; q6_K and f16 spill a few bytes); mma128_: × 128 tokens, one block */
+#define MMA(type, T)                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64>(a); }    \
+    extern "C" __global__ void __launch_bounds__(256, 3) mma32_##type(const struct gemv_args a) { mma_body<T, 32>(a); }  \
+    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a) { mma_body<T, 128>(a); }
+
+MMA(f16, KT_F16)
+MMA(q8_0, KT_Q8_0)
+MMA(q4_K, KT_Q4_K)
+MMA(q5_K, KT_Q5_K)
+MMA(q6_K, KT_Q6_K)
+MMA(iq4_xs, KT_IQ4_XS)
+
+/* y[m][r] = 0 for r < n_rows, m < nz (before a split-K mode-0 product). Grid (⌈n_rows/256⌉, nz). */
+extern "C" __global__ void __launch_bounds__(256) mma_zero(const struct gemv_args a)
+{
+    const int r = blockIdx.x * 256 + threadIdx.x;
+    if (r < a.n_rows)
+        a.y[(long long)blockIdx.y * a.y_stride + r] = 0.0f;
+}
+
+#endif
