@@ -2,8 +2,8 @@
 # gpu_session.sh STAGE — every GPU acceptance check in one device call (the device time is scarce):
 #   1. kernels: compile all (NVRTC, sm_90) and test each against its CPU reference;
 #   2. engine parity: hip vs the CPU engine (dense, MoE, hybrids incl. fresh mksynth_qwen35 shapes);
-#   3. parity vs llama.cpp with `--backend hip`: tests/parity_logits.sh and tests/parity_greedy.sh
-#      against the committed goldens (F32 at 1e-4, 15 quant types at 1e-2, greedy ids);
+#   3. parity vs llama.cpp with `--backend hip`: tests/parity_logits.sh, parity_greedy.sh and
+#      parity_hybrid.sh against the goldens (F32 at 1e-4, 15 quant types at 1e-2, greedy ids);
 #   4. speed, side by side with llama.cpp 80fb11a CUDA built here (scripts/peer_build.sh) while
 #      1–3 run: bigsynth qwen3-8b, qwen3-30b-a3b, qwen35-27b, qwen35-35b-a3b (q4_k): pp512 / tg128,
 #      batched decode (B = 1, 4, 16, 64; 128 + 128) for qwen3-8b; ours first while the peer builds,
@@ -62,6 +62,7 @@ grep -h 'worst' "$T" | head -20
 export LLM170_BIN=$B LLM170_SHARED=$S/shared/data LLM170_REQUANT=$B/requant LLM170_PARITY_EXTRA="--backend hip"
 t=$SECONDS; timeout 150 bash tests/parity_logits.sh >"$O/parity.log" 2>&1; say "parity_logits (hip) $((SECONDS - t))s"
 t=$SECONDS; timeout 100 bash tests/parity_greedy.sh >>"$O/parity.log" 2>&1; say "parity_greedy (hip) $((SECONDS - t))s"
+t=$SECONDS; timeout 60 bash tests/parity_hybrid.sh >>"$O/parity.log" 2>&1; say "parity_hybrid (hip) $((SECONDS - t))s"
 say "parity vs llama.cpp (hip): $(grep -c '^ok' "$O/parity.log") ok, $(grep -c '^not ok' "$O/parity.log") not ok, $(grep -c '^skip' "$O/parity.log") skip"
 grep -E '^not ok' "$O/parity.log" | head -8 | tee -a "$O/summary.txt"
 unset LLM170_PARITY_EXTRA
