@@ -36,7 +36,7 @@ fi
 # models, written in the background one after the other (disk: ≤ 40 GB at a time)
 synth() { # preset out
     [ -f "$2" ] || python3 "$S/shared/tools/bigsynth.py" --preset "$1" --quant q4_k --tokenizer /tmp/tok.json \
-        --out "$2.tmp" >>"$O/synth.log" 2>&1 && mv "$2.tmp" "$2"
+        --out "$2.tmp" >>"$O/synth.log" 2>&1 && mv "$2.tmp" "$2" || { rm -f "$2.tmp"; touch "$2.fail"; }
 }
 [ -z "${NO_SPEED:-}" ] && (synth qwen3-8b /tmp/q8b.gguf; synth qwen35-27b /tmp/q27.gguf; synth qwen3-30b-a3b /tmp/q30.gguf) &
 
@@ -82,12 +82,16 @@ peer() { # label model args...
     echo "== peer $l: $tool $* [$SECONDS s]" >>"$R"
     timeout 150 "$LB/$tool" -m "$m" "$@" 2>&1 | grep -E '^\|' | sed "s/^/peer $l /" | tee -a "$R" "$O/summary.txt"
 }
-wait_file() { while [ ! -f "$1" ]; do sleep 1; done; }
-wait_file /tmp/q8b.gguf
-ours 8b /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
+wait_file() { # the model, or give up when its writer failed or after 300 s
+    local t0=$SECONDS
+    while [ ! -f "$1" ]; do
+        if [ -f "$1.fail" ] || [ $((SECONDS - t0)) -gt 300 ]; then say "no $1: skipped"; return 1; fi
+        sleep 1
+    done
+}
+wait_file /tmp/q8b.gguf && ours 8b /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
 ours 8b /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 1,4,16,64
-wait_file /tmp/q27.gguf
-ours 27b /tmp/q27.gguf --pp 512 --tg 128 --reps 3
+wait_file /tmp/q27.gguf && ours 27b /tmp/q27.gguf --pp 512 --tg 128 --reps 3
 if [ -n "$peer_pid" ]; then
     wait "$peer_pid"
     say "peer build rc=$(cat /tmp/peer_rc)"
@@ -99,11 +103,9 @@ rm -f /tmp/q27.gguf
 (synth qwen35-35b-a3b /tmp/q35.gguf) &
 ours 8b-again /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
 peer 8b /tmp/q8b.gguf llama-batched-bench -c 40000 -b 2048 -ub 512 -fa 1 -ngl 99 -npp 128 -ntg 128 -npl 1,4,16,64
-wait_file /tmp/q30.gguf
-ours 30b /tmp/q30.gguf --pp 512 --tg 128 --reps 3
+wait_file /tmp/q30.gguf && ours 30b /tmp/q30.gguf --pp 512 --tg 128 --reps 3
 peer 30b /tmp/q30.gguf llama-bench -fa 1 -ngl 99 -r 3 -p 512 -n 128
 rm -f /tmp/q30.gguf
-wait_file /tmp/q35.gguf
-ours 35b /tmp/q35.gguf --pp 512 --tg 128 --reps 3
+wait_file /tmp/q35.gguf && ours 35b /tmp/q35.gguf --pp 512 --tg 128 --reps 3
 peer 35b /tmp/q35.gguf llama-bench -fa 1 -ngl 99 -r 3 -p 512 -n 128
 say "done"
