@@ -2,7 +2,7 @@
 """make_goldens.py — regenerate llm170's llama.cpp goldens in tests/golden/ (run make_goldens.sh,
 which fetches and builds the oracle first).
 
-  make_goldens.py --oracle BIN --pynp PYTHON [--only tok,logits,quant,greedy] [--requant BIN]
+  make_goldens.py --oracle BIN --pynp PYTHON [--only tok,logits,quant,greedy,greedy_quant] [--requant BIN]
 
 Every golden records the sha256 of the exact model file it was made from and how to rebuild that
 file (a synth_dense.py recipe, a requant step, or a file under ../shared/data). The oracle is always
@@ -326,6 +326,25 @@ GREEDY_SYNTH = ["synth-qwen2", "synth-qwen3-hd32", "synth-qwen3moe-16x4"]
 GREEDY_SYNTH_N = 32
 
 
+# quantized weights' greedy continuations (the GPU backend's acceptance names these types)
+GREEDY_QUANT_TYPES = ["q4_k", "q8_0", "f16"]
+
+
+def make_greedy_quant(c):
+    for i, (name, kw) in enumerate(SYNTH_QUANT):
+        base = os.path.join(c.tmp, name + ".gguf")
+        c.synth(kw, base)
+        base_sha = gguf_info.file_sha256(base)
+        prompts = [(None, synth_prompt(500 + 10 * i + k, n)) for k, n in enumerate((5, 17))]
+        for qt in GREEDY_QUANT_TYPES:
+            q = os.path.join(c.tmp, "%s-%s.gguf" % (name, qt))
+            tool = quantize(c, base, q, qt)
+            desc = {"kind": "requant", "args": kw, "base_sha256": base_sha, "type": qt, "quantizer": tool,
+                    "sha256": gguf_info.file_sha256(q), "weights_sha256": gguf_info.weights_sha256(q)}
+            greedy_golden(c, "greedy_%s-%s.json" % (name, qt), q, desc, prompts, GREEDY_SYNTH_N)
+            os.unlink(q)
+
+
 def make_greedy(c):
     stories = os.path.join(c.shared, STORIES)
     prompts = [(t, c.tokenize(stories, t)) for t in GREEDY_PROMPTS]
@@ -504,6 +523,8 @@ def main():
             make_quant(c)
         if "greedy" in what:
             make_greedy(c)
+        if "greedy" in what or "greedy_quant" in what:
+            make_greedy_quant(c)
     finally:
         shutil.rmtree(c.tmp, ignore_errors=True)
 
