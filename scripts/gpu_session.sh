@@ -13,7 +13,9 @@
 # models), shared/data (README.md, models/stories260K.gguf, models/synthetic/qwen35*-tiny.gguf),
 # shared/tools (synth_dense.py, gguf_synth.py, bigsynth.py), tokenizer.json.xz, anchor/llama-src.tar.xz
 # (`scripts/peer_build.sh export STAGE/anchor`). Logs go to $OUT (≤ 8 files). SKIP_PEER=1 skips the peer;
-# NO_SPEED=1 stops after the checks (1–3).
+# NO_SPEED=1 stops after the checks (1–3). QUICK=1: no peer; ours only on qwen3-8b (pp512, tg128,
+# batched), qwen35-27b (tg128 with graphs, without, with 2-row GEMV blocks; a profile) and
+# qwen35-35b-a3b (pp512, tg128) — a follow-up call after a full one.
 set -u
 S=$(cd "${1:?stage folder}" && pwd)
 O=${OUT:-/tmp/out}
@@ -29,7 +31,7 @@ say "commit $(cat "$S/COMMIT" 2>/dev/null)"
 xz -dc "$S/tokenizer.json.xz" >/tmp/tok.json
 
 peer_pid=
-if [ -z "${SKIP_PEER:-}" ] && [ -z "${NO_SPEED:-}" ]; then
+if [ -z "${SKIP_PEER:-}" ] && [ -z "${NO_SPEED:-}" ] && [ -z "${QUICK:-}" ]; then
     (bash scripts/peer_build.sh build "$S/anchor/llama-src.tar.xz" >"$O/peer_build.log" 2>&1; echo $? >/tmp/peer_rc) &
     peer_pid=$!
 fi
@@ -38,7 +40,11 @@ synth() { # preset out
     [ -f "$2" ] || python3 "$S/shared/tools/bigsynth.py" --preset "$1" --quant q4_k --tokenizer /tmp/tok.json \
         --out "$2.tmp" >>"$O/synth.log" 2>&1 && mv "$2.tmp" "$2" || { rm -f "$2.tmp"; touch "$2.fail"; }
 }
-[ -z "${NO_SPEED:-}" ] && (synth qwen3-8b /tmp/q8b.gguf; synth qwen35-27b /tmp/q27.gguf; synth qwen3-30b-a3b /tmp/q30.gguf) &
+if [ -n "${QUICK:-}" ]; then
+    [ -z "${NO_SPEED:-}" ] && (synth qwen3-8b /tmp/q8b.gguf; synth qwen35-27b /tmp/q27.gguf; synth qwen35-35b-a3b /tmp/q35.gguf) &
+else
+    [ -z "${NO_SPEED:-}" ] && (synth qwen3-8b /tmp/q8b.gguf; synth qwen35-27b /tmp/q27.gguf; synth qwen3-30b-a3b /tmp/q30.gguf) &
+fi
 
 # 1–2. kernels and engine parity
 t=$SECONDS; "$B/test_hip_compile" >>"$T" 2>&1; say "test_hip_compile rc=$? $((SECONDS - t))s"
@@ -89,6 +95,22 @@ wait_file() { # the model, or give up when its writer failed or after 300 s
         sleep 1
     done
 }
+if [ -n "${QUICK:-}" ]; then
+    wait_file /tmp/q8b.gguf && ours 8b /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
+    ours 8b /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 1,4,16,64
+    rm -f /tmp/q8b.gguf
+    if wait_file /tmp/q27.gguf; then
+        ours 27b /tmp/q27.gguf --pp 512 --tg 128 --reps 3
+        ours 27b-nograph /tmp/q27.gguf --pp 0 --tg 128 --reps 2 --no-graph
+        (export LLM170_HIP_GEMV_R=2; ours 27b-gemv-r2 /tmp/q27.gguf --pp 0 --tg 128 --reps 2)
+        timeout 60 "$HB" /tmp/q27.gguf --pp 0 --tg 16 --reps 1 --profile 2>&1 | grep PROFILE | head -30 >>"$R"
+        grep PROFILE "$R" | tail -30
+    fi
+    rm -f /tmp/q27.gguf
+    wait_file /tmp/q35.gguf && ours 35b /tmp/q35.gguf --pp 512 --tg 128 --reps 3
+    say "done"
+    exit 0
+fi
 wait_file /tmp/q8b.gguf && ours 8b /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
 ours 8b /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 1,4,16,64
 wait_file /tmp/q27.gguf && ours 27b /tmp/q27.gguf --pp 512 --tg 128 --reps 3

@@ -25,7 +25,9 @@
 
 #define GEMV_MAX 8     /* batches up to this many rows use GEMV */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
-#define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
+#define DEC_SPLIT 32   /* attention splits of a decode batch (few blocks otherwise) */
+#define SPLIT_TOKENS 64 /* batches up to this many tokens split attention: batched decode, where one
+                         * block per (token, head) walking a whole cache left most of the device idle */
 #define N_GRAPHS 8
 #define MMA32_MAX 32   /* batches up to this many tokens use the 32-token tensor-core GEMM tile */
 #define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tile */
@@ -85,7 +87,7 @@ struct hip_engine {
     uint64_t o;            /* [B][nq] attention output */
     uint64_t fg, fu;       /* [B·K or B][F] */
     uint64_t logits;       /* [B][V] */
-    uint64_t part;         /* [GEMV_MAX][n_head][DEC_SPLIT][hd + 2] */
+    uint64_t part;         /* [SPLIT_TOKENS][n_head][DEC_SPLIT][hd + 2] */
     uint64_t rl;           /* [B][X] router logits */
     uint64_t sel;          /* [B][K] int */
     uint64_t sw;           /* [B][K] */
@@ -318,7 +320,7 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
     const struct scratch t[] = {
         { &c->io, io_bytes }, { &c->x, B * E * 4 }, { &c->h, B * E * 4 }, { &c->qkv, B * (size_t)c->W * 4 },
         { &c->o, B * (size_t)nqm * 4 }, { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
-        { &c->part, (size_t)GEMV_MAX * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
+        { &c->part, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
         { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
         { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 },
         { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
@@ -666,7 +668,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     void *rp[] = { &ra };
     unsigned rb = (unsigned)((hd + c->warp - 1) / c->warp * c->warp);
     TRY(hip_rt_launch(c->rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
-    const int nsplit = n <= GEMV_MAX ? DEC_SPLIT : 1;
+    const int nsplit = n <= SPLIT_TOKENS ? DEC_SPLIT : 1;
     struct attn_args aa = {
         .q = c->qkv, .o = c->o, .k = d->kc, .v = d->vc, .pos = pos, .seq = seq, .part = c->part,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
@@ -998,7 +1000,7 @@ void hipe_lend(const struct hip_engine *c, struct hip_lend *out)
 {
     *out = (struct hip_lend){
         .rt = c->rt, .warp = c->warp, .n_ctx = c->p.n_ctx, .n_batch = c->p.n_batch, .n_seq = c->p.n_seq,
-        .W = c->W, .gemv_max = GEMV_MAX, .dec_split = DEC_SPLIT, .kv_elt = c->kv_elt, .x = c->x, .h = c->h,
+        .W = c->W, .gemv_max = GEMV_MAX, .split_tokens = SPLIT_TOKENS, .dec_split = DEC_SPLIT, .kv_elt = c->kv_elt, .x = c->x, .h = c->h,
         .qkv = c->qkv, .o = c->o, .part = c->part, .io = c->io, .xq = c->xq, .xqd = c->xqd,
     };
 }

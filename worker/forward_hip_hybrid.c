@@ -370,7 +370,7 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
     void *rp[] = { &ra };
     const unsigned rb = (unsigned)((hd + l->warp - 1) / l->warp * l->warp);
     TRY(hip_rt_launch(l->rt, hy->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
-    const int nsplit = n <= l->gemv_max ? l->dec_split : 1;
+    const int nsplit = n <= l->split_tokens ? l->dec_split : 1;
     struct attn_args aa = {
         .q = l->qkv, .o = l->o, .k = at.kc, .v = at.vc, .pos = pos, .seq = seq, .part = l->part,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,

@@ -35,13 +35,14 @@ struct hip_lend {
     int n_ctx, n_batch, n_seq;
     int W;                 /* width of a qkv row: nq_max + 2·nkv_max */
     int gemv_max;          /* batches up to this many rows take the GEMV kernels */
-    int dec_split;         /* attention splits of a GEMV-sized batch */
+    int split_tokens;      /* batches up to this many tokens split attention (decode) */
+    int dec_split;         /* attention splits of such a batch */
     size_t kv_elt;         /* bytes of a KV cache element (2: f16, 4: f32) */
     uint64_t x;            /* [B][E] residual stream */
     uint64_t h;            /* [B][E] normed input */
     uint64_t qkv;          /* [B][W] Q | K | V */
     uint64_t o;            /* [B][nq_max] attention output */
-    uint64_t part;         /* [gemv_max][n_head][dec_split][hd + 2] attention partials */
+    uint64_t part;         /* [split_tokens][n_head][dec_split][hd + 2] attention partials */
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     uint64_t xq, xqd;      /* q8 copy of the next GEMV's input (hipe_mm q = 1): int8 [rows][k], [rows][k/32][2] */
 };
