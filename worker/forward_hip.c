@@ -25,9 +25,11 @@
 
 #define GEMV_MAX 8     /* batches up to this many rows use GEMV */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
-#define DEC_SPLIT 32   /* attention splits of a decode batch (few blocks otherwise) */
-#define SPLIT_TOKENS 64 /* batches up to this many tokens split attention: batched decode, where one
-                         * block per (token, head) walking a whole cache left most of the device idle */
+#define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
+/* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
+ * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
+ * 3631.5 — a loss where it matters more, so GEMV-sized batches only. */
+#define SPLIT_TOKENS GEMV_MAX
 #define N_GRAPHS 8
 #define MMA32_MAX 32   /* batches up to this many tokens use the 32-token tensor-core GEMM tile */
 #define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tile */
@@ -519,9 +521,19 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             /* more rows per block keep more weight loads in flight per thread and make fewer, longer
              * blocks: 4 when that still leaves two blocks per multiprocessor (measured faster than 2 and
              * 8 on qwen3-8b q4_K, docs/benchmarks.md), else 2 */
+            /* ... and 2 when the row's 32-element units do not spread evenly over the block's threads
+             * (some threads take one more pass than others): qwen35-27b (rows of 5120, 6144, 17408)
+             * decodes at 102.8 t/s with 2 rows against 95.4 with 4, while qwen3-8b (4096, 12288),
+             * qwen3-30b-a3b and qwen35-35b-a3b (units ≤ threads or a multiple of them) were measured
+             * fastest with 4 */
+            const size_t units_r = (size_t)(a->k / 32);
+            size_t nt_r = cdiv(units_r, (size_t)c->warp) * (size_t)c->warp;
+            nt_r = nt_r > 4u * (size_t)c->warp ? 4u * (size_t)c->warp : nt_r;
+            const bool even = a->mode == 4 /* experts' down over all slots: measured with 4 */ ||
+                              units_r <= nt_r || units_r % nt_r == 0;
             int r = c->gemv_r;
             if (!r)
-                r = (size_t)a->nz * (size_t)a->n_rows / 4 >= 2 * (size_t)c->sms ? 4 : 2;
+                r = even && (size_t)a->nz * (size_t)a->n_rows / 4 >= 2 * (size_t)c->sms ? 4 : 2;
             const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
             if (c->gemvq_r[ri][w->type])
                 f = c->gemvq_r[ri][w->type], R = r;
