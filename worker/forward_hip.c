@@ -57,6 +57,7 @@ struct hip_engine {
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
     hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
     int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product, else LLM170_HIP_GEMV_R */
+    int gemv_warps;        /* most warps a GEMV block takes (4; LLM170_HIP_GEMV_WARPS=1..8) */
     int sms;               /* multiprocessors, for that choice */
     hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
     int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size); LLM170_HIP_MMA_T */
@@ -387,6 +388,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->fuse_route = fre && !strcmp(fre, "1");
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
+    const char *gwe = getenv("LLM170_HIP_GEMV_WARPS");
+    c->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 4;
     c->use_mma = !(mmae && !strcmp(mmae, "0"));
     const char *mte = getenv("LLM170_HIP_MMA_T");
     c->mma_t = mte ? atoi(mte) : 0;
@@ -528,7 +531,7 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
              * fastest with 4 */
             const size_t units_r = (size_t)(a->k / 32);
             size_t nt_r = cdiv(units_r, (size_t)c->warp) * (size_t)c->warp;
-            nt_r = nt_r > 4u * (size_t)c->warp ? 4u * (size_t)c->warp : nt_r;
+            nt_r = nt_r > (size_t)c->gemv_warps * (size_t)c->warp ? (size_t)c->gemv_warps * (size_t)c->warp : nt_r;
             const bool even = a->mode == 4 /* experts' down over all slots: measured with 4 */ ||
                               units_r <= nt_r || units_r % nt_r == 0;
             int r = c->gemv_r;
@@ -544,10 +547,11 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             a->nq = want_q8(c, E) ? c->xq : 0, a->nqd = want_q8(c, E) ? c->xqd : 0;
             c->h_ready = true;
         }
-        /* threads: the row's 32-element units (all slots' in mode 4), in whole warps, at most 4 warps */
+        /* threads: the row's 32-element units (all slots' in mode 4), in whole warps, at most gemv_warps */
         const size_t units = (size_t)(a->mode == 4 ? a->nslot : 1) * (size_t)(a->k / 32);
+        const size_t cap = (size_t)c->gemv_warps * (size_t)c->warp;
         size_t nt = cdiv(units, (size_t)c->warp) * (size_t)c->warp;
-        nt = nt > 4u * (size_t)c->warp ? 4u * (size_t)c->warp : nt < (size_t)c->warp ? (size_t)c->warp : nt;
+        nt = nt > cap ? cap : nt < (size_t)c->warp ? (size_t)c->warp : nt;
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
