@@ -459,6 +459,10 @@ static void gemv_q8_activations(void)
         check_mmq(qt[i].t, qt[i].name, 45, 768, 2, 3, 8, 32);
         check_mmq(qt[i].t, qt[i].name, 96, 768, 5, 2, 8, 32);
         check_mmq(qt[i].t, qt[i].name, 64, 2048, 3, 2, 4, 64);
+        /* the engine's shapes for rows of 5120 (160 units: 5 warps, one pass) and 17408 (544 units:
+         * 8 warps, 2 rows a block) — forward_hip.c's gemv_threads */
+        check_mmq(qt[i].t, qt[i].name, 70, 5120, 1, 1, 4, 160);
+        check_mmq(qt[i].t, qt[i].name, 38, 17408, 2, 1, 2, 256);
     }
 }
 

@@ -57,7 +57,7 @@ struct hip_engine {
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
     hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
     int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product, else LLM170_HIP_GEMV_R */
-    int gemv_warps;        /* most warps a GEMV block takes (4; LLM170_HIP_GEMV_WARPS=1..8) */
+    int gemv_warps;        /* most warps a GEMV block takes: 0 = by the row (gemv_threads), else LLM170_HIP_GEMV_WARPS */
     int sms;               /* multiprocessors, for that choice */
     hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
     int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size); LLM170_HIP_MMA_T */
@@ -389,7 +389,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gwe = getenv("LLM170_HIP_GEMV_WARPS");
-    c->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 4;
+    c->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
     c->use_mma = !(mmae && !strcmp(mmae, "0"));
     const char *mte = getenv("LLM170_HIP_MMA_T");
     c->mma_t = mte ? atoi(mte) : 0;
@@ -507,6 +507,37 @@ static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 
 /* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
  * q: 1 when c->xq/xqd, 2 when c->fq/fqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use
  * the dp4a kernels; 0 when no q8 copy exists. */
+/* Threads of a GEMV block: one per 32-element unit of its row (all slots' in mode 4), in whole warps.
+ * Measured on the H200 (docs/benchmarks.md, 2026-12-01): a row of up to 8 warps' units in one pass
+ * (qwen35-27b's 5120 and 6144: 109.6 t/s against 103.0 capped at 4 warps); longer rows in 4 warps when
+ * the passes come out even (qwen3-8b's 12288: 313.7 against 302.3 with 8 warps and 2 rows), else in 8
+ * with 2 rows a block (qwen35-27b's 17408); the experts' down product over all slots (mode 4) at most
+ * 4 warps, as measured on qwen3-30b-a3b. *even: the units spread evenly, so 4 rows a block pay off.
+ * LLM170_HIP_GEMV_WARPS=W caps every block at W warps instead (even: units fill whole passes). */
+static size_t gemv_threads(const struct hip_engine *c, const struct gemv_args *a, bool *even)
+{
+    const size_t W = (size_t)c->warp, units = (size_t)(a->mode == 4 ? a->nslot : 1) * (size_t)(a->k / 32);
+    const size_t one_pass = (units < W ? W : cdiv(units, W) * W);
+    size_t nt;
+    bool ev = true;
+    if (c->gemv_warps) {
+        nt = one_pass > (size_t)c->gemv_warps * W ? (size_t)c->gemv_warps * W : one_pass;
+        ev = units <= nt || units % nt == 0;
+    } else if (a->mode == 4) {
+        nt = one_pass > 4 * W ? 4 * W : one_pass;
+    } else if (one_pass <= 8 * W) {
+        nt = one_pass;
+    } else if (units % (4 * W) == 0) {
+        nt = 4 * W;
+    } else {
+        nt = 8 * W;
+        ev = false;
+    }
+    if (even)
+        *even = ev;
+    return nt;
+}
+
 static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
                      struct err *e)
 {
@@ -524,16 +555,9 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             /* more rows per block keep more weight loads in flight per thread and make fewer, longer
              * blocks: 4 when that still leaves two blocks per multiprocessor (measured faster than 2 and
              * 8 on qwen3-8b q4_K, docs/benchmarks.md), else 2 */
-            /* ... and 2 when the row's 32-element units do not spread evenly over the block's threads
-             * (some threads take one more pass than others): qwen35-27b (rows of 5120, 6144, 17408)
-             * decodes at 102.8 t/s with 2 rows against 95.4 with 4, while qwen3-8b (4096, 12288),
-             * qwen3-30b-a3b and qwen35-35b-a3b (units ≤ threads or a multiple of them) were measured
-             * fastest with 4 */
-            const size_t units_r = (size_t)(a->k / 32);
-            size_t nt_r = cdiv(units_r, (size_t)c->warp) * (size_t)c->warp;
-            nt_r = nt_r > (size_t)c->gemv_warps * (size_t)c->warp ? (size_t)c->gemv_warps * (size_t)c->warp : nt_r;
-            const bool even = a->mode == 4 /* experts' down over all slots: measured with 4 */ ||
-                              units_r <= nt_r || units_r % nt_r == 0;
+            /* ... and 2 when the row's units do not spread evenly over the block's threads (gemv_threads) */
+            bool even;
+            gemv_threads(c, a, &even);
             int r = c->gemv_r;
             if (!r)
                 r = even && (size_t)a->nz * (size_t)a->n_rows / 4 >= 2 * (size_t)c->sms ? 4 : 2;
@@ -547,11 +571,7 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             a->nq = want_q8(c, E) ? c->xq : 0, a->nqd = want_q8(c, E) ? c->xqd : 0;
             c->h_ready = true;
         }
-        /* threads: the row's 32-element units (all slots' in mode 4), in whole warps, at most gemv_warps */
-        const size_t units = (size_t)(a->mode == 4 ? a->nslot : 1) * (size_t)(a->k / 32);
-        const size_t cap = (size_t)c->gemv_warps * (size_t)c->warp;
-        size_t nt = cdiv(units, (size_t)c->warp) * (size_t)c->warp;
-        nt = nt > cap ? cap : nt < (size_t)c->warp ? (size_t)c->warp : nt;
+        const size_t nt = gemv_threads(c, a, NULL);
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
