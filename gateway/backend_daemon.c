@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../proto/client.h"
@@ -21,6 +22,12 @@
 /* the longest a poll waits for a chunk; chunks end the wait at once, so this
  * only bounds how late a cancel is noticed while a request is queued */
 #define POLL_MS 100
+/* Polls start at least this far apart while chunks flow: a reply then
+ * carries a few scheduler steps, so each stream's SSE write and the round
+ * trip to llm170d are paid per few tokens instead of per token (the cost of
+ * a write is the same for one event as for four). It delays tokens by at
+ * most this much; a first token or a poll that found nothing is not delayed. */
+#define POLL_GAP_MS 8
 
 struct daemon_backend {
     struct pc_client *pc;      /* generation and tokenization */
@@ -82,6 +89,13 @@ static void job_free(struct gw_job *j)
     free(j->bias);
     pthread_mutex_destroy(&j->mu);
     free(j);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void deliver(struct gw_job *j, const struct gw_event *ev) { j->fn(j->user, ev); }
@@ -307,6 +321,9 @@ static void *poller_main(void *arg)
     size_t n_fin = 0, cap_fin = 0;
     uint64_t *cancel = NULL;
     size_t cap_cancel = 0;
+    int64_t t_poll = 0;
+    const char *gs = getenv("LLM170_POLL_GAP_MS");
+    int gap_ms = gs ? atoi(gs) : POLL_GAP_MS;
     for (;;) {
         pthread_mutex_lock(&b->mu);
         while (!b->n_live && !n_fin && !b->quit)
@@ -345,6 +362,7 @@ static void *poller_main(void *arg)
             pc_cancel_id(b->pc, cancel[i], &e); /* the stream then ends with PF_CANCEL */
         struct proto_chunk *chunks = NULL;
         size_t n = 0;
+        t_poll = now_ms();
         int rc = pc_poll(b->pc, b->group, acks, n_acks, POLL_MS, &chunks, &n, &e);
         if (rc) {
             /* the daemon is gone or stuck: every running stream fails (as a poll of its own would) */
@@ -417,6 +435,9 @@ static void *poller_main(void *arg)
         proto_chunks_free(chunks, n);
         if (unknown && !delivered)
             usleep(1000); /* only chunks of a stream whose job is still registering: do not spin */
+        int64_t gap = t_poll + gap_ms - now_ms();
+        if (delivered && gap > 0)
+            usleep((useconds_t)gap * 1000);
     }
     free(acks);
     free(fin);

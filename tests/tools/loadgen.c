@@ -9,6 +9,7 @@
  * HTTP/1.0, so the body is the raw event stream up to the server's close.
  *
  *   loadgen [--host 127.0.0.1] [--port 8080] [--clients 64] [--seconds 60] [--max-tokens 64]
+ *           [--temperature 0.8] [--prompt "Once upon a time"] [--same-prompt]
  *
  * Prints one line: requests, errors, tokens (sum of completion_tokens of the
  * requests that finished), tokens/s over the wall time, events/s, and the RSS
@@ -112,18 +113,30 @@ static int scan_procs(struct proc_info *out, int cap)
     return n;
 }
 
-static int start_request(struct client *c, int ep, const struct sockaddr_in *sa, int max_tokens)
+struct opts {
+    int max_tokens;
+    const char *temperature; /* as given: JSON number text */
+    const char *prompt;      /* JSON-safe text; "%d %u" are not expanded */
+    bool vary;               /* append the client and request numbers to the prompt */
+};
+
+static int start_request(struct client *c, int ep, const struct sockaddr_in *sa, const struct opts *op)
 {
-    char body[256];
+    char body[768];
+    char suffix[32] = "";
+    if (op->vary)
+        snprintf(suffix, sizeof suffix, " %d %u", c->idx, c->n);
     int bl = snprintf(body, sizeof body,
-                      "{\"prompt\":\"Once upon a time %d %u\",\"max_tokens\":%d,\"temperature\":0.8,"
+                      "{\"prompt\":\"%s%s\",\"max_tokens\":%d,\"temperature\":%s,"
                       "\"seed\":%u,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
-                      c->idx, c->n, max_tokens, (unsigned)c->idx * 1000u + c->n);
+                      op->prompt, suffix, op->max_tokens, op->temperature, (unsigned)c->idx * 1000u + c->n);
+    if (bl >= (int)sizeof body)
+        return -1;
     free(c->req);
-    c->req = malloc(512);
+    c->req = malloc(1024);
     if (!c->req)
         return -1;
-    c->req_len = (size_t)snprintf(c->req, 512,
+    c->req_len = (size_t)snprintf(c->req, 1024,
                                   "POST /v1/completions HTTP/1.0\r\nHost: loadgen\r\nContent-Type: application/json\r\n"
                                   "Content-Length: %d\r\n\r\n%s",
                                   bl, body);
@@ -188,13 +201,20 @@ static void finish_response(struct client *c, struct stats *st)
 int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
-    int port = 8080, n_clients = 64, max_tokens = 64;
+    int port = 8080, n_clients = 64;
+    struct opts op = {.max_tokens = 64, .temperature = "0.8", .prompt = "Once upon a time", .vary = true};
     double seconds = 60;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: loadgen [--host H] [--port P] [--clients N] [--seconds S] [--max-tokens N]\n");
+            printf("usage: loadgen [--host H] [--port P] [--clients N] [--seconds S] [--max-tokens N]\n"
+                   "               [--temperature T] [--prompt TEXT] [--same-prompt]\n"
+                   "Prompts are TEXT plus ' <client> <request>' unless --same-prompt.\n");
             return 0;
+        }
+        if (!strcmp(a, "--same-prompt")) {
+            op.vary = false;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "loadgen: %s needs a value\n", a);
@@ -204,7 +224,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--port")) port = atoi(v);
         else if (!strcmp(a, "--clients")) n_clients = atoi(v);
         else if (!strcmp(a, "--seconds")) seconds = atof(v);
-        else if (!strcmp(a, "--max-tokens")) max_tokens = atoi(v);
+        else if (!strcmp(a, "--max-tokens")) op.max_tokens = atoi(v);
+        else if (!strcmp(a, "--temperature")) op.temperature = v;
+        else if (!strcmp(a, "--prompt")) op.prompt = v;
         else {
             fprintf(stderr, "loadgen: unknown option '%s'\n", a);
             return 2;
@@ -234,7 +256,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_clients; i++) {
         cl[i].idx = i;
         cl[i].fd = -1;
-        if (start_request(&cl[i], ep, &sa, max_tokens))
+        if (start_request(&cl[i], ep, &sa, &op))
             st.errors++;
         else
             open++;
@@ -285,7 +307,7 @@ int main(int argc, char **argv)
             open--;
             finish_response(c, &st);
             if (now_s() < deadline) {
-                if (start_request(c, ep, &sa, max_tokens))
+                if (start_request(c, ep, &sa, &op))
                     st.errors++;
                 else
                     open++;
