@@ -261,8 +261,18 @@ int main(int argc, char **argv)
         else
             open++;
     }
+    /* RSS every 10 s, to see whether it stays flat */
+    enum { MAX_SAMPLES = 64 };
+    struct proc_info samp[MAX_SAMPLES][64];
+    int n_samp_procs[MAX_SAMPLES], n_samp = 0;
+    double t_next_samp = t0 + 10;
     struct epoll_event evs[256];
     while (open > 0) {
+        if (now_s() >= t_next_samp && n_samp < MAX_SAMPLES) {
+            n_samp_procs[n_samp] = scan_procs(samp[n_samp], 64);
+            n_samp++;
+            t_next_samp += 10;
+        }
         int k = epoll_wait(ep, evs, 256, 1000);
         if (k < 0 && errno != EINTR)
             break;
@@ -326,8 +336,13 @@ int main(int argc, char **argv)
                 rss0 = p0[j].rss_kb;
                 cpu0 = p0[j].cpu_s;
             }
-        printf("  %-15s pid %-7d RSS %ld -> %ld kB, CPU %.2f s\n", p1[i].comm, p1[i].pid, rss0, p1[i].rss_kb,
-               p1[i].cpu_s - cpu0);
+        printf("  %-15s pid %-7d RSS %ld -> %ld kB, CPU %.2f s; RSS every 10 s:", p1[i].comm, p1[i].pid, rss0,
+               p1[i].rss_kb, p1[i].cpu_s - cpu0);
+        for (int k = 0; k < n_samp; k++)
+            for (int j = 0; j < n_samp_procs[k]; j++)
+                if (samp[k][j].pid == p1[i].pid)
+                    printf(" %ld", samp[k][j].rss_kb);
+        printf("\n");
     }
     for (int i = 0; i < n_clients; i++) {
         free(cl[i].req);
