@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -326,8 +327,13 @@ int main(int argc, char **argv)
     }
     double dt = now_s() - t0;
     int np1 = scan_procs(p1, 64);
-    printf("clients %d, %.1f s: %ld requests, %ld errors, %ld tokens, %.1f tokens/s, %.1f events/s\n", n_clients, dt,
-           st.requests, st.errors, st.tokens, (double)st.tokens / dt, (double)st.events / dt);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double self_cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+                      ru.ru_stime.tv_usec * 1e-6;
+    printf("clients %d, %.1f s: %ld requests, %ld errors, %ld tokens, %.1f tokens/s, %.1f events/s; "
+           "this client %.2f s CPU\n",
+           n_clients, dt, st.requests, st.errors, st.tokens, (double)st.tokens / dt, (double)st.events / dt, self_cpu);
     for (int i = 0; i < np1; i++) {
         long rss0 = -1;
         double cpu0 = 0;
