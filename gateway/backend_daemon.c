@@ -4,7 +4,8 @@
  * this gateway's poll group, and one poller thread collects the chunks of all
  * streams with one "poll" round trip per wake-up and turns them into events:
  * the per-token cost does not grow with a round trip per stream. A cancel
- * raises a flag that the poller acts on within one poll (POLL_MS). */
+ * raises a flag that the poller acts on at its next poll (within POLL_MS,
+ * or POLL_GAP_MS while chunks flow). */
 #include "backend_daemon.h"
 
 #include <math.h>
@@ -35,7 +36,7 @@ struct daemon_backend {
     struct pc_client *quick;   /* status: a short deadline so /health answers fast */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int n_jobs;                /* job threads alive */
+    int n_jobs;                /* jobs whose final event is not delivered yet (submitting or polled) */
     atomic_bool suspect;       /* the daemon did not answer lately: probe with the quick client first */
     uint64_t group;            /* our poll group at the daemon (random, non-zero) */
     struct gw_job **live;      /* [n_live] accepted streams the poller collects */

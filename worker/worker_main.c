@@ -45,7 +45,6 @@ struct worker {
     int idx;
     /* chunks of the scheduler step in progress: sent as one message when the
      * step ends (one message per step, not one per stream and token) */
-    bool in_step;                /* the scheduler thread is inside sched_step */
     struct proto_chunk *batch;   /* [n_batch] owned copies, each naming its stream (sid) */
     size_t n_batch, cap_batch;
 };
@@ -80,6 +79,12 @@ static void send_error(struct worker *w, uint64_t id, int err_code, const char *
 
 /* ---------------------------------------------------------------- events */
 
+static void flush_batch(struct worker *w);
+
+/* True on the scheduler thread while it is inside sched_step: its events are
+ * batched; an event from any other thread goes out alone. */
+static _Thread_local bool tl_in_step;
+
 static void on_event(void *user, const struct sched_event *ev)
 {
     struct worker *w = user;
@@ -112,7 +117,7 @@ static void on_event(void *user, const struct sched_event *ev)
             c.errc = PE_INTERNAL;
         c.message = (char *)(ev->message ? ev->message : "generation failed");
     }
-    if (w->in_step) {
+    if (tl_in_step) {
         struct err e;
         if (w->n_batch == w->cap_batch) {
             size_t cap = w->cap_batch ? w->cap_batch * 2 : 64;
@@ -127,7 +132,7 @@ static void on_event(void *user, const struct sched_event *ev)
             free(text);
             return;
         }
-        /* out of memory for the batch: send this one alone */
+        flush_batch(w); /* out of memory for the batch: what it holds goes first, in order */
     }
     m.chunks = &c;
     m.n_chunks = 1;
@@ -155,9 +160,9 @@ static void *sched_main(void *arg)
     struct worker *w = arg;
     while (!w->quit) {
         struct err e;
-        w->in_step = true;
+        tl_in_step = true;
         int rc = sched_step(w->s, &e);
-        w->in_step = false;
+        tl_in_step = false;
         flush_batch(w);
         if (rc < 0)
             logf_("step: %s", e.msg);
