@@ -89,6 +89,7 @@ struct stream {
     size_t n, cap;
     uint64_t base;
     int64_t t_poll_ms;      /* last client activity */
+    uint64_t group;         /* poll group its client collects it with (0 = polled alone with "next") */
     int64_t t_done_ms;      /* when the final chunk was handed to the client (0 = not yet) */
     int errc;               /* S_PENDING failed: the worker's error */
     char errmsg[256];
@@ -102,6 +103,7 @@ struct daemon {
     struct worker w[D_MAX_WORKERS];
     int n_workers;
     struct stream *streams;
+    pthread_cond_t poll_cv; /* signaled when a stream of any poll group gets a chunk */
     uint64_t next_id;
     int64_t t0_ms;
     volatile int stop;      /* 1 draining, 2 stopping now */

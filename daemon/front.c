@@ -68,7 +68,7 @@ static void stream_free(struct daemon *d, struct stream *s)
 
 void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
 {
-    (void)d; /* the caller holds d->mu */
+    /* the caller holds d->mu */
     if (s->state == S_DONE) {
         proto_chunk_free(c);
         return;
@@ -90,6 +90,8 @@ void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
         s->state = S_DONE;
     s->n++;
     pthread_cond_broadcast(&s->cv);
+    if (s->group)
+        pthread_cond_broadcast(&d->poll_cv);
 }
 
 void stream_fail(struct daemon *d, struct stream *s, int errc, const char *msg)
@@ -177,8 +179,8 @@ void streams_tick(struct daemon *d)
         send_cancel(d, cancel_w[i], cancel_id[i]);
 }
 
-/* Wait for a change of s until `until` (ms, monotonic clock). mu held. */
-static void wait_until(struct daemon *d, struct stream *s, int64_t until)
+/* Wait on cv until `until` (ms, monotonic clock), at most 200 ms. mu held. */
+static void wait_cv(struct daemon *d, pthread_cond_t *cv, int64_t until)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -193,8 +195,11 @@ static void wait_until(struct daemon *d, struct stream *s, int64_t until)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000;
     }
-    pthread_cond_timedwait(&s->cv, &d->mu, &ts);
+    pthread_cond_timedwait(cv, &d->mu, &ts);
 }
+
+/* Wait for a change of s until `until`. mu held. */
+static void wait_until(struct daemon *d, struct stream *s, int64_t until) { wait_cv(d, &s->cv, until); }
 
 /* ---------------------------------------------------------------- handlers */
 
@@ -258,6 +263,7 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
         return;
     }
     uint64_t id = s->id;
+    s->group = req->gen.group;
     s->waiters++;
     pthread_mutex_unlock(&d->mu);
 
@@ -335,6 +341,72 @@ static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     }
     /* done: the stream ended and this reply holds everything it still had */
     rep->done = s->state == S_DONE && rep->n_chunks == s->n;
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Drop the chunks of s below `from` (the client has them). mu held. */
+static void stream_ack(struct stream *s, uint64_t from)
+{
+    size_t drop = 0;
+    while (drop < s->n && s->q[drop].i < from)
+        proto_chunk_free(&s->q[drop++]);
+    if (drop) {
+        memmove(s->q, s->q + drop, (s->n - drop) * sizeof *s->q);
+        s->n -= drop;
+        s->base += drop;
+    }
+}
+
+/* poll: the chunks of every stream of one group in one reply, so a client
+ * with many streams (the gateway) makes one round trip per wake-up, not one
+ * per stream and token. */
+static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+{
+    uint64_t group = req->id;
+    pthread_mutex_lock(&d->mu);
+    for (size_t k = 0; k < req->n_acks; k++) {
+        struct stream *s = stream_find(d, req->acks[k].id);
+        if (!s || s->kind != S_STREAM || s->group != group)
+            continue;
+        stream_ack(s, req->acks[k].from);
+        if (s->state == S_DONE && s->n == 0 && !s->waiters)
+            stream_free(d, s); /* its final chunk arrived: nothing left to keep */
+    }
+    int wait = req->wait_ms < MAX_WAIT_MS ? req->wait_ms : MAX_WAIT_MS;
+    int64_t deadline = d_now_ms() + wait;
+    for (;;) {
+        int64_t now = d_now_ms();
+        bool any = false;
+        for (struct stream *s = d->streams; s; s = s->next)
+            if (s->group == group && s->kind == S_STREAM) {
+                s->t_poll_ms = now;
+                any |= s->n > 0;
+            }
+        if (any || now >= deadline || d->stop >= 2)
+            break;
+        wait_cv(d, &d->poll_cv, deadline);
+    }
+    proto_msg_init(rep, PT_CHUNKS);
+    rep->id = 0;
+    size_t total = 0;
+    for (struct stream *s = d->streams; s; s = s->next)
+        if (s->group == group && s->kind == S_STREAM)
+            total += s->n;
+    if (total > MAX_CHUNKS_PER_REPLY)
+        total = MAX_CHUNKS_PER_REPLY;
+    rep->chunks = calloc(total + 1, sizeof *rep->chunks);
+    struct err e;
+    for (struct stream *s = d->streams; s && rep->chunks; s = s->next) {
+        if (s->group != group || s->kind != S_STREAM)
+            continue;
+        for (size_t i = 0; i < s->n && rep->n_chunks < total; i++) {
+            if (proto_chunk_copy(&rep->chunks[rep->n_chunks], &s->q[i], &e))
+                break;
+            rep->chunks[rep->n_chunks++].sid = s->id;
+            if (s->q[i].finish && !s->t_done_ms)
+                s->t_done_ms = d_now_ms();
+        }
+    }
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -432,6 +504,7 @@ static void *front_main(void *arg)
             case PT_STATUS: h_status(d, &rep); break;
             case PT_GENERATE: h_generate(d, &req, &rep); break;
             case PT_NEXT: h_next(d, &req, &rep); break;
+            case PT_POLL: h_poll(d, &req, &rep); break;
             case PT_CANCEL: h_cancel(d, &req, &rep); break;
             case PT_TOKENIZE: case PT_DETOKENIZE: h_call(d, &req, &rep); break;
             default: {

@@ -144,6 +144,7 @@ int main(int argc, char **argv)
     pthread_mutex_init(&d->mu, NULL);
     pthread_condattr_init(&d->cv_attr);
     pthread_condattr_setclock(&d->cv_attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->poll_cv, &d->cv_attr);
     d->t0_ms = d_now_ms();
 
     if (front_start(d, &e) || workers_init(d, &e)) {

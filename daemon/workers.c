@@ -88,6 +88,20 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
             s->state = S_ACTIVE;
         break;
     case PT_CHUNKS:
+        if (!m->id) {
+            /* one scheduler step: chunks of several streams, each naming its own */
+            struct stream *cur = NULL;
+            for (size_t i = 0; i < m->n_chunks; i++) {
+                if (!cur || cur->id != m->chunks[i].sid)
+                    cur = stream_find(d, m->chunks[i].sid);
+                if (!cur || cur->kind != S_STREAM || cur->state == S_DONE)
+                    continue; /* expired or canceled meanwhile */
+                if (cur->state == S_PENDING)
+                    cur->state = S_ACTIVE;
+                stream_push(d, cur, &m->chunks[i]);
+            }
+            break;
+        }
         if (!s || s->kind != S_STREAM)
             break; /* expired or canceled meanwhile */
         if (s->state == S_PENDING)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,7 +40,29 @@ void gw_config_default(struct gw_config *c)
     c->max_body = 8u << 20;
     c->timeout_s = 120;
     c->threads = 4;
-    c->max_connections = 4096;
+    c->max_connections = 16384;
+}
+
+/* Descriptors kept free of connections: listening socket, epoll and
+ * inter-thread descriptors, the daemon's sockets, logs. */
+#define GW_FD_RESERVE 128
+
+/* Raise the soft descriptor limit so max_connections fit (up to the hard
+ * limit); return how many connections fit. */
+static unsigned fd_room(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return want;
+    rlim_t need = (rlim_t)want + GW_FD_RESERVE;
+    if (rl.rlim_cur < need && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return want;
+    return rl.rlim_cur > 2 * GW_FD_RESERVE ? (unsigned)(rl.rlim_cur - GW_FD_RESERVE) : GW_FD_RESERVE;
 }
 
 /* A too-large body up to this size is read and dropped so the client can
@@ -1069,12 +1092,13 @@ int gw_server_start(struct gw_server **out, const struct gw_config *cfg, const s
         err_set(e, ERR_INVALID, "cannot resolve listen address '%s': %s", cfg->host, gai_strerror(gai));
         goto fail;
     }
+    s->cfg.max_connections = fd_room(cfg->max_connections ? cfg->max_connections : 16384u);
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     s->mhd = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, ahc, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                               MHD_OPTION_THREAD_POOL_SIZE, cfg->threads ? cfg->threads : 1u,
-                              MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 4096u,
+                              MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections,
                               MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                               MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
     int saved = errno;
@@ -1104,6 +1128,8 @@ int gw_server_port(const struct gw_server *s)
     const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     return i ? i->port : s->cfg.port;
 }
+
+unsigned gw_server_max_connections(const struct gw_server *s) { return s->cfg.max_connections; }
 
 int gw_server_drain(struct gw_server *s, unsigned timeout_s, volatile int *abort)
 {

@@ -29,6 +29,11 @@ int gw_server_port(const struct gw_server *s);
 /* Stop accepting connections and wait up to timeout_s for the generation
  * requests in flight to finish (returns early when *abort becomes nonzero).
  * Returns how many were still running. */
+/* The connection limit in force: the configured one, lowered when the
+ * descriptor limit (RLIMIT_NOFILE, whose soft value gw_server_start raises
+ * as far as needed and allowed) cannot hold that many connections. */
+unsigned gw_server_max_connections(const struct gw_server *s);
+
 int gw_server_drain(struct gw_server *s, unsigned timeout_s, volatile int *abort);
 /* Cancel what is running, close connections, stop the threads. */
 void gw_server_stop(struct gw_server *s);

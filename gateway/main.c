@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../proto/client.h"
@@ -32,7 +31,7 @@ static const char usage[] =
     "  --max-body BYTES     largest request body (default 8388608; larger → 413)\n"
     "  --timeout SECONDS    idle connection timeout (default 120)\n"
     "  --threads N          HTTP event-loop threads (default 4)\n"
-    "  --max-connections N  open connections at most (default 4096)\n"
+    "  --max-connections N  open connections at most (default 16384)\n"
     "  --drain-timeout S    on SIGTERM/SIGINT, let requests in flight finish this long (default 25;\n"
     "                       a second signal stops at once)\n"
     "  --help               this text\n";
@@ -269,12 +268,11 @@ int main(int argc, char **argv)
         daemon_backend_close(&be);
         return 1;
     }
-    /* every open connection is a descriptor: let the connection limit be reachable */
-    struct rlimit rl;
-    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    /* every open connection is a descriptor: gw_server_start raised the soft
+     * limit as far as the connection limit needs, or lowered that limit */
+    if (cfg.max_connections && gw_server_max_connections(srv) < cfg.max_connections)
+        fprintf(stderr, "llm170-gateway: the descriptor limit (ulimit -n) holds only %u connections, not %u\n",
+                gw_server_max_connections(srv), cfg.max_connections);
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);

@@ -804,6 +804,98 @@ int oai_sse_role(int kind, const struct oai_meta *m, int index, bool usage_null,
     return sse_append(chunk_obj(kind, m, ch, usage_null), buf, len);
 }
 
+/* A JSON string (quoted, escaped as jansson's compact dump does) into out,
+ * which has room for 6 bytes per input byte + 2. */
+static size_t json_quote(char *out, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c >= 0x20) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '\\';
+            switch (c) {
+            case '\b': out[o++] = 'b'; break;
+            case '\f': out[o++] = 'f'; break;
+            case '\n': out[o++] = 'n'; break;
+            case '\r': out[o++] = 'r'; break;
+            case '\t': out[o++] = 't'; break;
+            default:
+                memcpy(out + o, "u00", 3);
+                out[o + 3] = hex[c >> 4];
+                out[o + 4] = hex[c & 15];
+                o += 5;
+            }
+        }
+    }
+    out[o++] = '"';
+    return o;
+}
+
+/* The common stream chunk (text only, no logprobs) formatted directly: the
+ * same bytes as the jansson path, without building and freeing a JSON tree
+ * per token (that was most of the gateway's CPU per token). Returns 1 when
+ * the text is not valid UTF-8 (the caller takes the general path). */
+static int sse_token_fast(int kind, const struct oai_meta *m, int index, const char *content, const char *reasoning,
+                          bool usage_null, char **buf, size_t *len)
+{
+    size_t nc = strlen(content), nr = reasoning ? strlen(reasoning) : 0, bad;
+    if (!oai_utf8_valid(content, nc, &bad) || (nr && !oai_utf8_valid(reasoning, nr, &bad)))
+        return 1;
+    size_t ni = strlen(m->id), nm = strlen(m->model);
+    size_t cap = 256 + 6 * (nc + nr + ni + nm);
+    char *nb = realloc(*buf, *len + cap);
+    if (!nb)
+        return ERR_NOMEM;
+    *buf = nb;
+    char *o = nb + *len, *o0 = o;
+    memcpy(o, "data: {\"id\":", 12);
+    o += 12;
+    o += json_quote(o, m->id, ni);
+    o += sprintf(o, ",\"object\":\"%s\",\"created\":%lld,\"model\":",
+                 kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion", m->created);
+    o += json_quote(o, m->model, nm);
+    o += sprintf(o, ",\"system_fingerprint\":\"llm170\",\"choices\":[{\"index\":%d,", index);
+    if (kind == OAI_CHAT) {
+        memcpy(o, "\"delta\":{", 9);
+        o += 9;
+        if (nr) {
+            memcpy(o, "\"reasoning_content\":", 20);
+            o += 20;
+            o += json_quote(o, reasoning, nr);
+        }
+        if (nc || !nr) {
+            if (nr)
+                *o++ = ',';
+            memcpy(o, "\"content\":", 10);
+            o += 10;
+            o += json_quote(o, content, nc);
+        }
+        *o++ = '}';
+    } else {
+        memcpy(o, "\"text\":", 7);
+        o += 7;
+        o += json_quote(o, content, nc);
+    }
+    static const char tail[] = ",\"logprobs\":null,\"finish_reason\":null}]";
+    memcpy(o, tail, sizeof tail - 1);
+    o += sizeof tail - 1;
+    if (usage_null) {
+        memcpy(o, ",\"usage\":null", 13);
+        o += 13;
+    }
+    memcpy(o, "}\n\n", 3);
+    o += 3;
+    *len += (size_t)(o - o0);
+    return 0;
+}
+
 int oai_sse_token(int kind, const struct oai_meta *m, int index, const char *content, const char *reasoning,
                   const struct gw_event *ev, bool logprobs, int n_top, bool usage_null, char **buf, size_t *len)
 {
@@ -812,6 +904,11 @@ int oai_sse_token(int kind, const struct oai_meta *m, int index, const char *con
     bool with_lp = ev && logprobs && ev->token >= 0;
     if (!*content && !(reasoning && *reasoning) && !with_lp)
         return 0; /* nothing to tell the client yet (text held back) */
+    if (!with_lp) {
+        int rc = sse_token_fast(kind, m, index, content, reasoning, usage_null, buf, len);
+        if (rc <= 0)
+            return rc;
+    }
     json_t *lp = json_null();
     if (with_lp) {
         json_decref(lp);

@@ -117,7 +117,7 @@ static int call(struct pc_client *c, const struct proto_msg *req, struct proto_m
     }
     if (rep->type != (req->type == PT_STATUS ? PT_STATUS_REPLY
                       : req->type == PT_GENERATE ? PT_ACCEPTED
-                      : req->type == PT_NEXT ? PT_CHUNKS
+                      : req->type == PT_NEXT || req->type == PT_POLL ? PT_CHUNKS
                       : req->type == PT_TOKENIZE ? PT_TOKENS
                       : req->type == PT_DETOKENIZE ? PT_TEXT : PT_OK)) {
         err_set(e, ERR_INTERNAL, "llm170d answered a %s with an unexpected %s", proto_type_name(req->type),
@@ -207,6 +207,44 @@ int pc_next(struct pc_stream *s, int wait_ms, struct proto_chunk **chunks, size_
     proto_msg_free(&rep);
     return 0;
 }
+
+int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, size_t n_acks, int wait_ms,
+            struct proto_chunk **chunks, size_t *n, struct err *e)
+{
+    *chunks = NULL;
+    *n = 0;
+    struct proto_msg req, rep;
+    proto_msg_init(&req, PT_POLL);
+    req.id = group;
+    req.acks = (struct proto_ack *)acks;
+    req.n_acks = n_acks;
+    req.wait_ms = wait_ms < 0 ? 0 : wait_ms;
+    int rc = call(c, &req, &rep, req.wait_ms, e);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < rep.n_chunks; i++)
+        if (!rep.chunks[i].sid)
+            rep.chunks[i].sid = rep.id;
+    *chunks = rep.chunks;
+    *n = rep.n_chunks;
+    rep.chunks = NULL;
+    rep.n_chunks = 0;
+    proto_msg_free(&rep);
+    return 0;
+}
+
+int pc_cancel_id(struct pc_client *c, uint64_t id, struct err *e)
+{
+    struct proto_msg req, rep;
+    proto_msg_init(&req, PT_CANCEL);
+    req.id = id;
+    int rc = call(c, &req, &rep, 0, e);
+    if (!rc)
+        proto_msg_free(&rep);
+    return rc;
+}
+
+void pc_stream_detach(struct pc_stream *s) { free(s); }
 
 bool pc_stream_done(const struct pc_stream *s) { return s->done; }
 uint64_t pc_stream_id(const struct pc_stream *s) { return s->id; }

@@ -14,7 +14,7 @@ static const char *const type_names[PT_COUNT] = {
     [PT_CHUNKS] = "chunks", [PT_CANCEL] = "cancel", [PT_OK] = "ok", [PT_ERROR] = "error",
     [PT_TOKENIZE] = "tokenize", [PT_TOKENS] = "tokens", [PT_DETOKENIZE] = "detokenize",
     [PT_TEXT] = "text", [PT_PING] = "ping", [PT_PONG] = "pong", [PT_READY] = "ready",
-    [PT_SHUTDOWN] = "shutdown",
+    [PT_SHUTDOWN] = "shutdown", [PT_POLL] = "poll",
 };
 
 const char *proto_type_name(int type)
@@ -186,6 +186,7 @@ void proto_msg_free(struct proto_msg *m)
     int type = m->type;
     proto_gen_free(&m->gen);
     proto_chunks_free(m->chunks, m->n_chunks);
+    free(m->acks);
     free(m->message);
     proto_status_free(&m->status);
     proto_worker_free(&m->worker);
@@ -338,7 +339,7 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
 {
     size_t n = 5; /* the booleans */
     n += !!g->model + !!g->prompt + !!g->tokens + !!g->messages + !!g->n_stop + 1 /* logprobs */ +
-         !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json;
+         !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json + !!g->group;
     n += (size_t)__builtin_popcount(g->set & 0x7ffu);
     msgpack_pack_map(pk, n);
     if (g->model)
@@ -396,14 +397,18 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
     KV_BOOL("parse_special", g->parse_special);
     KV_BOOL("special", g->special);
     KV_BOOL("cache_prompt", g->cache_prompt);
+    if (g->group)
+        KV_UINT("group", g->group);
 }
 
 static void pk_chunk(msgpack_packer *pk, const struct proto_chunk *c)
 {
-    size_t n = 3 + c->has_logprob + !!c->n_top;
+    size_t n = 3 + c->has_logprob + !!c->n_top + !!c->sid;
     if (c->finish)
         n += 4 + (c->finish == PF_ERROR ? 2 : 0);
     msgpack_pack_map(pk, n);
+    if (c->sid)
+        KV_UINT("s", c->sid);
     KV_UINT("i", c->i);
     KV_INT("token", c->token);
     KV_STR("text", c->text);
@@ -481,6 +486,7 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
     switch (m->type) {
     case PT_GENERATE: n += 1; break;
     case PT_NEXT: n += 2; break;
+    case PT_POLL: n += 2; break;
     case PT_CHUNKS: n += 2; break;
     case PT_ERROR: n += 2; break;
     case PT_TOKENIZE: n += 4; break;
@@ -502,6 +508,16 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
         break;
     case PT_NEXT:
         KV_UINT("from", m->from);
+        KV_INT("wait_ms", m->wait_ms);
+        break;
+    case PT_POLL:
+        pk_key(pk, "acks");
+        msgpack_pack_array(pk, m->n_acks);
+        for (size_t i = 0; i < m->n_acks; i++) {
+            msgpack_pack_array(pk, 2);
+            msgpack_pack_uint64(pk, m->acks[i].id);
+            msgpack_pack_uint64(pk, m->acks[i].from);
+        }
         KV_INT("wait_ms", m->wait_ms);
         break;
     case PT_CHUNKS:
@@ -894,6 +910,8 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
         (rc = rd_bool(r, o, "special", &g->special)) ||
         (rc = rd_bool(r, o, "cache_prompt", &g->cache_prompt)))
         return rc;
+    if ((rc = rd_u64(r, o, "group", &g->group, false)) < 0)
+        return rc;
     return 0;
 }
 
@@ -903,7 +921,8 @@ static int rd_chunk(struct rd *r, const msgpack_object *o, struct proto_chunk *c
         return err_set(r->e, ERR_FORMAT, "proto: %s: a chunk is not a map", r->where);
     int rc;
     c->token = -1;
-    if ((rc = rd_u64(r, o, "i", &c->i, true)) < 0 ||
+    if ((rc = rd_u64(r, o, "s", &c->sid, false)) < 0 ||
+        (rc = rd_u64(r, o, "i", &c->i, true)) < 0 ||
         (rc = RD_I32(o, "token", -1, INT32_MAX, c->token, false)) ||
         (rc = rd_str(r, o, "text", &c->text, false)) ||
         (rc = rd_flt(r, o, "logprob", &c->logprob, &c->has_logprob)))
@@ -1048,7 +1067,8 @@ static int decode_obj(const msgpack_object *root, struct proto_msg *m, struct er
                        (long long)ver, PROTO_VERSION);
     if ((rc = rd_u64(r, root, "id", &m->id, false)) < 0)
         return rc;
-    bool need_id = type == PT_ACCEPTED || type == PT_NEXT || type == PT_CHUNKS || type == PT_CANCEL;
+    /* chunks with id 0 carry several streams, each chunk naming its own ("s") */
+    bool need_id = type == PT_ACCEPTED || type == PT_NEXT || type == PT_CANCEL || type == PT_POLL;
     if (need_id && !m->id)
         return bad(r, "id", "is missing or zero");
     switch (type) {
@@ -1069,8 +1089,30 @@ static int decode_obj(const msgpack_object *root, struct proto_msg *m, struct er
             m->n_chunks = i + 1;
             if ((rc = rd_chunk(r, &cs->via.array.ptr[i], &m->chunks[i])))
                 return rc;
+            if (!m->id && !m->chunks[i].sid)
+                return bad(r, "chunks", "holds a chunk without its stream ('s') in a message without an id");
         }
         return rd_bool(r, root, "done", &m->done);
+    }
+    case PT_POLL: {
+        const msgpack_object *as = get(root, "acks");
+        if (as && as->type != MSGPACK_OBJECT_NIL) {
+            if (as->type != MSGPACK_OBJECT_ARRAY || as->via.array.size > PROTO_MAX_ACKS)
+                return bad(r, "acks", "is not an array of at most 1Mi entries");
+            if (!(m->acks = calloc((size_t)as->via.array.size + 1, sizeof *m->acks)))
+                return err_set(e, ERR_NOMEM, "proto: out of memory");
+            for (uint32_t i = 0; i < as->via.array.size; i++) {
+                const msgpack_object *x = &as->via.array.ptr[i];
+                if (x->type != MSGPACK_OBJECT_ARRAY || x->via.array.size != 2 ||
+                    x->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+                    x->via.array.ptr[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+                    return bad(r, "acks", "holds an element that is not [id, from]");
+                m->acks[i].id = x->via.array.ptr[0].via.u64;
+                m->acks[i].from = x->via.array.ptr[1].via.u64;
+                m->n_acks = i + 1;
+            }
+        }
+        return RD_I32(root, "wait_ms", 0, 600000, m->wait_ms, false);
     }
     case PT_ERROR: {
         char *code = NULL;

@@ -27,6 +27,7 @@
 #define PROTO_MAX_TOKENS (1u << 22)    /* ids in one token array */
 #define PROTO_MAX_STOP 16              /* stop strings per request */
 #define PROTO_MAX_TOP 32               /* top alternatives per token */
+#define PROTO_MAX_ACKS (1u << 20)      /* acknowledgements in one poll */
 
 enum proto_type {
     PT_NONE = 0,
@@ -47,6 +48,7 @@ enum proto_type {
     PT_PONG,         /* W→D            id, worker (active, queued, slots) */
     PT_READY,        /* W→D            worker (model, backend, device, slots, n_ctx, n_vocab, mem) */
     PT_SHUTDOWN,     /* D→W            — finish open requests, then exit */
+    PT_POLL,         /* C→D            id (= the poll group), acks[], wait_ms → chunks of every stream of the group */
     PT_COUNT
 };
 
@@ -125,6 +127,7 @@ struct proto_gen {
     bool parse_special;               /* special-token text in prompt is parsed (default true) */
     bool special;                     /* render control tokens in output text (default false) */
     bool cache_prompt;                /* allow KV prefix reuse (default true) */
+    uint64_t group;                   /* C→D: poll group the stream joins (0 = none; polled with "next") */
 };
 /* Zero the request and set the defaults named above. */
 void proto_gen_init(struct proto_gen *g);
@@ -138,6 +141,7 @@ struct proto_top {
 
 /* One stream event: a generated token, or the final record (finish != PF_NONE). */
 struct proto_chunk {
+    uint64_t sid;          /* its stream's id when the message carries several streams ("s"); 0 = the message's id */
     uint64_t i;            /* index within its stream, from 0, no gaps */
     int32_t token;         /* generated id; -1 on a final chunk without a token */
     char *text;            /* complete UTF-8 text this token adds (may be "") */
@@ -182,13 +186,21 @@ struct proto_status {
     size_t n_workers;
 };
 
+/* A poll's acknowledgement: the client holds every chunk of stream id below from. */
+struct proto_ack {
+    uint64_t id;
+    uint64_t from;
+};
+
 struct proto_msg {
     int type;                     /* enum proto_type */
     uint64_t id;                  /* request / stream id; 0 = none */
     struct proto_gen gen;         /* generate; gen.model for tokenize/detokenize */
     uint64_t from;                /* next: first chunk index the client still lacks */
-    int32_t wait_ms;              /* next: longest wait for a chunk */
-    struct proto_chunk *chunks;   /* chunks: [n_chunks] */
+    int32_t wait_ms;              /* next, poll: longest wait for a chunk */
+    struct proto_ack *acks;       /* poll: [n_acks] */
+    size_t n_acks;
+    struct proto_chunk *chunks;   /* chunks: [n_chunks]; with id 0 every chunk names its stream (sid) */
     size_t n_chunks;
     bool done;                    /* chunks: the stream ended (its final chunk is in this or an earlier reply) */
     int errc;                     /* error: PE_* */

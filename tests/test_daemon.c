@@ -183,6 +183,102 @@ static void stream_basic(void)
     CHECK_EQ_INT(stop_daemon(d), 0);
 }
 
+/* Poll groups: one poll collects the chunks of every stream of its group (and
+ * of no other), a reply that is not acknowledged comes again, acknowledged
+ * chunks do not, and a stream whose final chunk was acknowledged is gone. */
+static void poll_group(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--slots", "8", NULL};
+    pid_t d = start_daemon(extra, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    const uint64_t group = 0x5eed0001;
+    const int max[3] = {3, 5, 7};
+    uint64_t id[3] = {0}, other = 0;
+    struct err e;
+    struct pc_stream *s;
+    for (int k = 0; k < 3; k++) {
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = "hello";
+        g.max_tokens = max[k];
+        g.set |= PG_MAX_TOKENS;
+        g.group = group;
+        CHECK(pc_generate(c, &g, &s, &e) == 0, "generate %d: %s", k, e.msg);
+        if (s) {
+            id[k] = pc_stream_id(s);
+            pc_stream_detach(s);
+        }
+    }
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "hello";
+    g.max_tokens = 4;
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *alone = NULL;
+    CHECK(pc_generate(c, &g, &alone, &e) == 0, "a stream outside the group");
+    other = alone ? pc_stream_id(alone) : 0;
+    usleep(400000); /* 20 ms a step: every stream has finished */
+
+    struct proto_chunk *ch = NULL;
+    size_t n = 0, n_again = 0;
+    CHECK(pc_poll(c, group, NULL, 0, 1000, &ch, &n, &e) == 0, "poll: %s", e.msg);
+    char text[3][128] = {"", "", ""};
+    int finish[3] = {0}, seen_other = 0, gaps = 0;
+    uint64_t next[3] = {0};
+    for (size_t i = 0; i < n; i++) {
+        int k = ch[i].sid == id[0] ? 0 : ch[i].sid == id[1] ? 1 : ch[i].sid == id[2] ? 2 : -1;
+        if (k < 0) {
+            seen_other += ch[i].sid == other;
+            continue;
+        }
+        gaps += ch[i].i != next[k];
+        next[k] = ch[i].i + 1;
+        strncat(text[k], ch[i].text ? ch[i].text : "", sizeof text[k] - strlen(text[k]) - 1);
+        if (ch[i].finish)
+            finish[k] = ch[i].finish;
+    }
+    proto_chunks_free(ch, n);
+    CHECK_EQ_INT(n, 3 + 5 + 7 + 3); /* tokens and one final chunk each */
+    CHECK(seen_other == 0 && gaps == 0, "only the group's streams, in order (%d foreign, %d gaps)", seen_other, gaps);
+    CHECK(!strcmp(text[0], "t0 t1 t2 ") && !strcmp(text[1], "t0 t1 t2 t3 t4 ") &&
+              !strcmp(text[2], "t0 t1 t2 t3 t4 t5 t6 "),
+          "texts '%s' '%s' '%s'", text[0], text[1], text[2]);
+    CHECK(finish[0] == PF_LENGTH && finish[1] == PF_LENGTH && finish[2] == PF_LENGTH, "each ends with 'length'");
+
+    /* not acknowledged: the same chunks come again (a lost reply loses nothing) */
+    CHECK(pc_poll(c, group, NULL, 0, 1000, &ch, &n_again, &e) == 0, "poll again");
+    proto_chunks_free(ch, n_again);
+    CHECK_EQ_INT(n_again, n);
+    /* acknowledged: nothing left, and the finished streams are forgotten */
+    struct proto_ack acks[3] = {{id[0], next[0]}, {id[1], next[1]}, {id[2], next[2]}};
+    int64_t t0 = now_ms();
+    CHECK(pc_poll(c, group, acks, 3, 300, &ch, &n, &e) == 0, "poll with acks");
+    proto_chunks_free(ch, n);
+    CHECK(n == 0 && now_ms() - t0 >= 250, "nothing more: the poll waited its %d ms (%zu chunks)", 300, n);
+    CHECK(pc_cancel_id(c, id[0], &e) == 0, "cancel of a forgotten stream is not an error");
+    /* the stream outside the group is still there for "next" */
+    char rest[128] = "";
+    int64_t end = now_ms() + 5000;
+    while (alone && !pc_stream_done(alone) && now_ms() < end) {
+        if (pc_next(alone, 500, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++)
+            strncat(rest, ch[i].text ? ch[i].text : "", sizeof rest - strlen(rest) - 1);
+        proto_chunks_free(ch, n);
+    }
+    CHECK(!strcmp(rest, "t0 t1 t2 t3 "), "the other stream by 'next': '%s'", rest);
+    pc_stream_free(alone);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
 struct par {
     struct pc_client *c;
     int finish;
@@ -844,6 +940,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     RUN(stream_basic);
     RUN(concurrent_streams);
+    RUN(poll_group);
     RUN(cancel_and_queue_full);
     RUN(worker_killed);
     RUN(systemd_notify);

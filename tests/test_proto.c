@@ -115,6 +115,61 @@ static void chunks_roundtrip(void)
     proto_msg_free(&d);
 }
 
+/* Poll groups: a generate naming its group, a poll with its acks, and the
+ * multi-stream chunks message (id 0, each chunk naming its stream). */
+static void poll_group_roundtrip(void)
+{
+    struct proto_msg m, d;
+    proto_msg_init(&m, PT_GENERATE);
+    m.gen.prompt = "hi";
+    m.gen.group = 0xfeedface12345678ull;
+    CHECK(roundtrip(&m, &d) == 0 && d.gen.group == 0xfeedface12345678ull, "generate keeps its group");
+    proto_msg_free(&d);
+    proto_msg_init(&m, PT_GENERATE);
+    m.gen.prompt = "hi";
+    CHECK(roundtrip(&m, &d) == 0 && d.gen.group == 0, "no group: 0");
+    proto_msg_free(&d);
+
+    struct proto_ack acks[] = {{7, 3}, {9, 0}, {UINT64_MAX - 1, 1ull << 40}};
+    proto_msg_init(&m, PT_POLL);
+    m.id = 77;
+    m.acks = acks;
+    m.n_acks = 3;
+    m.wait_ms = 100;
+    CHECK(roundtrip(&m, &d) == 0 && d.type == PT_POLL && d.id == 77 && d.wait_ms == 100, "poll");
+    CHECK_EQ_INT(d.n_acks, 3);
+    if (d.n_acks == 3)
+        CHECK(d.acks[0].id == 7 && d.acks[0].from == 3 && d.acks[1].id == 9 && d.acks[1].from == 0 &&
+                  d.acks[2].id == UINT64_MAX - 1 && d.acks[2].from == 1ull << 40,
+              "acks in order");
+    proto_msg_free(&d);
+    proto_msg_init(&m, PT_POLL);
+    m.id = 77;
+    CHECK(roundtrip(&m, &d) == 0 && d.n_acks == 0, "poll without acks");
+    proto_msg_free(&d);
+    proto_msg_init(&m, PT_POLL); /* the group is required */
+    CHECK(roundtrip(&m, &d) != 0, "poll without a group is refused");
+    proto_msg_free(&d);
+
+    struct proto_chunk c[3] = {
+        {.sid = 4, .i = 0, .token = 10, .text = "a"},
+        {.sid = 4, .i = 1, .token = -1, .text = "", .finish = PF_STOP, .n_prompt = 2, .n_gen = 1},
+        {.sid = 6, .i = 5, .token = 12, .text = "b"},
+    };
+    proto_msg_init(&m, PT_CHUNKS);
+    m.chunks = c;
+    m.n_chunks = 3;
+    CHECK(roundtrip(&m, &d) == 0 && d.id == 0 && d.n_chunks == 3, "chunks of several streams");
+    if (d.n_chunks == 3)
+        CHECK(d.chunks[0].sid == 4 && d.chunks[1].sid == 4 && d.chunks[1].finish == PF_STOP && d.chunks[2].sid == 6 &&
+                  d.chunks[2].i == 5 && !strcmp(d.chunks[2].text, "b"),
+              "each chunk keeps its stream");
+    proto_msg_free(&d);
+    c[2].sid = 0; /* id 0 and a chunk that names no stream: nobody could route it */
+    CHECK(roundtrip(&m, &d) != 0, "a chunk without its stream in an id-0 message is refused");
+    proto_msg_free(&d);
+}
+
 static void small_types_roundtrip(void)
 {
     struct proto_msg m, d;
@@ -374,6 +429,7 @@ int main(void)
 {
     RUN(generate_roundtrip);
     RUN(chunks_roundtrip);
+    RUN(poll_group_roundtrip);
     RUN(small_types_roundtrip);
     RUN(unknown_and_missing_fields);
     RUN(decoder_fuzz);

@@ -43,6 +43,10 @@ struct worker {
     volatile int quit;
     volatile int shutting;
     int idx;
+    /* chunks of the scheduler step in progress: sent as one message when the
+     * step ends (one message per step, not one per stream and token) */
+    struct proto_chunk *batch;   /* [n_batch] owned copies, each naming its stream (sid) */
+    size_t n_batch, cap_batch;
 };
 
 static volatile sig_atomic_t g_term;
@@ -74,6 +78,12 @@ static void send_error(struct worker *w, uint64_t id, int err_code, const char *
 }
 
 /* ---------------------------------------------------------------- events */
+
+static void flush_batch(struct worker *w);
+
+/* True on the scheduler thread while it is inside sched_step: its events are
+ * batched; an event from any other thread goes out alone. */
+static _Thread_local bool tl_in_step;
 
 static void on_event(void *user, const struct sched_event *ev)
 {
@@ -107,10 +117,42 @@ static void on_event(void *user, const struct sched_event *ev)
             c.errc = PE_INTERNAL;
         c.message = (char *)(ev->message ? ev->message : "generation failed");
     }
+    if (tl_in_step) {
+        struct err e;
+        if (w->n_batch == w->cap_batch) {
+            size_t cap = w->cap_batch ? w->cap_batch * 2 : 64;
+            struct proto_chunk *nb = realloc(w->batch, cap * sizeof *nb);
+            if (nb) {
+                w->batch = nb;
+                w->cap_batch = cap;
+            }
+        }
+        if (w->n_batch < w->cap_batch && !proto_chunk_copy(&w->batch[w->n_batch], &c, &e)) {
+            w->batch[w->n_batch++].sid = ev->id;
+            free(text);
+            return;
+        }
+        flush_batch(w); /* out of memory for the batch: what it holds goes first, in order */
+    }
     m.chunks = &c;
     m.n_chunks = 1;
     send_msg(w, &m);
     free(text);
+}
+
+/* Send the step's chunks as one message (id 0: each chunk names its stream). */
+static void flush_batch(struct worker *w)
+{
+    if (!w->n_batch)
+        return;
+    struct proto_msg m;
+    proto_msg_init(&m, PT_CHUNKS);
+    m.chunks = w->batch;
+    m.n_chunks = w->n_batch;
+    send_msg(w, &m);
+    for (size_t i = 0; i < w->n_batch; i++)
+        proto_chunk_free(&w->batch[i]);
+    w->n_batch = 0;
 }
 
 static void *sched_main(void *arg)
@@ -118,7 +160,10 @@ static void *sched_main(void *arg)
     struct worker *w = arg;
     while (!w->quit) {
         struct err e;
+        tl_in_step = true;
         int rc = sched_step(w->s, &e);
+        tl_in_step = false;
+        flush_batch(w);
         if (rc < 0)
             logf_("step: %s", e.msg);
         if (rc == 0) {
@@ -535,6 +580,7 @@ int main(int argc, char **argv)
     pthread_join(th, NULL);
     nng_close(w->sock);
     sched_free(w->s);
+    free(w->batch);
     engine_free(w->eng);
     free(w->chat_tmpl);
     model_free(w->m);

@@ -2,7 +2,9 @@
  * tests/fake_backend.h, as a server for client-side tests
  * (tests/test_gateway_sdk.sh runs the OpenAI SDK against it). Not a product:
  * llm170-gateway talks to llm170d.
- *   fake_gateway [--api-key K]   prints "port N" once listening, runs until stdin closes */
+ *   fake_gateway [--api-key K] [--timeout S] [--max-connections N]
+ * prints "port N" (and "max_connections N", the limit in force) once
+ * listening, runs until stdin closes */
 #include <signal.h>
 
 #include "../../gateway/http.c"
@@ -19,13 +21,17 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--api-key"))
             snprintf(cfg.api_key, sizeof cfg.api_key, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--timeout"))
+            cfg.timeout_s = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-connections"))
+            cfg.max_connections = (unsigned)atoi(argv[++i]);
     struct gw_server *s;
     struct err e;
     if (gw_server_start(&s, &cfg, &fake, &e)) {
         fprintf(stderr, "fake_gateway: %s\n", e.msg);
         return 1;
     }
-    printf("port %d\n", gw_server_port(s));
+    printf("port %d\nmax_connections %u\n", gw_server_port(s), gw_server_max_connections(s));
     fflush(stdout);
     char buf[256];
     while (fread(buf, 1, sizeof buf, stdin) > 0) {

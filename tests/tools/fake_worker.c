@@ -45,8 +45,22 @@ static void send_msg(struct proto_msg *m)
         fprintf(stderr, "fake_worker: %s\n", e.msg);
 }
 
+/* The step in progress: its chunks go out as one message (id 0, each chunk
+ * naming its stream), in order, as the real worker sends them. */
+enum { MAXR = 1024 }; /* requests held at once */
+static bool in_step;
+static struct proto_chunk step_chunks[2 * MAXR];
+static char step_text[2 * MAXR][32];
+static size_t n_step;
+
 static void finish(struct req *r, int why)
 {
+    if (in_step) {
+        step_chunks[n_step++] = (struct proto_chunk){.sid = r->id, .i = (uint64_t)r->done, .token = -1, .text = "",
+                                                     .finish = why, .n_prompt = r->n_prompt, .n_gen = r->done};
+        r->live = false;
+        return;
+    }
     struct proto_msg m;
     proto_msg_init(&m, PT_CHUNKS);
     m.id = r->id;
@@ -93,7 +107,6 @@ int main(int argc, char **argv)
     m.worker.mem = 12345;
     send_msg(&m);
 
-    enum { MAXR = 1024 };
     static struct req reqs[MAXR];
     bool shutting = false;
     int crash_ms = env_int("FAKE_CRASH_MS", 0);
@@ -189,21 +202,26 @@ int main(int argc, char **argv)
             struct req *q = &reqs[i];
             if (!q->live || !q->running)
                 continue;
-            char text[32];
-            snprintf(text, sizeof text, "t%d ", q->done);
-            struct proto_msg c;
-            proto_msg_init(&c, PT_CHUNKS);
-            c.id = q->id;
-            struct proto_chunk ch = {.i = (uint64_t)q->done, .token = q->done, .text = text};
-            c.chunks = &ch;
-            c.n_chunks = 1;
-            send_msg(&c);
+            in_step = true;
+            snprintf(step_text[n_step], sizeof step_text[0], "t%d ", q->done);
+            step_chunks[n_step] = (struct proto_chunk){.sid = q->id, .i = (uint64_t)q->done, .token = q->done,
+                                                       .text = step_text[n_step]};
+            n_step++;
             q->done++;
             if (q->max >= 0 && q->done >= q->max)
                 finish(q, PF_LENGTH);
             else
                 running++;
         }
+        if (n_step) {
+            struct proto_msg c;
+            proto_msg_init(&c, PT_CHUNKS);
+            c.chunks = step_chunks;
+            c.n_chunks = n_step;
+            send_msg(&c);
+        }
+        in_step = false;
+        n_step = 0;
         int live = 0;
         for (int i = 0; i < MAXR; i++)
             if (reqs[i].live) {
