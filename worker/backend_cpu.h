@@ -6,10 +6,13 @@
 #include "engine.h"
 
 struct cpu_engine;
+struct tpool;
 
 int cpu_engine_create(struct cpu_engine **out, const struct model *m, const struct engine_params *p, struct err *e);
 void cpu_engine_free(struct cpu_engine *c);
 int cpu_engine_n_ctx(const struct cpu_engine *c);
+/* The engine's thread pool (its caller counts as one of the threads), for work beside the forward. */
+struct tpool *cpu_engine_pool(struct cpu_engine *c);
 int cpu_engine_decode(struct cpu_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e);
 int cpu_engine_seq_truncate(struct cpu_engine *c, int seq, int pos);
 int cpu_engine_seq_len(const struct cpu_engine *c, int seq);

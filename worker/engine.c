@@ -6,6 +6,7 @@
 #include "backend_cpu.h"
 #include "backend_hip.h"
 #include "engine.h"
+#include "threadpool.h"
 
 struct engine_ctx {
     enum backend_kind kind;
@@ -46,6 +47,16 @@ void engine_free(struct engine_ctx *c)
 int engine_n_ctx(const struct engine_ctx *c)
 {
     return c->hip ? hip_engine_n_ctx(c->hip) : cpu_engine_n_ctx(c->cpu);
+}
+
+void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int worker), void *ctx, int64_t n)
+{
+    if (c && c->cpu) {
+        tpool_run(cpu_engine_pool(c->cpu), fn, ctx, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        fn(ctx, i, 0);
 }
 
 int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits, struct err *e)

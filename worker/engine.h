@@ -64,6 +64,10 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
                   struct err *e);
 void engine_free(struct engine_ctx *c);
 int engine_n_ctx(const struct engine_ctx *c);
+/* fn(ctx, i, worker) for i in [0, n) on the CPU engine's threads (the caller's included), or in turn
+ * on the caller's thread for other backends; for independent per-sequence host work between steps
+ * (sampling), which otherwise leaves the engine's threads idle. Not reentrant with engine_decode. */
+void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int worker), void *ctx, int64_t n);
 
 /* One token of a batch. */
 struct engine_tok {

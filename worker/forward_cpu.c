@@ -94,6 +94,8 @@ void cpu_engine_free(struct cpu_engine *c)
 
 int cpu_engine_n_ctx(const struct cpu_engine *c) { return c->p.n_ctx; }
 
+struct tpool *cpu_engine_pool(struct cpu_engine *c) { return c->tp; }
+
 static size_t pk_slot(const struct cpu_engine *c, const void *key)
 {
     size_t h = ((uintptr_t)key >> 5) * 0x9E3779B97F4A7C15ull;

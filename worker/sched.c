@@ -64,6 +64,7 @@ struct sched {
     struct slot *slots;         /* [n_slots] */
     struct engine_tok *batch;   /* [n_batch] */
     int *row_slot;              /* [n_slots] slot of each logits row */
+    int32_t *row_tok;           /* [n_slots] token sampled from each logits row (-1: none left) */
     float *logits;              /* [n_slots][n_vocab] */
     char *piece;                /* [piece_cap] */
     size_t piece_cap;
@@ -130,6 +131,7 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->slots = calloc((size_t)s->p.n_slots, sizeof *s->slots);
     s->batch = calloc((size_t)s->p.n_batch, sizeof *s->batch);
     s->row_slot = calloc((size_t)s->p.n_slots, sizeof *s->row_slot);
+    s->row_tok = calloc((size_t)s->p.n_slots, sizeof *s->row_tok);
     s->logits = malloc((size_t)s->p.n_slots * (size_t)s->n_vocab * sizeof *s->logits);
     s->piece = malloc(s->piece_cap);
     s->text = malloc(s->text_cap);
@@ -137,7 +139,7 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->tops = calloc(32, sizeof *s->tops);
     s->top_text = malloc(32 * 3 * s->piece_cap + 1); /* each piece cleaned: up to 3 bytes per byte */
     s->eog = calloc((size_t)s->n_vocab, sizeof *s->eog);
-    bool ok = s->slots && s->batch && s->row_slot && s->logits && s->piece && s->text && s->probs && s->tops &&
+    bool ok = s->slots && s->batch && s->row_slot && s->row_tok && s->logits && s->piece && s->text && s->probs && s->tops &&
               s->top_text && s->eog;
     for (int i = 0; ok && i < s->p.n_slots; i++)
         ok = (s->slots[i].cache = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
@@ -170,6 +172,7 @@ void sched_free(struct sched *s)
     free(s->slots);
     free(s->batch);
     free(s->row_slot);
+    free(s->row_tok);
     free(s->logits);
     free(s->piece);
     free(s->text);
@@ -464,12 +467,20 @@ static size_t utf8_clean(const char *in, size_t n, char *out)
     return o;
 }
 
-/* Sample the next token of slot si from its logits row and emit it. */
-static void sample_slot(struct sched *s, int si, const float *logits)
+/* Sample logits row i (each slot has its own sampler, so rows run on any thread). */
+static void sample_row(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    struct sched *s = ctx;
+    const struct sreq *r = s->slots[s->row_slot[i]].r;
+    s->row_tok[i] = r ? smp_sample(r->smp, s->logits + (size_t)i * s->n_vocab) : -1;
+}
+
+/* Emit slot si's token tok, sampled from its logits row. */
+static void sample_slot(struct sched *s, int si, int32_t tok, const float *logits)
 {
     struct slot *sl = &s->slots[si];
     struct sreq *r = sl->r;
-    int32_t tok = smp_sample(r->smp, logits);
     if (tok < 0) {
         finish_slot(s, si, SCHED_ERROR, ERR_INTERNAL, "sampler: no candidate token left");
         return;
@@ -664,11 +675,13 @@ int sched_step(struct sched *s, struct err *e)
         }
     }
 
-    /* 4. sample every row that has logits, in batch order */
+    /* 4. sample every row that has logits on the engine's threads (the draws are independent: each
+     * request has its own sampler and RNG), then emit in batch order on this thread */
+    engine_parallel(s->eng, sample_row, s, n_rows);
     for (int row = 0; row < n_rows; row++) {
         int si = s->row_slot[row];
         if (s->slots[si].r)
-            sample_slot(s, si, s->logits + (size_t)row * s->n_vocab);
+            sample_slot(s, si, s->row_tok[row], s->logits + (size_t)row * s->n_vocab);
         progress++;
     }
     return progress > 0 ? progress : 1;
