@@ -8,47 +8,12 @@
  * 0..pos of it. Q is rounded to f16, as the CPU rounds q for an f16 cache.
  * attn_args as attn.cu; o gets the normalised rows (no split, no q8 copy). */
 #include "qtypes.h"
+#include "tc.h"
 
 #if !defined(LLM_HIP)
 
 #define FQ 64 /* query tokens per block */
 #define FK 64 /* cache positions per tile */
-
-static __device__ __forceinline__ u32 fa_pack(float lo, float hi)
-{
-    u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-static __device__ __forceinline__ u32 fa_saddr(const void *p)
-{
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-static __device__ __forceinline__ void fa_ldsm4(u32 *r, const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_saddr(p)));
-}
-
-static __device__ __forceinline__ void fa_ldsm4t(u32 *r, const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_saddr(p)));
-}
-
-static __device__ __forceinline__ void fa_mma(float *c, const u32 *a, u32 b0, u32 b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* HD: head size (a multiple of 16); n: tokens in the batch. Grid (⌈n / 64⌉, n_head), 128 threads. */
 template <int HD>
@@ -78,14 +43,14 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
         if (t < n)
             v = *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)h * HD + d);
         u32 *dst = (u32 *)(Ks + r * P + d);
-        dst[0] = fa_pack(v.x, v.y);
-        dst[1] = fa_pack(v.z, v.w);
+        dst[0] = h2pack(v.x, v.y);
+        dst[1] = h2pack(v.z, v.w);
     }
     __syncthreads();
     u32 qf[HD / 16][4];
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++)
-        fa_ldsm4(qf[kk], Ks + (warp * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8);
+        ldsm4(qf[kk], Ks + (warp * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8);
     /* this thread's two query rows (gid, gid + 8 of the warp's 16) and the positions they see */
     const int ra = t0 + warp * 16 + gid, rb = ra + 8;
     const int pa = ra < n ? a.pos[ra] : -1, pb = rb < n ? a.pos[rb] : -1;
@@ -128,9 +93,9 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
 #pragma unroll
             for (int jj = 0; jj < FK / 16; jj++) {
                 u32 b[4];
-                fa_ldsm4(b, Ks + (jj * 16 + (lane & 7) + ((lane >> 4) << 3)) * P + kk * 16 + ((lane >> 3) & 1) * 8);
-                fa_mma(s[2 * jj], qf[kk], b[0], b[1]);
-                fa_mma(s[2 * jj + 1], qf[kk], b[2], b[3]);
+                ldsm4(b, Ks + (jj * 16 + (lane & 7) + ((lane >> 4) << 3)) * P + kk * 16 + ((lane >> 3) & 1) * 8);
+                mma16816h(s[2 * jj], qf[kk], b[0], b[1]);
+                mma16816h(s[2 * jj + 1], qf[kk], b[2], b[3]);
             }
         /* mask (causal, tile end), scale, row max */
         float xa = -INF_F, xb = -INF_F;
@@ -163,7 +128,7 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
         for (int j = 0; j < FK / 8; j++) {
             const float e0 = na == -INF_F ? 0.0f : exp2f(s[j][0] - na), e1 = na == -INF_F ? 0.0f : exp2f(s[j][1] - na);
             const float e2 = nb == -INF_F ? 0.0f : exp2f(s[j][2] - nb), e3 = nb == -INF_F ? 0.0f : exp2f(s[j][3] - nb);
-            const u32 top = fa_pack(e0, e1), bot = fa_pack(e2, e3);
+            const u32 top = h2pack(e0, e1), bot = h2pack(e2, e3);
             la += h2f((u16)(top & 0xFFFF)) + h2f((u16)(top >> 16));
             lb += h2f((u16)(bot & 0xFFFF)) + h2f((u16)(bot >> 16));
             pf[j / 2][(j % 2) * 2] = top;     /* a0 / a2: row gid, positions 2tig (+8) */
@@ -175,9 +140,9 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
 #pragma unroll
             for (int dj = 0; dj < HD / 16; dj++) {
                 u32 b[4];
-                fa_ldsm4t(b, Vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * P + dj * 16 + (lane >> 4) * 8);
-                fa_mma(o[2 * dj], pf[kk], b[0], b[1]);
-                fa_mma(o[2 * dj + 1], pf[kk], b[2], b[3]);
+                ldsm4t(b, Vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * P + dj * 16 + (lane >> 4) * 8);
+                mma16816h(o[2 * dj], pf[kk], b[0], b[1]);
+                mma16816h(o[2 * dj + 1], pf[kk], b[2], b[3]);
             }
     }
 #pragma unroll

@@ -21,42 +21,13 @@
  * x rows 16-byte aligned (x_stride % 4 == 0). Rows past n_rows read the last
  * row and are not written; tokens past nz are zeros and not written. */
 #include "qtypes.h"
+#include "tc.h"
 
 #if !defined(LLM_HIP)
 
 #define MR 128 /* weight rows per block */
 #define MK 64  /* k per step */
 #define MP 72  /* shared row pitch in halves: 144 bytes, so the 8 rows of an ldmatrix land on distinct banks */
-
-/* two floats → f16x2 (lo in the low half), round to nearest even */
-static __device__ __forceinline__ u32 h2pack(float lo, float hi)
-{
-    u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-static __device__ __forceinline__ u32 smem_addr(const void *p)
-{
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-static __device__ __forceinline__ void ldsm4(u32 *r, const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-static __device__ __forceinline__ void mma16816h(float *c, const u32 *a, u32 b0, u32 b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* 16 halves (8 words) to shared memory at dst (16-byte aligned) */
 static __device__ __forceinline__ void st16h(u16 *dst, const u32 *w)
