@@ -103,9 +103,11 @@ static struct sockaddr_in addr_of(int port)
 static int open_idle(int port, int *fds, int n)
 {
     struct sockaddr_in a = addr_of(port);
+    if (n <= 0)
+        return n == 0 ? 0 : -1;
     for (int i = 0; i < n; i++)
         fds[i] = -1;
-    struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+    struct pollfd *pf = calloc((size_t)(unsigned)n, sizeof *pf);
     if (!pf)
         return -1;
     const int batch = 500;
