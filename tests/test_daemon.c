@@ -90,6 +90,19 @@ static struct pc_client *wait_ready(int timeout_ms)
     return NULL;
 }
 
+/* Start llm170d with extra flags and connect once it is ready; NULL (the
+ * daemon stopped again, the failure recorded) when it does not come up. */
+static struct pc_client *daemon_up(const char **extra, pid_t *d)
+{
+    *d = start_daemon(extra, NULL);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c)
+        stop_daemon(*d);
+    return c;
+}
+
+
 /* Run one request to the end; text appended to out. Returns the finish reason. */
 static int collect(struct pc_client *c, int max_tokens, char *out, size_t cap, int *errc)
 {
@@ -191,13 +204,10 @@ static void poll_group(void)
     if (!have_tools())
         SKIP("llm170d or fake_worker not built");
     const char *extra[] = {"--slots", "8", NULL};
-    pid_t d = start_daemon(extra, NULL);
-    struct pc_client *c = wait_ready(10000);
-    CHECK(c != NULL, "ready");
-    if (!c) {
-        stop_daemon(d);
+    pid_t d;
+    struct pc_client *c = daemon_up(extra, &d);
+    if (!c)
         return;
-    }
     const uint64_t group = 0x5eed0001;
     const int max[3] = {3, 5, 7};
     uint64_t id[3] = {0}, other = 0;
@@ -575,13 +585,10 @@ static void abandoned_stream_and_bad_input(void)
     if (!have_tools())
         SKIP("llm170d or fake_worker not built");
     const char *extra[] = {"--stream-idle-ms", "500", "--slots", "1", "--queue", "0", NULL};
-    pid_t d = start_daemon(extra, NULL);
-    struct pc_client *c = wait_ready(10000);
-    CHECK(c != NULL, "ready");
-    if (!c) {
-        stop_daemon(d);
+    pid_t d;
+    struct pc_client *c = daemon_up(extra, &d);
+    if (!c)
         return;
-    }
     struct proto_gen g;
     proto_gen_init(&g);
     g.prompt = "x";
@@ -716,13 +723,10 @@ static void two_workers_one_dies(void)
     if (!have_tools())
         SKIP("llm170d or fake_worker not built");
     const char *extra[] = {"--devices", "cpu,cpu", NULL};
-    pid_t d = start_daemon(extra, NULL);
-    struct pc_client *c = wait_ready(10000);
-    CHECK(c != NULL, "ready");
-    if (!c) {
-        stop_daemon(d);
+    pid_t d;
+    struct pc_client *c = daemon_up(extra, &d);
+    if (!c)
         return;
-    }
     struct proto_status st;
     struct err e;
     int64_t end = now_ms() + 5000;
