@@ -57,6 +57,30 @@ static inline void check_run(const char *name, void (*fn)(void))
 #define RUN(fn) check_run(#fn, fn)
 #define CHECK_EXIT() return check_g.failed ? 1 : 0
 
+/* The whole file at path, NUL-terminated (malloc'ed; *len its size when len is
+ * not NULL), or NULL when it cannot be read. */
+static inline char *check_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return b;
+}
+
 /* Where the shared test data lives (../shared/data from the repo root), or
  * NULL when this machine has no copy. LLM170_SHARED overrides. */
 static inline const char *check_shared_dir(void)

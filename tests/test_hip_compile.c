@@ -9,32 +9,13 @@
 #include "../worker/hip_rt.h"
 #include "check.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b)
-        b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 static void embedded_sources_current(void)
 {
     int checked = 0;
     for (int i = 0; i < hip_kernel_n_srcs; i++) {
         char path[256];
         snprintf(path, sizeof path, "kernels/%s", hip_kernel_srcs[i].name);
-        char *disk = slurp(path);
+        char *disk = check_read_file(path, NULL);
         if (!disk)
             continue;
         CHECK(!strcmp(disk, hip_kernel_srcs[i].text), "%s differs from its embedded copy: run scripts/embed_kernels.sh",

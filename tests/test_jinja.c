@@ -200,28 +200,9 @@ static void errors(void)
 
 /* ------------------------------------------------------------ chat templates */
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s)
-        s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static char *qwen3_template(void)
 {
-    return read_file("tests/golden/qwen3.chat_template.jinja");
+    return check_read_file("tests/golden/qwen3.chat_template.jinja", NULL);
 }
 
 static void expect_chat(const char *tmpl, const char *messages, const char *tools, const char *extra, bool strip_bos,
@@ -603,7 +584,7 @@ static void jinja2_goldens(void)
         if (file) {
             char path[512];
             snprintf(path, sizeof path, "tests/golden/%s", file);
-            src = read_file(path);
+            src = check_read_file(path, NULL);
         } else {
             src = strdup(json_string_value(json_object_get(cs, "template")));
         }

@@ -23,27 +23,6 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = 0;
-        *len = (size_t)n;
-    }
-    return b;
-}
-
 static bool file_exists(const char *p)
 {
     FILE *f = fopen(p, "rb");
@@ -192,8 +171,8 @@ static struct tok_vocab *build_qwen2(const char *pre)
         types[nv + (size_t)k] = TOK_CONTROL;
     }
     snprintf(p, sizeof p, "%s/tokenizer/qwen2-hf/merges.txt", dir);
-    size_t ml;
-    char *mt = slurp(p, &ml);
+    size_t ml = 0;
+    char *mt = check_read_file(p, &ml);
     const char **merges = malloc((ml / 2 + 1) * sizeof *merges);
     int32_t nm = 0;
     for (char *s = mt; s && *s;) {
@@ -267,8 +246,8 @@ static struct tok_vocab *build_llama_bpe(void)
 {
     char p[4300];
     snprintf(p, sizeof p, "%s/tokenizer/llama3-tiktoken/tokenizer.model", check_shared_dir());
-    size_t fl;
-    char *f = slurp(p, &fl);
+    size_t fl = 0;
+    char *f = check_read_file(p, &fl);
     if (!f)
         return NULL;
     const int32_t nb = 128000, n = 128256;
@@ -449,10 +428,10 @@ static void run_vectors(const char *name)
         SKIP("../shared/data is absent");
     char p[4300];
     snprintf(p, sizeof p, "%s/tokenizer/ggml-vocab-%s.gguf.inp", dir, name);
-    size_t il, ol;
-    char *inp = slurp(p, &il);
+    size_t il = 0, ol = 0;
+    char *inp = check_read_file(p, &il);
     snprintf(p, sizeof p, "%s/tokenizer/ggml-vocab-%s.gguf.out", dir, name);
-    char *out = slurp(p, &ol);
+    char *out = check_read_file(p, &ol);
     if (!inp || !out) {
         free(inp);
         free(out);
@@ -533,10 +512,10 @@ static void vectors_stories260k(void)
         SKIP("../shared/data is absent");
     char p[4300];
     snprintf(p, sizeof p, "%s/tokenizer/ggml-vocab-llama-spm.gguf.inp", dir);
-    size_t il, ol;
-    char *inp = slurp(p, &il);
+    size_t il = 0, ol = 0;
+    char *inp = check_read_file(p, &il);
     snprintf(p, sizeof p, "%s/models/stories260K.tok512.out", dir);
-    char *out = slurp(p, &ol);
+    char *out = check_read_file(p, &ol);
     struct tok_vocab *v = vocab_by_name("stories260K");
     if (!inp || !out || !v) {
         free(inp);
@@ -606,8 +585,8 @@ static void run_stress(const char *name)
         {"default", true, true}, {"no_special", true, false}, {"no_bos", false, true}};
     json_object_foreach(cases, cname, modes) {
         snprintf(p, sizeof p, "%s/tokenizer/stress/%s.txt", dir, cname);
-        size_t tl;
-        char *text = slurp(p, &tl);
+        size_t tl = 0;
+        char *text = check_read_file(p, &tl);
         if (!text) {
             printf("#   missing %s\n", p);
             total += 3;
@@ -734,7 +713,7 @@ static void run_llamacpp_golden(const char *name)
                 snprintf(last_file, sizeof last_file, "%s", q);
                 free(text);
                 snprintf(p, sizeof p, "%s/tokenizer/stress/%s", dir, q);
-                text = slurp(p, &tl);
+                text = check_read_file(p, &tl);
             }
             q = sp + 1;
             if (!text)
