@@ -428,17 +428,12 @@ static void chatml_default(void)
  * the small shared vocab files; the full parser lives in worker/gguf). */
 static char *gguf_template(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *d = malloc((size_t)n);
+    size_t n = 0;
+    unsigned char *d = (unsigned char *)check_read_file(path, &n);
     char *out = NULL;
-    if (d && fread(d, 1, (size_t)n, f) == (size_t)n) {
+    if (d) {
         static const char key[] = "tokenizer.chat_template";
-        unsigned char *k = memmem(d, (size_t)n, key, sizeof key - 1);
+        unsigned char *k = memmem(d, n, key, sizeof key - 1);
         if (k && k + sizeof key - 1 + 12 <= d + n) {
             unsigned char *p = k + sizeof key - 1;
             uint32_t type;
@@ -452,7 +447,6 @@ static char *gguf_template(const char *path)
         }
     }
     free(d);
-    fclose(f);
     return out;
 }
 
