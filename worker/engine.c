@@ -2,10 +2,12 @@
  * to the CPU engine (forward_cpu.c) or the device-resident `hip` engine
  * (forward_hip.c). The Vulkan backend is not built in yet. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_cpu.h"
 #include "backend_hip.h"
 #include "engine.h"
+#include "model.h"
 #include "threadpool.h"
 
 struct engine_ctx {
@@ -13,6 +15,33 @@ struct engine_ctx {
     struct cpu_engine *cpu;  /* exactly one of these is set */
     struct hip_engine *hip;
 };
+
+void engine_params_default(struct engine_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->backend = BACKEND_CPU;
+    p->n_seq = 1;
+}
+
+int engine_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
+                          struct err *e)
+{
+    if (in)
+        *out = *in;
+    else
+        engine_params_default(out);
+    const struct hparams *hp = &m->hp;
+    if (out->n_ctx <= 0)
+        out->n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (out->n_batch <= 0)
+        out->n_batch = 512;
+    if (out->n_seq <= 0)
+        out->n_seq = 1;
+    if (out->n_ctx > (1 << 24) || out->n_batch > (1 << 16) || out->n_seq > (1 << 16))
+        return err_set(e, ERR_RANGE, "engine: n_ctx %d / n_batch %d / n_seq %d too large", out->n_ctx, out->n_batch,
+                       out->n_seq);
+    return 0;
+}
 
 int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *p, struct err *e)
 {

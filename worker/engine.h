@@ -59,6 +59,11 @@ struct engine_params {
                            backend's faster choice (CPU: token by token for every run) */
 };
 void engine_params_default(struct engine_params *p);
+/* *out = *in (or the defaults when in is NULL) with n_ctx (min(train, 4096)), n_batch (512) and n_seq (1)
+ * filled in where 0, every backend's common resolution; ERR_RANGE when one is beyond what the engines
+ * index (n_ctx 2^24, n_batch and n_seq 2^16). Backend-specific fields are left to the backend. */
+int engine_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
+                          struct err *e);
 
 int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *p,
                   struct err *e);

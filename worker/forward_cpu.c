@@ -66,13 +66,6 @@ struct cpu_engine {
     struct hybrid *hy;        /* GDN / gated-attention layers and their state (qwen35*), else NULL */
 };
 
-void engine_params_default(struct engine_params *p)
-{
-    memset(p, 0, sizeof *p);
-    p->backend = BACKEND_CPU;
-    p->n_seq = 1;
-}
-
 void cpu_engine_free(struct cpu_engine *c)
 {
     if (!c)
@@ -202,26 +195,18 @@ int cpu_engine_create(struct cpu_engine **out, const struct model *m, const stru
 {
     *out = NULL;
     struct engine_params p;
-    if (pin)
-        p = *pin;
-    else
-        engine_params_default(&p);
+    int rc0 = engine_params_resolve(m, pin, &p, e);
+    if (rc0)
+        return rc0;
     if (p.backend != BACKEND_CPU)
         return err_set(e, ERR_UNSUPPORTED, "engine: backend %d is not built into this engine", (int)p.backend);
     const struct hparams *hp = &m->hp;
-    if (p.n_ctx <= 0)
-        p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-    if (p.n_batch <= 0)
-        p.n_batch = 512;
-    if (p.n_seq <= 0)
-        p.n_seq = 1;
     if (p.n_threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         p.n_threads = nc > 0 ? (int)nc : 1;
     }
-    if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 16) || p.n_seq > (1 << 16) || p.n_threads > 1024)
-        return err_set(e, ERR_RANGE, "engine: n_ctx %d / n_batch %d / n_seq %d / n_threads %d too large", p.n_ctx,
-                       p.n_batch, p.n_seq, p.n_threads);
+    if (p.n_threads > 1024)
+        return err_set(e, ERR_RANGE, "engine: n_threads %d too large", p.n_threads);
 
     struct cpu_engine *c = calloc(1, sizeof *c);
     if (!c)

@@ -353,19 +353,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 {
     *out = NULL;
     struct engine_params p;
-    if (pin)
-        p = *pin;
-    else
-        engine_params_default(&p);
+    int rc0 = engine_params_resolve(m, pin, &p, e);
+    if (rc0)
+        return rc0;
     const struct hparams *hp = &m->hp;
-    if (p.n_ctx <= 0)
-        p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-    if (p.n_batch <= 0)
-        p.n_batch = 512;
-    if (p.n_seq <= 0)
-        p.n_seq = 1;
-    if (p.n_ctx > (1 << 24) || p.n_batch > (1 << 16) || p.n_seq > (1 << 16))
-        return err_set(e, ERR_RANGE, "hip: n_ctx %d / n_batch %d / n_seq %d too large", p.n_ctx, p.n_batch, p.n_seq);
     /* moe_route (kernels/misc.cu): one warp, K picks written by lanes < K, 8 experts a lane (warp >= 32) */
     if (hp->head_dim > 256 || hp->n_rot > hp->head_dim || hp->n_expert_used > 32 || hp->n_expert > 256)
         return err_set(e, ERR_UNSUPPORTED, "hip: head_dim %d / n_rot %d / %d of %d experts are beyond the kernels",
