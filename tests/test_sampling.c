@@ -272,6 +272,64 @@ static void top_k_large_vocab(void)
     }
 }
 
+struct id_logit { int id; float l; };
+
+/* descending logit, ties by ascending id */
+static int cmp_id_logit(const void *a, const void *b)
+{
+    const struct id_logit *x = a, *y = b;
+    if (x->l != y->l)
+        return (x->l < y->l) - (x->l > y->l);
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* top_k on logit shapes that stress a selection: ascending ids (each later
+ * logit beats the heap), descending, heavy ties, masked (−inf) entries, one
+ * outlier above a flat field, values a few ulps apart. The survivors must be
+ * the k first in (logit desc, id asc) order (reference: qsort of a copy). */
+static void top_k_shapes(void)
+{
+    enum { N = 5000 };
+    static float l[N];
+    static struct id_logit ref[N];
+    const enum smp_type t[] = {SMP_TOP_K};
+    struct smp_params p = only(1, t);
+    struct err e;
+    const int sizes[] = {512, N};
+    const int ks[] = {2, 40, 100};
+    uint32_t s = 11;
+    for (int shape = 0; shape < 7; shape++)
+        for (int si = 0; si < 2; si++)
+            for (int ki = 0; ki < 3; ki++) {
+                int n = sizes[si];
+                for (int i = 0; i < n; i++) {
+                    float r = (float)(lcg(&s) % 100000) / 1000.0f;
+                    switch (shape) {
+                    case 0: l[i] = (float)i * 0.01f; break;             /* ascending */
+                    case 1: l[i] = -(float)i * 0.01f; break;            /* descending */
+                    case 2: l[i] = (float)(lcg(&s) % 7); break;         /* seven values, many ties */
+                    case 3: l[i] = i % 3 ? -INFINITY : r; break;        /* two thirds masked */
+                    case 4: l[i] = i == n / 2 ? 1000.0f : r * 1e-3f; break; /* one outlier */
+                    case 5: l[i] = 1.0f + (float)(lcg(&s) % 64) * 1.2e-7f; break; /* ulps apart */
+                    default: l[i] = r - 50.0f; break;                   /* random */
+                    }
+                    ref[i] = (struct id_logit){i, l[i]};
+                }
+                qsort(ref, (size_t)n, sizeof ref[0], cmp_id_logit);
+                p.top_k = ks[ki];
+                struct smp_chain *c = smp_new(&p, n, &e);
+                smp_sample(c, l);
+                const struct smp_cand *cand;
+                int m = smp_candidates(c, &cand, NULL);
+                CHECK_EQ_INT(m, ks[ki]);
+                int bad = 0;
+                for (int i = 0; i < m; i++)
+                    bad += cand[i].id != ref[i].id || cand[i].logit != ref[i].l;
+                CHECK(bad == 0, "shape %d n=%d k=%d: %d survivors out of place", shape, n, ks[ki], bad);
+                smp_free(c);
+            }
+}
+
 /* logits 0,1,2,3 → p = .03206 .08714 .23688 .64391 */
 static void top_p_small(void)
 {
@@ -1053,6 +1111,7 @@ int main(void)
     RUN(defaults);
     RUN(top_k_small);
     RUN(top_k_large_vocab);
+    RUN(top_k_shapes);
     RUN(top_p_small);
     RUN(top_p_large_cut);
     RUN(min_p_small);

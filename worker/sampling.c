@@ -129,10 +129,66 @@ static void cand_sift(struct smp_cand *h, int32_t n, int32_t i)
 /* Put the k first (in cand_before order) of a[0..n) at a[0..k), sorted.
  * O(n log k), in place, no allocation; k == n is a heapsort. The order of
  * a[k..n) afterwards is unspecified. */
+static void cand_heap_select(struct smp_cand *a, int32_t n, int32_t k);
+
+/* Number of buckets of the pre-selection below (a histogram on the stack). */
+#define CAND_BUCKETS 256
+
+/* Move to a[0..m) every candidate whose logit lies in the highest buckets
+ * of a histogram over [min, max] that together hold at least k candidates;
+ * returns m (k ≤ m ≤ n), or n when no useful cut exists. The bucket index
+ * is a monotone function of the logit, so every candidate left behind is
+ * strictly below every one moved forward: the k first in cand_before order
+ * are all among a[0..m). a stays a permutation of its input. Why: a heap of
+ * k over all n candidates sifts whenever a later candidate beats its root,
+ * which trained models' logits make frequent; one counting pass and one
+ * partition pass are a fraction of that. */
+static int32_t cand_preselect(struct smp_cand *a, int32_t n, int32_t k)
+{
+    float mn = INFINITY, mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        float l = a[i].logit;
+        if (l > -INFINITY && l < mn) /* −inf candidates (masked) all land in bucket 0 */
+            mn = l;
+        if (l > mx)
+            mx = l;
+    }
+    if (!(mx > mn) || !isfinite(mx - mn))
+        return n;
+    float scale = (float)(CAND_BUCKETS - 1) / (mx - mn);
+    int32_t count[CAND_BUCKETS] = {0};
+    for (int32_t i = 0; i < n; i++) {
+        float d = (a[i].logit - mn) * scale; /* −inf → −inf, NaN → fails the test */
+        count[d > 0.0f ? (int32_t)d : 0]++;
+    }
+    int32_t b = CAND_BUCKETS - 1, m = count[b];
+    while (m < k && b > 0)
+        m += count[--b];
+    if (b == 0 || m > n / 2)
+        return n;
+    int32_t j = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float d = (a[i].logit - mn) * scale;
+        if ((d > 0.0f ? (int32_t)d : 0) >= b) {
+            cand_swap(&a[i], &a[j]);
+            j++;
+        }
+    }
+    return j;
+}
+
 static void cand_partial_sort(struct smp_cand *a, int32_t n, int32_t k)
 {
     if (k > n)
         k = n;
+    if (k > 1 && n > 4 * k)
+        n = cand_preselect(a, n, k);
+    cand_heap_select(a, n, k);
+}
+
+/* cand_partial_sort's heap: the k first of a[0..n) into a[0..k), sorted. */
+static void cand_heap_select(struct smp_cand *a, int32_t n, int32_t k)
+{
     if (k <= 1) {
         if (k == 1)
             for (int32_t j = 1; j < n; j++)
