@@ -1,6 +1,7 @@
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -26,6 +27,20 @@
 #ifndef SPIN_ITERS /* -DSPIN_ITERS=… to time others: 1500 measured slower in-process and served */
 #define SPIN_ITERS 16384
 #endif
+/* A spinning thread offers its core to other runnable threads every so many
+ * pauses: a serving worker shares the machine with the gateway and llm170d,
+ * whose work would otherwise wait for the spinner's time slice to end. When
+ * nothing else is runnable the yield returns at once. */
+#ifndef SPIN_YIELD_EVERY
+#define SPIN_YIELD_EVERY 256
+#endif
+
+static inline void spin_pause(int s)
+{
+    cpu_relax();
+    if (s % SPIN_YIELD_EVERY == SPIN_YIELD_EVERY - 1)
+        sched_yield();
+}
 
 struct tpool {
     int n;                         /* threads including the caller */
@@ -91,7 +106,7 @@ static void *thread_main(void *p)
     for (;;) {
         uint64_t g = atomic_load_explicit(&tp->generation, memory_order_acquire);
         for (int s = 0; g == seen && s < SPIN_ITERS && !atomic_load_explicit(&tp->quit, memory_order_relaxed); s++) {
-            cpu_relax();
+            spin_pause(s);
             g = atomic_load_explicit(&tp->generation, memory_order_acquire);
         }
         if (g == seen) {
@@ -198,7 +213,7 @@ void tpool_run(struct tpool *tp, tpool_fn fn, void *ctx, int64_t n)
     }
     work(tp, gen, 0);
     for (int s = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n && s < SPIN_ITERS; s++)
-        cpu_relax();
+        spin_pause(s);
     if (atomic_load(&tp->done) < n) {
         pthread_mutex_lock(&tp->mu);
         atomic_store(&tp->caller_waiting, true);
