@@ -756,22 +756,33 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
     struct matmul_scratch s = {0};
     size_t wr = qtype_row_size(wt, n_in), ar = qtype_row_size(qtype_get(wt)->vec_dot, n_in);
     rnd_row(wt, W, n_in * 300, 8, 16);
-    struct matmul_packed *probe = matmul_pack(wt, W, n_in, 300);
+    struct matmul_packed *probe = matmul_pack(wt, W, n_in, 300, NULL);
     if (!probe)
         SKIP("no packed kernel on this CPU / SIMD level");
     CHECK(matmul_packed_bytes(probe) >= 300 * wr, "packed size %zu", matmul_packed_bytes(probe));
+    CHECK(matmul_pack_size(wt, n_in, 300) >= matmul_packed_bytes(probe), "arena size %zu",
+          matmul_pack_size(wt, n_in, 300));
     matmul_packed_free(probe);
-    CHECK(matmul_pack(QT_Q4_K, W, 100, 4) == NULL, "n_in not a multiple of 256 must be refused");
-    CHECK(matmul_pack(QT_Q8_K, W, 256, 4) == NULL, "type without packed form must be refused");
+    CHECK(matmul_pack(QT_Q4_K, W, 100, 4, NULL) == NULL, "n_in not a multiple of 256 must be refused");
+    CHECK(matmul_pack(QT_Q8_K, W, 256, 4, NULL) == NULL, "type without packed form must be refused");
+    CHECK(matmul_pack_size(QT_Q8_K, 256, 4) == 0, "no arena bytes for a type without packed form");
     for (int nth = 1; nth <= 4; nth++) {
         struct tpool *tp = tpool_create(nth);
         for (int oi = 0; oi < 3; oi++) {
             int64_t n_out = outs[oi];
             rnd_row(wt, W, n_in * n_out, 8, 16);
-            struct matmul_packed *p = matmul_pack(wt, W, n_in, n_out);
+            /* odd thread counts pack into an arena of exactly the matrix's size
+             * (huge pages where allowed), even ones onto the heap */
+            struct matmul_arena ar_ = {0};
+            if (nth % 2)
+                matmul_arena_reserve(&ar_, matmul_pack_size(wt, n_in, n_out));
+            struct matmul_packed *p = matmul_pack(wt, W, n_in, n_out, nth % 2 ? &ar_ : NULL);
             CHECK(p != NULL, "pack failed");
             if (!p)
                 continue;
+            if (nth % 2)
+                CHECK(ar_.base && ar_.used == matmul_pack_size(wt, n_in, n_out), "arena holds %zu of %zu",
+                      ar_.used, matmul_pack_size(wt, n_in, n_out));
             for (int ki = 0; ki < 3; ki++) {
                 int n_tok = toks[ki];
                 for (int64_t i = 0; i < n_tok * n_in; i++)
@@ -795,6 +806,7 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
                 CHECK(bad == 0, "threads=%d n_out=%lld n_tok=%d: %d differ", nth, (long long)n_out, n_tok, bad);
             }
             matmul_packed_free(p);
+            matmul_arena_release(&ar_);
         }
         tpool_destroy(tp);
     }
@@ -814,7 +826,7 @@ static void matmul_packed_group(void)
     struct matmul_packed *p[3];
     for (int k = 0; k < 3; k++) {
         rnd_row(types[k], W[k], 768 * outs[k], 8, 16);
-        p[k] = matmul_pack(types[k], W[k], 768, outs[k]);
+        p[k] = matmul_pack(types[k], W[k], 768, outs[k], NULL);
         if (!p[k])
             SKIP("no packed kernel on this CPU / SIMD level");
     }
@@ -913,7 +925,7 @@ static void matmul_vs_llamacpp(void)
         dequant_row(t, w, fw, (int64_t)QG_N_OUT * QG_N_IN);
         for (int pass = 0; pass < 2; pass++) {
             struct matmul_packed *p = NULL;
-            if (pass == 1 && !(p = matmul_pack(t, w, QG_N_IN, QG_N_OUT)))
+            if (pass == 1 && !(p = matmul_pack(t, w, QG_N_IN, QG_N_OUT, NULL)))
                 continue;
             if (p)
                 matmul_packed_run(NULL, &s, p, x, QG_N_TOK, y);

@@ -33,6 +33,7 @@ struct cpu_engine {
     const void **pk_keys;     /* [pk_cap] open addressing, NULL = empty */
     struct matmul_packed **pk_vals; /* [pk_cap] */
     size_t pk_cap;
+    struct matmul_arena pk_arena; /* the packed matrices' memory (huge pages where allowed) */
     float *f16tab;            /* [65536] f16 → f32, for the f16 cache */
 
     /* per-batch scratch, B = n_batch rows */
@@ -74,6 +75,7 @@ void cpu_engine_free(struct cpu_engine *c)
         matmul_packed_free(c->pk_vals[i]);
     free(c->pk_keys);
     free(c->pk_vals);
+    matmul_arena_release(&c->pk_arena);
     tpool_destroy(c->tp);
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
@@ -107,12 +109,13 @@ static const struct matmul_packed *pk_get(const struct cpu_engine *c, const void
     }
 }
 
-/* Repack one matrix (once per data pointer); types without a packed form keep the file layout. */
+/* Repack one matrix (once per data pointer); types without a packed form keep the file layout.
+ */
 static void pk_add(struct cpu_engine *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out)
 {
     if (!W || pk_get(c, W))
         return;
-    struct matmul_packed *p = matmul_pack(t, W, n_in, n_out);
+    struct matmul_packed *p = matmul_pack(t, W, n_in, n_out, &c->pk_arena);
     if (!p)
         return;
     size_t i = pk_slot(c, W);
@@ -122,12 +125,19 @@ static void pk_add(struct cpu_engine *c, enum qtype t, const void *W, int64_t n_
     c->pk_vals[i] = p;
 }
 
-static void pk_add_wt(struct cpu_engine *c, const struct wt *w)
+/* Pack a weight's matrices, or with sizes != NULL only add up their packed bytes
+ * (an upper bound: a tensor shared by two fields is counted twice). */
+static void pk_add_wt(struct cpu_engine *c, const struct wt *w, size_t *sizes)
 {
     if (!w->data)
         return;
-    for (int64_t e = 0; e < w->ne[2]; e++) /* 3-D expert tensors: one matrix per expert */
-        pk_add(c, w->type, (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes, w->ne[0], w->ne[1]);
+    for (int64_t e = 0; e < w->ne[2]; e++) { /* 3-D expert tensors: one matrix per expert */
+        if (sizes)
+            *sizes += matmul_pack_size(w->type, w->ne[0], w->ne[1]);
+        else
+            pk_add(c, w->type, (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes, w->ne[0],
+                   w->ne[1]);
+    }
 }
 
 /* Bytes of all layer matrices and the output (an upper bound of what packing copies). */
@@ -166,17 +176,22 @@ static int pack_weights(struct cpu_engine *c, struct err *e)
     c->pk_vals = calloc(c->pk_cap, sizeof *c->pk_vals);
     if (!c->pk_keys || !c->pk_vals)
         return err_set(e, ERR_NOMEM, "engine: out of memory for the packed-weight table");
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        const struct layer *ly = &m->layers[il];
-        const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
-                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
-                                  /* hybrids (forward_hybrid.c multiplies through mm_wt) */
-                                  &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
-                                  &ly->down_shexp };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            pk_add_wt(c, ws[i]);
+    size_t bytes = 0;
+    for (int pass = 0; pass < 2; pass++) { /* sizes, then the matrices into one arena */
+        if (pass == 1)
+            matmul_arena_reserve(&c->pk_arena, bytes);
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            const struct layer *ly = &m->layers[il];
+            const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
+                                      &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
+                                      /* hybrids (forward_hybrid.c multiplies through mm_wt) */
+                                      &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
+                                      &ly->down_shexp };
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+                pk_add_wt(c, ws[i], pass == 0 ? &bytes : NULL);
+        }
+        pk_add_wt(c, &m->output, pass == 0 ? &bytes : NULL);
     }
-    pk_add_wt(c, &m->output);
     return 0;
 }
 

@@ -32,7 +32,21 @@ void matmul_scratch_free(struct matmul_scratch *s);
  * matmul_packed_run computes the same Y as matmul() up to float summation
  * order (~1e-6 relative); W may be freed after packing. */
 struct matmul_packed;
-struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out);
+/* One mapping for all packed matrices of a model, backed by transparent huge
+ * pages where the kernel allows (madvise): decode streams every packed byte
+ * once per token, and 2 MiB pages spare it a page walk every 4 KiB. Packing
+ * without an arena (or past its end) uses the heap. */
+struct matmul_arena {
+    uint8_t *base; /* [cap] 2 MiB-aligned anonymous mapping, NULL when none */
+    size_t cap, used;
+};
+/* Reserve bytes of address space (pages are committed when packed into);
+ * a failure leaves a->base NULL and is not an error: packing falls back. */
+void matmul_arena_reserve(struct matmul_arena *a, size_t bytes);
+void matmul_arena_release(struct matmul_arena *a);
+/* Bytes matmul_pack would take for this matrix in an arena (0: no packed form here). */
+size_t matmul_pack_size(enum qtype wt, int64_t n_in, int64_t n_out);
+struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out, struct matmul_arena *a);
 void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_packed *p, const float *X,
                        int64_t n_tok, float *Y);
 void matmul_packed_free(struct matmul_packed *p);

@@ -6,6 +6,7 @@
  * one vpdpbusd serves all 16 rows. Rows past n_out are zero. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "matmul.h"
 #include "quant_internal.h"
@@ -18,7 +19,62 @@ struct matmul_packed {
     size_t gbytes;      /* bytes per group: blocks per row × PQ4K_SB / PQ8_SB */
     qpacked_fn kernel;
     uint8_t *data;      /* [n_groups][gbytes] */
+    bool in_arena;      /* data lies in a matmul_arena (not freed with the matrix) */
 };
+
+#define ARENA_ALIGN ((size_t)2 << 20) /* a transparent huge page */
+
+void matmul_arena_reserve(struct matmul_arena *a, size_t bytes)
+{
+    *a = (struct matmul_arena){0};
+    if (bytes == 0)
+        return;
+    size_t cap = (bytes + 4095) & ~(size_t)4095, len = cap + ARENA_ALIGN;
+    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return;
+    /* keep the 2 MiB-aligned part: huge pages need aligned 2 MiB extents */
+    uint8_t *base = (uint8_t *)(((uintptr_t)m + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1));
+    if (base > m)
+        munmap(m, (size_t)(base - m));
+    if (m + len > base + cap)
+        munmap(base + cap, (size_t)(m + len - (base + cap)));
+#ifdef MADV_HUGEPAGE
+    madvise(base, cap, MADV_HUGEPAGE); /* advice only: without THP the pages are small */
+#endif
+    a->base = base;
+    a->cap = cap;
+}
+
+void matmul_arena_release(struct matmul_arena *a)
+{
+    if (a->base)
+        munmap(a->base, a->cap);
+    *a = (struct matmul_arena){0};
+}
+
+static bool packable(enum qtype wt, int64_t n_in, int64_t n_out)
+{
+    const struct quant_kernels *k = quant_kernels_get();
+    return (wt == QT_Q4_K || wt == QT_Q5_K || wt == QT_Q6_K || wt == QT_Q8_0) && k->packed[wt] && n_in > 0 &&
+           n_out > 0 && n_in % qtype_get(wt)->blck == 0;
+}
+
+static size_t group_bytes(enum qtype wt, int64_t n_in)
+{
+    return wt == QT_Q4_K   ? (size_t)(n_in / QK_K) * PQ4K_SB
+           : wt == QT_Q5_K ? (size_t)(n_in / QK_K) * PQ5K_SB
+           : wt == QT_Q6_K ? (size_t)(n_in / QK_K) * PQ6K_SB
+                           : (size_t)(n_in / QK) * PQ8_SB;
+}
+
+size_t matmul_pack_size(enum qtype wt, int64_t n_in, int64_t n_out)
+{
+    if (!packable(wt, n_in, n_out))
+        return 0;
+    size_t total = (size_t)((n_out + PQ4K_ROWS - 1) / PQ4K_ROWS) * group_bytes(wt, n_in);
+    return (total + 63) & ~(size_t)63;
+}
 
 /* Q4_K, and Q5_K (q5 != 0: same fields plus qh, PQ5K_SB per super-block). */
 static void pack_k4_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n_out, int64_t nsb, uint8_t *dst, int q5)
@@ -93,12 +149,11 @@ static void pack_q6_k_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n
     }
 }
 
-struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out)
+struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out, struct matmul_arena *a)
 {
-    const struct quant_kernels *k = quant_kernels_get();
-    if ((wt != QT_Q4_K && wt != QT_Q5_K && wt != QT_Q6_K && wt != QT_Q8_0) || !k->packed[wt] || n_in <= 0 || n_out <= 0 ||
-        n_in % qtype_get(wt)->blck)
+    if (!packable(wt, n_in, n_out))
         return NULL;
+    const struct quant_kernels *k = quant_kernels_get();
     struct matmul_packed *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
@@ -107,13 +162,16 @@ struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, in
     p->n_in = n_in;
     p->n_out = n_out;
     p->n_groups = (n_out + PQ4K_ROWS - 1) / PQ4K_ROWS;
-    p->gbytes = wt == QT_Q4_K   ? (size_t)(n_in / QK_K) * PQ4K_SB
-                : wt == QT_Q5_K ? (size_t)(n_in / QK_K) * PQ5K_SB
-                : wt == QT_Q6_K ? (size_t)(n_in / QK_K) * PQ6K_SB
-                                : (size_t)(n_in / QK) * PQ8_SB;
+    p->gbytes = group_bytes(wt, n_in);
     p->kernel = k->packed[wt];
-    size_t total = (size_t)p->n_groups * p->gbytes;
-    p->data = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    size_t size = matmul_pack_size(wt, n_in, n_out);
+    if (a && a->base && a->cap - a->used >= size) {
+        p->data = a->base + a->used;
+        p->in_arena = true;
+        a->used += size;
+    } else {
+        p->data = aligned_alloc(64, size);
+    }
     if (!p->data) {
         free(p);
         return NULL;
@@ -135,7 +193,8 @@ void matmul_packed_free(struct matmul_packed *p)
 {
     if (!p)
         return;
-    free(p->data);
+    if (!p->in_arena)
+        free(p->data);
     free(p);
 }
 
@@ -336,7 +395,7 @@ void matmul_weight_init(struct matmul_weight *mw, enum qtype wt, const void *W, 
     mw->W = W;
     mw->n_in = n_in;
     mw->n_out = n_out;
-    mw->packed = pack ? matmul_pack(wt, W, n_in, n_out) : NULL;
+    mw->packed = pack ? matmul_pack(wt, W, n_in, n_out, NULL) : NULL;
 }
 
 void matmul_weight_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_weight *mw, const float *X,

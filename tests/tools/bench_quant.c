@@ -60,7 +60,7 @@ int main(int argc, char **argv)
         X[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     struct tpool *tp = tpool_create(nth);
     struct matmul_scratch s = {0};
-    struct matmul_packed *pk = packed ? matmul_pack(t, W, n_in, n_out) : NULL;
+    struct matmul_packed *pk = packed ? matmul_pack(t, W, n_in, n_out, NULL) : NULL;
     if (packed && !pk) {
         fprintf(stderr, "no packed form for %s here\n", tn);
         return 1;
