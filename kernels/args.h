@@ -76,6 +76,9 @@ struct attn_args {
     DP(float) part;              /* [n][n_head][nsplit][hd + 2] partial (o, m, l) when nsplit > 1 */
     DP(signed char) oq;          /* attn_combine: also a q8 copy of o, [n][o_stride] (hd % 32 == 0), or 0 */
     DP(float) oqd;               /* [n][o_stride / 32][2] */
+    DP(int) cnt;                 /* split counters, zero between launches ([n][n_head] for attn, [n][n_head_kv]
+                                    for attn_gqa): the last split block of a head merges the partials itself,
+                                    or 0: attn_combine merges them */
     a_i64 seq_stride;            /* elements between sequences = n_ctx·kv_dim */
     a_i32 kv_dim, hd;
     a_i32 n_head, n_head_kv;

@@ -26,6 +26,7 @@ extern "C" __global__ void __launch_bounds__(1024) rms_norm(float *y, const floa
                                                             float *qd)
 {
     __shared__ float red[32];
+    PDL_ENTER();
     const int r = blockIdx.x, nt = blockDim.x, tid = threadIdx.x;
     const float *xr = x + (long long)(rows ? rows[r] : r) * x_stride;
     float *yr = y + (long long)r * y_stride;
@@ -78,6 +79,7 @@ extern "C" __global__ void __launch_bounds__(1024) rms_norm(float *y, const floa
  * n a multiple of WARP. Grid: (ceil(n / blockDim), rows). */
 extern "C" __global__ void quantize_q8(const float *x, int n, int x_stride, i8 *q, float *qd)
 {
+    PDL_ENTER();
     const int r = blockIdx.y;
     const int b = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * WARP;
     if (b >= n)
@@ -92,6 +94,7 @@ extern "C" __global__ void rope_store(const struct rope_args a)
 {
     __shared__ float red[32];
     __shared__ float xs[1024];
+    PDL_ENTER();
     const int t = blockIdx.x, hh = blockIdx.y, i = threadIdx.x;
     const bool is_q = hh < a.n_head;
     const int g = hh - a.n_head;
@@ -185,6 +188,7 @@ extern "C" __global__ void softmax_rows(float *x, int n, int stride)
 /* MoE routing of one token per block of one warp (route.h). sel/w: [n][K]. */
 extern "C" __global__ void moe_route(const float *logits, int X, int K, int *sel, float *w, float scale)
 {
+    PDL_ENTER();
     if (threadIdx.x >= WARP)
         return;
     const long long t = blockIdx.x;
@@ -210,6 +214,7 @@ extern "C" __global__ void argmax_rows(const float *x, int n, int stride, int *o
 {
     __shared__ float sv[32];
     __shared__ int si[32];
+    PDL_ENTER();
     const float *r = x + (long long)blockIdx.x * stride;
     float bv = -INF_F;
     int bi = 0x7fffffff;

@@ -105,6 +105,10 @@ struct hip_engine {
     int W, nq_max, nkv_max, F;
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
     uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
+    uint64_t acnt;         /* [SPLIT_TOKENS][n_head] int split counters of the merge fused into attn (zero between
+                              launches) */
+    bool fuse_attn;        /* the last split block of a head merges the splits (saves attn_combine);
+                              LLM170_HIP_FUSE_ATTN=0 launches attn_combine instead */
     bool fuse_norm;        /* RMSNorm in the residual GEMVs' last block; LLM170_HIP_FUSE_NORM=1 (measured slower:
                               one block norms the row serially, docs/benchmarks.md) */
     bool fuse_route;       /* MoE routing in the router GEMV's last block; LLM170_HIP_FUSE_ROUTE=1 (measured no
@@ -243,21 +247,23 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     };
     char nm[64];
     int rc;
+    /* the GEMVs and the decode step's small kernels order themselves for programmatic dependent
+     * launch (PDL_WAIT in every path, kernels/prelude.h): hip_rt_fn_pdl; the rest launch plainly */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(nm, sizeof nm, "gemv_%s", names[i].s);
-        if ((rc = hip_rt_fn(c->rt, nm, &c->gemv[names[i].t], e)))
+        if ((rc = hip_rt_fn_pdl(c->rt, nm, &c->gemv[names[i].t], e)))
             return rc;
         snprintf(nm, sizeof nm, "gemm_%s", names[i].s);
         if ((rc = hip_rt_fn(c->rt, nm, &c->gemm[names[i].t], e)))
             return rc;
         snprintf(nm, sizeof nm, "gemvq_%s", names[i].s);
         struct err ign;
-        if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
+        if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
         c->gemvq_r[0][names[i].t] = c->gemvq[names[i].t];
         for (int r = 1; r < 3; r++) {
             snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
-            if (hip_rt_fn(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
+            if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
                 c->gemvq_r[r][names[i].t] = NULL;
         }
         snprintf(nm, sizeof nm, "mma_%s", names[i].s);
@@ -277,14 +283,15 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         c->k_fattn64 = NULL;
     if (hip_rt_fn(c->rt, "fattn_128", &c->k_fattn128, &ign))
         c->k_fattn128 = NULL;
-    struct { hip_fn *f; const char *n; } ks[] = {
-        { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
-        { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
-        { &c->k_combine, "moe_combine" }, { &c->k_argmax, "argmax_rows" }, { &c->k_attn, "attn" },
-        { &c->k_attn_comb, "attn_combine" }, { &c->k_quant, "quantize_q8" }, { &c->k_attn_gqa, "attn_gqa" },
+    struct { hip_fn *f; const char *n; bool pdl; } ks[] = {
+        { &c->k_embed, "embed_rows", false }, { &c->k_rms, "rms_norm", true }, { &c->k_rope, "rope_store", true },
+        { &c->k_add, "add_f32", false }, { &c->k_swiglu, "swiglu_f32", false }, { &c->k_route, "moe_route", true },
+        { &c->k_combine, "moe_combine", false }, { &c->k_argmax, "argmax_rows", true }, { &c->k_attn, "attn", true },
+        { &c->k_attn_comb, "attn_combine", true }, { &c->k_quant, "quantize_q8", true },
+        { &c->k_attn_gqa, "attn_gqa", true },
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
-        if ((rc = hip_rt_fn(c->rt, ks[i].n, ks[i].f, e)))
+        if ((rc = (ks[i].pdl ? hip_rt_fn_pdl : hip_rt_fn)(c->rt, ks[i].n, ks[i].f, e)))
             return rc;
     return 0;
 }
@@ -328,7 +335,7 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
         { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 },
         { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
         { &c->fq, KS * F }, { &c->fqd, KS * (F / 32 + 1) * 8 }, { &c->fcnt, KS * (F / 32 + 1) * 4 },
-        { &c->ncnt, GEMV_MAX * 4 },
+        { &c->ncnt, GEMV_MAX * 4 }, { &c->acnt, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * 4 },
     };
     const int n = (int)(sizeof t / sizeof t[0]);
     for (int i = 0; i < n; i++)
@@ -377,6 +384,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
     c->fuse_norm = fne && !strcmp(fne, "1");
     c->fuse_route = fre && !strcmp(fre, "1");
+    const char *fte = getenv("LLM170_HIP_FUSE_ATTN");
+    c->fuse_attn = !(fte && !strcmp(fte, "0"));
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gwe = getenv("LLM170_HIP_GEMV_WARPS");
@@ -475,6 +484,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         rc = hip_rt_memset32(c->rt, c->fcnt, 0, KS * (F / 32 + 1), e);
     if (!rc)
         rc = hip_rt_memset32(c->rt, c->ncnt, 0, GEMV_MAX, e);
+    if (!rc)
+        rc = hip_rt_memset32(c->rt, c->acnt, 0, (size_t)SPLIT_TOKENS * (size_t)m->hp.n_head_max, e);
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
     if (!rc)
@@ -708,6 +719,9 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const bool fuse = qo && nsplit > 1 && hd % 32 == 0 && hd % c->warp == 0 && (int)rb == hd;
     if (fuse)
         aa.oq = c->xq, aa.oqd = c->xqd;
+    /* the head's last split block merges the splits (counted in acnt): one launch fewer a layer */
+    if (nsplit > 1 && c->fuse_attn)
+        aa.cnt = c->acnt;
     void *ap[] = { &aa };
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
@@ -725,7 +739,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     else
         TRY(hip_rt_launch(c->rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1,
                           4u * (unsigned)c->warp, ap, e));
-    if (nsplit > 1) /* a no-op for tokens whose cache took one split (kernels/attn.cu) */
+    if (nsplit > 1 && !aa.cnt) /* a no-op for tokens whose cache took one split (kernels/attn.cu) */
         TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
     if (qo && !fuse)
         TRY(quant(c, c->o, n, nq, nq, e));
