@@ -1119,6 +1119,49 @@ static void elementwise_softmax_argmax(void)
     hip_rt_free(g_rt, da), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dam);
 }
 
+/* argmax_split: rows of a vocabulary's width over many blocks, against a scan on the CPU; the maxima
+ * planted where slices meet, ties across slices (the lower index wins), at the last element; 7 and
+ * 128 slices; each launched twice (the row counters must be back at zero). */
+static void argmax_over_slices(void)
+{
+    NEED_GPU();
+    enum { R = 4, N = 151936 };
+    float *a = malloc(sizeof(float) * (size_t)R * N);
+    fill(a, (size_t)R * N, 1.0f);
+    a[0 * N + 1187 * 64] = 9.0f;                            /* the first element of a slice (128 slices) */
+    a[1 * N + 5] = 9.0f, a[1 * N + N - 3] = 9.0f;           /* tie across slices: 5 */
+    a[2 * N + N - 1] = 9.0f;                                /* the last element */
+    a[3 * N + 21705] = 9.0f, a[3 * N + 21706] = 9.0f;       /* tie at a 7-slice boundary (21706 = ⌈N/7⌉) */
+    int ref[R];
+    for (int r = 0; r < R; r++) {
+        ref[r] = 0;
+        for (int i = 1; i < N; i++)
+            if (a[(size_t)r * N + i] > a[(size_t)r * N + ref[r]])
+                ref[r] = i;
+    }
+    uint64_t da = dup(a, sizeof(float) * (size_t)R * N), dout = dup(NULL, sizeof ref);
+    uint64_t dpv = poisoned(R * 128), dpi = dup(NULL, R * 128 * 4);
+    int32_t zero[R] = { 0 };
+    uint64_t dcnt = dup(zero, sizeof zero);
+    int n = N, stride = N;
+    void *p[] = { &da, &n, &stride, &dout, &dpv, &dpi, &dcnt };
+    const unsigned slices[] = { 7, 128 };
+    for (int k = 0; k < 2; k++)
+        for (int rep = 0; rep < 2; rep++) {
+            struct err e = { 0 };
+            int out[R];
+            CHECK(hip_rt_memset32(g_rt, dout, 0xffffffffu, R, &e) == 0, "memset");
+            CHECK(launch("argmax_split", slices[k], R, 256, p) == 0, "launch");
+            get(out, dout, sizeof out);
+            for (int r = 0; r < R; r++)
+                CHECK(out[r] == ref[r], "argmax_split %u slices, launch %d, row %d: %d vs %d", slices[k], rep + 1, r,
+                      out[r], ref[r]);
+        }
+    hip_rt_free(g_rt, da), hip_rt_free(g_rt, dout), hip_rt_free(g_rt, dpv), hip_rt_free(g_rt, dpi);
+    hip_rt_free(g_rt, dcnt);
+    free(a);
+}
+
 /* routing of n tokens over X experts, K picked, against ops_softmax + ops_topk + renormalisation */
 static void check_route(int n, int X, int K, float lscale)
 {
@@ -1479,6 +1522,7 @@ int main(void)
     RUN(attention_vs_reference);
     RUN(flash_attention_prompt);
     RUN(elementwise_softmax_argmax);
+    RUN(argmax_over_slices);
     RUN(moe_route_and_combine);
     RUN(gdn_conv_and_delta_rule);
     RUN(gated_attention_and_shared_expert);

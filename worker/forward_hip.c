@@ -25,6 +25,7 @@
 
 #define GEMV_MAX 8     /* batches up to this many rows use GEMV */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
+#define AMAX_SLICES 128 /* blocks a row of the greedy argmax takes (argmax_split) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 /* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
  * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
@@ -97,6 +98,8 @@ struct hip_engine {
     uint64_t ey;           /* [B·K][E] */
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     uint64_t amax;         /* [B] int argmax results */
+    uint64_t amx;          /* argmax_split's slices: f32 [B][AMAX_SLICES] values, int [B][AMAX_SLICES] indices,
+                              int [B] counters (zero between launches) */
     uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
     uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F], [..][F/32][2] */
     uint64_t fcnt;         /* [GEMV_MAX·Kq][F/32] int counters of that GEMV (zero between launches) */
@@ -286,7 +289,7 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     struct { hip_fn *f; const char *n; bool pdl; } ks[] = {
         { &c->k_embed, "embed_rows", false }, { &c->k_rms, "rms_norm", true }, { &c->k_rope, "rope_store", true },
         { &c->k_add, "add_f32", false }, { &c->k_swiglu, "swiglu_f32", false }, { &c->k_route, "moe_route", true },
-        { &c->k_combine, "moe_combine", false }, { &c->k_argmax, "argmax_rows", true }, { &c->k_attn, "attn", true },
+        { &c->k_combine, "moe_combine", false }, { &c->k_argmax, "argmax_split", true }, { &c->k_attn, "attn", true },
         { &c->k_attn_comb, "attn_combine", true }, { &c->k_quant, "quantize_q8", true },
         { &c->k_attn_gqa, "attn_gqa", true },
     };
@@ -332,7 +335,7 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
         { &c->o, B * (size_t)nqm * 4 }, { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
         { &c->part, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
         { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
-        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 },
+        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 }, { &c->amx, B * (2 * AMAX_SLICES + 1) * 4 },
         { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
         { &c->fq, KS * F }, { &c->fqd, KS * (F / 32 + 1) * 8 }, { &c->fcnt, KS * (F / 32 + 1) * 4 },
         { &c->ncnt, GEMV_MAX * 4 }, { &c->acnt, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * 4 },
@@ -484,6 +487,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         rc = hip_rt_memset32(c->rt, c->fcnt, 0, KS * (F / 32 + 1), e);
     if (!rc)
         rc = hip_rt_memset32(c->rt, c->ncnt, 0, GEMV_MAX, e);
+    if (!rc)
+        rc = hip_rt_memset32(c->rt, c->amx, 0, (size_t)p.n_batch * (2 * AMAX_SLICES + 1), e);
     if (!rc)
         rc = hip_rt_memset32(c->rt, c->acnt, 0, (size_t)SPLIT_TOKENS * (size_t)m->hp.n_head_max, e);
     if (!rc)
@@ -867,10 +872,12 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
         TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
         TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
         if (greedy) {
-            uint64_t lg = c->logits, am = c->amax;
+            /* AMAX_SLICES blocks a row; the last one of a row picks among the slices */
+            uint64_t lg = c->logits, am = c->amax, pv = c->amx, pi = pv + 4u * (uint64_t)B * AMAX_SLICES;
+            uint64_t cn = pi + 4u * (uint64_t)B * AMAX_SLICES;
             int vv = V;
-            void *p[] = { &lg, &vv, &vv, &am };
-            TRY(hip_rt_launch(c->rt, c->k_argmax, (unsigned)n_out, 1, 1, 1024, p, e));
+            void *p[] = { &lg, &vv, &vv, &am, &pv, &pi, &cn };
+            TRY(hip_rt_launch(c->rt, c->k_argmax, AMAX_SLICES, (unsigned)n_out, 1, 256, p, e));
         }
     }
     return 0;
