@@ -63,6 +63,8 @@ struct gemv_args {
     a_i32 mode, nslot;           /* nslot: mode 4's experts per token */
     float eps;                   /* the fused RMSNorm's epsilon */
     float rscale;                /* the routing tail's expert weight scale (0 or 1: none) */
+    a_i32 pf;                    /* 1: prefetch the block's weight rows into L2 before the PDL wait */
+    a_i32 pad;
 };
 
 /* Attention of n query tokens over their sequences' caches (causal by position). */

@@ -170,14 +170,15 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
     q8_group(v, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
 }
 
-/* Programmatic dependent launch (kernels/prelude.h): the block's weight rows (R consecutive rows of w,
- * and of w2 in the dual modes) head for L2 while the kernel before still drains, since no kernel
- * writes weights; then the wait, before anything else is read or written. An expert slice (sel) is
- * picked by ids an earlier kernel wrote, so those blocks only wait. */
+/* Programmatic dependent launch (kernels/prelude.h): with a.pf the block's weight rows (R consecutive
+ * rows of w, and of w2 in the dual modes) head for L2 while the kernel before still drains, since no
+ * kernel writes weights; then the wait, before anything else is read or written. An expert slice
+ * (sel) is picked by ids an earlier kernel wrote, so those blocks only wait. */
 template <int R>
 static __device__ __forceinline__ void gemv_enter(const struct gemv_args &a)
 {
-    if (!a.sel) {
+    PDL_EARLY_LAUNCH();
+    if (a.pf && !a.sel) {
         const int row0 = (int)(blockIdx.x / a.nz) * R, nr = min(R, a.n_rows - row0);
         const long long b0 = (long long)row0 * a.row_bytes, b1 = b0 + (long long)nr * a.row_bytes;
         const bool dual = a.mode == 2 || a.mode == 3;
@@ -188,7 +189,7 @@ static __device__ __forceinline__ void gemv_enter(const struct gemv_args &a)
         }
     }
     PDL_WAIT();
-    PDL_LAUNCH();
+    PDL_LATE_LAUNCH();
 }
 
 /* rows of this block, clamped (the epilogue skips the extra ones) */

@@ -61,23 +61,40 @@ static __device__ __forceinline__ u16 f2h(float x)
  * before has completed and its writes are visible; that kernel completed only after its own wait, so
  * the ordering stays transitive only if every marked kernel waits in every path (an early return
  * before the wait would let the kernel after it overtake the one before). PDL_LAUNCH() lets the next
- * marked kernel be scheduled before this one ends: issued after the wait, at most one kernel runs
- * ahead of the one still draining. */
+ * marked kernel be scheduled once every block of this one has issued it (or exited). Issued at entry
+ * (llm_pdl_early, the default), the next kernels' blocks become resident and pull their weights while
+ * this one and the one before still run, as far ahead as free slots allow (the ordering is the waits'
+ * alone); issued after the wait (LLM170_HIP_PDL_EARLY=0), at most one kernel runs ahead. */
 #if !defined(LLM_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* 1: PDL_LAUNCH at entry, 0: after the wait; written by the host after loading the module (hip_rt.c) */
+__constant__ int llm_pdl_early;
 #define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define PDL_EARLY_LAUNCH()     \
+    do {                       \
+        if (llm_pdl_early)     \
+            PDL_LAUNCH();      \
+    } while (0)
+#define PDL_LATE_LAUNCH()      \
+    do {                       \
+        if (!llm_pdl_early)    \
+            PDL_LAUNCH();      \
+    } while (0)
 /* pull a weight line into L2 while the kernel before still runs (no register, no wait) */
 #define PDL_PREFETCH(p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p))
 #else
 #define PDL_WAIT() ((void)0)
 #define PDL_LAUNCH() ((void)0)
+#define PDL_EARLY_LAUNCH() ((void)0)
+#define PDL_LATE_LAUNCH() ((void)0)
 #define PDL_PREFETCH(p) ((void)(p))
 #endif
-/* both, at the top of a marked kernel that reads nothing before the wait */
-#define PDL_ENTER() \
-    do {            \
-        PDL_WAIT(); \
-        PDL_LAUNCH(); \
+/* at the top of a marked kernel that reads nothing before the wait */
+#define PDL_ENTER()          \
+    do {                     \
+        PDL_EARLY_LAUNCH();  \
+        PDL_WAIT();          \
+        PDL_LATE_LAUNCH();   \
     } while (0)
 
 /* A load that skips the (non-coherent) L1: reads what other blocks wrote before a __threadfence and

@@ -744,7 +744,8 @@ static void pdl_chain(void)
         void *pr[] = { &dh, &dx, &wl, &rows, &n, &eps, &xs, &ys, &dq, &dqd };
         rc = hip_rt_launch(g_rt, frms, 1, 1, 1, N / 4, pr, &e);
         struct gemv_args a = { .w = dw + (uint64_t)l * N * rb, .x = dq, .xd = dqd, .y = dx, .row_bytes = (int64_t)rb,
-                               .n_rows = N, .k = N, .x_stride = N, .y_stride = N, .x_div = 1, .nz = 1, .mode = 1 };
+                               .n_rows = N, .k = N, .x_stride = N, .y_stride = N, .x_div = 1, .nz = 1, .mode = 1,
+                               .pf = 1 };
         void *pg[] = { &a };
         if (!rc)
             rc = hip_rt_launch(g_rt, fmv, N / 4, 1, 1, N / 32, pg, &e);

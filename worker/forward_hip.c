@@ -110,6 +110,10 @@ struct hip_engine {
     uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
     uint64_t acnt;         /* [SPLIT_TOKENS][n_head] int split counters of the merge fused into attn (zero between
                               launches) */
+    bool pf;               /* PDL on and not LLM170_HIP_PDL_PREFETCH=0: GEMV blocks pull their weight rows into L2
+                              before the wait (gemv_args.pf) */
+    bool join_qkv;         /* Q, K and V uploaded as one [Q | K | V] matrix where they can be (up_qkv);
+                              LLM170_HIP_QKV=0 keeps three */
     bool fuse_attn;        /* the last split block of a head merges the splits (saves attn_combine);
                               LLM170_HIP_FUSE_ATTN=0 launches attn_combine instead */
     bool fuse_norm;        /* RMSNorm in the residual GEMVs' last block; LLM170_HIP_FUSE_NORM=1 (measured slower:
@@ -189,6 +193,39 @@ static int up_wt(struct hip_engine *c, struct stager *s, const struct wt *w, str
     int rc = dalloc(c, n, &d->d, e);
     if (!rc)
         rc = upload(c, s, d->d, w->data, n, e);
+    return rc;
+}
+
+/* Q, K and V of one layer as one [Q | K | V] matrix d (rows nq + 2·nkv) when they can be: same type and
+ * width, no biases, no fused tensor already. The decode step then runs one GEMV for the three
+ * projections (one launch fewer a layer; each row's dot is the same kernel's, so the logits do not
+ * change). Returns false, uploading nothing, when they cannot. */
+static bool qkv_joinable(const struct layer *ly)
+{
+    const struct wt *q = &ly->wq, *k = &ly->wk, *v = &ly->wv;
+    return q->data && k->data && v->data && !ly->wqkv.data && !ly->bq.data && !ly->bk.data && !ly->bv.data &&
+           q->type == k->type && q->type == v->type && q->ne[0] == k->ne[0] && q->ne[0] == v->ne[0] &&
+           q->ne[2] <= 1 && k->ne[2] <= 1 && v->ne[2] <= 1 && q->row_bytes == k->row_bytes &&
+           q->row_bytes == v->row_bytes && type_ok(q->type) &&
+           !((q->type == QT_F32 || q->type == QT_F16) && q->ne[0] % 4);
+}
+
+static int up_qkv(struct hip_engine *c, struct stager *s, const struct layer *ly, struct dw *d, struct err *e)
+{
+    const struct wt *w[3] = { &ly->wq, &ly->wk, &ly->wv };
+    memset(d, 0, sizeof *d);
+    d->type = w[0]->type;
+    d->ne0 = w[0]->ne[0];
+    d->ne1 = w[0]->ne[1] + w[1]->ne[1] + w[2]->ne[1];
+    d->ne2 = 1;
+    d->row_bytes = w[0]->row_bytes;
+    int rc = dalloc(c, d->row_bytes * (size_t)d->ne1, &d->d, e);
+    uint64_t off = 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        const size_t n = w[i]->row_bytes * (size_t)w[i]->ne[1];
+        rc = upload(c, s, d->d + off, w[i]->data, n, e);
+        off += n;
+    }
     return rc;
 }
 
@@ -387,6 +424,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
     c->fuse_norm = fne && !strcmp(fne, "1");
     c->fuse_route = fre && !strcmp(fre, "1");
+    const char *qke = getenv("LLM170_HIP_QKV");
+    c->join_qkv = !(qke && !strcmp(qke, "0"));
     const char *fte = getenv("LLM170_HIP_FUSE_ATTN");
     c->fuse_attn = !(fte && !strcmp(fte, "0"));
     const char *gre = getenv("LLM170_HIP_GEMV_R");
@@ -401,6 +440,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *gqe = getenv("LLM170_HIP_GQA");
     c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
+    if (!rc) {
+        const char *pfe = getenv("LLM170_HIP_PDL_PREFETCH");
+        c->pf = hip_rt_pdl(c->rt) && !(pfe && !strcmp(pfe, "0"));
+    }
     if (!rc)
         rc = get_kernels(c, e);
     c->L = calloc((size_t)hp->n_layer, sizeof *c->L);
@@ -444,7 +487,12 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
                                   &ly->ffn_down, &ly->gate_inp, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
         struct dw *dws[] = { &d->wq, &d->wk, &d->wv, &d->wqkv, &d->wo, &d->gate, &d->up,
                              &d->down, &d->gate_inp, &d->gate_exps, &d->up_exps, &d->down_exps };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++)
+        /* dense models: Q, K and V joined when they can be (LLM170_HIP_QKV=0 keeps them apart); the
+         * hybrids' layers lend wq / wk / wv to forward_hip_hybrid.c as they are */
+        const bool join = c->join_qkv && !m->arch->hybrid && qkv_joinable(ly);
+        if (join)
+            rc = up_qkv(c, &s, ly, &d->wqkv, e);
+        for (size_t i = join ? 4 : 0; i < sizeof ws / sizeof ws[0] && !rc; i++)
             rc = up_wt(c, &s, ws[i], dws[i], e);
         const struct vec *vs[] = { &ly->attn_norm, &ly->ffn_norm, &ly->q_norm, &ly->k_norm, &ly->bq, &ly->bk,
                                    &ly->bv, &ly->bqkv, &ly->bo, &ly->b_gate, &ly->b_up, &ly->b_down };
@@ -579,6 +627,7 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             c->h_ready = true;
         }
         const size_t nt = gemv_threads(c, a, NULL);
+        a->pf = c->pf;
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
@@ -685,8 +734,8 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     if (!c->h_ready)
         TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
     c->h_ready = false;
-    if (d->wqkv.d) {
-        TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, qh, e));
+    if (d->wqkv.d) { /* rows of nq + 2·nkv, as rope_store and attn read them (qs below) */
+        TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, nq + 2 * nkv, d->bqkv, 0, 0, 0, qh, e));
     } else {
         TRY(mm(c, &d->wq, NULL, c->h, E, 1, n, c->qkv, W, d->bq, 0, 0, 0, qh, e));
         const uint64_t yk = c->qkv + 4u * (uint64_t)nq, yv = c->qkv + 4u * (uint64_t)(nq + nkv);

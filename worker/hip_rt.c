@@ -252,6 +252,7 @@ struct cu_launch_config {
 };
 #define CU_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION 6
 typedef int (*d_launchex_t)(const struct cu_launch_config *, void *, void **, void **);
+typedef int (*d_modglobal_t)(uint64_t *, size_t *, void *, const char *);
 typedef int (*d_streamcreate_t)(void **, unsigned);
 typedef int (*d_stream_t)(void *);
 typedef int (*d_capbegin_t)(void *, int);
@@ -310,6 +311,7 @@ struct hip_rt {
     d_launch_t launch;
     d_launchex_t launch_ex; /* cuLaunchKernelEx when the driver has it, else NULL */
     bool pdl;               /* programmatic dependent launch of marked kernels (sm_90+, not LLM170_HIP_PDL=0) */
+    d_modglobal_t mod_global; /* cuModuleGetGlobal_v2, or NULL */
     d_streamcreate_t stream_create;
     d_stream_t stream_sync, stream_destroy;
     d_capbegin_t cap_begin;
@@ -414,6 +416,7 @@ static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
     }
     /* optional (CUDA 11.8+): without it every kernel launches plainly */
     rt->launch_ex = amd ? NULL : (d_launchex_t)dlsym(rt->lib, "cuLaunchKernelEx");
+    rt->mod_global = amd ? NULL : (d_modglobal_t)dlsym(rt->lib, "cuModuleGetGlobal_v2");
     return 0;
 }
 
@@ -629,6 +632,26 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
                 return rc;
             }
         }
+    }
+    /* where a marked kernel lets the next one launch (kernels/prelude.h): at entry unless
+     * LLM170_HIP_PDL_EARLY=0; modules without PDL kernels have no such constant */
+    const char *ee = getenv("LLM170_HIP_PDL_EARLY");
+    const int early = rt->pdl && !(ee && !strcmp(ee, "0"));
+    int n_early = 0;
+    for (int i = 0; i < rt->n_mods && early && rt->mod_global; i++) {
+        uint64_t p = 0;
+        size_t sz = 0;
+        if (!rt->mod_global(&p, &sz, rt->mods[i].m, "llm_pdl_early") && sz == sizeof early) {
+            CKO(rt->h2d(p, &early, sizeof early, rt->stream), "PDL mode");
+            n_early++;
+        }
+    }
+    CKO(rt->stream_sync(rt->stream), "stream synchronize");
+    if (rt->pdl) { /* "…, PDL)" → "…, PDL early in N modules)" */
+        size_t l = strlen(rt->desc);
+        if (l > 0 && rt->desc[l - 1] == ')')
+            snprintf(rt->desc + l - 1, sizeof rt->desc - (l - 1), " %s in %d modules)", early ? "early" : "late",
+                     n_early);
     }
     *out = rt;
     return 0;
