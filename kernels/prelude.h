@@ -61,12 +61,13 @@ static __device__ __forceinline__ u16 f2h(float x)
  * before has completed and its writes are visible; that kernel completed only after its own wait, so
  * the ordering stays transitive only if every marked kernel waits in every path (an early return
  * before the wait would let the kernel after it overtake the one before). PDL_LAUNCH() lets the next
- * marked kernel be scheduled once every block of this one has issued it (or exited). Issued at entry
- * (llm_pdl_early, the default), the next kernels' blocks become resident and pull their weights while
- * this one and the one before still run, as far ahead as free slots allow (the ordering is the waits'
- * alone); issued after the wait (LLM170_HIP_PDL_EARLY=0), at most one kernel runs ahead. */
+ * marked kernel be scheduled once every block of this one has issued it (or exited). Issued after the
+ * wait (the default), at most one kernel runs ahead of the one still draining; issued at entry
+ * (llm_pdl_early, LLM170_HIP_PDL_EARLY=1) the next kernels' blocks become resident and pull their
+ * weights as far ahead as free slots allow (the ordering is the waits' alone), which measured slower
+ * (docs/benchmarks.md). */
 #if !defined(LLM_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-/* 1: PDL_LAUNCH at entry, 0: after the wait; written by the host after loading the module (hip_rt.c) */
+/* 1: PDL_LAUNCH at entry, 0 (default): after the wait; written by the host after loading the module */
 __constant__ int llm_pdl_early;
 #define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")

@@ -114,8 +114,11 @@ struct hip_engine {
                               before the wait (gemv_args.pf) */
     bool join_qkv;         /* Q, K and V uploaded as one [Q | K | V] matrix where they can be (up_qkv);
                               LLM170_HIP_QKV=0 keeps three */
-    bool fuse_attn;        /* the last split block of a head merges the splits (saves attn_combine);
-                              LLM170_HIP_FUSE_ATTN=0 launches attn_combine instead */
+    bool fuse_attn;        /* the last split block of a head merges the splits instead of attn_combine;
+                              LLM170_HIP_FUSE_ATTN=1 (no faster measured with PDL on, docs/benchmarks.md) */
+    bool amax_split;       /* greedy argmax over AMAX_SLICES blocks a row (argmax_split) instead of one block
+                              (argmax_rows); LLM170_HIP_ARGMAX_SPLIT=0 for the one-block kernel */
+    hip_fn k_argmax1;      /* argmax_rows */
     bool fuse_norm;        /* RMSNorm in the residual GEMVs' last block; LLM170_HIP_FUSE_NORM=1 (measured slower:
                               one block norms the row serially, docs/benchmarks.md) */
     bool fuse_route;       /* MoE routing in the router GEMV's last block; LLM170_HIP_FUSE_ROUTE=1 (measured no
@@ -326,7 +329,8 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     struct { hip_fn *f; const char *n; bool pdl; } ks[] = {
         { &c->k_embed, "embed_rows", false }, { &c->k_rms, "rms_norm", true }, { &c->k_rope, "rope_store", true },
         { &c->k_add, "add_f32", false }, { &c->k_swiglu, "swiglu_f32", false }, { &c->k_route, "moe_route", true },
-        { &c->k_combine, "moe_combine", false }, { &c->k_argmax, "argmax_split", true }, { &c->k_attn, "attn", true },
+        { &c->k_combine, "moe_combine", false }, { &c->k_argmax, "argmax_split", true },
+        { &c->k_argmax1, "argmax_rows", true }, { &c->k_attn, "attn", true },
         { &c->k_attn_comb, "attn_combine", true }, { &c->k_quant, "quantize_q8", true },
         { &c->k_attn_gqa, "attn_gqa", true },
     };
@@ -427,7 +431,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *qke = getenv("LLM170_HIP_QKV");
     c->join_qkv = !(qke && !strcmp(qke, "0"));
     const char *fte = getenv("LLM170_HIP_FUSE_ATTN");
-    c->fuse_attn = !(fte && !strcmp(fte, "0"));
+    c->fuse_attn = fte && !strcmp(fte, "1");
+    const char *ase = getenv("LLM170_HIP_ARGMAX_SPLIT");
+    c->amax_split = !(ase && !strcmp(ase, "0"));
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gwe = getenv("LLM170_HIP_GEMV_WARPS");
@@ -926,7 +932,10 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
             uint64_t cn = pi + 4u * (uint64_t)B * AMAX_SLICES;
             int vv = V;
             void *p[] = { &lg, &vv, &vv, &am, &pv, &pi, &cn };
-            TRY(hip_rt_launch(c->rt, c->k_argmax, AMAX_SLICES, (unsigned)n_out, 1, 256, p, e));
+            if (c->amax_split)
+                TRY(hip_rt_launch(c->rt, c->k_argmax, AMAX_SLICES, (unsigned)n_out, 1, 256, p, e));
+            else
+                TRY(hip_rt_launch(c->rt, c->k_argmax1, (unsigned)n_out, 1, 1, 1024, p, e));
         }
     }
     return 0;

@@ -633,10 +633,11 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
             }
         }
     }
-    /* where a marked kernel lets the next one launch (kernels/prelude.h): at entry unless
-     * LLM170_HIP_PDL_EARLY=0; modules without PDL kernels have no such constant */
+    /* where a marked kernel lets the next one launch (kernels/prelude.h): after its wait, unless
+     * LLM170_HIP_PDL_EARLY=1 (at entry: measured slower on qwen3-8b and qwen3-30b-a3b,
+     * docs/benchmarks.md); modules without PDL kernels have no such constant */
     const char *ee = getenv("LLM170_HIP_PDL_EARLY");
-    const int early = rt->pdl && !(ee && !strcmp(ee, "0"));
+    const int early = rt->pdl && ee && !strcmp(ee, "1");
     int n_early = 0;
     for (int i = 0; i < rt->n_mods && early && rt->mod_global; i++) {
         uint64_t p = 0;
