@@ -648,11 +648,10 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
         }
     }
     CKO(rt->stream_sync(rt->stream), "stream synchronize");
-    if (rt->pdl) { /* "…, PDL)" → "…, PDL early in N modules)" */
+    if (early) { /* "…, PDL)" → "…, PDL early in N modules)" */
         size_t l = strlen(rt->desc);
         if (l > 0 && rt->desc[l - 1] == ')')
-            snprintf(rt->desc + l - 1, sizeof rt->desc - (l - 1), " %s in %d modules)", early ? "early" : "late",
-                     n_early);
+            snprintf(rt->desc + l - 1, sizeof rt->desc - (l - 1), " early in %d modules)", n_early);
     }
     *out = rt;
     return 0;
