@@ -63,6 +63,8 @@ struct gemv_args {
     a_i32 mode, nslot;           /* nslot: mode 4's experts per token */
     float eps;                   /* the fused RMSNorm's epsilon */
     float rscale;                /* the routing tail's expert weight scale (0 or 1: none) */
+    a_i32 pf;                    /* 1: prefetch the block's weight rows into L2 before the PDL wait */
+    a_i32 pad;
 };
 
 /* Attention of n query tokens over their sequences' caches (causal by position). */
@@ -76,6 +78,9 @@ struct attn_args {
     DP(float) part;              /* [n][n_head][nsplit][hd + 2] partial (o, m, l) when nsplit > 1 */
     DP(signed char) oq;          /* attn_combine: also a q8 copy of o, [n][o_stride] (hd % 32 == 0), or 0 */
     DP(float) oqd;               /* [n][o_stride / 32][2] */
+    DP(int) cnt;                 /* split counters, zero between launches ([n][n_head] for attn, [n][n_head_kv]
+                                    for attn_gqa): the last split block of a head merges the partials itself,
+                                    or 0: attn_combine merges them */
     a_i64 seq_stride;            /* elements between sequences = n_ctx·kv_dim */
     a_i32 kv_dim, hd;
     a_i32 n_head, n_head_kv;

@@ -4,8 +4,10 @@
  * over the split's positions with an online softmax and merge through
  * shared memory. With nsplit > 1 (decode: few blocks, long caches) a token
  * uses up to nsplit splits, one per SPLIT_MIN cached positions; with more
- * than one its blocks write partial (o, max, sum) rows and attn_combine
- * merges them, with one the block writes o (and its q8 copy) itself. */
+ * than one its blocks write partial (o, max, sum) rows, merged by the
+ * head's last split block (a.cnt: counted with an atomic, saving a launch)
+ * or else by attn_combine; with one the block writes o (and its q8 copy)
+ * itself. */
 #include "qtypes.h"
 
 #define EPL 8 /* head elements per lane: hd <= EPL · WARP */
@@ -18,10 +20,59 @@ static __device__ __forceinline__ int attn_splits(const struct attn_args &a, int
     return a.nsplit == 1 ? 1 : min(a.nsplit, (n_kv + SPLIT_MIN - 1) / SPLIT_MIN);
 }
 
+/* Merge the ns partial rows of (token t, head h) into o and its q8 copy. blockDim >= ns; with oq,
+ * hd % 32 == 0 (the lanes of each 32-group are in one warp and take the same iterations). Partials
+ * may come from other blocks of this grid: read past L1 (ld_cg). */
+static __device__ void attn_merge(const struct attn_args &a, int t, int h, int ns)
+{
+    __shared__ float sw[256];
+    __shared__ float red[32];
+    const float *pp = a.part + ((long long)t * a.n_head + h) * a.nsplit * (a.hd + 2);
+    const int s = threadIdx.x;
+    const float ls = s < ns ? ld_cg(pp + s * (a.hd + 2) + a.hd + 1) : 0.0f;
+    const float ms = s < ns && ls > 0.0f ? ld_cg(pp + s * (a.hd + 2) + a.hd) : -INF_F;
+    const float M = block_max(ms, red);
+    const float ws = ls > 0.0f ? expf(ms - M) : 0.0f;
+    const float L = block_sum(ls * ws, red);
+    if (s < ns)
+        sw[s] = ws;
+    __syncthreads();
+    for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
+        float O = 0.0f;
+        for (int k = 0; k < ns; k++)
+            if (sw[k] > 0.0f)
+                O += ld_cg(pp + k * (a.hd + 2) + d) * sw[k];
+        const float v = L > 0.0f ? O / L : 0.0f;
+        a.o[(long long)t * a.o_stride + (long long)h * a.hd + d] = v;
+        if (a.oq)
+            q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * a.hd + d);
+    }
+    __syncthreads(); /* sw and red are reused by the next head's merge */
+}
+
+/* After this block wrote its partials: whether it is the last of the ns split blocks of counter i
+ * (which it then resets for the next launch). Every thread of the block gets the answer. */
+static __device__ __forceinline__ bool attn_last_split(const struct attn_args &a, long long i, int ns)
+{
+    __shared__ int last;
+    __threadfence(); /* this block's partials are visible before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(a.cnt + i, 1) + 1 == ns;
+        if (last)
+            a.cnt[i] = 0;
+    }
+    __syncthreads();
+    if (last)
+        __threadfence();
+    return last;
+}
+
 extern "C" __global__ void __launch_bounds__(256) attn(const struct attn_args a)
 {
     __shared__ float sm_m[8], sm_l[8];
     __shared__ float sm_o[8][256];
+    PDL_ENTER();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
     const int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
     const int g = h / (a.n_head / a.n_head_kv);
@@ -124,38 +175,20 @@ extern "C" __global__ void __launch_bounds__(256) attn(const struct attn_args a)
                 pp[a.hd] = M, pp[a.hd + 1] = L;
         }
     }
+    if (ns > 1 && a.cnt && attn_last_split(a, blockIdx.x, ns))
+        attn_merge(a, t, h, ns);
 }
 
 /* Merge the splits of each (token, head) that used more than one. Grid: n · n_head; blockDim >= hd
  * (== hd with oq), and >= the splits. The split weights exp(m_s - M) / L are computed once, in shared memory. */
 extern "C" __global__ void attn_combine(const struct attn_args a)
 {
-    __shared__ float sw[1024];
-    __shared__ float red[32];
+    PDL_ENTER();
     const int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
     const int ns = attn_splits(a, a.pos[t] + 1);
-    if (ns == 1)
-        return; /* attn wrote o */
-    const float *pp = a.part + (long long)blockIdx.x * a.nsplit * (a.hd + 2);
-    const int s = threadIdx.x;
-    const float ms = s < ns && pp[s * (a.hd + 2) + a.hd + 1] > 0.0f ? pp[s * (a.hd + 2) + a.hd] : -INF_F;
-    const float ls = s < ns ? pp[s * (a.hd + 2) + a.hd + 1] : 0.0f;
-    const float M = block_max(ms, red);
-    const float ws = ls > 0.0f ? expf(ms - M) : 0.0f;
-    const float L = block_sum(ls * ws, red);
-    if (s < ns)
-        sw[s] = ws;
-    __syncthreads();
-    for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
-        float O = 0.0f;
-        for (int k = 0; k < ns; k++)
-            if (sw[k] > 0.0f)
-                O += pp[k * (a.hd + 2) + d] * sw[k];
-        const float v = L > 0.0f ? O / L : 0.0f;
-        a.o[(long long)t * a.o_stride + (long long)h * a.hd + d] = v;
-        if (a.oq) /* blockDim == hd: every lane of each 32-group is here */
-            q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * a.hd + d);
-    }
+    if (ns == 1 || a.cnt)
+        return; /* attn wrote o, or its last split block merged */
+    attn_merge(a, t, h, ns);
 }
 
 #define GQA_MAX 8 /* query heads per KV head handled by attn_gqa */
@@ -168,6 +201,7 @@ extern "C" __global__ void __launch_bounds__(256) attn_gqa(const struct attn_arg
 {
     __shared__ float sm_m[8][GQA_MAX], sm_l[8][GQA_MAX];
     __shared__ float sm_o[8][1024];
+    PDL_ENTER();
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
     const int G = a.n_head / a.n_head_kv;
     const int t = blockIdx.x / a.n_head_kv, g = blockIdx.x % a.n_head_kv;
@@ -279,4 +313,7 @@ extern "C" __global__ void __launch_bounds__(256) attn_gqa(const struct attn_arg
                 pp[a.hd] = M, pp[a.hd + 1] = L;
         }
     }
+    if (ns > 1 && a.cnt && attn_last_split(a, blockIdx.x, ns))
+        for (int i = 0; i < G; i++)
+            attn_merge(a, t, g * G + i, ns);
 }

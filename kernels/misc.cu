@@ -26,6 +26,7 @@ extern "C" __global__ void __launch_bounds__(1024) rms_norm(float *y, const floa
                                                             float *qd)
 {
     __shared__ float red[32];
+    PDL_ENTER();
     const int r = blockIdx.x, nt = blockDim.x, tid = threadIdx.x;
     const float *xr = x + (long long)(rows ? rows[r] : r) * x_stride;
     float *yr = y + (long long)r * y_stride;
@@ -78,6 +79,7 @@ extern "C" __global__ void __launch_bounds__(1024) rms_norm(float *y, const floa
  * n a multiple of WARP. Grid: (ceil(n / blockDim), rows). */
 extern "C" __global__ void quantize_q8(const float *x, int n, int x_stride, i8 *q, float *qd)
 {
+    PDL_ENTER();
     const int r = blockIdx.y;
     const int b = (blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP) * WARP;
     if (b >= n)
@@ -92,6 +94,7 @@ extern "C" __global__ void rope_store(const struct rope_args a)
 {
     __shared__ float red[32];
     __shared__ float xs[1024];
+    PDL_ENTER();
     const int t = blockIdx.x, hh = blockIdx.y, i = threadIdx.x;
     const bool is_q = hh < a.n_head;
     const int g = hh - a.n_head;
@@ -185,6 +188,7 @@ extern "C" __global__ void softmax_rows(float *x, int n, int stride)
 /* MoE routing of one token per block of one warp (route.h). sel/w: [n][K]. */
 extern "C" __global__ void moe_route(const float *logits, int X, int K, int *sel, float *w, float scale)
 {
+    PDL_ENTER();
     if (threadIdx.x >= WARP)
         return;
     const long long t = blockIdx.x;
@@ -205,17 +209,10 @@ extern "C" __global__ void moe_combine(float *x, const float *ey, const float *w
     }
 }
 
-/* out[r] = index of the largest of row r (the lowest index among equals). Grid: rows. */
-extern "C" __global__ void argmax_rows(const float *x, int n, int stride, int *out)
+/* The block's best (value, index) of each thread's (bv, bi), the lowest index among equals; thread 0
+ * gets it. sv/si: __shared__ [32]. */
+static __device__ __forceinline__ void block_argmax(float &bv, int &bi, float *sv, int *si)
 {
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    const float *r = x + (long long)blockIdx.x * stride;
-    float bv = -INF_F;
-    int bi = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        if (r[i] > bv)
-            bv = r[i], bi = i;
     for (int m = WARP / 2; m > 0; m >>= 1) {
         const float ov = shfl_xor(bv, m);
         const int oi = shfl_xor_i(bi, m);
@@ -230,6 +227,68 @@ extern "C" __global__ void argmax_rows(const float *x, int n, int stride, int *o
         for (int k = 1; k < nw; k++)
             if (sv[k] > bv || (sv[k] == bv && si[k] < bi))
                 bv = sv[k], bi = si[k];
-        out[blockIdx.x] = bi;
     }
+}
+
+/* out[r] = index of the largest of row r (the lowest index among equals). Grid: rows. */
+extern "C" __global__ void argmax_rows(const float *x, int n, int stride, int *out)
+{
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    PDL_ENTER();
+    const float *r = x + (long long)blockIdx.x * stride;
+    float bv = -INF_F;
+    int bi = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (r[i] > bv)
+            bv = r[i], bi = i;
+    block_argmax(bv, bi, sv, si);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = bi;
+}
+
+/* argmax_rows spread over gridDim.x blocks a row (one block of 1024 threads took ~59 us for a
+ * 152k vocabulary): block b scans its slice, writes its best to pv/pi [rows][gridDim.x], and the
+ * row's last block (counted in cnt [rows], zero between launches) picks the best of the slices, the
+ * lowest index among equals: the same answer. Grid: (slices, rows). */
+extern "C" __global__ void argmax_split(const float *x, int n, int stride, int *out, float *pv, int *pi, int *cnt)
+{
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    __shared__ int last;
+    PDL_ENTER();
+    const int row = blockIdx.y, nb = gridDim.x;
+    const int chunk = (n + nb - 1) / nb, i0 = (int)blockIdx.x * chunk, i1 = min(n, i0 + chunk);
+    const float *r = x + (long long)row * stride;
+    float bv = -INF_F;
+    int bi = 0x7fffffff;
+    for (int i = i0 + (int)threadIdx.x; i < i1; i += blockDim.x)
+        if (r[i] > bv)
+            bv = r[i], bi = i;
+    block_argmax(bv, bi, sv, si);
+    if (threadIdx.x == 0) {
+        pv[(long long)row * nb + blockIdx.x] = bv;
+        pi[(long long)row * nb + blockIdx.x] = bi;
+        __threadfence(); /* the slice's best is visible before its count */
+        last = atomicAdd(cnt + row, 1) + 1 == nb;
+        if (last)
+            cnt[row] = 0;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    bv = -INF_F, bi = 0x7fffffff;
+    /* other blocks' slices: volatile reads skip the (non-coherent) L1 */
+    const volatile float *vp = pv + (long long)row * nb;
+    const volatile int *ip = pi + (long long)row * nb;
+    for (int k = threadIdx.x; k < nb; k += blockDim.x) {
+        const float v = vp[k];
+        const int i = ip[k];
+        if (v > bv || (v == bv && i < bi))
+            bv = v, bi = i;
+    }
+    block_argmax(bv, bi, sv, si);
+    if (threadIdx.x == 0)
+        out[row] = bi;
 }

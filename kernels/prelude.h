@@ -53,6 +53,51 @@ static __device__ __forceinline__ u16 f2h(float x)
 
 #define INF_F __int_as_float(0x7f800000)
 
+/* Programmatic dependent launch (NVIDIA sm_90+; no-ops elsewhere). A kernel whose handle the host
+ * marks (hip_rt_fn_pdl) may start while the kernel before it on the stream still runs, so it must run
+ * PDL_WAIT() in every thread path before it exits, and before its first read of anything an earlier
+ * kernel wrote and its first global write (an earlier kernel may still read or write that memory).
+ * Only what no kernel writes (weights) may be touched before it. PDL_WAIT returns once the kernel
+ * before has completed and its writes are visible; that kernel completed only after its own wait, so
+ * the ordering stays transitive only if every marked kernel waits in every path (an early return
+ * before the wait would let the kernel after it overtake the one before). PDL_LAUNCH() lets the next
+ * marked kernel be scheduled once every block of this one has issued it (or exited). Issued after the
+ * wait (the default), at most one kernel runs ahead of the one still draining; issued at entry
+ * (llm_pdl_early, LLM170_HIP_PDL_EARLY=1) the next kernels' blocks become resident and pull their
+ * weights as far ahead as free slots allow (the ordering is the waits' alone), which measured slower
+ * (docs/benchmarks.md). */
+#if !defined(LLM_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* 1: PDL_LAUNCH at entry, 0 (default): after the wait; written by the host after loading the module */
+__constant__ int llm_pdl_early;
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define PDL_EARLY_LAUNCH()     \
+    do {                       \
+        if (llm_pdl_early)     \
+            PDL_LAUNCH();      \
+    } while (0)
+#define PDL_LATE_LAUNCH()      \
+    do {                       \
+        if (!llm_pdl_early)    \
+            PDL_LAUNCH();      \
+    } while (0)
+/* pull a weight line into L2 while the kernel before still runs (no register, no wait) */
+#define PDL_PREFETCH(p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p))
+#else
+#define PDL_WAIT() ((void)0)
+#define PDL_LAUNCH() ((void)0)
+#define PDL_EARLY_LAUNCH() ((void)0)
+#define PDL_LATE_LAUNCH() ((void)0)
+#define PDL_PREFETCH(p) ((void)(p))
+#endif
+/* at the top of a marked kernel that reads nothing before the wait */
+#define PDL_ENTER()          \
+    do {                     \
+        PDL_EARLY_LAUNCH();  \
+        PDL_WAIT();          \
+        PDL_LATE_LAUNCH();   \
+    } while (0)
+
 /* A load that skips the (non-coherent) L1: reads what other blocks wrote before a __threadfence and
  * an atomic handshake. Unlike a volatile pointer it is an ordinary weak load, so several can be in
  * flight at once. */

@@ -190,6 +190,73 @@ static void parity(const char *path)
     model_free(m);
 }
 
+/* Decode steps replayed from captured graphs give bit-identical logits to the same steps launched
+ * directly (graphs off), with whatever launch mode the runtime uses (LLM170_HIP_PDL): a 20-token
+ * prompt, then 6 steps, each fed the argmax of the direct engine's logits. */
+static void graph_replay_bit_identical(const char *path)
+{
+    struct model *m = NULL;
+    struct err e = { 0 };
+    if (model_load(&m, path, &e)) {
+        CHECK(0, "load %s: %s", path, e.msg);
+        return;
+    }
+    const int V = model_info(m)->n_vocab;
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_ctx = 64;
+    p.n_batch = 32;
+    p.n_seq = 1;
+    p.backend = BACKEND_HIP;
+    struct hip_engine *g[2] = { NULL, NULL };
+    for (int i = 0; i < 2; i++) {
+        if (hip_engine_create(&g[i], m, &p, &e)) {
+            CHECK(0, "hip engine: %s", e.msg);
+            break;
+        }
+        hip_engine_set_graphs(g[i], i == 1);
+    }
+    float *a = malloc(sizeof(float) * (size_t)V * 20), *b = malloc(sizeof(float) * (size_t)V * 20);
+    if (g[0] && g[1]) {
+        struct engine_tok t[20];
+        for (int i = 0; i < 20; i++)
+            t[i] = (struct engine_tok){ .token = (int)((37u * (unsigned)i + 5u) % (unsigned)V), .pos = i, .seq = 0,
+                                        .logits = i == 19 };
+        CHECK(hip_engine_decode(g[0], t, 20, a, &e) == 0 && hip_engine_decode(g[1], t, 20, b, &e) == 0, "%s", e.msg);
+        int same = 0;
+        for (int step = 0; step < 6; step++) {
+            struct engine_tok d = { .token = argmax(a, V), .pos = 20 + step, .seq = 0, .logits = true };
+            CHECK(hip_engine_decode(g[0], &d, 1, a, &e) == 0 && hip_engine_decode(g[1], &d, 1, b, &e) == 0, "%s",
+                  e.msg);
+            same += !memcmp(a, b, sizeof(float) * (size_t)V);
+        }
+        CHECK(same == 6, "%s: %d of 6 replayed decode steps bit-identical to direct launches", path, same);
+        printf("# %s: %d of 6 graph-replayed decode steps bit-identical to direct launches\n", path, same);
+    }
+    free(a);
+    free(b);
+    hip_engine_free(g[0]);
+    hip_engine_free(g[1]);
+    model_free(m);
+}
+
+static void graph_replay_matches_direct(void)
+{
+    const char *dir = check_shared_dir();
+    char path[4200];
+    if (dir) {
+        snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
+        graph_replay_bit_identical(path);
+    }
+    const char *list = getenv("LLM170_HIP_MODELS");
+    if ((!list || !*list) && !dir)
+        SKIP("no shared data and LLM170_HIP_MODELS not set");
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", list ? list : "");
+    for (char *sv = NULL, *q = strtok_r(buf, ":", &sv); q; q = strtok_r(NULL, ":", &sv))
+        graph_replay_bit_identical(q);
+}
+
 static void stories260k_matches_cpu(void)
 {
     const char *dir = check_shared_dir();
@@ -416,6 +483,7 @@ int main(void)
         printf("skip - stories260k_matches_cpu: %s\n", why);
         printf("skip - listed_models_match_cpu: %s\n", why);
         printf("skip - hybrids_match_cpu: %s\n", why);
+        printf("skip - graph_replay_matches_direct: %s\n", why);
         return 0;
     }
     if (getenv("LLM170_HIP_TOL"))
@@ -423,6 +491,7 @@ int main(void)
     RUN(stories260k_matches_cpu);
     RUN(listed_models_match_cpu);
     RUN(hybrids_match_cpu);
+    RUN(graph_replay_matches_direct);
     printf("# worst logits rel err over all runs: %.3g\n", g_worst);
     CHECK_EXIT();
 }

@@ -693,6 +693,77 @@ static void gemv_fused_routing(void)
     check_route_tail("gemv_f32", QT_F32, 37, 96, 4, 3, 2, 32, false);
 }
 
+/* Programmatic dependent launch: L layers of rms_norm (with its q8 copy) then the q8 GEMV adding into
+ * the residual, launched back to back with no sync between them through handles marked for PDL (so,
+ * when hip_rt_pdl, each may start while the one before still runs), against the same steps on the CPU.
+ * A kernel that read the residual or the q8 copy before the kernel before it finished would use the
+ * previous layer's values (the weights differ per layer): far outside the tolerance. */
+static void pdl_chain(void)
+{
+    NEED_GPU();
+    enum { L = 6, N = 2048 };
+    const size_t rb = qtype_row_size(QT_Q4_K, N);
+    float *wf = malloc(sizeof(float) * (size_t)N * N), *wd = malloc(sizeof(float) * (size_t)L * N * N);
+    unsigned char *wq = malloc(rb * (size_t)N * L);
+    static float x[N], x0[N], nw[L][N], h[N], hdq[N], qd[N / 16];
+    static int8_t q[N];
+    fill(x0, N, 1.0f);
+    for (int l = 0; l < L; l++) {
+        fill(nw[l], N, 1.0f);
+        fill(wf, (size_t)N * N, 0.02f); /* keeps the residual's scale over the layers */
+        for (int r = 0; r < N; r++) {
+            unsigned char *row = wq + ((size_t)l * N + (size_t)r) * rb;
+            quant_weights_row(QT_Q4_K, wf + (size_t)r * N, row, N);
+            dequant_row(QT_Q4_K, row, wd + ((size_t)l * N + (size_t)r) * N, N);
+        }
+    }
+    memcpy(x, x0, sizeof x);
+    for (int l = 0; l < L; l++) {
+        ops_rms_norm(h, x, nw[l], N, 1e-5f);
+        q8_emulate(h, N, q, qd);
+        for (int k = 0; k < N; k++)
+            hdq[k] = (float)q[k] * qd[2 * (k / 32)];
+        for (int r = 0; r < N; r++) {
+            double sd = 0;
+            for (int k = 0; k < N; k++)
+                sd += (double)wd[((size_t)l * N + (size_t)r) * N + k] * hdq[k];
+            x[r] += (float)sd;
+        }
+    }
+    struct err e = { 0 };
+    hip_fn frms = NULL, fmv = NULL;
+    CHECK(hip_rt_fn_pdl(g_rt, "rms_norm", &frms, &e) == 0 && hip_rt_fn_pdl(g_rt, "gemvq4_q4_K", &fmv, &e) == 0, "%s",
+          e.msg);
+    uint64_t dw = dup(wq, rb * (size_t)N * L), dnw = dup(nw, sizeof nw), dx = dup(x0, sizeof x0);
+    uint64_t dh = poisoned(N), dq = dup(NULL, N), dqd = poisoned(N / 16);
+    int rc = 0;
+    for (int l = 0; l < L && !rc; l++) {
+        uint64_t wl = dnw + (uint64_t)l * N * 4, rows = 0;
+        int n = N, xs = N, ys = N;
+        float eps = 1e-5f;
+        void *pr[] = { &dh, &dx, &wl, &rows, &n, &eps, &xs, &ys, &dq, &dqd };
+        rc = hip_rt_launch(g_rt, frms, 1, 1, 1, N / 4, pr, &e);
+        struct gemv_args a = { .w = dw + (uint64_t)l * N * rb, .x = dq, .xd = dqd, .y = dx, .row_bytes = (int64_t)rb,
+                               .n_rows = N, .k = N, .x_stride = N, .y_stride = N, .x_div = 1, .nz = 1, .mode = 1,
+                               .pf = 1 };
+        void *pg[] = { &a };
+        if (!rc)
+            rc = hip_rt_launch(g_rt, fmv, N / 4, 1, 1, N / 32, pg, &e);
+    }
+    if (!rc)
+        rc = hip_rt_sync(g_rt, &e);
+    CHECK(rc == 0, "chain: %s", e.msg);
+    static float y[N];
+    get(y, dx, sizeof y);
+    const double r = rel(y, x, N);
+    CHECK(r < 1e-4, "PDL chain of %d layers: residual rel %.3g", L, r);
+    printf("#   %d x (rms_norm + gemvq4_q4_K %dx%d) back to back, PDL %s: rel %.2e\n", L, N, N,
+           hip_rt_pdl(g_rt) ? "on" : "off", r);
+    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dnw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dh);
+    hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dqd);
+    free(wf), free(wd), free(wq);
+}
+
 static void gemv_experts_combined(void)
 {
     NEED_GPU();
@@ -885,13 +956,22 @@ static void attention_vs_reference(void)
                              f16 ? tab : NULL, ref + (size_t)t * nh * hd + (size_t)g * (nh / nkv) * hd, scratch);
             }
         uint64_t dk = dup(Kc, elt * nseq * nctx * kvd), dv = dup(Vc, elt * nseq * nctx * kvd);
+        /* fm: the splits merged by each head's last split block (a.cnt) instead of attn_combine, launched
+         * twice (its counters must be back at zero for the second) */
         for (int gqa = 0; gqa < 2; gqa++)
-        for (int split = 1; split <= 8; split *= 8) {
+        for (int split = 1; split <= 8; split *= 8)
+        for (int fm = 0; fm < (split > 1 ? 3 : 1); fm++) {
             uint64_t dy = poisoned(sizeof y / 4);
             struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .part = dpart,
                                    .seq_stride = (int64_t)nctx * kvd, .kv_dim = kvd, .hd = hd, .n_head = nh,
                                    .n_head_kv = nkv, .q_stride = nh * hd, .o_stride = nh * hd, .nsplit = split,
                                    .kv_f16 = f16, .scale = scale };
+            static uint64_t dcnt;
+            if (fm == 1) {
+                int32_t zero[3 * 8] = { 0 }; /* [n][n_head] */
+                dcnt = dup(zero, sizeof zero);
+            }
+            a.cnt = fm ? dcnt : 0;
             /* the q8 copy of o comes from attn (tokens of one split) or attn_combine */
             uint64_t dq8 = dup(NULL, sizeof y / 4), dq8d = poisoned(sizeof y / 4 / 16);
             a.oq = dq8, a.oqd = dq8d;
@@ -900,9 +980,11 @@ static void attention_vs_reference(void)
                 CHECK(launch("attn_gqa", n * nkv, (unsigned)split, 256, p) == 0, "launch");
             else
                 CHECK(launch("attn", n * nh, (unsigned)split, 128, p) == 0, "launch");
-            if (split > 1)
+            if (split > 1 && !fm)
                 CHECK(launch("attn_combine", n * nh, 1, 128, p) == 0, "launch");
             get(y, dy, sizeof y);
+            if (fm == 2)
+                hip_rt_free(g_rt, dcnt);
             double r = rel(y, ref, sizeof y / 4);
             {
                 static int8_t q8[3 * 8 * 128], q8ref[3 * 8 * 128];
@@ -910,13 +992,16 @@ static void attention_vs_reference(void)
                 get(q8, dq8, sizeof q8);
                 get(q8d, dq8d, sizeof q8d);
                 q8_emulate(y, (int)(sizeof y / 4), q8ref, q8dref);
-                CHECK(!memcmp(q8, q8ref, sizeof q8), "attn%s f16=%d split %d: q8 copy differs", gqa ? "_gqa" : "", f16, split);
+                CHECK(!memcmp(q8, q8ref, sizeof q8), "attn%s f16=%d split %d merge %d: q8 copy differs", gqa ? "_gqa" : "",
+                      f16, split, fm);
                 CHECK(rel(q8d, q8dref, sizeof q8d / 4) < 1e-6, "attn q8 scales");
                 hip_rt_free(g_rt, dq8), hip_rt_free(g_rt, dq8d);
             }
             /* f16: the reference also rounds probabilities to f16 before V·p */
-            CHECK(r < (f16 ? 2e-3 : 1e-5), "attn%s f16=%d split %d rel %.3g", gqa ? "_gqa" : "", f16, split, r);
-            printf("#   attn%s %s cache, %d split(s): rel %.2e\n", gqa ? "_gqa" : "", f16 ? "f16" : "f32", split, r);
+            CHECK(r < (f16 ? 2e-3 : 1e-5), "attn%s f16=%d split %d merge %d rel %.3g", gqa ? "_gqa" : "", f16, split,
+                  fm, r);
+            printf("#   attn%s %s cache, %d split(s)%s: rel %.2e\n", gqa ? "_gqa" : "", f16 ? "f16" : "f32", split,
+                   fm ? (fm == 1 ? ", merged in attn" : ", merged in attn (2nd launch)") : "", r);
             hip_rt_free(g_rt, dy);
         }
         hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dv);
@@ -1033,6 +1118,49 @@ static void elementwise_softmax_argmax(void)
     for (int r = 0; r < 3; r++)
         CHECK(am[r] == amref[r], "argmax row %d: %d vs %d", r, am[r], amref[r]);
     hip_rt_free(g_rt, da), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dam);
+}
+
+/* argmax_split: rows of a vocabulary's width over many blocks, against a scan on the CPU; the maxima
+ * planted where slices meet, ties across slices (the lower index wins), at the last element; 7 and
+ * 128 slices; each launched twice (the row counters must be back at zero). */
+static void argmax_over_slices(void)
+{
+    NEED_GPU();
+    enum { R = 4, N = 151936 };
+    float *a = malloc(sizeof(float) * (size_t)R * N);
+    fill(a, (size_t)R * N, 1.0f);
+    a[0 * N + 1187 * 64] = 9.0f;                            /* the first element of a slice (128 slices) */
+    a[1 * N + 5] = 9.0f, a[1 * N + N - 3] = 9.0f;           /* tie across slices: 5 */
+    a[2 * N + N - 1] = 9.0f;                                /* the last element */
+    a[3 * N + 21705] = 9.0f, a[3 * N + 21706] = 9.0f;       /* tie at a 7-slice boundary (21706 = ⌈N/7⌉) */
+    int ref[R];
+    for (int r = 0; r < R; r++) {
+        ref[r] = 0;
+        for (int i = 1; i < N; i++)
+            if (a[(size_t)r * N + i] > a[(size_t)r * N + ref[r]])
+                ref[r] = i;
+    }
+    uint64_t da = dup(a, sizeof(float) * (size_t)R * N), dout = dup(NULL, sizeof ref);
+    uint64_t dpv = poisoned(R * 128), dpi = dup(NULL, R * 128 * 4);
+    int32_t zero[R] = { 0 };
+    uint64_t dcnt = dup(zero, sizeof zero);
+    int n = N, stride = N;
+    void *p[] = { &da, &n, &stride, &dout, &dpv, &dpi, &dcnt };
+    const unsigned slices[] = { 7, 128 };
+    for (int k = 0; k < 2; k++)
+        for (int rep = 0; rep < 2; rep++) {
+            struct err e = { 0 };
+            int out[R];
+            CHECK(hip_rt_memset32(g_rt, dout, 0xffffffffu, R, &e) == 0, "memset");
+            CHECK(launch("argmax_split", slices[k], R, 256, p) == 0, "launch");
+            get(out, dout, sizeof out);
+            for (int r = 0; r < R; r++)
+                CHECK(out[r] == ref[r], "argmax_split %u slices, launch %d, row %d: %d vs %d", slices[k], rep + 1, r,
+                      out[r], ref[r]);
+        }
+    hip_rt_free(g_rt, da), hip_rt_free(g_rt, dout), hip_rt_free(g_rt, dpv), hip_rt_free(g_rt, dpi);
+    hip_rt_free(g_rt, dcnt);
+    free(a);
 }
 
 /* routing of n tokens over X experts, K picked, against ops_softmax + ops_topk + renormalisation */
@@ -1387,6 +1515,7 @@ int main(void)
     RUN(gemv_experts_combined);
     RUN(gemv_fused_rms_norm);
     RUN(gemv_fused_routing);
+    RUN(pdl_chain);
     RUN(rms_norm_q8_copy);
     RUN(embed_rows_dequant);
     RUN(rms_norm_rows);
@@ -1394,6 +1523,7 @@ int main(void)
     RUN(attention_vs_reference);
     RUN(flash_attention_prompt);
     RUN(elementwise_softmax_argmax);
+    RUN(argmax_over_slices);
     RUN(moe_route_and_combine);
     RUN(gdn_conv_and_delta_rule);
     RUN(gated_attention_and_shared_expert);

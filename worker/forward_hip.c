@@ -25,6 +25,7 @@
 
 #define GEMV_MAX 8     /* batches up to this many rows use GEMV */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
+#define AMAX_SLICES 128 /* blocks a row of the greedy argmax takes (argmax_split) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 /* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
  * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
@@ -97,6 +98,8 @@ struct hip_engine {
     uint64_t ey;           /* [B·K][E] */
     uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     uint64_t amax;         /* [B] int argmax results */
+    uint64_t amx;          /* argmax_split's slices: f32 [B][AMAX_SLICES] values, int [B][AMAX_SLICES] indices,
+                              int [B] counters (zero between launches) */
     uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
     uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F], [..][F/32][2] */
     uint64_t fcnt;         /* [GEMV_MAX·Kq][F/32] int counters of that GEMV (zero between launches) */
@@ -105,6 +108,17 @@ struct hip_engine {
     int W, nq_max, nkv_max, F;
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
     uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
+    uint64_t acnt;         /* [SPLIT_TOKENS][n_head] int split counters of the merge fused into attn (zero between
+                              launches) */
+    bool pf;               /* PDL on and not LLM170_HIP_PDL_PREFETCH=0: GEMV blocks pull their weight rows into L2
+                              before the wait (gemv_args.pf) */
+    bool join_qkv;         /* Q, K and V uploaded as one [Q | K | V] matrix where they can be (up_qkv);
+                              LLM170_HIP_QKV=0 keeps three */
+    bool fuse_attn;        /* the last split block of a head merges the splits instead of attn_combine;
+                              LLM170_HIP_FUSE_ATTN=1 (no faster measured with PDL on, docs/benchmarks.md) */
+    bool amax_split;       /* greedy argmax over AMAX_SLICES blocks a row (argmax_split) instead of one block
+                              (argmax_rows); LLM170_HIP_ARGMAX_SPLIT=0 for the one-block kernel */
+    hip_fn k_argmax1;      /* argmax_rows */
     bool fuse_norm;        /* RMSNorm in the residual GEMVs' last block; LLM170_HIP_FUSE_NORM=1 (measured slower:
                               one block norms the row serially, docs/benchmarks.md) */
     bool fuse_route;       /* MoE routing in the router GEMV's last block; LLM170_HIP_FUSE_ROUTE=1 (measured no
@@ -185,6 +199,40 @@ static int up_wt(struct hip_engine *c, struct stager *s, const struct wt *w, str
     return rc;
 }
 
+/* Whether Q, K and V of a layer can be uploaded as one [Q | K | V] matrix (up_qkv): same type and
+ * width, no biases, no fused tensor already. The decode step then runs one GEMV for the three
+ * projections (one launch fewer a layer; each row's dot is the same kernel's, so the logits do not
+ * change; measured +3.3 % tg128 on qwen3-8b, docs/benchmarks.md). */
+static bool qkv_joinable(const struct layer *ly)
+{
+    const struct wt *q = &ly->wq, *k = &ly->wk, *v = &ly->wv;
+    return q->data && k->data && v->data && !ly->wqkv.data && !ly->bq.data && !ly->bk.data && !ly->bv.data &&
+           q->type == k->type && q->type == v->type && q->ne[0] == k->ne[0] && q->ne[0] == v->ne[0] &&
+           q->ne[2] <= 1 && k->ne[2] <= 1 && v->ne[2] <= 1 && q->row_bytes == k->row_bytes &&
+           q->row_bytes == v->row_bytes && type_ok(q->type) &&
+           !((q->type == QT_F32 || q->type == QT_F16) && q->ne[0] % 4);
+}
+
+/* d = the rows of Q, then K, then V (rows nq + 2·nkv) in one allocation */
+static int up_qkv(struct hip_engine *c, struct stager *s, const struct layer *ly, struct dw *d, struct err *e)
+{
+    const struct wt *w[3] = { &ly->wq, &ly->wk, &ly->wv };
+    memset(d, 0, sizeof *d);
+    d->type = w[0]->type;
+    d->ne0 = w[0]->ne[0];
+    d->ne1 = w[0]->ne[1] + w[1]->ne[1] + w[2]->ne[1];
+    d->ne2 = 1;
+    d->row_bytes = w[0]->row_bytes;
+    int rc = dalloc(c, d->row_bytes * (size_t)d->ne1, &d->d, e);
+    uint64_t off = 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        const size_t n = w[i]->row_bytes * (size_t)w[i]->ne[1];
+        rc = upload(c, s, d->d + off, w[i]->data, n, e);
+        off += n;
+    }
+    return rc;
+}
+
 static int up_vec(struct hip_engine *c, struct stager *s, const struct vec *v, uint64_t *d, struct err *e)
 {
     *d = 0;
@@ -243,21 +291,23 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     };
     char nm[64];
     int rc;
+    /* the GEMVs and the decode step's small kernels order themselves for programmatic dependent
+     * launch (PDL_WAIT in every path, kernels/prelude.h): hip_rt_fn_pdl; the rest launch plainly */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(nm, sizeof nm, "gemv_%s", names[i].s);
-        if ((rc = hip_rt_fn(c->rt, nm, &c->gemv[names[i].t], e)))
+        if ((rc = hip_rt_fn_pdl(c->rt, nm, &c->gemv[names[i].t], e)))
             return rc;
         snprintf(nm, sizeof nm, "gemm_%s", names[i].s);
         if ((rc = hip_rt_fn(c->rt, nm, &c->gemm[names[i].t], e)))
             return rc;
         snprintf(nm, sizeof nm, "gemvq_%s", names[i].s);
         struct err ign;
-        if (hip_rt_fn(c->rt, nm, &c->gemvq[names[i].t], &ign))
+        if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
         c->gemvq_r[0][names[i].t] = c->gemvq[names[i].t];
         for (int r = 1; r < 3; r++) {
             snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
-            if (hip_rt_fn(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
+            if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
                 c->gemvq_r[r][names[i].t] = NULL;
         }
         snprintf(nm, sizeof nm, "mma_%s", names[i].s);
@@ -277,14 +327,16 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         c->k_fattn64 = NULL;
     if (hip_rt_fn(c->rt, "fattn_128", &c->k_fattn128, &ign))
         c->k_fattn128 = NULL;
-    struct { hip_fn *f; const char *n; } ks[] = {
-        { &c->k_embed, "embed_rows" }, { &c->k_rms, "rms_norm" }, { &c->k_rope, "rope_store" },
-        { &c->k_add, "add_f32" }, { &c->k_swiglu, "swiglu_f32" }, { &c->k_route, "moe_route" },
-        { &c->k_combine, "moe_combine" }, { &c->k_argmax, "argmax_rows" }, { &c->k_attn, "attn" },
-        { &c->k_attn_comb, "attn_combine" }, { &c->k_quant, "quantize_q8" }, { &c->k_attn_gqa, "attn_gqa" },
+    struct { hip_fn *f; const char *n; bool pdl; } ks[] = {
+        { &c->k_embed, "embed_rows", false }, { &c->k_rms, "rms_norm", true }, { &c->k_rope, "rope_store", true },
+        { &c->k_add, "add_f32", false }, { &c->k_swiglu, "swiglu_f32", false }, { &c->k_route, "moe_route", true },
+        { &c->k_combine, "moe_combine", false }, { &c->k_argmax, "argmax_split", true },
+        { &c->k_argmax1, "argmax_rows", true }, { &c->k_attn, "attn", true },
+        { &c->k_attn_comb, "attn_combine", true }, { &c->k_quant, "quantize_q8", true },
+        { &c->k_attn_gqa, "attn_gqa", true },
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
-        if ((rc = hip_rt_fn(c->rt, ks[i].n, ks[i].f, e)))
+        if ((rc = (ks[i].pdl ? hip_rt_fn_pdl : hip_rt_fn)(c->rt, ks[i].n, ks[i].f, e)))
             return rc;
     return 0;
 }
@@ -325,10 +377,10 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
         { &c->o, B * (size_t)nqm * 4 }, { &c->fg, B * FK * 4 }, { &c->fu, B * FK * 4 }, { &c->logits, B * V * 4 },
         { &c->part, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4 },
         { &c->rl, B * (X ? X : 1) * 4 }, { &c->sel, B * K * 4 }, { &c->sw, B * K * 4 },
-        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 },
+        { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 }, { &c->amx, B * (2 * AMAX_SLICES + 1) * 4 },
         { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
         { &c->fq, KS * F }, { &c->fqd, KS * (F / 32 + 1) * 8 }, { &c->fcnt, KS * (F / 32 + 1) * 4 },
-        { &c->ncnt, GEMV_MAX * 4 },
+        { &c->ncnt, GEMV_MAX * 4 }, { &c->acnt, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * 4 },
     };
     const int n = (int)(sizeof t / sizeof t[0]);
     for (int i = 0; i < n; i++)
@@ -377,6 +429,12 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
     c->fuse_norm = fne && !strcmp(fne, "1");
     c->fuse_route = fre && !strcmp(fre, "1");
+    const char *qke = getenv("LLM170_HIP_QKV");
+    c->join_qkv = !(qke && !strcmp(qke, "0"));
+    const char *fte = getenv("LLM170_HIP_FUSE_ATTN");
+    c->fuse_attn = fte && !strcmp(fte, "1");
+    const char *ase = getenv("LLM170_HIP_ARGMAX_SPLIT");
+    c->amax_split = !(ase && !strcmp(ase, "0"));
     const char *gre = getenv("LLM170_HIP_GEMV_R");
     c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gwe = getenv("LLM170_HIP_GEMV_WARPS");
@@ -389,6 +447,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *gqe = getenv("LLM170_HIP_GQA");
     c->gqa = gqe && !strcmp(gqe, "1");
     int rc = hip_rt_open(&c->rt, e);
+    if (!rc) {
+        const char *pfe = getenv("LLM170_HIP_PDL_PREFETCH");
+        c->pf = hip_rt_pdl(c->rt) && !(pfe && !strcmp(pfe, "0"));
+    }
     if (!rc)
         rc = get_kernels(c, e);
     c->L = calloc((size_t)hp->n_layer, sizeof *c->L);
@@ -432,7 +494,12 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
                                   &ly->ffn_down, &ly->gate_inp, &ly->gate_exps, &ly->up_exps, &ly->down_exps };
         struct dw *dws[] = { &d->wq, &d->wk, &d->wv, &d->wqkv, &d->wo, &d->gate, &d->up,
                              &d->down, &d->gate_inp, &d->gate_exps, &d->up_exps, &d->down_exps };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++)
+        /* dense models: Q, K and V joined when they can be (LLM170_HIP_QKV=0 keeps them apart); the
+         * hybrids' layers lend wq / wk / wv to forward_hip_hybrid.c as they are */
+        const bool join = c->join_qkv && !m->arch->hybrid && qkv_joinable(ly);
+        if (join)
+            rc = up_qkv(c, &s, ly, &d->wqkv, e);
+        for (size_t i = join ? 4 : 0; i < sizeof ws / sizeof ws[0] && !rc; i++)
             rc = up_wt(c, &s, ws[i], dws[i], e);
         const struct vec *vs[] = { &ly->attn_norm, &ly->ffn_norm, &ly->q_norm, &ly->k_norm, &ly->bq, &ly->bk,
                                    &ly->bv, &ly->bqkv, &ly->bo, &ly->b_gate, &ly->b_up, &ly->b_down };
@@ -475,6 +542,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         rc = hip_rt_memset32(c->rt, c->fcnt, 0, KS * (F / 32 + 1), e);
     if (!rc)
         rc = hip_rt_memset32(c->rt, c->ncnt, 0, GEMV_MAX, e);
+    if (!rc)
+        rc = hip_rt_memset32(c->rt, c->amx, 0, (size_t)p.n_batch * (2 * AMAX_SLICES + 1), e);
+    if (!rc)
+        rc = hip_rt_memset32(c->rt, c->acnt, 0, (size_t)SPLIT_TOKENS * (size_t)m->hp.n_head_max, e);
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
     if (!rc)
@@ -563,6 +634,7 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             c->h_ready = true;
         }
         const size_t nt = gemv_threads(c, a, NULL);
+        a->pf = c->pf;
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
@@ -669,8 +741,8 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     if (!c->h_ready)
         TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
     c->h_ready = false;
-    if (d->wqkv.d) {
-        TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, W, d->bqkv, 0, 0, 0, qh, e));
+    if (d->wqkv.d) { /* rows of nq + 2·nkv, as rope_store and attn read them (qs below) */
+        TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, nq + 2 * nkv, d->bqkv, 0, 0, 0, qh, e));
     } else {
         TRY(mm(c, &d->wq, NULL, c->h, E, 1, n, c->qkv, W, d->bq, 0, 0, 0, qh, e));
         const uint64_t yk = c->qkv + 4u * (uint64_t)nq, yv = c->qkv + 4u * (uint64_t)(nq + nkv);
@@ -708,6 +780,9 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const bool fuse = qo && nsplit > 1 && hd % 32 == 0 && hd % c->warp == 0 && (int)rb == hd;
     if (fuse)
         aa.oq = c->xq, aa.oqd = c->xqd;
+    /* the head's last split block merges the splits (counted in acnt): one launch fewer a layer */
+    if (nsplit > 1 && c->fuse_attn)
+        aa.cnt = c->acnt;
     void *ap[] = { &aa };
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
@@ -725,7 +800,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     else
         TRY(hip_rt_launch(c->rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1,
                           4u * (unsigned)c->warp, ap, e));
-    if (nsplit > 1) /* a no-op for tokens whose cache took one split (kernels/attn.cu) */
+    if (nsplit > 1 && !aa.cnt) /* a no-op for tokens whose cache took one split (kernels/attn.cu) */
         TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
     if (qo && !fuse)
         TRY(quant(c, c->o, n, nq, nq, e));
@@ -853,10 +928,15 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
         TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
         TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
         if (greedy) {
-            uint64_t lg = c->logits, am = c->amax;
+            /* AMAX_SLICES blocks a row; the last one of a row picks among the slices */
+            uint64_t lg = c->logits, am = c->amax, pv = c->amx, pi = pv + 4u * (uint64_t)B * AMAX_SLICES;
+            uint64_t cn = pi + 4u * (uint64_t)B * AMAX_SLICES;
             int vv = V;
-            void *p[] = { &lg, &vv, &vv, &am };
-            TRY(hip_rt_launch(c->rt, c->k_argmax, (unsigned)n_out, 1, 1, 1024, p, e));
+            void *p[] = { &lg, &vv, &vv, &am, &pv, &pi, &cn };
+            if (c->amax_split)
+                TRY(hip_rt_launch(c->rt, c->k_argmax, AMAX_SLICES, (unsigned)n_out, 1, 256, p, e));
+            else
+                TRY(hip_rt_launch(c->rt, c->k_argmax1, (unsigned)n_out, 1, 1, 1024, p, e));
         }
     }
     return 0;

@@ -234,6 +234,25 @@ typedef int (*d_modunload_t)(void *);
 typedef int (*d_getfn_t)(void **, void *, const char *);
 typedef int (*d_launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
                           void **, void **);
+/* cuLaunchKernelEx's config and attribute (cuda.h's CUlaunchConfig / CUlaunchAttribute layouts) */
+struct cu_launch_attr {
+    int id;
+    char pad[4];
+    union {
+        char pad[64];
+        int i;
+        void *p; /* the union's alignment */
+    } value;
+};
+struct cu_launch_config {
+    unsigned gx, gy, gz, bx, by, bz, smem;
+    void *stream;
+    struct cu_launch_attr *attrs;
+    unsigned n_attrs;
+};
+#define CU_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION 6
+typedef int (*d_launchex_t)(const struct cu_launch_config *, void *, void **, void **);
+typedef int (*d_modglobal_t)(uint64_t *, size_t *, void *, const char *);
 typedef int (*d_streamcreate_t)(void **, unsigned);
 typedef int (*d_stream_t)(void *);
 typedef int (*d_capbegin_t)(void *, int);
@@ -249,7 +268,7 @@ typedef int (*d_evrecord_t)(void *, void *);
 typedef int (*d_evelapsed_t)(float *, void *, void *);
 
 #define PROF_MAX 32768
-#define FN_NAMES 128
+#define FN_NAMES 256
 
 struct mod {
     char name[32];
@@ -290,6 +309,9 @@ struct hip_rt {
     d_modunload_t mod_unload;
     d_getfn_t get_fn;
     d_launch_t launch;
+    d_launchex_t launch_ex; /* cuLaunchKernelEx when the driver has it, else NULL */
+    bool pdl;               /* programmatic dependent launch of marked kernels (sm_90+, not LLM170_HIP_PDL=0) */
+    d_modglobal_t mod_global; /* cuModuleGetGlobal_v2, or NULL */
     d_streamcreate_t stream_create;
     d_stream_t stream_sync, stream_destroy;
     d_capbegin_t cap_begin;
@@ -304,9 +326,10 @@ struct hip_rt {
     d_evrecord_t ev_record;
     d_evelapsed_t ev_elapsed;
     d_stream_t ev_destroy;
-    /* kernel names by handle, for profiles */
+    /* kernel names by handle, for profiles; fn_pdl: marked by hip_rt_fn_pdl */
     void *fn_h[FN_NAMES];
     char fn_name[FN_NAMES][48];
+    bool fn_pdl[FN_NAMES];
     int n_fn;
     /* profile: events[0] before the first launch, events[i + 1] after launch i */
     bool prof;
@@ -391,6 +414,9 @@ static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
         if (!*syms[i].dst)
             return err_set(e, ERR_UNSUPPORTED, "the %s driver lacks %s (too old?)", amd ? "HIP" : "CUDA", nm);
     }
+    /* optional (CUDA 11.8+): without it every kernel launches plainly */
+    rt->launch_ex = amd ? NULL : (d_launchex_t)dlsym(rt->lib, "cuLaunchKernelEx");
+    rt->mod_global = amd ? NULL : (d_modglobal_t)dlsym(rt->lib, "cuModuleGetGlobal_v2");
     return 0;
 }
 
@@ -580,6 +606,9 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
         CKO(rt->attr(&rt->sm_count, 16, rt->dev), "multiprocessor count");
         snprintf(rt->arch, sizeof rt->arch, "sm_%d%d", maj, min);
         rt->warp = 32;
+        /* griddepcontrol needs sm_90; LLM170_HIP_PDL=0 launches every kernel plainly */
+        const char *pe = getenv("LLM170_HIP_PDL");
+        rt->pdl = rt->launch_ex && maj >= 9 && !(pe && !strcmp(pe, "0"));
         CKO(rt->ctx_retain(&rt->ctx, rt->dev), "primary context");
         CKO(rt->ctx_set(rt->ctx), "set context");
     }
@@ -590,9 +619,9 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
         hip_rt_close(rt);
         return rc;
     }
-    snprintf(rt->desc, sizeof rt->desc, "%s (%s, %d %s, driver %d.%d, %s)", name, rt->arch, rt->sm_count,
+    snprintf(rt->desc, sizeof rt->desc, "%s (%s, %d %s, driver %d.%d, %s%s)", name, rt->arch, rt->sm_count,
              rt->amd ? "CUs" : "SMs", rt->driver_version / 1000, (rt->driver_version % 1000) / 10,
-             hip_rtc_version(rt->rtc));
+             hip_rtc_version(rt->rtc), rt->pdl ? ", PDL" : "");
     for (int i = 0; i < hip_kernel_n_srcs; i++) {
         const char *nm = hip_kernel_srcs[i].name;
         size_t l = strlen(nm);
@@ -603,6 +632,26 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
                 return rc;
             }
         }
+    }
+    /* where a marked kernel lets the next one launch (kernels/prelude.h): after its wait, unless
+     * LLM170_HIP_PDL_EARLY=1 (at entry: measured slower on qwen3-8b and qwen3-30b-a3b,
+     * docs/benchmarks.md); modules without PDL kernels have no such constant */
+    const char *ee = getenv("LLM170_HIP_PDL_EARLY");
+    const int early = rt->pdl && ee && !strcmp(ee, "1");
+    int n_early = 0;
+    for (int i = 0; i < rt->n_mods && early && rt->mod_global; i++) {
+        uint64_t p = 0;
+        size_t sz = 0;
+        if (!rt->mod_global(&p, &sz, rt->mods[i].m, "llm_pdl_early") && sz == sizeof early) {
+            CKO(rt->h2d(p, &early, sizeof early, rt->stream), "PDL mode");
+            n_early++;
+        }
+    }
+    CKO(rt->stream_sync(rt->stream), "stream synchronize");
+    if (early) { /* "…, PDL)" → "…, PDL early in N modules)" */
+        size_t l = strlen(rt->desc);
+        if (l > 0 && rt->desc[l - 1] == ')')
+            snprintf(rt->desc + l - 1, sizeof rt->desc - (l - 1), " early in %d modules)", n_early);
     }
     *out = rt;
     return 0;
@@ -643,23 +692,55 @@ size_t hip_rt_free_mem(struct hip_rt *rt)
     return f;
 }
 
+/* The handle's slot in the name table (added when new), or -1 when the table is full. */
+static int fn_slot(struct hip_rt *rt, void *f, const char *name)
+{
+    for (int k = 0; k < rt->n_fn; k++)
+        if (rt->fn_h[k] == f)
+            return k;
+    if (rt->n_fn == FN_NAMES)
+        return -1;
+    rt->fn_h[rt->n_fn] = f;
+    rt->fn_pdl[rt->n_fn] = false;
+    snprintf(rt->fn_name[rt->n_fn], sizeof rt->fn_name[0], "%s", name);
+    return rt->n_fn++;
+}
+
 int hip_rt_fn(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e)
 {
     for (int i = 0; i < rt->n_mods; i++) {
         void *f = NULL;
         if (!rt->get_fn(&f, rt->mods[i].m, name) && f) {
             *out = f;
-            bool known = false;
-            for (int k = 0; k < rt->n_fn; k++)
-                known = known || rt->fn_h[k] == f;
-            if (!known && rt->n_fn < FN_NAMES) {
-                rt->fn_h[rt->n_fn] = f;
-                snprintf(rt->fn_name[rt->n_fn++], sizeof rt->fn_name[0], "%s", name);
-            }
+            fn_slot(rt, f, name);
             return 0;
         }
     }
     return err_set(e, ERR_NOTFOUND, "hip: no kernel named %s in any module", name);
+}
+
+int hip_rt_fn_pdl(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e)
+{
+    int rc = hip_rt_fn(rt, name, out, e);
+    if (rc)
+        return rc;
+    const int k = fn_slot(rt, *out, name);
+    if (k >= 0) /* a full table only means a plain launch */
+        rt->fn_pdl[k] = true;
+    return 0;
+}
+
+bool hip_rt_pdl(const struct hip_rt *rt) { return rt->pdl; }
+
+/* Whether f launches with the programmatic attribute: PDL on and f marked. */
+static bool fn_is_pdl(const struct hip_rt *rt, const void *f)
+{
+    if (!rt->pdl)
+        return false;
+    for (int k = 0; k < rt->n_fn; k++)
+        if (rt->fn_h[k] == f)
+            return rt->fn_pdl[k];
+    return false;
 }
 
 int hip_rt_malloc(struct hip_rt *rt, size_t n, uint64_t *out, struct err *e)
@@ -722,7 +803,19 @@ int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigne
 {
     if (!gx || !gy || !gz)
         return 0;
-    CK(rt->launch(f, gx, gy, gz, bx, 1, 1, 0, rt->stream, params, NULL), "kernel launch");
+    if (fn_is_pdl(rt, f)) {
+        /* may overlap the kernel before it on the stream (a programmatic edge when captured): the
+         * kernel orders itself with griddepcontrol.wait (kernels/prelude.h) */
+        struct cu_launch_attr at;
+        memset(&at, 0, sizeof at);
+        at.id = CU_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
+        at.value.i = 1;
+        const struct cu_launch_config cf = { .gx = gx, .gy = gy, .gz = gz, .bx = bx, .by = 1, .bz = 1, .smem = 0,
+                                             .stream = rt->stream, .attrs = &at, .n_attrs = 1 };
+        CK(rt->launch_ex(&cf, f, params, NULL), "kernel launch (programmatic)");
+    } else {
+        CK(rt->launch(f, gx, gy, gz, bx, 1, 1, 0, rt->stream, params, NULL), "kernel launch");
+    }
     if (rt->prof && rt->n_ev < PROF_MAX) {
         rt->ev_fn[rt->n_ev] = f;
         CK(rt->ev_record(rt->ev[++rt->n_ev], rt->stream), "event record");

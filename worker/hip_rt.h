@@ -54,6 +54,14 @@ int hip_rt_sm_count(const struct hip_rt *rt);
 size_t hip_rt_free_mem(struct hip_rt *rt);
 
 int hip_rt_fn(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e);
+/* The same, and marks the kernel for programmatic dependent launch: when PDL is on (hip_rt_pdl) its
+ * launches may overlap the kernel before them on the stream, so the kernel MUST run PDL_WAIT() in every
+ * thread path before it exits and before touching anything but weights (kernels/prelude.h). Only
+ * kernels written that way may be looked up here; every other handle launches plainly. */
+int hip_rt_fn_pdl(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e);
+/* Whether marked kernels launch programmatically: NVIDIA sm_90+ with cuLaunchKernelEx, and not
+ * LLM170_HIP_PDL=0. */
+bool hip_rt_pdl(const struct hip_rt *rt);
 int hip_rt_malloc(struct hip_rt *rt, size_t n, uint64_t *out, struct err *e);
 void hip_rt_free(struct hip_rt *rt, uint64_t p);
 int hip_rt_host_alloc(struct hip_rt *rt, size_t n, void **out, struct err *e); /* pinned */
