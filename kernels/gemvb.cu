@@ -359,3 +359,294 @@ GEMVB(gemvbd16_q8_0, KT_Q8_0, 1, 16, true)
 GEMVB(gemvbd16_q4_K, KT_Q4_K, 1, 16, true)
 GEMVB(gemvbd16_q5_K, KT_Q5_K, 1, 16, true)
 GEMVB(gemvbd16_q6_K, KT_Q6_K, 1, 16, true)
+
+/* ---- the same products on int8 tensor cores (NVIDIA sm_80+): gemvbm_<type> ----
+ * A block owns 16 weight rows (and 16 of W2 in the dual modes) and every token of the batch (≤ 16: two
+ * 8-token tiles); its 8 warps split the row's 256-element chunks. Per 32-element group a warp multiplies
+ * the rows' quants (A, int8 16 × 32) by the tokens' q8 activations (B, 32 × 8) with
+ * mma.m16n8k32.s8 (k = 32 is one q8 group, one q4_K/q5_K sub-block, one q8_0 block; q6_K's two
+ * 16-element scales take two m16n8k16), then applies the row's scale and the token's in f32, and the
+ * mins through the group's precomputed d·Σq. Weights are read once from memory as raw bytes into the
+ * A fragments (a lane holds 4 bytes of rows g and g + 8 at k = 4·(lane % 4) and + 16), so the
+ * activations, not the weights, are what each block re-reads — 1 byte per weight element for 16 tokens,
+ * where the SIMT kernels above re-read ~10 with 2 rows a block. */
+#if !defined(LLM_HIP)
+#define MW 8 /* warps a block */
+
+static __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+}
+static __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+        : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
+}
+
+/* One row's 256-element chunk q as a lane (k offset kq = 4·(lane % 4)) needs it: load() fetches the raw
+ * words, group(j) gives group j's A words at k = kq (lo) and k = 16 + kq (hi) and its scales:
+ * f[0] for k < 16, f[1] for k >= 16 (equal but for q6_K), fm the min's factor (0 without mins). */
+template <int T> struct mrow;
+template <> struct mrow<KT_Q4_K> {
+    enum { SPLIT16 = 0 };
+    int4 hd;
+    int w[4][2];   /* qs[32c + kq], qs[32c + 16 + kq] */
+    __device__ __forceinline__ void load(const u8 *row, int q, int kq)
+    {
+        const u8 *b = row + 144 * q;
+        hd = *(const int4 *)b;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            w[c][0] = *(const int *)(b + 16 + 32 * c + kq), w[c][1] = *(const int *)(b + 16 + 32 * c + 16 + kq);
+    }
+    __device__ __forceinline__ void group(int j, int &lo, int &hi, float *f, float &fm) const
+    {
+        const int s = 4 * (j & 1);
+        lo = (w[j / 2][0] >> s) & 0x0F0F0F0F, hi = (w[j / 2][1] >> s) & 0x0F0F0F0F;
+        int sc, m;
+        scale_min_k4w(hd, j, &sc, &m);
+        const u32 dd = (u32)hd.x;
+        f[0] = f[1] = h2f((u16)(dd & 0xFFFF)) * (float)sc;
+        fm = h2f((u16)(dd >> 16)) * (float)m;
+    }
+};
+template <> struct mrow<KT_Q5_K> {
+    enum { SPLIT16 = 0 };
+    int4 hd;
+    int w[4][2];
+    int h[2];      /* qh[kq], qh[16 + kq]: bit j is sub-block j's fifth bit */
+    __device__ __forceinline__ void load(const u8 *row, int q, int kq)
+    {
+        const u8 *b = row + 176 * q;
+        hd = *(const int4 *)b;
+        h[0] = *(const int *)(b + 16 + kq), h[1] = *(const int *)(b + 32 + kq);
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            w[c][0] = *(const int *)(b + 48 + 32 * c + kq), w[c][1] = *(const int *)(b + 48 + 32 * c + 16 + kq);
+    }
+    __device__ __forceinline__ void group(int j, int &lo, int &hi, float *f, float &fm) const
+    {
+        const int s = 4 * (j & 1);
+        lo = ((w[j / 2][0] >> s) & 0x0F0F0F0F) | (((h[0] >> j) & 0x01010101) << 4);
+        hi = ((w[j / 2][1] >> s) & 0x0F0F0F0F) | (((h[1] >> j) & 0x01010101) << 4);
+        int sc, m;
+        scale_min_k4w(hd, j, &sc, &m);
+        const u32 dd = (u32)hd.x;
+        f[0] = f[1] = h2f((u16)(dd & 0xFFFF)) * (float)sc;
+        fm = h2f((u16)(dd >> 16)) * (float)m;
+    }
+};
+/* q6_K group j: half hh = j / 4, element group g = j % 4 (qtypes.h deq_elem): low 4 bits in
+ * ql[64hh + 32(g & 1) + l] (nibble g >> 1), high 2 in qh[32hh + l] (bits 2g), scale per 16 */
+template <> struct mrow<KT_Q6_K> {
+    enum { SPLIT16 = 1 };
+    int l[2][2][2];   /* [hh][g & 1][lo/hi] */
+    int h[2][2];      /* [hh][lo/hi] */
+    int s[4];         /* the 16 scale bytes */
+    float d;
+    __device__ __forceinline__ void load(const u8 *row, int q, int kq)
+    {
+        const u8 *b = row + 210 * q; /* 2-byte aligned: words are read as halves */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+#pragma unroll
+            for (int g1 = 0; g1 < 2; g1++)
+                l[hh][g1][0] = (int)ld32a2(b + 64 * hh + 32 * g1 + kq), l[hh][g1][1] = (int)ld32a2(b + 64 * hh + 32 * g1 + 16 + kq);
+            h[hh][0] = (int)ld32a2(b + 128 + 32 * hh + kq), h[hh][1] = (int)ld32a2(b + 128 + 32 * hh + 16 + kq);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s[i] = (int)ld32a2(b + 192 + 4 * i);
+        d = h2f(ld16(b + 208));
+    }
+    __device__ __forceinline__ void group(int j, int &lo, int &hi, float *f, float &fm) const
+    {
+        const int hh = j / 4, g = j % 4, sh = 4 * (g >> 1);
+        /* 6-bit value minus 32 per byte: values are 0..63, so (v | 0x80) − 0x20 never borrows across
+         * bytes, and flipping bit 7 back gives v − 32 as a signed byte */
+        lo = ((((l[hh][g & 1][0] >> sh) & 0x0F0F0F0F) | (((h[hh][0] >> (2 * g)) & 0x03030303) << 4) | 0x80808080) -
+              0x20202020) ^ 0x80808080;
+        hi = ((((l[hh][g & 1][1] >> sh) & 0x0F0F0F0F) | (((h[hh][1] >> (2 * g)) & 0x03030303) << 4) | 0x80808080) -
+              0x20202020) ^ 0x80808080;
+        const int si = 8 * hh + 2 * g; /* scale of elements 0..15 of the group; si + 1 of 16..31 */
+        f[0] = d * (float)(signed char)(s[si / 4] >> (8 * (si % 4)));
+        f[1] = d * (float)(signed char)(s[(si + 1) / 4] >> (8 * ((si + 1) % 4)));
+        fm = 0.0f;
+    }
+};
+template <> struct mrow<KT_Q8_0> {
+    enum { SPLIT16 = 0 };
+    int w[8][2];
+    float d[8];
+    __device__ __forceinline__ void load(const u8 *row, int q, int kq)
+    {
+        const u8 *b = row + 34 * 8 * q;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            w[j][0] = (int)ld32a2(b + 34 * j + 2 + kq), w[j][1] = (int)ld32a2(b + 34 * j + 18 + kq);
+            d[j] = h2f(ld16(b + 34 * j));
+        }
+    }
+    __device__ __forceinline__ void group(int j, int &lo, int &hi, float *f, float &fm) const
+    {
+        lo = w[j][0], hi = w[j][1];
+        f[0] = f[1] = d[j];
+        fm = 0.0f;
+    }
+};
+
+template <int T, bool DUAL>
+static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
+{
+    const int ND = DUAL ? 2 : 1;
+    const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+    const int gid = lane / 4, kq = 4 * (lane % 4);
+    const int row0 = (int)blockIdx.x * 16, nz = a.nz, ntile = nz > 8 ? 2 : 1;
+    const u8 *rw[2][2]; /* [matrix][rows g, g + 8], clamped */
+#pragma unroll
+    for (int m = 0; m < ND; m++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            rw[m][i] = (m ? a.w2 : a.w) + (long long)min(row0 + gid + 8 * i, a.n_rows - 1) * a.row_bytes;
+    /* B: token 8n + gid's words; scales: tokens 8n + 2(lane % 4) + {0, 1} */
+    const i8 *xb[2];
+    const float2 *xs[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+        xb[n] = (const i8 *)a.x + (long long)min(8 * n + gid, nz - 1) * a.x_stride + kq;
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            xs[n][e] = (const float2 *)(a.xd + (long long)min(8 * n + 2 * (lane % 4) + e, nz - 1) * (a.x_stride / 32) * 2);
+    }
+    float acc[2][2][4]; /* [matrix][tile][c] */
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[m][n][i] = 0.0f;
+    const int nq = a.k / 256;
+    for (int q = warp; q < nq; q += MW) {
+        mrow<T> r[2][2];
+#pragma unroll
+        for (int m = 0; m < ND; m++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                r[m][i].load(rw[m][i], q, kq);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int e = 256 * q + 32 * j; /* the group's first element */
+            int bw[2][2];
+            float2 xd[2][2];
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+                if (n < ntile) {
+                    bw[n][0] = *(const int *)(xb[n] + e), bw[n][1] = *(const int *)(xb[n] + e + 16);
+                    xd[n][0] = xs[n][0][e / 32], xd[n][1] = xs[n][1][e / 32];
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < ND; m++) {
+                int lo[2], hi[2];
+                float f[2][2], fm[2];
+                r[m][0].group(j, lo[0], hi[0], f[0], fm[0]);
+                r[m][1].group(j, lo[1], hi[1], f[1], fm[1]);
+#pragma unroll
+                for (int n = 0; n < 2; n++) {
+                    if (n >= ntile)
+                        break;
+                    int c[4], c2[4];
+                    float v[4];
+                    if (mrow<T>::SPLIT16) {
+                        mma_k16(c, lo[0], lo[1], bw[n][0]);
+                        mma_k16(c2, hi[0], hi[1], bw[n][1]);
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            v[i] = fmaf(f[i / 2][0], i2f(c[i]), f[i / 2][1] * i2f(c2[i]));
+                    } else {
+                        mma_k32(c, lo[0], lo[1], hi[0], hi[1], bw[n][0], bw[n][1]);
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            v[i] = f[i / 2][0] * i2f(c[i]);
+                    }
+                    /* c[i]: row g + 8·(i / 2), token 8n + 2(lane % 4) + i % 2 */
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[m][n][i] += fmaf(v[i], xd[n][i % 2].x, -fm[i / 2] * xd[n][i % 2].y);
+                }
+            }
+        }
+    }
+    __shared__ float red[MW][2][16][17]; /* [warp][matrix][row][token], padded */
+#pragma unroll
+    for (int m = 0; m < ND; m++)
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                red[warp][m][gid + 8 * (i / 2)][8 * n + 2 * (lane % 4) + i % 2] = acc[m][n][i];
+    __syncthreads();
+    const int tid = (int)threadIdx.x, rr = tid / 16, t = tid % 16, row = row0 + rr;
+    if (t < nz && row < a.n_rows) {
+        float s = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int w = 0; w < MW; w++) {
+            s += red[w][0][rr][t];
+            if (DUAL)
+                s2 += red[w][1][rr][t];
+        }
+        const long long yi = (long long)t * a.y_stride + row;
+        if (a.bias)
+            s += a.bias[row];
+        if (DUAL && a.bias2)
+            s2 += a.bias2[row];
+        if (!DUAL && a.mode == 1)
+            a.y[yi] += s;
+        else if (!DUAL)
+            a.y[yi] = s;
+        else if (a.mode == 2)
+            a.y[yi] = silu_f(s) * s2;
+        else
+            a.y[yi] = s, a.y2[yi] = s2;
+    }
+    if (!DUAL || a.mode != 2 || !a.yq)
+        return;
+    /* the SwiGLU output's q8 copy: two blocks make a group of 32 rows; the second quantizes it */
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        int *cn = a.cnt + row0 / 32;
+        last = atomicAdd(cn, 1) + 1 == 2;
+        if (last)
+            *cn = 0;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const int e = row0 / 32 * 32 + lane;
+    for (int z = warp; z < nz; z += MW) {
+        const float y = ld_cg(a.y + (long long)z * a.y_stride + e);
+        q8_group(y, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
+    }
+}
+
+/* MINB resident blocks a multiprocessor at least: 2 (≤ 128 registers) where that costs at most a few
+ * spilled words (q4_K / q5_K, and the single-matrix kernels), 1 for the dual q6_K / q8_0 ones */
+#define GEMVBM(name, T, DUAL, MINB) \
+    extern "C" __global__ void __launch_bounds__(256, MINB) name(const struct gemv_args a) { gemvbm_body<T, DUAL>(a); }
+
+GEMVBM(gemvbm_q8_0, KT_Q8_0, false, 2)
+GEMVBM(gemvbm_q4_K, KT_Q4_K, false, 2)
+GEMVBM(gemvbm_q5_K, KT_Q5_K, false, 2)
+GEMVBM(gemvbm_q6_K, KT_Q6_K, false, 2)
+GEMVBM(gemvbmd_q8_0, KT_Q8_0, true, 1)
+GEMVBM(gemvbmd_q4_K, KT_Q4_K, true, 2)
+GEMVBM(gemvbmd_q5_K, KT_Q5_K, true, 2)
+GEMVBM(gemvbmd_q6_K, KT_Q6_K, true, 1)
+#endif

@@ -201,9 +201,11 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
 }
 
 /* Batched decode: 16 sequences with prompts of 2..6 tokens, then steps of one token for each of the first
- * B sequences (B = 16, 11, 4, 2: one 16-token block of the multi-token GEMV, two chunks of 8 or one, the
- * smallest batch), every logits row against the CPU engine (g_tol) and against the same sequence run
- * alone on a second hip engine (single-token GEMV, ≤ TOL). */
+ * B sequences (B = 16, 11, 4, 2: over and under 8 tokens, the smallest batch), every logits row against
+ * the CPU engine (g_tol) and against the same sequence run alone on a second hip engine (single-token
+ * GEMV). The latter within 2·TOL: on f16/f32 weights batches over 8 tokens take the tensor-core GEMM with
+ * f16-rounded activations where a single token keeps f32 ones, each within TOL of the CPU (measured
+ * 1.07e-3 apart on the synthetic qwen3 f16 model; quantized weights agree to ~1e-4). */
 static void batched_matches_solo(const char *path)
 {
     struct model *m = NULL;
@@ -257,7 +259,7 @@ static void batched_matches_solo(const char *path)
             ws = rs > ws ? rs : ws;
         }
         CHECK(wc <= g_tol, "batch of %d: logits vs cpu rel %.3g > %g", B, wc, g_tol);
-        CHECK(ws <= TOL, "batch of %d: logits vs each sequence alone rel %.3g > %g", B, ws, TOL);
+        CHECK(ws <= 2 * TOL, "batch of %d: logits vs each sequence alone rel %.3g > %g", B, ws, 2 * TOL);
         printf("#     decode batch of %-2d seqs     max rel vs cpu %.2e, vs alone %.2e\n", B, wc, ws);
     }
     free(a), free(b), free(one);

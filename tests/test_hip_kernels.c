@@ -446,8 +446,9 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
     check_mmq_kernel(t, N, K, nz, mode, name, (unsigned)(nz * ((N + R - 1) / R)), bt);
 }
 
-/* The multi-token GEMV of batched decode (kernels/gemvb.cu) for every type, kernel and epilogue and 1..16
- * tokens (a block takes 8 or 16 of them; fewer leave the rest unused, more go to a second chunk), fresh
+/* The multi-token GEMV of batched decode (kernels/gemvb.cu), dp4a and tensor-core kernels, for every type,
+ * kernel and epilogue and 1..16 tokens (a block takes 8 or 16 of them; fewer leave the rest unused, more
+ * go to a second chunk), fresh
  * inputs each time; rows not a multiple of the block's, one pass or two over the row's units, and blocks
  * with threads past the units (128 threads for 64 units). Mode 2 also checks the q8 copy of its output. */
 static void gemv_multi_token(void)
@@ -456,19 +457,22 @@ static void gemv_multi_token(void)
     static const struct { enum qtype t; const char *name; } qt[] = {
         { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
     };
-    static const struct { const char *pre; int nt, rows, dual; } kn[] = {
-        { "gemvb", 8, 4, 0 }, { "gemvb16", 16, 2, 0 }, { "gemvbd", 8, 2, 1 }, { "gemvbd16", 16, 1, 1 },
+    /* tokens and rows a block; the tensor-core kernels (gemvbm*) take 16 rows, all tokens, 8 warps */
+    static const struct { const char *pre; int nt, rows, dual, mma; } kn[] = {
+        { "gemvb", 8, 4, 0, 0 }, { "gemvb16", 16, 2, 0, 0 }, { "gemvbd", 8, 2, 1, 0 }, { "gemvbd16", 16, 1, 1, 0 },
+        { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 },
     };
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++)
         for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++)
             for (int nz = 1; nz <= 16; nz++)
                 for (int m = 0; m < 2; m++) {
-                    const int mode = 2 * kn[k].dual + m, N = mode == 2 ? 96 : 67;
-                    const int bt = nz % 3 == 0 ? 128 : nz % 3 == 1 ? 32 : 64;
+                    /* K = 4352: 17 chunks of 256 over 8 warps, 136 units over 32..128 threads */
+                    const int mode = 2 * kn[k].dual + m, N = mode == 2 ? 96 : 67, K = nz % 2 ? 2048 : 4352;
+                    const int bt = kn[k].mma ? 256 : nz % 3 == 0 ? 128 : nz % 3 == 1 ? 32 : 64;
                     char name[64];
                     snprintf(name, sizeof name, "%s_%s", kn[k].pre, qt[i].name);
                     const int blocks = (N + kn[k].rows - 1) / kn[k].rows * ((nz + kn[k].nt - 1) / kn[k].nt);
-                    check_mmq_kernel(qt[i].t, N, 2048, nz, mode, name, (unsigned)blocks, bt);
+                    check_mmq_kernel(qt[i].t, N, K, nz, mode, name, (unsigned)blocks, bt);
                 }
 }
 

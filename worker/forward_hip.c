@@ -64,6 +64,8 @@ struct hip_engine {
     hip_fn gemvbd[2][QT_COUNT];  /* the same for the dual modes 2/3 */
     int gemvb_t;           /* tokens a multi-token GEMV block takes over 8 (8: two passes, 16: one), 0: off;
                               LLM170_HIP_GEMVB=0|8|16 */
+    hip_fn gemvbm[2][QT_COUNT]; /* the same on int8 tensor cores, [0] modes 0/1, [1] modes 2/3 (NVIDIA) */
+    int gemvbm_min;        /* batches from this many tokens on take gemvbm; LLM170_HIP_GEMVBM_MIN (17: never) */
     int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product, else LLM170_HIP_GEMV_R */
     int gemv_warps;        /* most warps a GEMV block takes: 0 = by the row (gemv_threads), else LLM170_HIP_GEMV_WARPS */
     int sms;               /* multiprocessors, for that choice */
@@ -270,6 +272,9 @@ static int get_kernels(struct hip_engine *c, struct err *e)
             snprintf(nm, sizeof nm, "gemvbd%s_%s", wide ? "16" : "", names[i].s);
             if (hip_rt_fn(c->rt, nm, &c->gemvbd[wide][names[i].t], &ign))
                 c->gemvbd[wide][names[i].t] = NULL;
+            snprintf(nm, sizeof nm, "gemvbm%s_%s", wide ? "d" : "", names[i].s);
+            if (hip_rt_fn(c->rt, nm, &c->gemvbm[wide][names[i].t], &ign))
+                c->gemvbm[wide][names[i].t] = NULL; /* no tensor-core kernel: AMD, or this type */
         }
         for (int r = 1; r < 3; r++) {
             snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
@@ -399,7 +404,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
     c->use_mma = !(mmae && !strcmp(mmae, "0"));
     const char *gbe = getenv("LLM170_HIP_GEMVB");
-    c->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "8")) ? atoi(gbe) : 16;
+    c->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
+    const char *gme = getenv("LLM170_HIP_GEMVBM_MIN");
+    c->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 2;
     const char *mte = getenv("LLM170_HIP_MMA_T");
     c->mma_t = mte ? atoi(mte) : 0;
     const char *fae = getenv("LLM170_HIP_FA");
@@ -549,10 +556,11 @@ static size_t gemv_threads(const struct hip_engine *c, const struct gemv_args *a
 
 /* Batched decode: a product of 2..GEMV_MAX tokens on their q8 copy, without expert slices, in the
  * multi-token GEMV (kernels/gemvb.cu), which reads each weight row once for all the tokens instead of
- * once per token (gemv.cu) or dequantizing it to f16 for a 32-token tile (mma.cu). Blocks of R rows ×
- * 8 tokens (R = 4, dual modes 2), or × 16 tokens (R = 2, dual 1) for batches over 8 unless
- * LLM170_HIP_GEMVB=8 asks for two passes of 8; the fused norm and routing tails stay on gemv.cu.
- * Returns false when the product is not one for it. */
+ * once per token (gemv.cu) or dequantizing it to f16 for a 32-token tile (mma.cu): on int8 tensor cores
+ * (gemvbm: 16 rows × all tokens a block) where the device has them and k is whole 256-element chunks,
+ * else on dp4a in blocks of R rows × 8 tokens (R = 4, dual modes 2; batches over 8 in two passes), or
+ * × 16 tokens in one pass (R = 2, dual 1) with LLM170_HIP_GEMVB=16. The fused norm and routing tails
+ * stay on gemv.cu. Returns false when the product is not one for it. */
 static bool launch_gemvb(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
                          int *rc, struct err *e)
 {
@@ -562,13 +570,18 @@ static bool launch_gemvb(struct hip_engine *c, struct gemv_args *a, const struct
         return false;
     const int wide = a->nz > 8 && c->gemvb_t == 16;
     hip_fn f = dual ? c->gemvbd[wide][w->type] : c->gemvb[wide][w->type];
-    if (!f)
+    hip_fn fm = a->nz >= c->gemvbm_min && a->k % 256 == 0 ? c->gemvbm[dual][w->type] : NULL;
+    if (!f && !fm)
         return false;
-    const int nt = wide ? 16 : 8, R = 32 / nt / (dual ? 2 : 1);
     a->x = q == 2 ? c->fq : c->xq;
     a->xd = q == 2 ? c->fqd : c->xqd;
     a->x_stride = (int)w->ne0;
     void *params[] = { a };
+    if (fm) { /* 16 rows and every token a block of 8 warps (kernels/gemvb.cu) */
+        *rc = hip_rt_launch(c->rt, fm, cdiv((size_t)a->n_rows, 16), 1, 1, 256, params, e);
+        return true;
+    }
+    const int nt = wide ? 16 : 8, R = 32 / nt / (dual ? 2 : 1);
     *rc = hip_rt_launch(c->rt, f, cdiv((size_t)a->n_rows, (size_t)R) * cdiv((size_t)a->nz, (size_t)nt), 1, 1,
                         (unsigned)gemv_threads(c, a, NULL), params, e);
     return true;
