@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu_session.sh STAGE — every GPU acceptance check in one device call (the device time is scarce):
 #   1. kernels: compile all (NVRTC, sm_90) and test each against its CPU reference;
-#   2. engine parity: hip vs the CPU engine (dense, MoE, hybrids incl. fresh mksynth_qwen35 shapes);
+#   2. engine parity: hip vs the CPU engine (dense, MoE, hybrids incl. fresh mksynth_qwen35 shapes, batched
+#      decode on q4_K / q8_0 weights);
 #   3. parity vs llama.cpp with `--backend hip`: tests/parity_logits.sh, parity_greedy.sh and
 #      parity_hybrid.sh against the goldens (F32 at 1e-4, 15 quant types at 1e-2, greedy ids);
 #   4. speed, side by side with llama.cpp 80fb11a CUDA built here (scripts/peer_build.sh) while
@@ -60,6 +61,16 @@ t=$SECONDS
 LLM170_SHARED=$S/shared/data LLM170_HIP_MODELS=${M%:} LLM170_HIP_HYBRID_MODELS=/tmp/h35-d128.gguf:/tmp/h35moe-d32.gguf \
     timeout 120 "$B/test_hip_engine" >>"$T" 2>&1
 say "test_hip_engine rc=$? $((SECONDS - t))s"
+# batched decode on quantized weights (the multi-token GEMV: dp4a for 2..4 tokens, int8 tensor cores for
+# 5..16): a synthetic qwen3 with 256-wide rows requantized to q4_K and q8_0, against the CPU engine (whose
+# q8_K activations differ: LLM170_HIP_TOL 1e-2) and each sequence run alone
+t=$SECONDS
+python3 "$S/shared/tools/synth_dense.py" --arch qwen3 --n-embd 256 --n-ff 512 --seed 21 --out /tmp/q3e256.gguf \
+    >/dev/null && "$B/requant" /tmp/q3e256.gguf /tmp/q3e256-q4_k.gguf q4_k >/dev/null &&
+    "$B/requant" /tmp/q3e256.gguf /tmp/q3e256-q8_0.gguf q8_0 >/dev/null &&
+    LLM170_HIP_MODELS=/tmp/q3e256-q4_k.gguf:/tmp/q3e256-q8_0.gguf LLM170_HIP_TOL=1e-2 \
+    timeout 60 "$B/test_hip_engine" >>"$T" 2>&1
+say "test_hip_engine on q4_K / q8_0 rc=$? $((SECONDS - t))s"
 grep -E '^not ok' "$T" | head -8 | tee -a "$O/summary.txt"
 say "kernel+engine tests: $(grep -c '^ok' "$T") ok, $(grep -c '^not ok' "$T") not ok, $(grep -c '^skip' "$T") skip"
 grep -h 'worst' "$T" | head -20

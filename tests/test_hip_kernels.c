@@ -329,8 +329,9 @@ static void q8_emulate(const float *x, int n, int8_t *q, float *qd)
 }
 
 /* the dp4a GEMV: weights of type t against q8 activations; reference in double on the dequantized
- * weights and the dequantized q8 activations (the same function, exactly) */
-static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode, int R, int bt)
+ * weights and the dequantized q8 activations (the same function, exactly). Kernel name, grid and block
+ * threads: gemv.cu's per-token GEMV (check_mmq) or gemvb.cu's multi-token one. */
+static void check_mmq_kernel(enum qtype t, int N, int K, int nz, int mode, const char *name, unsigned grid, int bt)
 {
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
@@ -386,11 +387,6 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
     struct gemv_args a = { .w = dw, .w2 = mode >= 2 ? dw2 : 0, .x = dxq, .xd = dxqd, .y = dy, .y2 = dy2, .row_bytes = (int64_t)rb,
                            .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
     void *p[] = { &a };
-    char name[64];
-    if (R == 2)
-        snprintf(name, sizeof name, "gemvq_%s", tn);
-    else
-        snprintf(name, sizeof name, "gemvq%d_%s", R, tn);
     /* mode 2 with N a multiple of 32: the epilogue's q8 copy of the SwiGLU output, twice (the group
      * counters must be back at zero after a launch) */
     const bool fq = mode == 2 && N % 32 == 0;
@@ -408,7 +404,7 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
             dyq = dup(NULL, (size_t)nz * N), dyqd = poisoned((size_t)nz * (N / 32) * 2);
             a.yq = dyq, a.yqd = dyqd;
         }
-        CHECK(launch(name, (unsigned)(nz * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
+        CHECK(launch(name, grid, 1, (unsigned)bt, p) == 0, "%s launch", name);
     }
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
@@ -438,6 +434,46 @@ static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mo
     free(ref2);
     free(wf), free(wd), free(wf2), free(wd2), free(wq), free(wq2), free(x), free(xdq), free(xq), free(xqd);
     free(y0), free(y), free(ref), free(gq), free(gqd);
+}
+
+static void check_mmq(enum qtype t, const char *tn, int N, int K, int nz, int mode, int R, int bt)
+{
+    char name[64];
+    if (R == 2)
+        snprintf(name, sizeof name, "gemvq_%s", tn);
+    else
+        snprintf(name, sizeof name, "gemvq%d_%s", R, tn);
+    check_mmq_kernel(t, N, K, nz, mode, name, (unsigned)(nz * ((N + R - 1) / R)), bt);
+}
+
+/* The multi-token GEMV of batched decode (kernels/gemvb.cu), dp4a and tensor-core kernels, for every type,
+ * kernel and epilogue and 1..16 tokens (a block takes 8 or 16 of them; fewer leave the rest unused, more
+ * go to a second chunk), fresh
+ * inputs each time; rows not a multiple of the block's, one pass or two over the row's units, and blocks
+ * with threads past the units (128 threads for 64 units). Mode 2 also checks the q8 copy of its output. */
+static void gemv_multi_token(void)
+{
+    NEED_GPU();
+    static const struct { enum qtype t; const char *name; } qt[] = {
+        { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+    };
+    /* tokens and rows a block; the tensor-core kernels (gemvbm*) take 16 rows, all tokens, 8 warps */
+    static const struct { const char *pre; int nt, rows, dual, mma; } kn[] = {
+        { "gemvb", 8, 4, 0, 0 }, { "gemvb16", 16, 2, 0, 0 }, { "gemvbd", 8, 2, 1, 0 }, { "gemvbd16", 16, 1, 1, 0 },
+        { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 },
+    };
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++)
+        for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++)
+            for (int nz = 1; nz <= 16; nz++)
+                for (int m = 0; m < 2; m++) {
+                    /* K = 4352: 17 chunks of 256 over 8 warps, 136 units over 32..128 threads */
+                    const int mode = 2 * kn[k].dual + m, N = mode == 2 ? 96 : 67, K = nz % 2 ? 2048 : 4352;
+                    const int bt = kn[k].mma ? 256 : nz % 3 == 0 ? 128 : nz % 3 == 1 ? 32 : 64;
+                    char name[64];
+                    snprintf(name, sizeof name, "%s_%s", kn[k].pre, qt[i].name);
+                    const int blocks = (N + kn[k].rows - 1) / kn[k].rows * ((nz + kn[k].nt - 1) / kn[k].nt);
+                    check_mmq_kernel(qt[i].t, N, K, nz, mode, name, (unsigned)blocks, bt);
+                }
 }
 
 static void gemv_q8_activations(void)
@@ -1512,6 +1548,7 @@ int main(void)
     RUN(gemm_tensor_cores);
     RUN(gemv_grouped_experts);
     RUN(gemv_q8_activations);
+    RUN(gemv_multi_token);
     RUN(gemv_experts_combined);
     RUN(gemv_fused_rms_norm);
     RUN(gemv_fused_routing);

@@ -8,8 +8,9 @@
  * kernels run on the device reading positions from there, so a step's
  * launches depend only on (n tokens, n output rows) and are captured once as
  * a graph and replayed. Batches of up to GEMV_MAX tokens use the fused GEMV
- * kernels (weights read once, SwiGLU and residual adds fused); larger ones
- * the tiled GEMM. */
+ * kernels (weights read once, SwiGLU and residual adds fused: per token up to
+ * TOKEN_GEMV_MAX, all tokens at once in the multi-token GEMV of batched
+ * decode); larger ones the tiled GEMM. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,10 @@
 #include "model.h"
 #include "ops.h"
 
-#define GEMV_MAX 8     /* batches up to this many rows use GEMV */
+#define GEMV_MAX 16    /* batches up to this many rows use GEMV (decode-shaped steps: q8 copies, fused epilogues,
+                          split attention, graph replay) */
+#define TOKEN_GEMV_MAX 8 /* ... through the per-token GEMV when the multi-token GEMV (kernels/gemvb.cu) does not
+                            take the product; larger batches then take the tiled GEMM */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
 #define AMAX_SLICES 128 /* blocks a row of the greedy argmax takes (argmax_split) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
@@ -57,6 +61,14 @@ struct hip_engine {
     /* kernels */
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
     hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
+    hip_fn gemvb[2][QT_COUNT];   /* multi-token q8 GEMV, modes 0/1 (kernels/gemvb.cu): [0] 8 tokens, [1] 16 a block */
+    hip_fn gemvbd[2][QT_COUNT];  /* the same for the dual modes 2/3 */
+    int gemvb_t;           /* tokens a multi-token GEMV block takes over 8 (8: two passes, 16: one), 0: off;
+                              LLM170_HIP_GEMVB=0|8|16 */
+    hip_fn gemvbm[2][QT_COUNT]; /* the same on int8 tensor cores, [0] modes 0/1, [1] modes 2/3 (NVIDIA) */
+    int gemvbm_min;        /* batches from this many tokens on take gemvbm (5: measured on the H200, qwen3-8b q4_K,
+                              B = 4 813.7 t/s on dp4a vs 803.0, B = 8 1428.0 vs 1304.2); LLM170_HIP_GEMVBM_MIN
+                              (17: never) */
     int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product, else LLM170_HIP_GEMV_R */
     int gemv_warps;        /* most warps a GEMV block takes: 0 = by the row (gemv_threads), else LLM170_HIP_GEMV_WARPS */
     int sms;               /* multiprocessors, for that choice */
@@ -305,6 +317,17 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
         c->gemvq_r[0][names[i].t] = c->gemvq[names[i].t];
+        for (int wide = 0; wide < 2; wide++) {
+            snprintf(nm, sizeof nm, "gemvb%s_%s", wide ? "16" : "", names[i].s);
+            if (hip_rt_fn(c->rt, nm, &c->gemvb[wide][names[i].t], &ign))
+                c->gemvb[wide][names[i].t] = NULL; /* no multi-token kernel for this type */
+            snprintf(nm, sizeof nm, "gemvbd%s_%s", wide ? "16" : "", names[i].s);
+            if (hip_rt_fn(c->rt, nm, &c->gemvbd[wide][names[i].t], &ign))
+                c->gemvbd[wide][names[i].t] = NULL;
+            snprintf(nm, sizeof nm, "gemvbm%s_%s", wide ? "d" : "", names[i].s);
+            if (hip_rt_fn(c->rt, nm, &c->gemvbm[wide][names[i].t], &ign))
+                c->gemvbm[wide][names[i].t] = NULL; /* no tensor-core kernel: AMD, or this type */
+        }
         for (int r = 1; r < 3; r++) {
             snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
             if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
@@ -440,6 +463,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     const char *gwe = getenv("LLM170_HIP_GEMV_WARPS");
     c->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
     c->use_mma = !(mmae && !strcmp(mmae, "0"));
+    const char *gbe = getenv("LLM170_HIP_GEMVB");
+    c->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
+    const char *gme = getenv("LLM170_HIP_GEMVBM_MIN");
+    c->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 5;
     const char *mte = getenv("LLM170_HIP_MMA_T");
     c->mma_t = mte ? atoi(mte) : 0;
     const char *fae = getenv("LLM170_HIP_FA");
@@ -600,13 +627,49 @@ static size_t gemv_threads(const struct hip_engine *c, const struct gemv_args *a
     return nt;
 }
 
+/* Batched decode: a product of 2..GEMV_MAX tokens on their q8 copy, without expert slices, in the
+ * multi-token GEMV (kernels/gemvb.cu), which reads each weight row once for all the tokens instead of
+ * once per token (gemv.cu) or dequantizing it to f16 for a 32-token tile (mma.cu): from 5 tokens on int8
+ * tensor cores (gemvbm: 16 rows × all tokens a block) where the device has them and k is whole
+ * 256-element chunks, else on dp4a in blocks of R rows × 8 tokens (R = 4, dual modes 2; batches over 8 in two passes), or
+ * × 16 tokens in one pass (R = 2, dual 1) with LLM170_HIP_GEMVB=16. The fused norm and routing tails
+ * stay on gemv.cu. Returns false when the product is not one for it. */
+static bool launch_gemvb(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
+                         int *rc, struct err *e)
+{
+    const bool dual = a->mode == 2 || a->mode == 3;
+    if (!c->gemvb_t || a->nz < 2 || a->nz > GEMV_MAX || a->sel || a->rsel || a->mode > 3 || a->x_div != 1 || !q ||
+        !c->q8 || c->warp != 32 || (w2 && w2->type != w->type))
+        return false;
+    const int wide = a->nz > 8 && c->gemvb_t == 16;
+    hip_fn f = dual ? c->gemvbd[wide][w->type] : c->gemvb[wide][w->type];
+    hip_fn fm = a->nz >= c->gemvbm_min && a->k % 256 == 0 ? c->gemvbm[dual][w->type] : NULL;
+    if (!f && !fm)
+        return false;
+    a->x = q == 2 ? c->fq : c->xq;
+    a->xd = q == 2 ? c->fqd : c->xqd;
+    a->x_stride = (int)w->ne0;
+    void *params[] = { a };
+    if (fm) { /* 16 rows and every token a block of 8 warps (kernels/gemvb.cu) */
+        *rc = hip_rt_launch(c->rt, fm, cdiv((size_t)a->n_rows, 16), 1, 1, 256, params, e);
+        return true;
+    }
+    const int nt = wide ? 16 : 8, R = 32 / nt / (dual ? 2 : 1);
+    *rc = hip_rt_launch(c->rt, f, cdiv((size_t)a->n_rows, (size_t)R) * cdiv((size_t)a->nz, (size_t)nt), 1, 1,
+                        (unsigned)gemv_threads(c, a, NULL), params, e);
+    return true;
+}
+
 static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
                      struct err *e)
 {
     void *params[] = { a };
     const uint64_t next_norm = c->next_norm;
     c->next_norm = 0; /* asked of this launch only */
-    if (a->nz <= GEMV_MAX || a->sel || a->mode >= 2) {
+    int brc;
+    if (launch_gemvb(c, a, w, w2, q, &brc, e))
+        return brc;
+    if (a->nz <= TOKEN_GEMV_MAX || a->sel || a->mode >= 2) {
         hip_fn f = c->gemv[w->type];
         int R = GEMV_R;
         if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
