@@ -271,7 +271,7 @@ static __device__ __forceinline__ void chunk_prep(const struct gdn_rec_args &a)
     }
 }
 
-/* R consecutive floats (R a multiple of 4: float4 loads) */
+/* R consecutive floats, 16-byte aligned when R is a multiple of 4 (then float4 loads) */
 template <int R>
 static __device__ __forceinline__ void ld_run(const float *p, float *out)
 {
@@ -290,13 +290,23 @@ static __device__ __forceinline__ void ld_run(const float *p, float *out)
 
 /* One block per (group, value head, 32 value columns); thread (rg, c) of the 256 (rg = tid / 32)
  * owns state rows [rg·R, (rg + 1)·R) of column 32·z + c, mirrored in shared memory for the
- * products over d_k, and steps i ≡ rg (mod 8) of each chunk. */
+ * products over d_k, and steps i ≡ rg (mod 8) of each chunk. The chunk's W and q rows, P and k rows
+ * pass through one shared tile buffer X, loaded with coalesced float4s into registers one tile
+ * ahead of the products (the products themselves are few: the loads' latency is what to hide). */
 template <int DK>
 static __device__ __forceinline__ void chunk_scan(const struct gdn_rec_args &a)
 {
     constexpr int NR = CT / 32, R = DK / NR, RU = CK / NR;
+    constexpr int AT = DK < 32 ? DK : 32, AP = AT + 1, A4 = AT / 4; /* d_k tile of the W and q rows */
+    constexpr int NA = CK * A4 / CT;                                 /* float4s a thread stages per matrix */
+    constexpr int PP = CK + 4, NP = CK * CK / 4 / CT;                /* P: row pitch, float4s a thread */
+    constexpr int KM = 4096 / DK < CK ? 4096 / DK : CK, KP = DK + 4; /* k rows per tile, row pitch */
+    constexpr int NKF = KM * DK / 4, NK = (NKF + CT - 1) / CT;
+    constexpr int X1 = 2 * CK * AP, X2 = CK * PP, X3 = KM * KP;
+    constexpr int XN = X1 > X2 ? (X1 > X3 ? X1 : X3) : (X2 > X3 ? X2 : X3);
     __shared__ float S[DK][32]; /* state slice [d_k][32 columns] */
     __shared__ float D[CK][32]; /* δ of the chunk */
+    __shared__ __align__(16) float X[XN];
     __shared__ float scq[CK], sck[CK];
     __shared__ int sr[CK];
     const int gi = blockIdx.x, vh = blockIdx.y, tid = threadIdx.x, c = tid % 32, rg = tid / 32;
@@ -307,14 +317,18 @@ static __device__ __forceinline__ void chunk_scan(const struct gdn_rec_args &a)
     const bool act = b < dv;
     float *Sg = a.state + (long long)a.g.seq[gi] * a.seq_stride + (long long)vh * DK * dv;
     const bool fresh = a.g.fresh[gi] != 0;
+    const float4 z4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float s[R];
 #pragma unroll
     for (int k = 0; k < R; k++) {
         s[k] = act && !fresh ? Sg[(long long)(rg * R + k) * dv + b] : 0.0f;
         S[rg * R + k][c] = s[k];
     }
-    for (int i = rg; i < CK; i += NR) /* rows past a short chunk's end meet P's zeros: keep them finite */
+    /* rows past a short chunk's end meet zeros in P and in the k tiles: keep them finite */
+    for (int i = rg; i < CK; i += NR)
         D[i][c] = 0.0f;
+    for (int i = tid; i < CK; i += CT)
+        scq[i] = sck[i] = 0.0f;
     const int s0 = a.g.start[gi], T = a.g.len[gi];
     for (int c0 = 0; c0 < T; c0 += CK) {
         const int L = min(CK, T - c0);
@@ -327,24 +341,55 @@ static __device__ __forceinline__ void chunk_scan(const struct gdn_rec_args &a)
         }
         __syncthreads();
         const float eL = a.sc[((long long)sr[L - 1] * HV + vh) * 4 + 2];
-        /* W·S and q·S for this thread's steps */
+        /* W·S and q·S for this thread's steps, over d_k tiles of AT */
         float ws[RU], qs[RU];
 #pragma unroll
         for (int u = 0; u < RU; u++)
             ws[u] = qs[u] = 0.0f;
-#pragma unroll 2
-        for (int a0 = 0; a0 < DK; a0 += 4) {
-            const float s0v = S[a0][c], s1v = S[a0 + 1][c], s2v = S[a0 + 2][c], s3v = S[a0 + 3][c];
+        float4 pw[NA], pq[NA];
 #pragma unroll
-            for (int u = 0; u < RU; u++) {
-                const int i = rg + NR * u;
-                if (i < L) {
-                    const float4 wv = *(const float4 *)(a.wu + ((long long)sr[i] * HV + vh) * NC + a0);
-                    const float4 qv = *(const float4 *)(a.qkv + (long long)sr[i] * cd + kh * DK + a0);
-                    ws[u] += wv.x * s0v + wv.y * s1v + wv.z * s2v + wv.w * s3v;
-                    qs[u] += qv.x * s0v + qv.y * s1v + qv.z * s2v + qv.w * s3v;
+        for (int k = 0; k < NA; k++) {
+            const int f = tid + CT * k, i = f / A4, q4 = f % A4;
+            pw[k] = i < L ? *(const float4 *)(a.wu + ((long long)sr[i] * HV + vh) * NC + 4 * q4) : z4;
+            pq[k] = i < L ? *(const float4 *)(a.qkv + (long long)sr[i] * cd + kh * DK + 4 * q4) : z4;
+        }
+        float4 pp[NP];
+        for (int a0 = 0; a0 < DK; a0 += AT) {
+#pragma unroll
+            for (int k = 0; k < NA; k++) {
+                const int f = tid + CT * k, i = f / A4, q4 = f % A4;
+                float *w = X + i * AP + 4 * q4, *q = X + CK * AP + i * AP + 4 * q4;
+                w[0] = pw[k].x, w[1] = pw[k].y, w[2] = pw[k].z, w[3] = pw[k].w;
+                q[0] = pq[k].x, q[1] = pq[k].y, q[2] = pq[k].z, q[3] = pq[k].w;
+            }
+            __syncthreads();
+            if (a0 + AT < DK) { /* the next tile */
+#pragma unroll
+                for (int k = 0; k < NA; k++) {
+                    const int f = tid + CT * k, i = f / A4, q4 = f % A4;
+                    pw[k] = i < L ? *(const float4 *)(a.wu + ((long long)sr[i] * HV + vh) * NC + a0 + AT + 4 * q4)
+                                  : z4;
+                    pq[k] = i < L ? *(const float4 *)(a.qkv + (long long)sr[i] * cd + kh * DK + a0 + AT + 4 * q4)
+                                  : z4;
+                }
+            } else { /* P, for the outputs */
+#pragma unroll
+                for (int k = 0; k < NP; k++) {
+                    const int f = tid + CT * k, i = f / (CK / 4), m4 = f % (CK / 4);
+                    pp[k] = i < L ? *(const float4 *)(a.p + ((long long)sr[i] * HV + vh) * CK + 4 * m4) : z4;
                 }
             }
+#pragma unroll 8
+            for (int j = 0; j < AT; j++) {
+                const float sv = S[a0 + j][c];
+#pragma unroll
+                for (int u = 0; u < RU; u++) {
+                    const int i = rg + NR * u;
+                    ws[u] += X[i * AP + j] * sv;
+                    qs[u] += X[CK * AP + i * AP + j] * sv;
+                }
+            }
+            __syncthreads();
         }
 #pragma unroll
         for (int u = 0; u < RU; u++) {
@@ -355,40 +400,69 @@ static __device__ __forceinline__ void chunk_scan(const struct gdn_rec_args &a)
                 qs[u] *= scq[i];
             }
         }
+#pragma unroll
+        for (int k = 0; k < NP; k++) {
+            const int f = tid + CT * k, i = f / (CK / 4), m4 = f % (CK / 4);
+            *(float4 *)&X[i * PP + 4 * m4] = pp[k];
+        }
+        float4 pk[NK]; /* the first k tile, for the state */
+#pragma unroll
+        for (int k = 0; k < NK; k++) {
+            const int f = tid + CT * k, m = f / (DK / 4), a4 = f % (DK / 4);
+            pk[k] = f < NKF && m < L ? *(const float4 *)(a.qkv + (long long)sr[m] * cd + key_dim + kh * DK + 4 * a4)
+                                     : z4;
+        }
         __syncthreads();
         /* outputs: scale · (e^{G_i} q̂_i·S + Σ_{m ≤ i} P[i][m] δ_m) */
 #pragma unroll
         for (int u = 0; u < RU; u++) {
             const int i = rg + NR * u;
             if (i < L) {
-                const float *pr = a.p + ((long long)sr[i] * HV + vh) * CK;
                 float y = qs[u];
-#pragma unroll 4
                 for (int m = 0; m <= i; m += 4) { /* P[i][m'] = 0 past i */
-                    const float4 pv = *(const float4 *)(pr + m);
+                    const float4 pv = *(const float4 *)&X[i * PP + m];
                     y += pv.x * D[m][c] + pv.y * D[m + 1][c] + pv.z * D[m + 2][c] + pv.w * D[m + 3][c];
                 }
                 if (act)
                     a.o[(long long)sr[i] * (HV * dv) + vh * dv + b] = y * a.scale;
             }
         }
-        /* state: e^{G_L} S + Σ_m (‖k_m‖⁻¹ e^{G_L − G_m} k_m) δ_mᵀ over this thread's rows */
+        __syncthreads();
+        /* state: e^{G_L} S + Σ_m (‖k_m‖⁻¹ e^{G_L − G_m} k_m) δ_mᵀ over this thread's rows, KM steps a tile */
 #pragma unroll
         for (int k = 0; k < R; k++)
             s[k] *= eL;
-#pragma unroll 4 /* loads of several steps in flight */
-        for (int m = 0; m < L; m++) {
-            const float dm = D[m][c] * sck[m];
-            float kr[R];
-            ld_run<R>(a.qkv + (long long)sr[m] * cd + key_dim + kh * DK + rg * R, kr);
+        for (int m0 = 0; m0 < L; m0 += KM) {
 #pragma unroll
-            for (int k = 0; k < R; k++)
-                s[k] += kr[k] * dm;
+            for (int k = 0; k < NK; k++) {
+                const int f = tid + CT * k, mm = f / (DK / 4), a4 = f % (DK / 4);
+                if (f < NKF)
+                    *(float4 *)&X[mm * KP + 4 * a4] = pk[k];
+            }
+            __syncthreads();
+            if (m0 + KM < L) {
+#pragma unroll
+                for (int k = 0; k < NK; k++) {
+                    const int f = tid + CT * k, m = m0 + KM + f / (DK / 4), a4 = f % (DK / 4);
+                    pk[k] = f < NKF && m < L
+                                ? *(const float4 *)(a.qkv + (long long)sr[m] * cd + key_dim + kh * DK + 4 * a4)
+                                : z4;
+                }
+            }
+#pragma unroll 4
+            for (int mm = 0; mm < KM; mm++) {
+                const float dm = D[m0 + mm][c] * sck[m0 + mm];
+                float kr[R];
+                ld_run<R>(X + mm * KP + rg * R, kr);
+#pragma unroll
+                for (int k = 0; k < R; k++)
+                    s[k] += kr[k] * dm;
+            }
+            __syncthreads();
         }
 #pragma unroll
         for (int k = 0; k < R; k++)
             S[rg * R + k][c] = s[k];
-        __syncthreads(); /* sr, scq, sck and D are rewritten by the next chunk */
     }
     if (act) {
 #pragma unroll
