@@ -1473,6 +1473,180 @@ static void gdn_conv_and_delta_rule(void)
     }
 }
 
+/* The prefill kernels: token-parallel conv (gdn_conv_tok, gdn_conv_state) and the chunked delta rule
+ * (gdn_chunk_prep, gdn_chunk_scan) on 4 sequences interleaved in one batch: 150 rows (chunk
+ * boundaries at 64 and 128 inside it) and 64 rows (exactly one chunk) continuing random states, 70
+ * rows starting fresh over a garbage state, 5 rows continuing. Against ops_gdn.c's gdn_conv,
+ * gdn_l2_norm and gdn_chunked_ref (the chunk algebra in double); then a second batch continues
+ * every sequence from the states the first one left (a chunk boundary across calls). */
+#define PF_NSEQ 4
+static const int pf_len[PF_NSEQ] = { 150, 70, 5, 64 };
+static int pf_table(int B, const int *seq_of, const int *fresh_of, int32_t *h, int *n_chunk)
+{
+    int32_t *rows = h + 1, *gs = rows + B, *gst = gs + B, *gl = gst + B, *gf = gl + B, *rg = gf + B, *rs = rg + B,
+            *ckg = rs + B, *ckc = ckg + B;
+    int ng = 0, filled = 0, nc = 0;
+    for (int t = 0; t < B; t++) {
+        int g = 0;
+        while (g < ng && gs[g] != seq_of[t])
+            g++;
+        if (g < ng)
+            continue;
+        gs[g] = seq_of[t], gst[g] = filled, gf[g] = fresh_of[seq_of[t]];
+        int cnt = 0;
+        for (int u = t; u < B; u++)
+            if (seq_of[u] == seq_of[t])
+                rg[u] = g, rs[u] = cnt, rows[filled + cnt++] = u;
+        for (int c0 = 0; c0 < cnt; c0 += GDN_CK)
+            ckg[nc] = g, ckc[nc] = c0, nc++;
+        gl[g] = cnt, filled += cnt, ng++;
+    }
+    h[0] = ng;
+    *n_chunk = nc;
+    return ng;
+}
+static struct gdn_groups pf_dev_groups(uint64_t d, int B)
+{
+    const uint64_t b = (uint64_t)B;
+    return (struct gdn_groups){ .n_grp = d, .rows = d + 4, .seq = d + 4 + 4 * b, .start = d + 4 + 8 * b,
+                                .len = d + 4 + 12 * b, .fresh = d + 4 + 16 * b, .row_grp = d + 4 + 20 * b,
+                                .row_step = d + 4 + 24 * b, .ck_grp = d + 4 + 28 * b, .ck_c0 = d + 4 + 32 * b };
+}
+
+static void gdn_prefill_chunked(void)
+{
+    NEED_GPU();
+    int B = 0;
+    for (int s = 0; s < PF_NSEQ; s++)
+        B += pf_len[s];
+    int *seq_of = malloc(sizeof(int) * (size_t)B), left[PF_NSEQ];
+    for (int s = 0; s < PF_NSEQ; s++)
+        left[s] = pf_len[s];
+    for (int t = 0, k = 0; t < B; k++) /* interleave: sequence k % 4 while it has rows */
+        if (left[k % PF_NSEQ] > 0)
+            left[k % PF_NSEQ]--, seq_of[t++] = k % PF_NSEQ;
+    for (int D = 16; D <= 128; D *= 2) {
+        const int HK = 2, HV = 4, DC = 4, NS = DC - 1, NSEQ = PF_NSEQ;
+        const int kd = HK * D, vd = HV * D, cd = 2 * kd + vd;
+        const size_t conv_per = (size_t)cd * NS, ssm_per = (size_t)HV * D * D;
+        float *in = malloc(sizeof(float) * B * cd), *w = malloc(sizeof(float) * cd * DC);
+        float *cst = malloc(sizeof(float) * NSEQ * conv_per), *sst = malloc(sizeof(float) * NSEQ * ssm_per);
+        float *yref = malloc(sizeof(float) * B * cd), *yn = malloc(sizeof(float) * B * cd);
+        float *oref = malloc(sizeof(float) * B * vd), *y = malloc(sizeof(float) * B * cd);
+        float *o = malloc(sizeof(float) * B * vd);
+        float *gcst = malloc(sizeof(float) * NSEQ * conv_per), *gsst = malloc(sizeof(float) * NSEQ * ssm_per);
+        float *braw = malloc(sizeof(float) * B * HV), *araw = malloc(sizeof(float) * B * HV);
+        float *beta = malloc(sizeof(float) * B * HV), *gd = malloc(sizeof(float) * B * HV), dt[4], A[4];
+        double *work = malloc(sizeof(double) * gdn_chunk_work(D, D));
+        int32_t *grp = malloc(sizeof(int32_t) * GDN_GRP_INTS(B));
+        fill(w, (size_t)cd * DC, 0.5f);
+        fill(cst, NSEQ * conv_per, 1.0f);
+        fill(sst, NSEQ * ssm_per, 0.2f);
+        fill(dt, 4, 1.0f);
+        for (int h = 0; h < HV; h++)
+            A[h] = -expf(frand() * 0.5f - 0.5f);
+        for (int s = 0; s < NSEQ; s++) {
+            for (int c = 0; c < cd; c++)
+                for (int k = 0; k < NS; k++)
+                    gcst[s * conv_per + (size_t)k * cd + c] = cst[s * conv_per + (size_t)c * NS + k];
+            for (int h = 0; h < HV; h++)
+                for (int b = 0; b < D; b++)
+                    for (int a = 0; a < D; a++)
+                        gsst[s * ssm_per + ((size_t)h * D + a) * D + b] = sst[s * ssm_per + ((size_t)h * D + b) * D + a];
+        }
+        memset(cst + 1 * conv_per, 0, sizeof(float) * conv_per); /* sequence 1 starts fresh: garbage ignored */
+        memset(sst + 1 * ssm_per, 0, sizeof(float) * ssm_per);
+        uint64_t dw = dup(w, sizeof(float) * cd * DC), ddt = dup(dt, sizeof dt), dA = dup(A, sizeof A);
+        uint64_t dcs = dup(gcst, sizeof(float) * NSEQ * conv_per), dss = dup(gsst, sizeof(float) * NSEQ * ssm_per);
+        uint64_t dwu = poisoned((size_t)B * HV * 2 * D), dp = poisoned((size_t)B * HV * GDN_CK);
+        uint64_t dsc = poisoned((size_t)B * HV * 4);
+        for (int call = 0; call < 2; call++) {
+            const int fresh_of[PF_NSEQ] = { 0, call == 0, 0, 0 };
+            fill(in, (size_t)B * cd, 1.0f);
+            fill(braw, (size_t)B * HV, 2.0f);
+            fill(araw, (size_t)B * HV, 2.0f);
+            int n_chunk = 0;
+            const int ng = pf_table(B, seq_of, fresh_of, grp, &n_chunk);
+            const int32_t *rows = grp + 1, *gs = rows + B, *gst = gs + B, *gl = gst + B;
+            for (int i = 0; i < B * HV; i++) {
+                beta[i] = gdn_sigmoid(braw[i]);
+                gd[i] = gdn_softplus(araw[i] + dt[i % HV]) * A[i % HV];
+            }
+            for (int g = 0; g < ng; g++)
+                gdn_conv(in, (size_t)cd, yref, (size_t)cd, rows + gst[g], gl[g], w, cst + gs[g] * conv_per, DC, 0, cd);
+            memcpy(yn, yref, sizeof(float) * B * cd);
+            for (int t = 0; t < B; t++)
+                for (int h = 0; h < 2 * HK; h++)
+                    gdn_l2_norm(yn + (size_t)t * cd + (size_t)h * D, D, 1e-6f);
+            for (int g = 0; g < ng; g++)
+                for (int vh = 0; vh < HV; vh++) {
+                    const int kh = vh % HK;
+                    const struct gdn_head hd = { .Q = yn + kh * D, .K = yn + kd + kh * D, .V = yn + 2 * kd + vh * D,
+                                                 .qk_stride = (size_t)cd, .v_stride = (size_t)cd, .beta = beta + vh,
+                                                 .gdecay = gd + vh, .gate_stride = HV, .O = oref + vh * D,
+                                                 .o_stride = (size_t)vd, .d_k = D, .d_v = D,
+                                                 .scale = 1.0f / sqrtf((float)D) };
+                    gdn_chunked_ref(&hd, rows + gst[g], gl[g], sst + gs[g] * ssm_per + (size_t)vh * D * D, work);
+                }
+            uint64_t dg = dup(grp, sizeof(int32_t) * GDN_GRP_INTS(B)), din = dup(in, sizeof(float) * B * cd);
+            uint64_t db = dup(braw, sizeof(float) * B * HV), da = dup(araw, sizeof(float) * B * HV);
+            uint64_t dy = poisoned((size_t)B * cd), d_o = poisoned((size_t)B * vd);
+            struct gdn_conv_args ca = { .g = pf_dev_groups(dg, B), .in = din, .out = dy, .w = dw, .state = dcs,
+                                        .seq_stride = (int64_t)conv_per, .conv_dim = cd, .d_conv = DC };
+            void *pc[] = { &ca };
+            CHECK(launch("gdn_conv_tok", (unsigned)B, (unsigned)((cd + 127) / 128), 128, pc) == 0, "launch");
+            CHECK(launch("gdn_conv_state", (unsigned)ng, (unsigned)((cd + 127) / 128), 128, pc) == 0, "launch");
+            struct gdn_rec_args ra = { .g = pf_dev_groups(dg, B), .qkv = dy, .b = db, .a = da, .dt = ddt, .A = dA,
+                                       .o = d_o, .state = dss, .seq_stride = (int64_t)ssm_per, .conv_dim = cd,
+                                       .n_k_heads = HK, .n_v_heads = HV, .d_v = D, .scale = 1.0f / sqrtf((float)D),
+                                       .eps = 1e-6f, .wu = dwu, .p = dp, .sc = dsc };
+            void *pr[] = { &ra };
+            char np[40], ns[40];
+            snprintf(np, sizeof np, "gdn_chunk_prep_%d", D);
+            snprintf(ns, sizeof ns, "gdn_chunk_scan_%d", D);
+            struct err e = { 0 };
+            CHECK(launch(np, (unsigned)n_chunk, HV, 256, pr) == 0, "launch");
+            CHECK(hip_rt_launch(g_rt, fn(ns), (unsigned)ng, HV, (unsigned)((D + 31) / 32), 256, pr, &e) == 0 &&
+                  hip_rt_sync(g_rt, &e) == 0, "%s: %s", ns, e.msg);
+            get(y, dy, sizeof(float) * B * cd);
+            get(o, d_o, sizeof(float) * B * vd);
+            get(gcst, dcs, sizeof(float) * NSEQ * conv_per);
+            get(gsst, dss, sizeof(float) * NSEQ * ssm_per);
+            const double ry = rel(y, yref, (size_t)B * cd), ro = rel(o, oref, (size_t)B * vd);
+            double rc = 0, rs = 0;
+            float *ct = malloc(sizeof(float) * conv_per), *tr = malloc(sizeof(float) * ssm_per);
+            for (int s = 0; s < NSEQ; s++) {
+                for (int c = 0; c < cd; c++)
+                    for (int k = 0; k < NS; k++)
+                        ct[c * NS + k] = gcst[s * conv_per + (size_t)k * cd + c];
+                const double r1 = rel(ct, cst + s * conv_per, conv_per);
+                rc = r1 > rc ? r1 : rc;
+                for (int h = 0; h < HV; h++)
+                    for (int b = 0; b < D; b++)
+                        for (int a = 0; a < D; a++)
+                            tr[((size_t)h * D + b) * D + a] = gsst[s * ssm_per + ((size_t)h * D + a) * D + b];
+                const double r2 = rel(tr, sst + s * ssm_per, ssm_per);
+                rs = r2 > rs ? r2 : rs;
+            }
+            free(ct), free(tr);
+            CHECK(ry < 1e-6 && rc < 1e-7, "gdn_conv_tok/state d=%d call %d: out rel %.3g, state rel %.3g", D, call,
+                  ry, rc);
+            CHECK(ro < 1e-4 && rs < 1e-4, "gdn_chunk_%d call %d: out rel %.3g, state rel %.3g", D, call, ro, rs);
+            printf("#   d_state %d call %d (%d chunks): conv out %.2e state %.2e; chunked delta rule out %.2e "
+                   "state %.2e\n", D, call, n_chunk, ry, rc, ro, rs);
+            uint64_t fr[] = { dg, din, db, da, dy, d_o };
+            for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
+                hip_rt_free(g_rt, fr[i]);
+        }
+        uint64_t fr[] = { dw, ddt, dA, dcs, dss, dwu, dp, dsc };
+        for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
+            hip_rt_free(g_rt, fr[i]);
+        free(in), free(w), free(cst), free(sst), free(yref), free(yn), free(oref), free(y), free(o), free(gcst);
+        free(gsst), free(braw), free(araw), free(beta), free(gd), free(work), free(grp);
+    }
+    free(seq_of);
+}
+
 /* gated attention's query/gate split and sigmoid gate; the shared expert's gated add */
 static void gated_attention_and_shared_expert(void)
 {
@@ -1563,6 +1737,7 @@ int main(void)
     RUN(argmax_over_slices);
     RUN(moe_route_and_combine);
     RUN(gdn_conv_and_delta_rule);
+    RUN(gdn_prefill_chunked);
     RUN(gated_attention_and_shared_expert);
     hip_rt_close(g_rt);
     CHECK_EXIT();

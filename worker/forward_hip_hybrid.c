@@ -53,6 +53,10 @@ struct hip_hybrid {
     uint64_t stamp;
     unsigned char *pe_pair;  /* [n_rot/2] 1 where IMROPE takes p_e (angle 0 for text) */
     hip_fn k_conv, k_rec, k_gnorm, k_split, k_gate, k_shexp, k_rope, k_attn, k_comb, k_swiglu;
+    hip_fn k_conv_tok, k_conv_state, k_cprep, k_cscan; /* prefill: token-parallel conv, chunked delta rule */
+    int chunk_min;           /* a step whose longest group has this many rows takes the chunked delta rule
+                                (batches over GEMV size only); 0: never (LLM170_HIP_GDN_CHUNK) */
+    int n_grp, n_chunk, max_len; /* of the step hip_hybrid_prepare grouped */
     /* scratch (device), B = n_batch */
     uint64_t mix;            /* [B][max(conv_dim, 2·nq_max)] GDN projection / gated query+gate */
     uint64_t y;              /* [B][conv_dim] conv output q | k | v */
@@ -62,7 +66,10 @@ struct hip_hybrid {
     uint64_t gate;           /* [B][nq_max] gated attention's sigmoid gate input */
     uint64_t sg, su;         /* [B][F_s] shared-expert gate / up */
     uint64_t sy;             /* [B][E] shared-expert output */
-    uint64_t grp;            /* ints [1 + 5B]: struct gdn_groups's arrays */
+    uint64_t wu;             /* [B][H_v][d_k + d_v] chunked form's W | U (0 when n_batch ≤ GEMV size) */
+    uint64_t p;              /* [B][H_v][GDN_CK] chunked form's q̂·k̂ decay products */
+    uint64_t sc;             /* [B][H_v][4] chunked form's per-step scales */
+    uint64_t grp;            /* ints [GDN_GRP_INTS(B)]: struct gdn_groups's arrays */
     int32_t *grp_h;          /* pinned mirror of grp */
 };
 
@@ -70,7 +77,8 @@ static struct gdn_groups groups_of(const struct hip_hybrid *hy)
 {
     const uint64_t B = (uint64_t)hy->n_batch, g = hy->grp;
     return (struct gdn_groups){ .n_grp = g, .rows = g + 4, .seq = g + 4 + 4 * B, .start = g + 4 + 8 * B,
-                                .len = g + 4 + 12 * B, .fresh = g + 4 + 16 * B };
+                                .len = g + 4 + 12 * B, .fresh = g + 4 + 16 * B, .row_grp = g + 4 + 20 * B,
+                                .row_step = g + 4 + 24 * B, .ck_grp = g + 4 + 28 * B, .ck_c0 = g + 4 + 32 * B };
 }
 
 void hip_hybrid_free(struct hip_hybrid *hy)
@@ -99,7 +107,10 @@ static size_t hb_state_floats(const struct model *m)
     return (size_t)m->n_gdn_layers * (conv_per + ssm_per);
 }
 
-enum { HB_STATE, HB_MIX, HB_Y, HB_Z, HB_B, HB_A, HB_OG, HB_GATE, HB_SG, HB_SU, HB_SY, HB_GRP, HB_COUNT };
+enum { HB_STATE, HB_MIX, HB_Y, HB_Z, HB_B, HB_A, HB_OG, HB_GATE, HB_SG, HB_SU, HB_SY, HB_WU, HB_P, HB_SC, HB_GRP,
+       HB_COUNT };
+
+#define HB_GEMV_MAX 8 /* forward_hip.c's GEMV_MAX: larger batches may take the chunked delta rule */
 
 /* Bytes of each device buffer hip_hybrid_create allocates (state and step scratch for n_batch rows). */
 static void hb_sizes(const struct model *m, const struct engine_params *p, size_t sz[HB_COUNT])
@@ -120,7 +131,12 @@ static void hb_sizes(const struct model *m, const struct engine_params *p, size_
     sz[HB_GATE] = B * (nq ? nq : 1) * 4;
     sz[HB_SG] = sz[HB_SU] = B * Fs * 4;
     sz[HB_SY] = B * E * 4;
-    sz[HB_GRP] = (1 + 5 * B) * 4;
+    /* the chunked delta rule's per-chunk products, for engines that take prompts */
+    const bool ck = B > HB_GEMV_MAX && m->n_gdn_layers;
+    sz[HB_WU] = ck ? B * HV * 2 * (size_t)hp->d_state * 4 : 4;
+    sz[HB_P] = ck ? B * HV * GDN_CK * 4 : 4;
+    sz[HB_SC] = ck ? B * HV * 4 * 4 : 4;
+    sz[HB_GRP] = GDN_GRP_INTS(B) * 4;
 }
 
 uint64_t hip_hybrid_device_bytes(const struct model *m, const struct engine_params *p)
@@ -180,18 +196,27 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
 
     struct hip_lend l;
     hipe_lend(c, &l);
-    char nm[32];
+    char nm[32], nprep[32], nscan[32];
     snprintf(nm, sizeof nm, "gdn_rec_%d", hp->d_state);
+    snprintf(nprep, sizeof nprep, "gdn_chunk_prep_%d", hp->d_state);
+    snprintf(nscan, sizeof nscan, "gdn_chunk_scan_%d", hp->d_state);
     struct { hip_fn *f; const char *n; } ks[] = {
-        { &hy->k_conv, "gdn_conv" }, { &hy->k_rec, nm }, { &hy->k_gnorm, "gdn_gnorm" },
+        { &hy->k_conv, "gdn_conv" }, { &hy->k_gnorm, "gdn_gnorm" },
         { &hy->k_split, "gattn_split" }, { &hy->k_gate, "gattn_gate" }, { &hy->k_shexp, "shexp_add" },
         { &hy->k_rope, "rope_store" }, { &hy->k_attn, "attn" }, { &hy->k_comb, "attn_combine" },
-        { &hy->k_swiglu, "swiglu_f32" },
+        { &hy->k_swiglu, "swiglu_f32" }, { &hy->k_conv_tok, "gdn_conv_tok" }, { &hy->k_conv_state, "gdn_conv_state" },
+        { &hy->k_rec, nm }, { &hy->k_cprep, nprep }, { &hy->k_cscan, nscan }, /* d_state-sized: GDN models only */
     };
+    const size_t n_fixed = sizeof ks / sizeof ks[0] - 3;
     int rc = 0;
     for (size_t i = 0; i < sizeof ks / sizeof ks[0] && !rc; i++)
-        if (i != 1 || m->n_gdn_layers)
+        if (i < n_fixed || m->n_gdn_layers)
             rc = hip_rt_fn(l.rt, ks[i].n, ks[i].f, e);
+    /* chunked delta rule for a step whose longest sequence run has at least this many rows */
+    const char *ce = getenv("LLM170_HIP_GDN_CHUNK");
+    hy->chunk_min = ce ? atoi(ce) : 16;
+    if (p->n_batch <= HB_GEMV_MAX || hy->chunk_min < 0)
+        hy->chunk_min = 0;
 
     for (int il = 0; il < hp->n_layer && !rc; il++) {
         const struct layer *ly = &m->layers[il];
@@ -216,7 +241,8 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
     struct { uint64_t *d; size_t n; } sc[] = {
         { &hy->state, sz[HB_STATE] }, { &hy->mix, sz[HB_MIX] }, { &hy->y, sz[HB_Y] }, { &hy->z, sz[HB_Z] },
         { &hy->b, sz[HB_B] }, { &hy->a, sz[HB_A] }, { &hy->og, sz[HB_OG] }, { &hy->gate, sz[HB_GATE] },
-        { &hy->sg, sz[HB_SG] }, { &hy->su, sz[HB_SU] }, { &hy->sy, sz[HB_SY] }, { &hy->grp, sz[HB_GRP] },
+        { &hy->sg, sz[HB_SG] }, { &hy->su, sz[HB_SU] }, { &hy->sy, sz[HB_SY] }, { &hy->wu, sz[HB_WU] },
+        { &hy->p, sz[HB_P] }, { &hy->sc, sz[HB_SC] }, { &hy->grp, sz[HB_GRP] },
     };
     for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
         rc = hipe_dalloc(c, sc[i].n, sc[i].d, e);
@@ -246,8 +272,8 @@ int hip_hybrid_prepare(struct hip_hybrid *hy, const struct engine_tok *toks, int
     /* rows grouped by sequence, batch order kept inside a group (forward_hybrid.c's group_rows) */
     const int B = hy->n_batch;
     int32_t *h = hy->grp_h, *rows = h + 1, *gseq = rows + B, *gstart = gseq + B, *glen = gstart + B,
-            *gfresh = glen + B;
-    int n_grp = 0, filled = 0;
+            *gfresh = glen + B, *rgrp = gfresh + B, *rstep = rgrp + B, *ckg = rstep + B, *ckc = ckg + B;
+    int n_grp = 0, filled = 0, n_chunk = 0, max_len = 0;
     for (int t = 0; t < n; t++) {
         int g = 0;
         while (g < n_grp && gseq[g] != toks[t].seq)
@@ -259,16 +285,27 @@ int hip_hybrid_prepare(struct hip_hybrid *hy, const struct engine_tok *toks, int
         gfresh[g] = toks[t].pos == 0;
         int cnt = 0;
         for (int u = t; u < n; u++)
-            if (toks[u].seq == toks[t].seq)
+            if (toks[u].seq == toks[t].seq) {
+                rgrp[u] = g;
+                rstep[u] = cnt;
                 rows[filled + cnt++] = u;
+            }
+        for (int c0 = 0; c0 < cnt; c0 += GDN_CK, n_chunk++) {
+            ckg[n_chunk] = g;
+            ckc[n_chunk] = c0;
+        }
         glen[g] = cnt;
+        max_len = cnt > max_len ? cnt : max_len;
         filled += cnt;
         n_grp++;
     }
     h[0] = n_grp;
+    hy->n_grp = n_grp;
+    hy->n_chunk = n_chunk;
+    hy->max_len = max_len;
     struct hip_lend l;
     hipe_lend(hy->c, &l);
-    return hip_rt_h2d(l.rt, hy->grp, h, (1 + 5 * (size_t)B) * 4, e);
+    return hip_rt_h2d(l.rt, hy->grp, h, GDN_GRP_INTS((size_t)B) * 4, e);
 }
 
 #define TRY(x)               \
@@ -310,17 +347,31 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
         .conv_dim = cd, .d_conv = hp->d_conv,
     };
     void *cp[] = { &ca };
-    TRY(hip_rt_launch(l->rt, hy->k_conv, (unsigned)n, cdiv((size_t)cd, 128), 1, 128, cp, e));
+    /* a prompt: conv outputs token-parallel, then the state rolled forward; decode: one thread per
+     * channel walking its group (fewer launches, and the step's graph stays as it was) */
+    const bool prompt = n > l->gemv_max && hy->chunk_min > 0;
+    if (prompt) {
+        TRY(hip_rt_launch(l->rt, hy->k_conv_tok, (unsigned)n, cdiv((size_t)cd, 128), 1, 128, cp, e));
+        TRY(hip_rt_launch(l->rt, hy->k_conv_state, (unsigned)hy->n_grp, cdiv((size_t)cd, 128), 1, 128, cp, e));
+    } else {
+        TRY(hip_rt_launch(l->rt, hy->k_conv, (unsigned)n, cdiv((size_t)cd, 128), 1, 128, cp, e));
+    }
     struct gdn_rec_args ra = {
         .g = groups_of(hy), .qkv = hy->y, .b = hy->b, .a = hy->a, .dt = d->dt, .A = d->A, .o = hy->og,
         .state = st + 4u * (uint64_t)hy->conv_per, .seq_stride = seq_stride, .conv_dim = cd,
         .n_k_heads = hp->n_k_heads, .n_v_heads = HV, .d_v = dv, .scale = 1.0f / sqrtf((float)hp->d_state),
-        .eps = hp->rms_eps,
+        .eps = hp->rms_eps, .wu = hy->wu, .p = hy->p, .sc = hy->sc,
     };
     void *rp[] = { &ra };
-    const int nw = hp->d_state / 32 > 1 ? hp->d_state / 32 : 1; /* warps per block: kernels/gdn.cu */
-    TRY(hip_rt_launch(l->rt, hy->k_rec, (unsigned)n, (unsigned)HV, cdiv((size_t)dv, (size_t)l->warp),
-                      (unsigned)(nw * l->warp), rp, e));
+    if (prompt && hy->max_len >= hy->chunk_min) {
+        /* chunked: every chunk's W, U, P at once, then each group's chunks in order (kernels/gdn.cu) */
+        TRY(hip_rt_launch(l->rt, hy->k_cprep, (unsigned)hy->n_chunk, (unsigned)HV, 1, 256, rp, e));
+        TRY(hip_rt_launch(l->rt, hy->k_cscan, (unsigned)hy->n_grp, (unsigned)HV, cdiv((size_t)dv, 32), 256, rp, e));
+    } else {
+        const int nw = hp->d_state / 32 > 1 ? hp->d_state / 32 : 1; /* warps per block: kernels/gdn.cu */
+        TRY(hip_rt_launch(l->rt, hy->k_rec, (unsigned)n, (unsigned)HV, cdiv((size_t)dv, (size_t)l->warp),
+                          (unsigned)(nw * l->warp), rp, e));
+    }
     /* the gated norm also writes the q8 copy of its output for the out-projection GEMV */
     const int qo = n <= l->gemv_max && dv % l->warp == 0 && hipe_want_q8(hy->c, vd, d->out.type);
     {
