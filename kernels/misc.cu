@@ -5,12 +5,16 @@
 #include "route.h"
 
 /* x[t] = dequant(table row tok[t]). Grid: n tokens. */
+/* x[t] = dequantized row tok[t] of the table. Grid (tokens, slices of the row): one block per token
+ * took ~30 µs for a 4096-wide q4_K row, a single multiprocessor dequantizing element by element. */
 extern "C" __global__ void embed_rows(const u8 *table, long long row_bytes, int type, const int *tok, float *x,
                                       int n_embd)
 {
     const u8 *row = table + (long long)tok[blockIdx.x] * row_bytes;
     float *y = x + (long long)blockIdx.x * n_embd;
-    for (int i = threadIdx.x; i < n_embd; i += blockDim.x)
+    const int per = (n_embd + (int)gridDim.y - 1) / (int)gridDim.y, i0 = (int)blockIdx.y * per;
+    const int i1 = min(n_embd, i0 + per);
+    for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x)
         y[i] = deq_any(type, row, i);
 }
 

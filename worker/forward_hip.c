@@ -30,6 +30,7 @@
                             take the product; larger batches then take the tiled GEMM */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
 #define AMAX_SLICES 128 /* blocks a row of the greedy argmax takes (argmax_split) */
+#define MMA_WAVES 85    /* default of LLM170_HIP_MMA_WAVES (mma_wave_split) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 /* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
  * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
@@ -74,6 +75,8 @@ struct hip_engine {
     int sms;               /* multiprocessors, for that choice */
     hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
     int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size); LLM170_HIP_MMA_T */
+    int mma_waves;         /* split K of a tensor-core GEMM whose last wave of blocks would leave the device
+                              idle: percent of wave use under which to split (0 = never); LLM170_HIP_MMA_WAVES */
     hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
     hip_fn k_fattn64, k_fattn128; /* prompt attention on tensor cores (kernels/fattn.cu), head size 64 / 128 */
     bool use_fa;           /* fattn for batches over GEMV_MAX of one sequence on an f16 cache; LLM170_HIP_FA=0 off */
@@ -469,6 +472,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 5;
     const char *mte = getenv("LLM170_HIP_MMA_T");
     c->mma_t = mte ? atoi(mte) : 0;
+    const char *mwe = getenv("LLM170_HIP_MMA_WAVES");
+    c->mma_waves = mwe && atoi(mwe) >= 0 && atoi(mwe) <= 100 ? atoi(mwe) : MMA_WAVES;
     const char *fae = getenv("LLM170_HIP_FA");
     c->use_fa = !(fae && !strcmp(fae, "0"));
     const char *gqe = getenv("LLM170_HIP_GQA");
@@ -660,6 +665,29 @@ static bool launch_gemvb(struct hip_engine *c, struct gemv_args *a, const struct
     return true;
 }
 
+/* Split K of a tensor-core GEMM over whole waves. A grid a little larger than the device's resident
+ * slots runs a last wave that leaves most multiprocessors idle: qwen35-27b's 5120-row products are
+ * 40 × 4 blocks of the 128-token tile on 132 one-block multiprocessors, 61 % of two waves. When the
+ * waves' use falls under min_pct percent, take the smallest split of at most 4 slices (each at least
+ * 16 k steps) whose waves are at least 90 % used, else the best of them; the slices add with atomics
+ * (more output traffic, hence the bound). */
+static unsigned mma_wave_split(unsigned blocks, unsigned slots, unsigned steps, unsigned min_pct)
+{
+    if (!min_pct || !slots || !blocks)
+        return 1;
+    unsigned best = 1, best_pct = 0;
+    for (unsigned s = 1; s <= 4 && (s == 1 || steps / s >= 16); s++) {
+        const unsigned b = blocks * s, pct = (unsigned)(100ull * b / (cdiv(b, slots) * slots));
+        if (s == 1 && pct >= min_pct)
+            return 1;
+        if (s > 1 && pct >= 90)
+            return s;
+        if (pct > best_pct)
+            best = s, best_pct = pct;
+    }
+    return best;
+}
+
 static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
                      struct err *e)
 {
@@ -719,6 +747,8 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             ks = cdiv(want, (size_t)gx * gy);
             ks = ks > steps / 4 ? (steps / 4 ? steps / 4 : 1) : ks;
             ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
+        } else {
+            ks = mma_wave_split(gx * gy, want, steps, (unsigned)c->mma_waves);
         }
         int rc;
         if (ks > 1 && a->mode == 0 &&
@@ -969,7 +999,7 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
         int64_t rb = (int64_t)c->tok_embd.row_bytes;
         int type = c->tok_embd.type, ne = E;
         void *p[] = { &tab, &rb, &type, &tok, &x, &ne };
-        TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, 1, 1, 256, p, e));
+        TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, cdiv((size_t)c->m->hp.n_embd, 256), 1, 256, p, e));
     }
     c->h_ready = false;
     for (int il = 0; il < hp->n_layer; il++) {
