@@ -62,13 +62,15 @@ LLM170_SHARED=$S/shared/data LLM170_HIP_MODELS=${M%:} LLM170_HIP_HYBRID_MODELS=/
     timeout 120 "$B/test_hip_engine" >>"$T" 2>&1
 say "test_hip_engine rc=$? $((SECONDS - t))s"
 # batched decode on quantized weights (the multi-token GEMV: dp4a for 2..4 tokens, int8 tensor cores for
-# 5..16): a synthetic qwen3 with 256-wide rows requantized to q4_K and q8_0, against the CPU engine (whose
-# q8_K activations differ: LLM170_HIP_TOL 1e-2) and each sequence run alone
+# 5..16): a synthetic qwen3 with 256-wide rows requantized to q4_K and q8_0, against each sequence decoded
+# alone (≤ 2e-3: both paths multiply the same q8 activations) and the CPU engine, whose q8_K activations
+# (per 256, vs per 32 / f16 here: spec gguf-and-quants §4.5) put it 1.9–5.2e-2 away on this small random
+# model (measured 2026-12-01): LLM170_HIP_TOL 6e-2 there
 t=$SECONDS
 python3 "$S/shared/tools/synth_dense.py" --arch qwen3 --n-embd 256 --n-ff 512 --seed 21 --out /tmp/q3e256.gguf \
     >/dev/null && "$B/requant" /tmp/q3e256.gguf /tmp/q3e256-q4_k.gguf q4_k >/dev/null &&
     "$B/requant" /tmp/q3e256.gguf /tmp/q3e256-q8_0.gguf q8_0 >/dev/null &&
-    LLM170_HIP_MODELS=/tmp/q3e256-q4_k.gguf:/tmp/q3e256-q8_0.gguf LLM170_HIP_TOL=1e-2 \
+    LLM170_HIP_MODELS=/tmp/q3e256-q4_k.gguf:/tmp/q3e256-q8_0.gguf LLM170_HIP_TOL=6e-2 \
     timeout 60 "$B/test_hip_engine" >>"$T" 2>&1
 say "test_hip_engine on q4_K / q8_0 rc=$? $((SECONDS - t))s"
 grep -E '^not ok' "$T" | head -8 | tee -a "$O/summary.txt"

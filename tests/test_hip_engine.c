@@ -269,10 +269,11 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
 
 /* Batched decode: 16 sequences with prompts of 2..6 tokens, then steps of one token for each of the first
  * B sequences (B = 16, 11, 4, 2: over and under 8 tokens, the smallest batch), every logits row against
- * the CPU engine (g_tol) and against the same sequence run alone on a second hip engine (single-token
- * GEMV). The latter within 2·TOL: on f16/f32 weights batches over 8 tokens take the tensor-core GEMM with
- * f16-rounded activations where a single token keeps f32 ones, each within TOL of the CPU (measured
- * 1.07e-3 apart on the synthetic qwen3 f16 model; quantized weights agree to ~1e-4). */
+ * the CPU engine (g_tol) and against the same sequence decoded alone on a second hip engine that took
+ * the same prompt batch (single-token GEMV). The latter within 2·TOL: on f16/f32 weights batches over 8
+ * tokens take the tensor-core GEMM with f16-rounded activations where a single token keeps f32 ones,
+ * each within TOL of the CPU (measured 1.07e-3 apart on the synthetic qwen3 f16 model); on quantized
+ * weights both paths multiply the same q8 activations. */
 static void batched_matches_solo(const char *path)
 {
     struct model *m = NULL;
@@ -307,9 +308,11 @@ static void batched_matches_solo(const char *path)
         tok_run(t + n, len[q], q, 0, 1000u + (uint32_t)q, V);
         for (int i = 0; i < len[q] - 1; i++)
             t[n + i].logits = false;
-        CHECK(hip_engine_decode(solo, t + n, len[q], one, &e) == 0, "solo prompt: %s", e.msg);
         n += len[q];
     }
+    /* the second engine takes the same prompt batch, so both caches hold the same values and the
+     * decode steps below differ only in how they multiply (several tokens at once vs one) */
+    CHECK(hip_engine_decode(solo, t, n, b, &e) == 0, "solo prompts: %s", e.msg);
     both(cpu, gpu, t, n, V, "prompts of 16 seqs (gemm)", NULL);
     static const int bs[] = { 16, 11, 4, 2, 16 };
     for (size_t k = 0; k < sizeof bs / sizeof bs[0]; k++) {
