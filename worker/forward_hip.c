@@ -322,13 +322,13 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         c->gemvq_r[0][names[i].t] = c->gemvq[names[i].t];
         for (int wide = 0; wide < 2; wide++) {
             snprintf(nm, sizeof nm, "gemvb%s_%s", wide ? "16" : "", names[i].s);
-            if (hip_rt_fn(c->rt, nm, &c->gemvb[wide][names[i].t], &ign))
+            if (hip_rt_fn_pdl(c->rt, nm, &c->gemvb[wide][names[i].t], &ign))
                 c->gemvb[wide][names[i].t] = NULL; /* no multi-token kernel for this type */
             snprintf(nm, sizeof nm, "gemvbd%s_%s", wide ? "16" : "", names[i].s);
-            if (hip_rt_fn(c->rt, nm, &c->gemvbd[wide][names[i].t], &ign))
+            if (hip_rt_fn_pdl(c->rt, nm, &c->gemvbd[wide][names[i].t], &ign))
                 c->gemvbd[wide][names[i].t] = NULL;
             snprintf(nm, sizeof nm, "gemvbm%s_%s", wide ? "d" : "", names[i].s);
-            if (hip_rt_fn(c->rt, nm, &c->gemvbm[wide][names[i].t], &ign))
+            if (hip_rt_fn_pdl(c->rt, nm, &c->gemvbm[wide][names[i].t], &ign))
                 c->gemvbm[wide][names[i].t] = NULL; /* no tensor-core kernel: AMD, or this type */
         }
         for (int r = 1; r < 3; r++) {
@@ -654,6 +654,7 @@ static bool launch_gemvb(struct hip_engine *c, struct gemv_args *a, const struct
     a->x = q == 2 ? c->fq : c->xq;
     a->xd = q == 2 ? c->fqd : c->xqd;
     a->x_stride = (int)w->ne0;
+    a->pf = c->pf;
     void *params[] = { a };
     if (fm) { /* 16 rows and every token a block of 8 warps (kernels/gemvb.cu) */
         *rc = hip_rt_launch(c->rt, fm, cdiv((size_t)a->n_rows, 16), 1, 1, 256, params, e);
