@@ -36,7 +36,7 @@
  * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
  * 3631.5 — a loss where it matters more, so GEMV-sized batches only. */
 #define SPLIT_TOKENS GEMV_MAX
-#define N_GRAPHS 8
+#define N_GRAPHS 32 /* captured decode steps kept (shape × attention split bucket), least recent dropped */
 #define MMA32_MAX 32   /* batches up to this many tokens use the 32-token tensor-core GEMM tile */
 #define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tile */
 
@@ -49,6 +49,7 @@ struct dlayer {
 
 struct graph_slot {
     int n, n_out;          /* the shape it was captured for */
+    int ns;                /* its attention grid's splits (dec_splits) */
     bool greedy;
     hip_graph g;
 };
@@ -81,6 +82,9 @@ struct hip_engine {
     hip_fn k_fattn64, k_fattn128; /* prompt attention on tensor cores (kernels/fattn.cu), head size 64 / 128 */
     bool use_fa;           /* fattn for batches over GEMV_MAX of one sequence on an f16 cache; LLM170_HIP_FA=0 off */
     bool one_seq;          /* every token of the current batch is of one sequence */
+    int dec_ns;            /* attention splits of the current step's grid when it has ≤ SPLIT_TOKENS tokens */
+    bool split_buckets;    /* dec_ns from the step's longest cache (dec_splits), else always DEC_SPLIT;
+                              LLM170_HIP_SPLIT_BUCKETS=0 turns it off */
     bool use_mma;          /* tensor-core GEMM (kernels/mma.cu, f16 operands) for quantized and f16 weights in
                               batches over GEMV_MAX; LLM170_HIP_MMA=0 keeps the FMA GEMM */
     hip_fn k_quant;
@@ -472,6 +476,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 5;
     const char *mte = getenv("LLM170_HIP_MMA_T");
     c->mma_t = mte ? atoi(mte) : 0;
+    c->dec_ns = DEC_SPLIT;
+    const char *sbe = getenv("LLM170_HIP_SPLIT_BUCKETS");
+    c->split_buckets = !(sbe && !strcmp(sbe, "0"));
     const char *mwe = getenv("LLM170_HIP_MMA_WAVES");
     c->mma_waves = mwe && atoi(mwe) >= 0 && atoi(mwe) <= 100 ? atoi(mwe) : MMA_WAVES;
     const char *fae = getenv("LLM170_HIP_FA");
@@ -861,7 +868,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     void *rp[] = { &ra };
     unsigned rb = (unsigned)((hd + c->warp - 1) / c->warp * c->warp);
     TRY(hip_rt_launch(c->rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
-    const int nsplit = n <= SPLIT_TOKENS ? DEC_SPLIT : 1;
+    const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : 1;
     struct attn_args aa = {
         .q = c->qkv, .o = c->o, .k = d->kc, .v = d->vc, .pos = pos, .seq = seq, .part = c->part,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
@@ -871,7 +878,9 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     /* x += Wo·o + bo; the q8 copy of o for the GEMV comes out of attn (one split) or the split merge,
      * when heads are whole warps */
     const bool qo = n <= GEMV_MAX && want_q8(c, nq) && c->gemvq[d->wo.type];
-    const bool fuse = qo && nsplit > 1 && hd % 32 == 0 && hd % c->warp == 0 && (int)rb == hd;
+    /* one split: attn writes o and its q8 copy (whole warps per 32 elements); more: the merge does,
+     * with one thread per element */
+    const bool fuse = qo && hd % 32 == 0 && hd % c->warp == 0 && (nsplit == 1 || (int)rb == hd);
     if (fuse)
         aa.oq = c->xq, aa.oqd = c->xqd;
     /* the head's last split block merges the splits (counted in acnt): one launch fewer a layer */
@@ -1042,6 +1051,15 @@ static int validate(struct hip_engine *c, const struct engine_tok *toks, int n, 
                               c->seq_next, e);
 }
 
+/* Attention splits of a decode step's grid from its longest cache (kernels/attn.cu takes one split per
+ * 64 cached positions, at most the grid's): 1 up to 64 positions — no partials, no merge launch —, 4 up
+ * to 256, else DEC_SPLIT. A grid of DEC_SPLIT splits for short caches launched blocks that only
+ * returned, and a merge that did nothing; three buckets keep the captured graphs few. */
+static int dec_splits(int max_kv)
+{
+    return max_kv <= 64 ? 1 : max_kv <= 256 ? 4 : DEC_SPLIT;
+}
+
 static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, int32_t *greedy_out,
                struct err *e)
 {
@@ -1073,11 +1091,15 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     TRY(hip_rt_h2d(c->rt, c->io, ih, 4 * (size_t)B * 4, e));
     TRY(hip_rt_h2d(c->rt, c->io + 16u * (uint64_t)B, csh, (size_t)n * (size_t)hp->n_rot * 4, e));
     const bool greedy = greedy_out != NULL;
+    int max_kv = 0;
+    for (int t = 0; t < n; t++)
+        max_kv = toks[t].pos + 1 > max_kv ? toks[t].pos + 1 : max_kv;
+    c->dec_ns = c->split_buckets ? dec_splits(max_kv) : DEC_SPLIT;
     /* small batches (decode) are replayed from graphs; prefill shapes vary too much to keep */
     if (c->graphs && n <= GEMV_MAX) {
         hip_graph g = NULL;
         for (int i = 0; i < c->n_gs; i++)
-            if (c->gs[i].n == n && c->gs[i].n_out == n_out && c->gs[i].greedy == greedy)
+            if (c->gs[i].n == n && c->gs[i].n_out == n_out && c->gs[i].greedy == greedy && c->gs[i].ns == c->dec_ns)
                 g = c->gs[i].g;
         if (!g) {
             TRY(hip_rt_capture_begin(c->rt, e));
@@ -1094,7 +1116,7 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
                 memmove(&c->gs[0], &c->gs[1], sizeof c->gs[0] * (N_GRAPHS - 1));
                 c->n_gs--;
             }
-            c->gs[c->n_gs++] = (struct graph_slot){ .n = n, .n_out = n_out, .greedy = greedy, .g = ng };
+            c->gs[c->n_gs++] = (struct graph_slot){ .n = n, .n_out = n_out, .greedy = greedy, .ns = c->dec_ns, .g = ng };
             g = ng;
         }
         TRY(hip_rt_graph_launch(c->rt, g, e));
