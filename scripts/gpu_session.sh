@@ -126,7 +126,14 @@ if [ -n "${QUICK:-}" ]; then
 fi
 wait_file /tmp/q8b.gguf && ours 8b /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
 ours 8b /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 1,4,16,64
-wait_file /tmp/q27.gguf && ours 27b /tmp/q27.gguf --pp 512 --tg 128 --reps 3
+# the switches of the decode path, each off once (docs/hip-backend.md), while the peer builds
+(export LLM170_HIP_SPLIT_BUCKETS=0; ours 8b-split32 /tmp/q8b.gguf --pp 0 --tg 128 --reps 3)
+(export LLM170_HIP_PDL_PREFETCH=0; ours 8b-noprefetch /tmp/q8b.gguf --pp 0 --tg 128 --reps 3)
+(export LLM170_HIP_PDL=0; ours 8b-nopdl /tmp/q8b.gguf --pp 0 --tg 128 --reps 3)
+if wait_file /tmp/q27.gguf; then
+    ours 27b /tmp/q27.gguf --pp 512 --tg 128 --reps 3
+    (export LLM170_HIP_MMA_WAVES=0; ours 27b-nowavesplit /tmp/q27.gguf --pp 512 --tg 0 --reps 3)
+fi
 if [ -n "$peer_pid" ]; then
     wait "$peer_pid"
     say "peer build rc=$(cat /tmp/peer_rc)"
@@ -138,6 +145,7 @@ rm -f /tmp/q27.gguf
 (synth qwen35-35b-a3b /tmp/q35.gguf) &
 ours 8b-again /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
 peer 8b /tmp/q8b.gguf llama-batched-bench -c 40000 -b 2048 -ub 512 -fa 1 -ngl 99 -npp 128 -ntg 128 -npl 1,4,16,64
+ours 8b-again /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 16
 wait_file /tmp/q30.gguf && ours 30b /tmp/q30.gguf --pp 512 --tg 128 --reps 3
 peer 30b /tmp/q30.gguf llama-bench -fa 1 -ngl 99 -r 3 -p 512 -n 128
 rm -f /tmp/q30.gguf
