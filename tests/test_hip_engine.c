@@ -276,8 +276,11 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
  * the CPU engine (g_tol) and against the same sequence decoded alone on a second hip engine that took
  * the same prompt batch (single-token GEMV). The latter within 2·TOL: on f16/f32 weights batches over 8
  * tokens take the tensor-core GEMM with f16-rounded activations where a single token keeps f32 ones,
- * each within TOL of the CPU (measured 1.07e-3 apart on the synthetic qwen3 f16 model); on quantized
- * weights both paths multiply the same q8 activations. */
+ * each within TOL of the CPU (measured 1.07e-3 apart on the synthetic qwen3 f16 model). On quantized
+ * weights both paths multiply the same q8 activations but add in different orders, and each layer
+ * re-quantizes its input to q8: a last-bit difference next to a rounding boundary moves a code, so
+ * a small random model can drift as far as its activation quantization does; there the run's
+ * LLM170_HIP_TOL (g_tol) bounds it (measured on the 256-wide q4_K / q8_0 qwen3: 2.4e-7 … 1.3e-2). */
 static void batched_matches_solo(const char *path)
 {
     struct model *m = NULL;
@@ -338,7 +341,8 @@ static void batched_matches_solo(const char *path)
             ws = rs > ws ? rs : ws;
         }
         CHECK(wc <= g_tol, "batch of %d: logits vs cpu rel %.3g > %g", B, wc, g_tol);
-        CHECK(ws <= 2 * TOL, "batch of %d: logits vs each sequence alone rel %.3g > %g", B, ws, 2 * TOL);
+        const double wtol = 2 * TOL > g_tol ? 2 * TOL : g_tol;
+        CHECK(ws <= wtol, "batch of %d: logits vs each sequence alone rel %.3g > %g", B, ws, wtol);
         printf("#     decode batch of %-2d seqs     max rel vs cpu %.2e, vs alone %.2e\n", B, wc, ws);
     }
     free(a), free(b), free(one);
