@@ -14,6 +14,7 @@
  * Mode 4 (MoE down projection + weighted combine): a block's threads stride
  * over the (slot, unit) pairs of its token's selected experts, so the K
  * experts' rows meet in the same block reduction, in a fixed order. */
+#include "gemv_pdl.h"
 #include "qtypes.h"
 #include "route.h"
 
@@ -170,26 +171,12 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
     q8_group(v, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
 }
 
-/* Programmatic dependent launch (kernels/prelude.h): with a.pf the block's weight rows (R consecutive
- * rows of w, and of w2 in the dual modes) head for L2 while the kernel before still drains, since no
- * kernel writes weights; then the wait, before anything else is read or written. An expert slice
- * (sel) is picked by ids an earlier kernel wrote, so those blocks only wait. */
+/* Programmatic dependent launch (kernels/gemv_pdl.h): an expert slice (sel) is picked by ids an earlier
+ * kernel wrote, so those blocks only wait. */
 template <int R>
 static __device__ __forceinline__ void gemv_enter(const struct gemv_args &a)
 {
-    PDL_EARLY_LAUNCH();
-    if (a.pf && !a.sel) {
-        const int row0 = (int)(blockIdx.x / a.nz) * R, nr = min(R, a.n_rows - row0);
-        const long long b0 = (long long)row0 * a.row_bytes, b1 = b0 + (long long)nr * a.row_bytes;
-        const bool dual = a.mode == 2 || a.mode == 3;
-        for (long long o = (b0 & ~127ll) + 128ll * threadIdx.x; o < b1; o += 128ll * blockDim.x) {
-            PDL_PREFETCH(a.w + o);
-            if (dual)
-                PDL_PREFETCH(a.w2 + o);
-        }
-    }
-    PDL_WAIT();
-    PDL_LATE_LAUNCH();
+    gemv_pdl_enter(a, !a.sel, (int)(blockIdx.x / a.nz) * R, R, a.mode == 2 || a.mode == 3);
 }
 
 /* rows of this block, clamped (the epilogue skips the extra ones) */

@@ -11,6 +11,7 @@
  * (31 shuffles instead of 32 × 5), then across warps through shared memory.
  * Modes 0..3 as struct gemv_args (plain, added into the residual, SwiGLU with its q8 copy, two
  * outputs of one input); no expert slices, no fused norm or routing (the host keeps those on gemv.cu). */
+#include "gemv_pdl.h"
 #include "qtypes.h"
 
 #define BMAXW 8 /* warps per block at most */
@@ -215,25 +216,6 @@ template <int M> static __device__ __forceinline__ void halve(float *v, int lane
 
 /* Block: R rows (row0 ..) × NT tokens (z0 ..) of which nt exist; DUAL: modes 2 and 3 (two matrices).
  * NT · R · (DUAL ? 2 : 1) = 32: one partial sum per lane after the butterfly. */
-/* Programmatic dependent launch (kernels/prelude.h), as gemv.cu's gemv_enter: with a.pf the block's
- * weight rows [row0, row0 + nr) head for L2 while the kernel before drains (no kernel writes weights),
- * then the wait, first in every thread's path and before anything else is read or written. */
-static __device__ __forceinline__ void gemvb_enter(const struct gemv_args &a, int row0, int nr, bool dual)
-{
-    PDL_EARLY_LAUNCH();
-    if (a.pf) {
-        nr = min(nr, a.n_rows - row0);
-        const long long b0 = (long long)row0 * a.row_bytes, b1 = b0 + (long long)nr * a.row_bytes;
-        for (long long o = (b0 & ~127ll) + 128ll * threadIdx.x; o < b1; o += 128ll * blockDim.x) {
-            PDL_PREFETCH(a.w + o);
-            if (dual)
-                PDL_PREFETCH(a.w2 + o);
-        }
-    }
-    PDL_WAIT();
-    PDL_LATE_LAUNCH();
-}
-
 template <int T, int R, int NT, bool DUAL>
 static __device__ __forceinline__ void gemvb_body(const struct gemv_args &a)
 {
@@ -242,7 +224,7 @@ static __device__ __forceinline__ void gemvb_body(const struct gemv_args &a)
     static_assert(NV == 32, "one sum per lane");
     const int nch = (a.nz + NT - 1) / NT;
     const int ch = (int)blockIdx.x % nch, row0 = (int)blockIdx.x / nch * R;
-    gemvb_enter(a, row0, R, DUAL);
+    gemv_pdl_enter(a, true, row0, R, DUAL); /* kernels/gemv_pdl.h */
     const int z0 = ch * NT, nt = min(NT, a.nz - z0);
     const int tid = (int)threadIdx.x, lane = tid % WARP, warp = tid / WARP, nw = (int)blockDim.x / WARP;
     const u8 *rows[R], *rows2[R];
@@ -525,7 +507,7 @@ static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
     const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
     const int gid = lane / 4, kq = 4 * (lane % 4);
     const int row0 = (int)blockIdx.x * 16, nz = a.nz, ntile = nz > 8 ? 2 : 1;
-    gemvb_enter(a, row0, 16, DUAL);
+    gemv_pdl_enter(a, true, row0, 16, DUAL);
     const u8 *rw[2][2]; /* [matrix][rows g, g + 8], clamped */
 #pragma unroll
     for (int m = 0; m < ND; m++)

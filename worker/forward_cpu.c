@@ -140,17 +140,27 @@ static void pk_add_wt(struct cpu_engine *c, const struct wt *w, size_t *sizes)
     }
 }
 
+#define LAYER_MATRICES 17
+
+/* The matrices of a layer that products multiply through (absent ones have no data): dense and MoE
+ * FFNs, attention, and the hybrids' (forward_hybrid.c multiplies through mm_wt). */
+static void layer_matrices(const struct layer *ly, const struct wt *ws[LAYER_MATRICES])
+{
+    const struct wt *all[LAYER_MATRICES] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate,
+                                             &ly->ffn_up, &ly->ffn_down, &ly->gate_exps, &ly->up_exps,
+                                             &ly->down_exps, &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out,
+                                             &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp };
+    memcpy(ws, all, sizeof all);
+}
+
 /* Bytes of all layer matrices and the output (an upper bound of what packing copies). */
 static uint64_t matrix_bytes(const struct model *m)
 {
     uint64_t b = (uint64_t)m->output.row_bytes * (uint64_t)m->output.ne[1];
     for (int il = 0; il < m->hp.n_layer; il++) {
-        const struct layer *ly = &m->layers[il];
-        const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
-                                  &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
-                                  &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
-                                  &ly->down_shexp };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        const struct wt *ws[LAYER_MATRICES];
+        layer_matrices(&m->layers[il], ws);
+        for (int i = 0; i < LAYER_MATRICES; i++)
             if (ws[i]->data)
                 b += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->ne[1] * (uint64_t)ws[i]->ne[2];
     }
@@ -181,13 +191,9 @@ static int pack_weights(struct cpu_engine *c, struct err *e)
         if (pass == 1)
             matmul_arena_reserve(&c->pk_arena, bytes);
         for (int il = 0; il < m->hp.n_layer; il++) {
-            const struct layer *ly = &m->layers[il];
-            const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
-                                      &ly->ffn_down, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
-                                      /* hybrids (forward_hybrid.c multiplies through mm_wt) */
-                                      &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
-                                      &ly->down_shexp };
-            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            const struct wt *ws[LAYER_MATRICES];
+            layer_matrices(&m->layers[il], ws);
+            for (int i = 0; i < LAYER_MATRICES; i++)
                 pk_add_wt(c, ws[i], pass == 0 ? &bytes : NULL);
         }
         pk_add_wt(c, &m->output, pass == 0 ? &bytes : NULL);
