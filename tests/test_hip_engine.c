@@ -105,14 +105,24 @@ static void both2(struct engine_ctx *cpu, struct engine_ctx *gpu, const struct e
     free(b);
 }
 
-static void parity(const char *path)
+/* The model at path, or NULL after a failed check naming it. */
+static struct model *load_model(const char *path)
 {
     struct model *m = NULL;
     struct err e = { 0 };
     if (model_load(&m, path, &e)) {
         CHECK(0, "load %s: %s", path, e.msg);
-        return;
+        return NULL;
     }
+    return m;
+}
+
+static void parity(const char *path)
+{
+    struct err e = { 0 };
+    struct model *m = load_model(path);
+    if (!m)
+        return;
     const int V = model_info(m)->n_vocab;
     printf("# %s (%s)\n", path, model_info(m)->arch);
     for (int kvf32 = 1; kvf32 >= 0; kvf32--) {
@@ -198,12 +208,10 @@ static void parity(const char *path)
  * the next), then 6 steps, each fed the argmax of the direct engine's logits. */
 static void graph_replay_bit_identical(const char *path)
 {
-    struct model *m = NULL;
     struct err e = { 0 };
-    if (model_load(&m, path, &e)) {
-        CHECK(0, "load %s: %s", path, e.msg);
+    struct model *m = load_model(path);
+    if (!m)
         return;
-    }
     const int V = model_info(m)->n_vocab;
     struct engine_params p;
     engine_params_default(&p);
@@ -283,12 +291,10 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
  * LLM170_HIP_TOL (g_tol) bounds it (measured on the 256-wide q4_K / q8_0 qwen3: 2.4e-7 … 1.3e-2). */
 static void batched_matches_solo(const char *path)
 {
-    struct model *m = NULL;
     struct err e = { 0 };
-    if (model_load(&m, path, &e)) {
-        CHECK(0, "load %s: %s", path, e.msg);
+    struct model *m = load_model(path);
+    if (!m)
         return;
-    }
     const int V = model_info(m)->n_vocab, NS = 16;
     struct engine_params p;
     engine_params_default(&p);
