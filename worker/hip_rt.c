@@ -286,7 +286,7 @@ struct hip_rt {
     int sm_count;
     int driver_version;
     char arch[32];
-    char desc[256];
+    char desc[320];
     struct mod mods[16];
     int n_mods;
     d_init_t init;
