@@ -47,9 +47,21 @@ static int argmax(const float *x, int n)
 
 static double g_worst;
 
-/* run the same batch on both engines and compare every logits row */
-static void both(struct engine_ctx *cpu, struct hip_engine *gpu, const struct engine_tok *t, int n, int V,
-                 const char *what, float *last_cpu)
+typedef int (*gpu_decode_fn)(void *gpu, const struct engine_tok *t, int n, float *logits, struct err *e);
+
+static int dec_hip(void *g, const struct engine_tok *t, int n, float *logits, struct err *e)
+{
+    return hip_engine_decode(g, t, n, logits, e);
+}
+
+static int dec_dispatch(void *g, const struct engine_tok *t, int n, float *logits, struct err *e)
+{
+    return engine_decode(g, t, n, logits, e);
+}
+
+/* run the same batch on the CPU engine and on a GPU one (through dec), compare every logits row */
+static void compare_on(struct engine_ctx *cpu, gpu_decode_fn dec, void *gpu, const struct engine_tok *t, int n,
+                       int V, const char *what, float *last_cpu)
 {
     int n_out = 0;
     for (int i = 0; i < n; i++)
@@ -58,7 +70,7 @@ static void both(struct engine_ctx *cpu, struct hip_engine *gpu, const struct en
     struct err e = { 0 };
     int rc = engine_decode(cpu, t, n, a, &e);
     CHECK(rc == 0, "cpu %s: %s", what, e.msg);
-    rc = hip_engine_decode(gpu, t, n, b, &e);
+    rc = dec(gpu, t, n, b, &e);
     CHECK(rc == 0, "hip %s: %s", what, e.msg);
     double worst = 0;
     for (int r = 0; r < n_out; r++) {
@@ -76,33 +88,18 @@ static void both(struct engine_ctx *cpu, struct hip_engine *gpu, const struct en
     free(b);
 }
 
-/* as both, with the hip engine reached through engine.c's dispatch */
+/* the hip engine called directly */
+static void both(struct engine_ctx *cpu, struct hip_engine *gpu, const struct engine_tok *t, int n, int V,
+                 const char *what, float *last_cpu)
+{
+    compare_on(cpu, dec_hip, gpu, t, n, V, what, last_cpu);
+}
+
+/* the hip engine reached through engine.c's dispatch */
 static void both2(struct engine_ctx *cpu, struct engine_ctx *gpu, const struct engine_tok *t, int n, int V,
                   const char *what, float *last_cpu)
 {
-    int n_out = 0;
-    for (int i = 0; i < n; i++)
-        n_out += t[i].logits;
-    float *a = malloc(sizeof(float) * (size_t)n_out * V), *b = malloc(sizeof(float) * (size_t)n_out * V);
-    struct err e = { 0 };
-    int rc = engine_decode(cpu, t, n, a, &e);
-    CHECK(rc == 0, "cpu %s: %s", what, e.msg);
-    rc = engine_decode(gpu, t, n, b, &e);
-    CHECK(rc == 0, "hip %s: %s", what, e.msg);
-    double worst = 0;
-    for (int r = 0; r < n_out; r++) {
-        double x = rel(b + (size_t)r * V, a + (size_t)r * V, (size_t)V);
-        if (x > worst)
-            worst = x;
-    }
-    CHECK(worst <= g_tol, "%s: logits rel err %.3g > %g", what, worst, g_tol);
-    printf("#     %-28s rows %-3d max rel %.2e\n", what, n_out, worst);
-    if (worst > g_worst)
-        g_worst = worst;
-    if (last_cpu && n_out)
-        memcpy(last_cpu, a + (size_t)(n_out - 1) * V, sizeof(float) * (size_t)V);
-    free(a);
-    free(b);
+    compare_on(cpu, dec_dispatch, gpu, t, n, V, what, last_cpu);
 }
 
 /* The model at path, or NULL after a failed check naming it. */
