@@ -41,6 +41,27 @@ static int prefill(struct hip_engine *c, struct engine_tok *t, int from, int n, 
     return 0;
 }
 
+/* Print the kernel times gathered since profiling was turned on, per `per` repetitions (unit: "/token",
+ * "/step", or "" for one run), each line starting with tag; then turn profiling off. rc: the caller's
+ * result so far (nothing is read after a failure); returns the new one. */
+static int print_profile(struct hip_engine *c, int rc, const char *tag, const char *what, const char *unit, int per,
+                         struct err *e)
+{
+    struct hip_prof_row rows[64];
+    int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, e);
+    if (nr < 0)
+        rc = nr;
+    double tot = 0;
+    for (int i = 0; i < nr; i++)
+        tot += rows[i].ms;
+    printf("%s %s%skernel time %.3f ms%s\n", tag, what, *what ? " " : "", tot / per, unit);
+    for (int i = 0; i < nr; i++)
+        printf("%s %-16s %5d calls%s  %8.1f us%s  %6.2f us/call  %5.1f%%\n", tag, rows[i].name, rows[i].calls / per,
+               unit, 1e3 * rows[i].ms / per, unit, 1e3 * rows[i].ms / rows[i].calls, 100.0 * rows[i].ms / tot);
+    hip_engine_profile(c, false, e);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -141,18 +162,9 @@ int main(int argc, char **argv)
         rc = hip_engine_profile(c, true, &e);
         if (!rc)
             rc = prefill(c, t, 0, pp, p.n_batch, V, &e);
-        struct hip_prof_row rows[64];
-        int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, &e);
-        if (nr < 0)
-            rc = nr;
-        double tot = 0;
-        for (int i = 0; i < nr; i++)
-            tot += rows[i].ms;
-        printf("PROFILE(pp) prefill of %d tokens: kernel time %.3f ms\n", pp, tot);
-        for (int i = 0; i < nr; i++)
-            printf("PROFILE(pp) %-16s %5d calls  %8.1f us  %6.2f us/call  %5.1f%%\n", rows[i].name, rows[i].calls,
-                   1e3 * rows[i].ms, 1e3 * rows[i].ms / rows[i].calls, 100.0 * rows[i].ms / tot);
-        hip_engine_profile(c, false, &e);
+        char what[64];
+        snprintf(what, sizeof what, "prefill of %d tokens:", pp);
+        rc = print_profile(c, rc, "PROFILE(pp)", what, "", 1, &e);
     }
     if (profile && !rc) {
         /* kernel times of tg decode steps (graphs off, an event after each launch) */
@@ -166,39 +178,9 @@ int main(int argc, char **argv)
             struct engine_tok d = { .token = tok, .pos = (depth ? depth : 1) + i, .seq = 0, .logits = true };
             rc = hip_engine_decode_greedy(c, &d, 1, &tok, &e);
         }
-        struct hip_prof_row rows[64];
-        int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, &e);
-        if (nr < 0)
-            rc = nr;
-        double tot = 0;
-        for (int i = 0; i < nr; i++)
-            tot += rows[i].ms;
-        printf("PROFILE %d decode steps after %d positions: kernel time %.3f ms/token\n", steps, depth ? depth : 1,
-               tot / steps);
-        for (int i = 0; i < nr; i++)
-            printf("PROFILE %-16s %5d calls/token  %8.1f us/token  %6.2f us/call  %5.1f%%\n", rows[i].name,
-                   rows[i].calls / steps, 1e3 * rows[i].ms / steps, 1e3 * rows[i].ms / rows[i].calls,
-                   100.0 * rows[i].ms / tot);
-        hip_engine_profile(c, false, &e);
-    }
-    if (profile && pp > 0 && !rc) {
-        /* kernel times of one pp-token prefill (graphs off) */
-        hip_engine_seq_truncate(c, 0, 0);
-        rc = hip_engine_profile(c, true, &e);
-        if (!rc)
-            rc = prefill(c, t, 0, pp, p.n_batch, V, &e);
-        struct hip_prof_row rows[64];
-        int nr = rc ? 0 : hip_engine_profile_report(c, rows, 64, &e);
-        if (nr < 0)
-            rc = nr;
-        double tot = 0;
-        for (int i = 0; i < nr; i++)
-            tot += rows[i].ms;
-        printf("PROFILE(pp) prefill of %d tokens: kernel time %.3f ms\n", pp, tot);
-        for (int i = 0; i < nr; i++)
-            printf("PROFILE(pp) %-16s %5d calls  %8.1f us  %5.1f%%\n", rows[i].name, rows[i].calls,
-                   1e3 * rows[i].ms, 100.0 * rows[i].ms / tot);
-        hip_engine_profile(c, false, &e);
+        char what[64];
+        snprintf(what, sizeof what, "%d decode steps after %d positions:", steps, depth ? depth : 1);
+        rc = print_profile(c, rc, "PROFILE", what, "/token", steps, &e);
     }
     free(t);
     free(ts);
@@ -252,18 +234,9 @@ int main(int argc, char **argv)
                     bt[s] = (struct engine_tok){ .token = out[s], .pos = 256 + step, .seq = s, .logits = true };
                 rc = hip_engine_decode_greedy(bc, bt, B, out, &e);
             }
-            struct hip_prof_row rows[64];
-            int nr = rc ? 0 : hip_engine_profile_report(bc, rows, 64, &e);
-            if (nr < 0)
-                rc = nr;
-            double tot = 0;
-            for (int i = 0; i < nr; i++)
-                tot += rows[i].ms;
-            printf("PROFILE(B=%d) kernel time %.3f ms/step\n", B, tot / 4);
-            for (int i = 0; i < nr; i++)
-                printf("PROFILE(B=%d) %-16s %5d calls/step  %8.1f us/step  %5.1f%%\n", B, rows[i].name, rows[i].calls / 4,
-                       1e3 * rows[i].ms / 4, 100.0 * rows[i].ms / tot);
-            hip_engine_profile(bc, false, &e);
+            char tag[32];
+            snprintf(tag, sizeof tag, "PROFILE(B=%d)", B);
+            rc = print_profile(bc, rc, tag, "", "/step", 4, &e);
         }
         free(bt);
         free(out);
