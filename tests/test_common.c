@@ -1,6 +1,7 @@
 /* test_common.c — err and fp16 helpers. */
 #include "../common/err.h"
 #include "../common/fp16.h"
+#include "../worker/snap_slots.h"
 #include "../worker/threadpool.h"
 
 #include <stdatomic.h>
@@ -102,11 +103,43 @@ static void threadpool_jobs_never_mix(void)
     tpool_destroy(tp);
 }
 
+/* The hybrids' snapshot slots (worker/snap_slots.h): a snapshot reuses its position's slot, else an
+ * empty one, else the oldest; a cut empties the slots past it; restorable is the largest position ≤. */
+static void snap_slot_rule(void)
+{
+    struct snap_slot s[3];
+    uint64_t clock = 0;
+    snap_slots_clear(s, 3);
+    CHECK_EQ_INT(snap_find(s, 3, 0), -1);
+    CHECK_EQ_INT(snap_restorable(s, 3, 100), 0);
+    const int first[] = { 10, 20, 30 };
+    for (int k = 0; k < 3; k++) { /* empty slots first, in order */
+        int i = snap_slot_for(s, 3, first[k]);
+        CHECK_EQ_INT(i, k);
+        snap_take(&s[i], first[k], &clock);
+    }
+    CHECK_EQ_INT(snap_slot_for(s, 3, 20), 1);   /* the slot already at 20 */
+    snap_take(&s[1], 20, &clock);              /* retaken: now the newest */
+    CHECK_EQ_INT(snap_slot_for(s, 3, 40), 0);   /* full: the oldest (10) */
+    snap_take(&s[0], 40, &clock);
+    CHECK_EQ_INT(snap_slot_for(s, 3, 50), 2);   /* then 30, older than the retaken 20 */
+    CHECK_EQ_INT(snap_restorable(s, 3, 35), 30);
+    CHECK_EQ_INT(snap_restorable(s, 3, 19), 0);
+    CHECK_EQ_INT(snap_find(s, 3, 40), 0);
+    snap_drop_after(s, 3, 25);                  /* 40 and 30 go, 20 stays */
+    CHECK_EQ_INT(snap_find(s, 3, 40), -1);
+    CHECK_EQ_INT(snap_find(s, 3, 30), -1);
+    CHECK_EQ_INT(snap_find(s, 3, 20), 1);
+    CHECK_EQ_INT(snap_restorable(s, 3, 100), 20);
+    CHECK_EQ_INT(snap_slot_for(s, 3, 60), 0);   /* an emptied slot before any eviction */
+}
+
 int main(void)
 {
     RUN(err_messages);
     RUN(fp16_roundtrip);
     RUN(threadpool_covers_all);
     RUN(threadpool_jobs_never_mix);
+    RUN(snap_slot_rule);
     CHECK_EXIT();
 }

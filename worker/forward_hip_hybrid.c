@@ -23,12 +23,7 @@
 #include <string.h>
 
 #include "../kernels/gdn_args.h"
-
-struct hsnap {
-    int pos;          /* position the state belongs to; -1 = empty */
-    uint64_t stamp;   /* creation order, for eviction */
-    uint64_t state;   /* [per_seq] floats on the device, 0 until first used */
-};
+#include "snap_slots.h"
 
 struct hlayer {       /* a GDN layer's device weights (and any layer's shared expert) */
     struct dw qkv, z, beta, alpha, out; /* ssm_qkv [E→conv_dim], ssm_z [E→value_dim], β/α [E→H_v], [value_dim→E] */
@@ -49,7 +44,8 @@ struct hip_hybrid {
     size_t ssm_per;          /* floats of one layer's delta-rule state */
     size_t per_seq;          /* floats of one sequence's state over all GDN layers */
     uint64_t state;          /* [n_seq][per_seq] */
-    struct hsnap *snaps;     /* [n_seq][n_snap] */
+    struct snap_slot *slots; /* [n_seq][n_snap] which position each snapshot holds (snap_slots.h) */
+    uint64_t *snap_state;    /* [n_seq][n_snap] → [per_seq] floats on the device, 0 until first used */
     uint64_t stamp;
     unsigned char *pe_pair;  /* [n_rot/2] 1 where IMROPE takes p_e (angle 0 for text) */
     hip_fn k_conv, k_rec, k_gnorm, k_split, k_gate, k_shexp, k_rope, k_attn, k_comb, k_swiglu;
@@ -91,7 +87,8 @@ void hip_hybrid_free(struct hip_hybrid *hy)
         hip_rt_host_free(l.rt, hy->grp_h);
     }
     free(hy->L);
-    free(hy->snaps);
+    free(hy->slots);
+    free(hy->snap_state);
     free(hy->pe_pair);
     free(hy);
 }
@@ -176,14 +173,14 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
     hy->ssm_per = (size_t)hp->n_v_heads * (size_t)hp->d_state * (size_t)hp->d_state;
     hy->per_seq = hb_state_floats(m);
     hy->L = calloc((size_t)hp->n_layer, sizeof *hy->L);
-    hy->snaps = calloc((size_t)p->n_seq * (size_t)hy->n_snap, sizeof *hy->snaps);
+    hy->slots = calloc((size_t)p->n_seq * (size_t)hy->n_snap, sizeof *hy->slots);
+    hy->snap_state = calloc((size_t)p->n_seq * (size_t)hy->n_snap, sizeof *hy->snap_state);
     hy->pe_pair = calloc((size_t)hp->n_rot / 2 + 1, 1);
-    if (!hy->L || !hy->snaps || !hy->pe_pair) {
+    if (!hy->L || !hy->slots || !hy->snap_state || !hy->pe_pair) {
         hip_hybrid_free(hy);
         return err_set(e, ERR_NOMEM, "hip: out of memory");
     }
-    for (size_t i = 0; i < (size_t)p->n_seq * (size_t)hy->n_snap; i++)
-        hy->snaps[i].pos = -1;
+    snap_slots_clear(hy->slots, p->n_seq * hy->n_snap);
     /* IMROPE sector rule (spec §6.3.1), as forward_hybrid.c */
     const int *sec = hp->rope_sections;
     const int S = sec[0] + sec[1] + sec[2] + sec[3];
@@ -488,15 +485,14 @@ int hip_hybrid_shexp(struct hip_hybrid *hy, const struct layer *ly, int il, int 
 
 /* ---- sequence state (forward_hybrid.c's rules, device copies) ---- */
 
-static struct hsnap *snaps_of(const struct hip_hybrid *hy, int seq) { return hy->snaps + (size_t)seq * hy->n_snap; }
-
-static struct hsnap *find_snap(const struct hip_hybrid *hy, int seq, int pos)
+/* Sequence seq's snapshot slots, and the device state of its slot i. */
+static struct snap_slot *slots_of(const struct hip_hybrid *hy, int seq)
 {
-    struct hsnap *s = snaps_of(hy, seq);
-    for (int i = 0; i < hy->n_snap; i++)
-        if (s[i].pos == pos)
-            return &s[i];
-    return NULL;
+    return hy->slots + (size_t)seq * hy->n_snap;
+}
+static uint64_t *snap_state_of(const struct hip_hybrid *hy, int seq, int i)
+{
+    return &hy->snap_state[(size_t)seq * hy->n_snap + (size_t)i];
 }
 
 static bool seq_ok(const struct hip_hybrid *hy, int seq) { return seq >= 0 && seq < hy->n_seq; }
@@ -517,11 +513,11 @@ static int d2d(struct hip_hybrid *hy, uint64_t dst, uint64_t src, struct err *e)
     return rc;
 }
 
-static int snap_alloc(struct hip_hybrid *hy, struct hsnap *s, struct err *e)
+static int snap_alloc(struct hip_hybrid *hy, uint64_t *state, struct err *e)
 {
-    if (s->state)
+    if (*state)
         return 0;
-    return hipe_dalloc(hy->c, hy->per_seq * 4, &s->state, e);
+    return hipe_dalloc(hy->c, hy->per_seq * 4, state, e);
 }
 
 int hip_hybrid_restorable(const struct hip_hybrid *hy, const int *len, int seq, int pos)
@@ -532,12 +528,7 @@ int hip_hybrid_restorable(const struct hip_hybrid *hy, const int *len, int seq, 
         return len[seq];
     if (!hy->per_seq)
         return pos;
-    int best = 0;
-    const struct hsnap *s = snaps_of(hy, seq);
-    for (int i = 0; i < hy->n_snap; i++)
-        if (s[i].pos <= pos && s[i].pos > best)
-            best = s[i].pos;
-    return best;
+    return snap_restorable(slots_of(hy, seq), hy->n_snap, pos);
 }
 
 int hip_hybrid_truncate(struct hip_hybrid *hy, int *len, int seq, int pos, struct err *e)
@@ -550,21 +541,18 @@ int hip_hybrid_truncate(struct hip_hybrid *hy, int *len, int seq, int pos, struc
         return 0;
     if (hy->per_seq) {
         if (pos > 0) {
-            const struct hsnap *s = find_snap(hy, seq, pos);
-            if (!s)
+            const int i = snap_find(slots_of(hy, seq), hy->n_snap, pos);
+            if (i < 0)
                 return err_set(e, ERR_UNSUPPORTED,
                                "engine: sequence %d cannot be cut back from %d to %d: a recurrent (Gated DeltaNet) "
                                "state only rolls back to 0 or to a snapshot position (engine_seq_snapshot)",
                                seq, len[seq], pos);
-            int rc = d2d(hy, seq_state(hy, seq), s->state, e);
+            int rc = d2d(hy, seq_state(hy, seq), *snap_state_of(hy, seq, i), e);
             if (rc)
                 return rc;
         }
         /* position 0: the next step starts the sequence from zero state (grp_fresh) */
-        struct hsnap *s = snaps_of(hy, seq);
-        for (int i = 0; i < hy->n_snap; i++)
-            if (s[i].pos > pos)
-                s[i].pos = -1;
+        snap_drop_after(slots_of(hy, seq), hy->n_snap, pos);
     }
     len[seq] = pos;
     return 0;
@@ -577,26 +565,14 @@ int hip_hybrid_snapshot(struct hip_hybrid *hy, const int *len, int seq, struct e
     const int pos = len[seq];
     if (!hy->per_seq || pos == 0)
         return 0;
-    struct hsnap *s = find_snap(hy, seq, pos);
-    if (!s) {
-        struct hsnap *all = snaps_of(hy, seq);
-        s = &all[0];
-        for (int i = 0; i < hy->n_snap; i++) {
-            if (all[i].pos < 0) {
-                s = &all[i];
-                break;
-            }
-            if (all[i].stamp < s->stamp)
-                s = &all[i];
-        }
-    }
-    int rc = snap_alloc(hy, s, e);
+    const int i = snap_slot_for(slots_of(hy, seq), hy->n_snap, pos);
+    uint64_t *st = snap_state_of(hy, seq, i);
+    int rc = snap_alloc(hy, st, e);
     if (!rc)
-        rc = d2d(hy, s->state, seq_state(hy, seq), e);
+        rc = d2d(hy, *st, seq_state(hy, seq), e);
     if (rc)
         return rc;
-    s->pos = pos;
-    s->stamp = ++hy->stamp;
+    snap_take(&slots_of(hy, seq)[i], pos, &hy->stamp);
     return 0;
 }
 
@@ -610,12 +586,12 @@ int hip_hybrid_copy(struct hip_hybrid *hy, const int *len, int src, int dst, int
     if (n == len[src]) {
         from = seq_state(hy, src);
     } else if (n > 0) {
-        const struct hsnap *s = find_snap(hy, src, n);
-        if (!s)
+        const int i = snap_find(slots_of(hy, src), hy->n_snap, n);
+        if (i < 0)
             return err_set(e, ERR_UNSUPPORTED,
                            "engine: cannot copy the first %d of %d positions of sequence %d: a recurrent state "
                            "exists only at its length, 0 and snapshot positions", n, len[src], src);
-        from = s->state;
+        from = *snap_state_of(hy, src, i);
     }
     int rc = 0;
     if (from) {
@@ -632,15 +608,15 @@ int hip_hybrid_copy(struct hip_hybrid *hy, const int *len, int src, int dst, int
     if (rc)
         return rc;
     /* dst inherits src's snapshots inside the copied prefix */
-    struct hsnap *ds = snaps_of(hy, dst), *ss = snaps_of(hy, src);
+    struct snap_slot *ds = slots_of(hy, dst), *ss = slots_of(hy, src);
     for (int i = 0; i < hy->n_snap; i++) {
         ds[i].pos = -1;
         if (ss[i].pos < 0 || ss[i].pos > n)
             continue;
-        if (snap_alloc(hy, &ds[i], e) || d2d(hy, ds[i].state, ss[i].state, e))
+        uint64_t *to_i = snap_state_of(hy, dst, i);
+        if (snap_alloc(hy, to_i, e) || d2d(hy, *to_i, *snap_state_of(hy, src, i), e))
             continue; /* out of device memory: dst just has fewer snapshots */
-        ds[i].pos = ss[i].pos;
-        ds[i].stamp = ss[i].stamp;
+        ds[i] = ss[i];
     }
     return 0;
 }

@@ -17,15 +17,10 @@
 
 #include "ops.h"
 #include "ops_gdn.h"
+#include "snap_slots.h"
 #include "threadpool.h"
 
 #define CONV_BLOCK 256 /* channels per conv task */
-
-struct snap {
-    int pos;        /* position the state belongs to; -1 = empty */
-    uint64_t stamp; /* creation order, for eviction */
-    float *state;   /* [per_seq] copy of the sequence's GDN state, allocated on first use */
-};
 
 struct hybrid {
     const struct model *m;
@@ -40,7 +35,8 @@ struct hybrid {
     size_t ssm_per;           /* floats of one layer's recurrent state: H_v·d_v·d_k */
     size_t per_seq;           /* floats of one sequence's state over all GDN layers */
     float *state;             /* [n_seq][n_gdn][conv_per + ssm_per] conv state, then recurrent state */
-    struct snap *snaps;       /* [n_seq][n_snap] */
+    struct snap_slot *slots;  /* [n_seq][n_snap] which position each snapshot holds (snap_slots.h) */
+    float **snap_state;       /* [n_seq][n_snap] → [per_seq] the snapshot's state, allocated on first use */
     uint64_t stamp;
     unsigned char *pe_pair;   /* [n_rot/2] 1 where IMROPE takes p_e (angle 0 for text) */
 
@@ -80,10 +76,10 @@ void hybrid_free(struct hybrid *hy)
 {
     if (!hy)
         return;
-    if (hy->snaps)
+    if (hy->snap_state)
         for (size_t i = 0; i < (size_t)hy->n_seq * (size_t)hy->n_snap; i++)
-            free(hy->snaps[i].state);
-    void *bufs[] = { hy->state, hy->snaps, hy->pe_pair, hy->hn, hy->mix, hy->y, hy->z, hy->beta, hy->gd, hy->o,
+            free(hy->snap_state[i]);
+    void *bufs[] = { hy->state, hy->slots, hy->snap_state, hy->pe_pair, hy->hn, hy->mix, hy->y, hy->z, hy->beta, hy->gd, hy->o,
                      hy->q, hy->k, hy->v, hy->sg, hy->su, hy->att, hy->cw, hy->rows, hy->grp_seq,
                      hy->grp_start, hy->grp_len };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -124,7 +120,8 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
     size_t wmix = cd > 2 * nq ? cd : 2 * nq, wo = vd > nq ? vd : nq;
     bool ok = true;
     hy->state = alloc_z((size_t)p->n_seq * hy->per_seq, sizeof(float), &ok);
-    hy->snaps = alloc_z((size_t)p->n_seq * (size_t)hy->n_snap, sizeof(struct snap), &ok);
+    hy->slots = alloc_z((size_t)p->n_seq * (size_t)hy->n_snap, sizeof(struct snap_slot), &ok);
+    hy->snap_state = alloc_z((size_t)p->n_seq * (size_t)hy->n_snap, sizeof(float *), &ok);
     hy->pe_pair = alloc_z((size_t)hp->n_rot / 2 + 1, 1, &ok);
     hy->hn = alloc_z(B * E, sizeof(float), &ok);
     hy->mix = alloc_z(B * wmix, sizeof(float), &ok);
@@ -156,8 +153,7 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
         return err_set(e, ERR_NOMEM, "engine: out of memory for the recurrent state (%d sequences × %zu floats)",
                        p->n_seq, hy->per_seq);
     }
-    for (size_t i = 0; i < (size_t)p->n_seq * (size_t)hy->n_snap; i++)
-        hy->snaps[i].pos = -1;
+    snap_slots_clear(hy->slots, p->n_seq * hy->n_snap);
     /* IMROPE sector rule (spec §6.3.1): pairs that select p_e do not rotate for text tokens */
     const int *s = hp->rope_sections;
     const int S = s[0] + s[1] + s[2] + s[3];
@@ -445,24 +441,11 @@ void hybrid_shexp(struct hybrid *hy, const struct layer *ly, const float *h, flo
 
 /* ---- sequence state ---- */
 
-static struct snap *snaps_of(const struct hybrid *hy, int seq) { return hy->snaps + (size_t)seq * hy->n_snap; }
-
-static struct snap *find_snap(const struct hybrid *hy, int seq, int pos)
+/* Sequence seq's snapshot slots, and the state of its slot i. */
+static struct snap_slot *slots_of(const struct hybrid *hy, int seq) { return hy->slots + (size_t)seq * hy->n_snap; }
+static float **snap_state_of(const struct hybrid *hy, int seq, int i)
 {
-    struct snap *s = snaps_of(hy, seq);
-    for (int i = 0; i < hy->n_snap; i++)
-        if (s[i].pos == pos)
-            return &s[i];
-    return NULL;
-}
-
-/* Snapshots beyond a sequence's new length no longer describe its cells. */
-static void drop_snaps_after(struct hybrid *hy, int seq, int pos)
-{
-    struct snap *s = snaps_of(hy, seq);
-    for (int i = 0; i < hy->n_snap; i++)
-        if (s[i].pos > pos)
-            s[i].pos = -1;
+    return &hy->snap_state[(size_t)seq * hy->n_snap + (size_t)i];
 }
 
 static bool seq_ok(const struct kv_cache *kv, int seq) { return seq >= 0 && seq < kv->n_seq; }
@@ -479,12 +462,7 @@ int hybrid_seq_restorable(const struct hybrid *hy, const struct kv_cache *kv, in
         return len;
     if (!stateful(hy))
         return pos;
-    int best = 0;
-    const struct snap *s = snaps_of(hy, seq);
-    for (int i = 0; i < hy->n_snap; i++)
-        if (s[i].pos <= pos && s[i].pos > best)
-            best = s[i].pos;
-    return best;
+    return snap_restorable(slots_of(hy, seq), hy->n_snap, pos);
 }
 
 int hybrid_seq_truncate(struct hybrid *hy, struct kv_cache *kv, int seq, int pos, struct err *e)
@@ -498,16 +476,16 @@ int hybrid_seq_truncate(struct hybrid *hy, struct kv_cache *kv, int seq, int pos
     if (!stateful(hy))
         hy = NULL;
     if (hy && pos > 0) {
-        const struct snap *s = find_snap(hy, seq, pos);
-        if (!s)
+        const int i = snap_find(slots_of(hy, seq), hy->n_snap, pos);
+        if (i < 0)
             return err_set(e, ERR_UNSUPPORTED,
                            "engine: sequence %d cannot be cut back from %d to %d: a recurrent (Gated DeltaNet) "
                            "state only rolls back to 0 or to a snapshot position (engine_seq_snapshot)",
                            seq, kv->len[seq], pos);
-        memcpy(hy->state + (size_t)seq * hy->per_seq, s->state, sizeof(float) * hy->per_seq);
+        memcpy(hy->state + (size_t)seq * hy->per_seq, *snap_state_of(hy, seq, i), sizeof(float) * hy->per_seq);
     }
-    if (hy)
-        drop_snaps_after(hy, seq, pos);
+    if (hy) /* snapshots beyond the new length no longer describe its cells */
+        snap_drop_after(slots_of(hy, seq), hy->n_snap, pos);
     kv_truncate(kv, seq, pos);
     return 0;
 }
@@ -519,25 +497,13 @@ int hybrid_seq_snapshot(struct hybrid *hy, struct kv_cache *kv, int seq, struct 
     const int pos = kv->len[seq];
     if (!stateful(hy) || pos == 0)
         return 0; /* attention state is the cells themselves; position 0 is the empty state */
-    struct snap *s = find_snap(hy, seq, pos);
-    if (!s) {
-        struct snap *all = snaps_of(hy, seq);
-        s = &all[0];
-        for (int i = 0; i < hy->n_snap; i++) {
-            if (all[i].pos < 0) {
-                s = &all[i];
-                break;
-            }
-            if (all[i].stamp < s->stamp)
-                s = &all[i];
-        }
-    }
-    if (!s->state && !(s->state = malloc(sizeof(float) * (hy->per_seq ? hy->per_seq : 1))))
+    const int i = snap_slot_for(slots_of(hy, seq), hy->n_snap, pos);
+    float **st = snap_state_of(hy, seq, i);
+    if (!*st && !(*st = malloc(sizeof(float) * (hy->per_seq ? hy->per_seq : 1))))
         return err_set(e, ERR_NOMEM, "engine: out of memory for a state snapshot of sequence %d (%zu floats)", seq,
                        hy->per_seq);
-    memcpy(s->state, hy->state + (size_t)seq * hy->per_seq, sizeof(float) * hy->per_seq);
-    s->pos = pos;
-    s->stamp = ++hy->stamp;
+    memcpy(*st, hy->state + (size_t)seq * hy->per_seq, sizeof(float) * hy->per_seq);
+    snap_take(&slots_of(hy, seq)[i], pos, &hy->stamp);
     return 0;
 }
 
@@ -554,12 +520,12 @@ int hybrid_seq_copy(struct hybrid *hy, struct kv_cache *kv, int src, int dst, in
     if (n == kv->len[src]) {
         from = hy->state + (size_t)src * hy->per_seq;
     } else if (n > 0) {
-        const struct snap *s = find_snap(hy, src, n);
-        if (!s)
+        const int i = snap_find(slots_of(hy, src), hy->n_snap, n);
+        if (i < 0)
             return err_set(e, ERR_UNSUPPORTED,
                            "engine: cannot copy the first %d of %d positions of sequence %d: a recurrent state "
                            "exists only at its length, 0 and snapshot positions", n, kv->len[src], src);
-        from = s->state;
+        from = *snap_state_of(hy, src, i);
     }
     if (src == dst) /* a copy onto itself is a cut back */
         return hybrid_seq_truncate(hy, kv, src, n, e);
@@ -572,16 +538,16 @@ int hybrid_seq_copy(struct hybrid *hy, struct kv_cache *kv, int src, int dst, in
     else
         memset(to, 0, sizeof(float) * hy->per_seq);
     /* dst inherits src's snapshots inside the copied prefix */
-    struct snap *ds = snaps_of(hy, dst), *ss = snaps_of(hy, src);
+    struct snap_slot *ds = slots_of(hy, dst), *ss = slots_of(hy, src);
     for (int i = 0; i < hy->n_snap; i++) {
         ds[i].pos = -1;
         if (ss[i].pos < 0 || ss[i].pos > n)
             continue;
-        if (!ds[i].state && !(ds[i].state = malloc(sizeof(float) * (hy->per_seq ? hy->per_seq : 1))))
+        float **to_i = snap_state_of(hy, dst, i);
+        if (!*to_i && !(*to_i = malloc(sizeof(float) * (hy->per_seq ? hy->per_seq : 1))))
             continue; /* out of memory: dst just has fewer snapshots */
-        memcpy(ds[i].state, ss[i].state, sizeof(float) * hy->per_seq);
-        ds[i].pos = ss[i].pos;
-        ds[i].stamp = ss[i].stamp;
+        memcpy(*to_i, *snap_state_of(hy, src, i), sizeof(float) * hy->per_seq);
+        ds[i] = ss[i];
     }
     return 0;
 }
