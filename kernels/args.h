@@ -46,12 +46,18 @@ struct gemv_args {
     DP(float) yqd;               /* [nz][n_rows / 32][2] (d, d·Σq) */
     DP(int) cnt;                 /* [nz][n_rows / 32] counters, zero between launches: blocks done per 32 rows */
     DP(const float) sw;          /* mode 4: [nz][nslot] expert weights of the token's slots */
-    DP(const float) nw;          /* modes 1 and 4 (n_rows = the residual width): RMSNorm weight [n_rows], or 0.
-                                    The grid's last block normalises every updated row y[z]: */
-    DP(float) ny;                /*   [nz][n_rows] normed copy (the next sublayer's input) */
-    DP(signed char) nq;          /*   [nz][n_rows] its q8 copy (n_rows % 32 == 0), or 0 */
+    DP(const float) nw;          /* modes 1 and 4 (n_rows = the residual width): the next sublayer's RMSNorm
+                                    weight [n_rows], or 0. Its norm is deferred to the GEMVs reading it
+                                    (rsp below): the block completing each 32-row group of y[z] writes */
+    DP(float) ny;                /*   y[z]·nw (unnormed) [nz][n_rows] for the GEMVs on f32 activations */
+    DP(signed char) nq;          /*   its q8 copy [nz][n_rows] (n_rows % 32 == 0) */
     DP(float) nqd;               /*   [nz][n_rows / 32][2] */
-    DP(int) ncnt;                /*   one counter, zero between launches: blocks done (also the routing tail's) */
+    DP(float) nsp;               /*   Σ y² of the group [nz][n_rows / 32] */
+    DP(int) ncnt;                /*   counters, zero between launches: blocks done per group [nz][n_rows / 32]
+                                    (the routing tail uses [0] for its blocks) */
+    DP(const float) rsp;         /* GEMV on a deferred norm's input (ny or nq): Σ x² per 32-group of each input
+                                    row [..][k / 32] (nsp of the GEMV that wrote x); every output of z is scaled
+                                    by 1/sqrt(Σ rsp[z / x_div][..] / k + eps) before the bias, or 0 */
     DP(int) rsel;                /* mode 0 router GEMV: when set, the grid's last block routes each token from
                                     the logits y[z] (route.h): expert ids [nz][nslot], or 0 */
     DP(float) rw;                /*   their weights [nz][nslot] */
@@ -61,7 +67,7 @@ struct gemv_args {
     a_i32 x_stride, y_stride;    /* elements between rows of x / y */
     a_i32 x_div, nz;
     a_i32 mode, nslot;           /* nslot: mode 4's experts per token */
-    float eps;                   /* the fused RMSNorm's epsilon */
+    float eps;                   /* the deferred RMSNorm's epsilon (with rsp) */
     float rscale;                /* the routing tail's expert weight scale (0 or 1: none) */
     a_i32 pf;                    /* 1: prefetch the block's weight rows into L2 before the PDL wait */
     a_i32 pad;

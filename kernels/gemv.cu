@@ -15,74 +15,72 @@
  * over the (slot, unit) pairs of its token's selected experts, so the K
  * experts' rows meet in the same block reduction, in a fixed order. */
 #include "gemv_pdl.h"
+#include "group_tail.h"
 #include "qtypes.h"
 #include "route.h"
 
 #define MAXW 8 /* warps per block at most */
-#define NORM_B 16 /* row elements a thread loads at once in the fused RMSNorm (registers are free by then) */
 
-/* The RMSNorm of the residual rows this GEMV just added into (modes 1 and 4 with a.nw), fused: every
- * block counts itself done; the last block of the grid reads each whole updated y[z] (other blocks'
- * rows past L1, ld_cg) and writes the normed rows and their q8 copies for the next sublayer's GEMVs. Saves
- * the separate rms_norm launch of each sublayer, but measured slower, so opt-in (LLM170_HIP_FUSE_NORM=1):
- * one block does a whole row serially where rms_norm spreads it over 1024 threads. One count for the whole grid, not per row: nq may be
- * the buffer this GEMV reads its own q8 input from (with another row stride), and only when every
- * block has counted itself have all of them finished reading it. */
-static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
+/* The next sublayer's RMSNorm, deferred (modes 1 and 4 with a.nw; n_rows % 32 == 0, so every group
+ * of 32 rows is whole and 32 / R blocks write it): RMSNorm(y)·w = r · (y∘w), r = 1/sqrt(mean(y²) + eps)
+ * one scalar per row, and a GEMV's output is linear in its input (a q8 GEMV's in its input's scale), so
+ * the GEMVs reading the normed row take y∘w (or its q8 copy) and multiply their outputs by r (in_norm).
+ * Quantizing y∘w gives the same int8 values as quantizing r·(y∘w), up to float rounding. The block
+ * completing a group writes the group's y∘w, its q8 copy and its Σ y²; the GEMVs reading the row sum
+ * those partials themselves, in a fixed order (no second handshake at the end of this grid, and no
+ * atomics adding in arrival order, which would make a graph replay differ from direct launches in the
+ * last bits). Replaces an rms_norm launch between two GEMVs. */
+template <int R>
+static __device__ __forceinline__ void norm_group_tail(const struct gemv_args &a, int z, int row0)
 {
-    __shared__ int last;
-    __shared__ float nred[32];
-    __threadfence(); /* this block's rows are visible before its count */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(a.ncnt, 1) + 1 == (int)gridDim.x;
-        if (last)
-            *a.ncnt = 0;
-    }
-    __syncthreads();
-    if (!last)
+    const int G = a.n_rows / 32, g = row0 / 32;
+    if (!group_done(a.ncnt + (long long)z * G + g, 32 / R) || threadIdx.x >= 32)
         return;
-    __threadfence();
-    const int n = a.n_rows, nt = blockDim.x, tid = threadIdx.x;
-    for (int z = 0; z < a.nz; z++) {
-        const float *yr = a.y + (long long)z * a.y_stride;
-        /* loads in batches into registers first: the GPU issues in order, so a load followed at once by
-         * its use would wait out the L2 latency element by element */
-        float ss = 0.0f;
-        float v[NORM_B];
-        const bool one = n <= NORM_B * nt; /* one batch: the second pass reuses the registers */
-        for (int i0 = tid; i0 < n; i0 += NORM_B * nt) {
+    const int e = g * 32 + (int)threadIdx.x;
+    const float v = group_q8(a.y + (long long)z * a.y_stride, a.nw, a.nq + (long long)z * a.n_rows,
+                             a.nqd + (long long)z * G * 2, e);
+    a.ny[(long long)z * a.n_rows + e] = v * a.nw[e];
+    const float s = group_sum(v * v);
+    if (threadIdx.x == 0)
+        a.nsp[(long long)z * G + g] = s;
+}
+
+/* The deferred RMSNorm of this block's input row (a.rsp): warp 0 loads the row's Σ x² partials (up to
+ * IN_NORM_EARLY a lane) as the epilogue starts, so they arrive during the block's reduction, then adds
+ * them (and any beyond) in a fixed order and takes the scale (registers are free by then). */
+#define IN_NORM_EARLY 4
+struct in_norm {
+    float p[IN_NORM_EARLY];
+};
+
+static __device__ __forceinline__ struct in_norm in_norm_load(const struct gemv_args &a, int z)
+{
+    struct in_norm n;
+    const int G = a.k / 32;
+    const float *rp = a.rsp && threadIdx.x < 32 ? a.rsp + (long long)(z / a.x_div) * G : 0;
 #pragma unroll
-            for (int j = 0; j < NORM_B; j++)
-                v[j] = i0 + j * nt < n ? ld_cg(yr + i0 + j * nt) : 0.0f;
-#pragma unroll
-            for (int j = 0; j < NORM_B; j++)
-                ss += v[j] * v[j];
-        }
-        ss = block_sum(ss, nred);
-        const float scale = 1.0f / sqrtf(ss / (float)n + a.eps);
-        float *hr = a.ny + (long long)z * n;
-        i8 *qr = a.nq ? a.nq + (long long)z * n : 0;
-        float *qdr = a.nq ? a.nqd + (long long)z * (n / 32) * 2 : 0;
-        /* element i = tid + j·blockDim: lanes of an aligned 32-group take the same iterations (q8_group) */
-        for (int i0 = tid; i0 - tid % 32 < n; i0 += NORM_B * nt) {
-            if (!one)
-#pragma unroll
-                for (int j = 0; j < NORM_B; j++)
-                    v[j] = i0 + j * nt < n ? ld_cg(yr + i0 + j * nt) : 0.0f;
-#pragma unroll
-            for (int j = 0; j < NORM_B; j++) {
-                const int i = i0 + j * nt;
-                if (i - tid % 32 >= n) /* uniform over the 32-group */
-                    break;
-                const float t = i < n ? (v[j] * scale) * a.nw[i] : 0.0f;
-                if (i < n)
-                    hr[i] = t;
-                if (qr) /* n % 32 == 0: whole groups */
-                    q8_group(t, qr, qdr, i);
-            }
-        }
+    for (int j = 0; j < IN_NORM_EARLY; j++) {
+        const int i = (int)threadIdx.x + 32 * j;
+        n.p[j] = rp && i < G ? rp[i] : 0.0f;
     }
+    return n;
+}
+
+/* warp 0 (the threads that write the rows): 1/sqrt(mean x² + eps) of the input row; 1 without */
+static __device__ __forceinline__ float in_norm_scale(const struct gemv_args &a, int z, const struct in_norm &n)
+{
+    if (!a.rsp || threadIdx.x >= 32)
+        return 1.0f;
+    const int G = a.k / 32;
+    const float *rp = a.rsp + (long long)(z / a.x_div) * G;
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < IN_NORM_EARLY; j++)
+        s += n.p[j];
+    for (int i = (int)threadIdx.x + 32 * IN_NORM_EARLY; i < G; i += 32)
+        s += rp[i];
+    s = group_sum(s);
+    return 1.0f / sqrtf(s / (float)a.k + a.eps);
 }
 
 /* The MoE routing fused into the router GEMV (mode 0 with a.rsel): the grid's last block routes each
@@ -90,18 +88,8 @@ static __device__ __forceinline__ void norm_tail(const struct gemv_args &a)
  * (measured no faster than the separate kernel: opt-in, LLM170_HIP_FUSE_ROUTE=1). */
 static __device__ __forceinline__ void route_tail(const struct gemv_args &a)
 {
-    __shared__ int last;
-    __threadfence(); /* this block's logits are visible before its count */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(a.ncnt, 1) + 1 == (int)gridDim.x;
-        if (last)
-            *a.ncnt = 0;
-    }
-    __syncthreads();
-    if (!last || threadIdx.x >= WARP)
+    if (!group_done(a.ncnt, (int)gridDim.x) || threadIdx.x >= WARP) /* one group: the whole grid */
         return;
-    __threadfence();
     for (int z = 0; z < a.nz; z++)
         route_token(a.y + (long long)z * a.y_stride, a.n_rows, a.nslot, a.rsel + (long long)z * a.nslot,
                     a.rw + (long long)z * a.nslot, a.rscale);
@@ -112,6 +100,7 @@ template <int R>
 static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, int z, int row0, float *acc,
                                                      float *acc2)
 {
+    const struct in_norm in = in_norm_load(a, z);
     __shared__ float red[2 * R][MAXW];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
     const bool dual = a.mode == 2 || a.mode == 3;
@@ -123,12 +112,14 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
             red[r][warp] = v, red[R + r][warp] = v2;
     }
     __syncthreads();
+    const float rn = in_norm_scale(a, z, in); /* the input's deferred RMSNorm (1 without) */
     const int r = threadIdx.x, row = row0 + r;
     if (r < R && row < a.n_rows) {
         float v = 0.0f, v2 = 0.0f;
         for (int w = 0; w < nw; w++)
             v += red[r][w], v2 += red[R + r][w];
         const long long yi = (long long)z * a.y_stride + row;
+        v *= rn, v2 *= rn;
         if (a.bias)
             v += a.bias[row];
         if (dual && a.bias2)
@@ -142,7 +133,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
         }
     }
     if (a.nw) {
-        norm_tail(a);
+        norm_group_tail<R>(a, z, row0);
         return;
     }
     if (a.rsel) {
@@ -152,23 +143,11 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
     if (a.mode != 2 || !a.yq)
         return;
     /* The SwiGLU output's q8 copy for the next GEMV: the block that completes a group of 32 rows
-     * (32 / R blocks write one) quantizes it, and resets the group's counter for the next launch. */
-    __shared__ int last;
-    __threadfence(); /* this block's rows are visible before its count */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int *cn = a.cnt + (long long)z * (a.n_rows / 32) + row0 / 32;
-        last = atomicAdd(cn, 1) + 1 == 32 / R;
-        if (last)
-            *cn = 0;
-    }
-    __syncthreads();
-    if (!last || threadIdx.x >= 32)
+     * (32 / R blocks write one) quantizes it. */
+    if (!group_done(a.cnt + (long long)z * (a.n_rows / 32) + row0 / 32, 32 / R) || threadIdx.x >= 32)
         return;
-    __threadfence();
-    const int e = row0 / 32 * 32 + (int)threadIdx.x;
-    const float v = ld_cg(a.y + (long long)z * a.y_stride + e); /* past L1: other blocks' rows */
-    q8_group(v, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
+    group_q8(a.y + (long long)z * a.y_stride, 0, a.yq + (long long)z * a.n_rows,
+             a.yqd + (long long)z * (a.n_rows / 32) * 2, row0 / 32 * 32 + (int)threadIdx.x);
 }
 
 /* Programmatic dependent launch (kernels/gemv_pdl.h): an expert slice (sel) is picked by ids an earlier

@@ -12,6 +12,7 @@
  * Modes 0..3 as struct gemv_args (plain, added into the residual, SwiGLU with its q8 copy, two
  * outputs of one input); no expert slices, no fused norm or routing (the host keeps those on gemv.cu). */
 #include "gemv_pdl.h"
+#include "group_tail.h"
 #include "qtypes.h"
 
 #define BMAXW 8 /* warps per block at most */
@@ -318,25 +319,13 @@ static __device__ __forceinline__ void gemvb_body(const struct gemv_args &a)
     if (!DUAL || a.mode != 2 || !a.yq)
         return;
     /* The SwiGLU output's q8 copy for the down GEMV: the block that completes a group of 32 rows of
-     * this token chunk (32 / R blocks write one) quantizes it for each token, and resets the count. */
-    __shared__ int last;
-    __threadfence(); /* this block's rows are visible before its count */
-    __syncthreads();
-    if (tid == 0) {
-        int *cn = a.cnt + (long long)z0 * (a.n_rows / 32) + row0 / 32;
-        last = atomicAdd(cn, 1) + 1 == 32 / R;
-        if (last)
-            *cn = 0;
-    }
-    __syncthreads();
-    if (!last)
+     * this token chunk (32 / R blocks write one) quantizes it for each token (group_tail.h). */
+    if (!group_done(a.cnt + (long long)z0 * (a.n_rows / 32) + row0 / 32, 32 / R))
         return;
-    __threadfence();
     const int e = row0 / 32 * 32 + tid % 32;
     for (int t = tid / 32; t < nt; t += (int)blockDim.x / 32) { /* 32 threads a token */
         const long long z = z0 + t;
-        const float y = ld_cg(a.y + z * a.y_stride + e); /* past L1: other blocks' rows */
-        q8_group(y, a.yq + z * a.n_rows, a.yqd + z * (a.n_rows / 32) * 2, e);
+        group_q8(a.y + z * a.y_stride, 0, a.yq + z * a.n_rows, a.yqd + z * (a.n_rows / 32) * 2, e);
     }
 }
 
@@ -619,24 +608,12 @@ static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
     if (!DUAL || a.mode != 2 || !a.yq)
         return;
     /* the SwiGLU output's q8 copy: two blocks make a group of 32 rows; the second quantizes it */
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-        int *cn = a.cnt + row0 / 32;
-        last = atomicAdd(cn, 1) + 1 == 2;
-        if (last)
-            *cn = 0;
-    }
-    __syncthreads();
-    if (!last)
+    if (!group_done(a.cnt + row0 / 32, 2))
         return;
-    __threadfence();
     const int e = row0 / 32 * 32 + lane;
-    for (int z = warp; z < nz; z += MW) {
-        const float y = ld_cg(a.y + (long long)z * a.y_stride + e);
-        q8_group(y, a.yq + (long long)z * a.n_rows, a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
-    }
+    for (int z = warp; z < nz; z += MW)
+        group_q8(a.y + (long long)z * a.y_stride, 0, a.yq + (long long)z * a.n_rows,
+                 a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
 }
 
 /* MINB resident blocks a multiprocessor at least: 2 (≤ 128 registers) where that costs at most a few

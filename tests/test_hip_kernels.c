@@ -558,95 +558,199 @@ static void check_experts_combined(const char *name, bool q8, int R, int bt)
     free(wq), free(wd), free(tmp);
 }
 
-/* The RMSNorm fused into a residual GEMV (mode 1, nw set): y[z] += W·x[z] as before, and the last
- * block of each z writes rmsnorm(y[z])·w and its q8 copy. Reference: ops_rms_norm of the y the kernel
- * produced (itself checked against double), q8_emulate of that normed row, bit for bit. Two launches
- * (the per-row counters must return to zero). */
-static void check_fused_norm(const char *name, enum qtype t, int N, int K, int nz, int R, int bt, bool q8)
+/* dequantized weight rows of type t from random f32 ones: wd [n][k] */
+static unsigned char *rand_weights(enum qtype t, int n, int k, float scale, float *wd)
 {
-    const size_t rb = qtype_row_size(t, K);
-    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
-    unsigned char *wq = malloc(rb * (size_t)N);
-    float *x = malloc(sizeof(float) * (size_t)nz * K), *xdq = malloc(sizeof(float) * (size_t)nz * K);
-    int8_t *xq = malloc((size_t)nz * K);
-    float *xqd = malloc(sizeof(float) * (size_t)nz * (K / 32) * 2);
-    float *y0 = malloc(sizeof(float) * (size_t)nz * N), *y = malloc(sizeof(float) * (size_t)nz * N);
-    float *ref = malloc(sizeof(float) * (size_t)nz * N), *nw = malloc(sizeof(float) * (size_t)N);
-    float *h = malloc(sizeof(float) * (size_t)nz * N), *href = malloc(sizeof(float) * (size_t)nz * N);
-    int8_t *hq = malloc((size_t)nz * N), *hqref = malloc((size_t)nz * N);
-    float *hqd = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2), *hqdref = malloc(sizeof(float) * (size_t)nz * (N / 32) * 2);
-    fill(wf, (size_t)N * K, 0.5f);
-    fill(x, (size_t)nz * K, 1.0f);
+    const size_t rb = qtype_row_size(t, k);
+    unsigned char *wq = malloc(rb * (size_t)n);
+    float *wf = malloc(sizeof(float) * (size_t)k);
+    for (int r = 0; r < n; r++) {
+        fill(wf, (size_t)k, scale);
+        quant_weights_row(t, wf, wq + (size_t)r * rb, k);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * k, k);
+    }
+    free(wf);
+    return wq;
+}
+
+/* The RMSNorm deferred from a residual GEMV to the GEMVs reading its output (kernels/gemv.cu
+ * norm_group_tail, gemv_args.nw / rss). Producer pk (R1 rows a block, bt1 threads, weights t1 [N][K1]):
+ * y[z] += W1·o[z] (q8 o when q1), and y[z]·w, its q8 copy and Σ y² per 32-group. Consumer ck
+ * (R2, bt2, t2 [M][N], mode2 0 / 2 / 3 with biases, x_div xd; on the q8 copy when q2, else on y·w):
+ * W2·rmsnorm(y[z / xd])·w. The pair is launched back to back through PDL-marked handles, twice (the
+ * counters return to zero), on the same residual. Against the CPU: y in double; y·w and its q8 copy
+ * bit for bit against the kernel's y times w and q8_emulate of that; the groups' Σ y² of the kernel's y; the
+ * consumer against its own input (the copy, dequantized, times the reference norm scale) in double —
+ * these tight — and the whole chain against the unfused CPU steps (ops_rms_norm, q8_emulate of the
+ * normed row when q2, W2 in double), where a q8 value on a rounding edge may fall the other way (one
+ * such flip moves the outputs of its row by ~1e-3; a missing or another token's norm scale is off by
+ * far more than the 1e-2 allowed). */
+static void check_deferred_norm(const char *pk, enum qtype t1, int R1, int bt1, bool q1, const char *ck, enum qtype t2,
+                                int R2, int bt2, bool q2, int mode2, int N, int K1, int M, int nz, int xd)
+{
+    const int G = N / 32, nz2 = nz * xd;
+    const float eps = 1e-6f;
+    float *w1d = malloc(sizeof(float) * (size_t)N * K1), *w2d = malloc(sizeof(float) * (size_t)M * N);
+    float *w3d = malloc(sizeof(float) * (size_t)M * N);
+    unsigned char *w1 = rand_weights(t1, N, K1, 0.5f, w1d), *w2 = rand_weights(t2, M, N, 0.5f, w2d);
+    unsigned char *w3 = rand_weights(t2, M, N, 0.5f, w3d);
+    float *o = malloc(sizeof(float) * (size_t)nz * K1), *odq = malloc(sizeof(float) * (size_t)nz * K1);
+    int8_t *oq = malloc((size_t)nz * K1);
+    float *oqd = malloc(sizeof(float) * (size_t)nz * (K1 / 32) * 2);
+    float *y0 = malloc(sizeof(float) * (size_t)nz * N), *xref = malloc(sizeof(float) * (size_t)nz * N);
+    float *y = malloc(sizeof(float) * (size_t)nz * N), *nw = malloc(sizeof(float) * (size_t)N);
+    float *b2 = malloc(sizeof(float) * (size_t)M), *b3 = malloc(sizeof(float) * (size_t)M);
+    float *h = malloc(sizeof(float) * (size_t)N), *hdq = malloc(sizeof(float) * (size_t)N);
+    float *yw = malloc(sizeof(float) * (size_t)nz * N), *hqdref = malloc(sizeof(float) * (size_t)nz * G * 2);
+    int8_t *hq = malloc((size_t)nz * N), *hqref = malloc((size_t)nz * N), *q = malloc((size_t)N);
+    float *hqd = malloc(sizeof(float) * (size_t)nz * G * 2), *qd = malloc(sizeof(float) * (size_t)G * 2);
+    float *ny = malloc(sizeof(float) * (size_t)nz * N);
+    float *ss = malloc(sizeof(float) * (size_t)nz * G), *rn = malloc(sizeof(float) * (size_t)nz);
+    float *out = malloc(sizeof(float) * (size_t)nz2 * M), *out2 = malloc(sizeof(float) * (size_t)nz2 * M);
+    float *chain = malloc(sizeof(float) * (size_t)nz2 * M * 2), *tight = malloc(sizeof(float) * (size_t)nz2 * M * 2);
+    fill(o, (size_t)nz * K1, 1.0f);
     fill(y0, (size_t)nz * N, 1.0f);
     fill(nw, (size_t)N, 1.0f);
-    for (int r = 0; r < N; r++) {
-        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
-        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
-    }
+    fill(b2, (size_t)M, 0.3f);
+    fill(b3, (size_t)M, 0.3f);
     for (int z = 0; z < nz; z++) {
-        q8_emulate(x + (size_t)z * K, K, xq + (size_t)z * K, xqd + (size_t)z * (K / 32) * 2);
-        for (int k = 0; k < K; k++)
-            xdq[(size_t)z * K + k] = q8 ? (float)xq[(size_t)z * K + k] * xqd[(size_t)z * (K / 32) * 2 + 2 * (k / 32)]
-                                        : x[(size_t)z * K + k];
+        q8_emulate(o + (size_t)z * K1, K1, oq + (size_t)z * K1, oqd + (size_t)z * (K1 / 32) * 2);
+        for (int k = 0; k < K1; k++)
+            odq[(size_t)z * K1 + k] = q1 ? (float)oq[(size_t)z * K1 + k] * oqd[(size_t)z * (K1 / 32) * 2 + 2 * (k / 32)]
+                                         : o[(size_t)z * K1 + k];
     }
-    uint64_t dw = dup(wq, rb * (size_t)N), dxq = q8 ? dup(xq, (size_t)nz * K) : dup(x, sizeof(float) * (size_t)nz * K);
-    uint64_t dxqd = dup(xqd, sizeof(float) * (size_t)nz * (K / 32) * 2), dnw = dup(nw, sizeof(float) * (size_t)N);
-    int32_t zero[8] = { 0 };
-    uint64_t dcnt = dup(zero, sizeof zero);
-    double worst = 0, hworst = 0;
+    memcpy(xref, y0, sizeof(float) * (size_t)nz * N);
+    struct err e = { 0 };
+    hip_fn fp = NULL, fc = NULL;
+    CHECK(hip_rt_fn_pdl(g_rt, pk, &fp, &e) == 0 && hip_rt_fn_pdl(g_rt, ck, &fc, &e) == 0, "%s", e.msg);
+    uint64_t dw1 = dup(w1, qtype_row_size(t1, K1) * (size_t)N), dw2 = dup(w2, qtype_row_size(t2, N) * (size_t)M);
+    uint64_t dw3 = dup(w3, qtype_row_size(t2, N) * (size_t)M);
+    uint64_t dox = q1 ? dup(oq, (size_t)nz * K1) : dup(o, sizeof(float) * (size_t)nz * K1);
+    uint64_t doxd = dup(oqd, sizeof(float) * (size_t)nz * (K1 / 32) * 2), dnw = dup(nw, sizeof(float) * (size_t)N);
+    uint64_t dy = dup(y0, sizeof(float) * (size_t)nz * N), db2 = dup(b2, sizeof(float) * (size_t)M);
+    uint64_t db3 = dup(b3, sizeof(float) * (size_t)M);
+    int32_t *zero = calloc((size_t)nz * G, sizeof(int32_t));
+    uint64_t dcnt = dup(zero, sizeof(int32_t) * (size_t)nz * G);
+    double wy = 0, wss = 0, wt = 0, wc = 0;
     for (int rep = 0; rep < 2; rep++) {
-        /* y accumulates: launch 2 adds W·x once more */
         for (int z = 0; z < nz; z++)
             for (int r = 0; r < N; r++) {
                 double sd = 0;
-                for (int k = 0; k < K; k++)
-                    sd += (double)wd[(size_t)r * K + k] * xdq[(size_t)z * K + k];
-                ref[(size_t)z * N + r] = (rep ? ref[(size_t)z * N + r] : y0[(size_t)z * N + r]) + (float)sd;
+                for (int k = 0; k < K1; k++)
+                    sd += (double)w1d[(size_t)r * K1 + k] * odq[(size_t)z * K1 + k];
+                xref[(size_t)z * N + r] += (float)sd;
             }
-        uint64_t dy = rep ? 0 : dup(y0, sizeof(float) * (size_t)nz * N);
-        static uint64_t dy_keep, dh, dhq, dhqd;
-        if (!rep)
-            dy_keep = dy;
-        dh = poisoned((size_t)nz * N), dhq = dup(NULL, (size_t)nz * N), dhqd = poisoned((size_t)nz * (N / 32) * 2);
-        struct gemv_args a = { .w = dw, .x = dxq, .xd = q8 ? dxqd : 0, .y = dy_keep, .row_bytes = (int64_t)rb,
-                               .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = 1,
-                               .nw = dnw, .ny = dh, .nq = dhq, .nqd = dhqd, .ncnt = dcnt, .eps = 1e-5f };
-        void *p[] = { &a };
-        CHECK(launch(name, (unsigned)(nz * ((N + R - 1) / R)), 1, (unsigned)bt, p) == 0, "%s launch", name);
-        get(y, dy_keep, sizeof(float) * (size_t)nz * N);
-        get(h, dh, sizeof(float) * (size_t)nz * N);
+        uint64_t dhq = dup(NULL, (size_t)nz * N), dhqd = poisoned((size_t)nz * G * 2), dsp = poisoned((size_t)nz * G);
+        uint64_t do1 = poisoned((size_t)nz2 * M), do2 = poisoned((size_t)nz2 * M);
+        uint64_t dny = poisoned((size_t)nz * N);
+        struct gemv_args a1 = { .w = dw1, .x = dox, .xd = q1 ? doxd : 0, .y = dy, .row_bytes = (int64_t)qtype_row_size(t1, K1),
+                                .n_rows = N, .k = K1, .x_stride = K1, .y_stride = N, .x_div = 1, .nz = nz, .mode = 1,
+                                .nw = dnw, .ny = dny, .nq = dhq, .nqd = dhqd, .nsp = dsp, .ncnt = dcnt, .pf = 1 };
+        struct gemv_args a2 = { .w = dw2, .w2 = mode2 ? dw3 : 0, .x = q2 ? dhq : dny, .xd = q2 ? dhqd : 0, .y = do1,
+                                .y2 = mode2 == 3 ? do2 : 0,
+                                .bias = db2, .bias2 = mode2 ? db3 : 0, .rsp = dsp, .row_bytes = (int64_t)qtype_row_size(t2, N),
+                                .n_rows = M, .k = N, .x_stride = N, .y_stride = M, .x_div = xd, .nz = nz2, .mode = mode2,
+                                .eps = eps, .pf = 1 };
+        void *p1[] = { &a1 }, *p2[] = { &a2 };
+        int rc = hip_rt_launch(g_rt, fp, (unsigned)(nz * (N / R1)), 1, 1, (unsigned)bt1, p1, &e);
+        if (!rc)
+            rc = hip_rt_launch(g_rt, fc, (unsigned)(nz2 * ((M + R2 - 1) / R2)), 1, 1, (unsigned)bt2, p2, &e);
+        if (!rc)
+            rc = hip_rt_sync(g_rt, &e);
+        CHECK(rc == 0, "%s + %s: %s", pk, ck, e.msg);
+        get(y, dy, sizeof(float) * (size_t)nz * N);
         get(hq, dhq, (size_t)nz * N);
-        get(hqd, dhqd, sizeof(float) * (size_t)nz * (N / 32) * 2);
-        double r = rel(y, ref, (size_t)nz * N);
-        worst = r > worst ? r : worst;
-        for (int z = 0; z < nz; z++)
-            ops_rms_norm(href + (size_t)z * N, y + (size_t)z * N, nw, N, 1e-5f);
-        double rh = rel(h, href, (size_t)nz * N);
-        hworst = rh > hworst ? rh : hworst;
-        q8_emulate(h, nz * N, hqref, hqdref);
-        CHECK(!memcmp(hq, hqref, (size_t)nz * N), "%s launch %d: the normed row's q8 copy differs from quantizing it",
-              name, rep + 1);
-        CHECK(rel(hqd, hqdref, (size_t)nz * (N / 32) * 2) < 1e-7, "%s: q8 scales of the normed row", name);
-        hip_rt_free(g_rt, dh), hip_rt_free(g_rt, dhq), hip_rt_free(g_rt, dhqd);
-        if (rep)
-            hip_rt_free(g_rt, dy_keep);
+        get(hqd, dhqd, sizeof(float) * (size_t)nz * G * 2);
+        get(ny, dny, sizeof(float) * (size_t)nz * N);
+        get(ss, dsp, sizeof(float) * (size_t)nz * G);
+        get(out, do1, sizeof(float) * (size_t)nz2 * M);
+        if (mode2 == 3)
+            get(out2, do2, sizeof(float) * (size_t)nz2 * M);
+        double r = rel(y, xref, (size_t)nz * N);
+        wy = r > wy ? r : wy;
+        for (size_t i = 0; i < (size_t)nz * N; i++)
+            yw[i] = y[i] * nw[i % (size_t)N];
+        q8_emulate(yw, nz * N, hqref, hqdref);
+        CHECK(!memcmp(ny, yw, sizeof(float) * (size_t)nz * N), "%s launch %d: y·w differs", pk, rep + 1);
+        CHECK(!memcmp(hq, hqref, (size_t)nz * N), "%s launch %d: q8 of y·w differs from quantizing it", pk, rep + 1);
+        CHECK(rel(hqd, hqdref, (size_t)nz * G * 2) < 1e-7, "%s launch %d: q8 scales of y·w", pk, rep + 1);
+        for (int z = 0; z < nz; z++) {
+            double sx = 0;
+            for (int g = 0; g < G; g++) {
+                double sy = 0;
+                for (int i = 32 * g; i < 32 * g + 32; i++) {
+                    sy += (double)y[(size_t)z * N + i] * y[(size_t)z * N + i];
+                    sx += (double)xref[(size_t)z * N + i] * xref[(size_t)z * N + i];
+                }
+                const double d = fabs(ss[(size_t)z * G + g] - sy) / sy;
+                wss = d > wss ? d : wss;
+            }
+            rn[z] = (float)(1.0 / sqrt(sx / N + eps));
+        }
+        /* tight: the consumer on its own input; chain: the unfused steps from the reference residual */
+        for (int z2 = 0; z2 < nz2; z2++) {
+            const int z = z2 / xd;
+            ops_rms_norm(h, xref + (size_t)z * N, nw, N, eps);
+            q8_emulate(h, N, q, qd);
+            for (int k = 0; k < N; k++)
+                hdq[k] = q2 ? (float)q[k] * qd[2 * (k / 32)] : h[k];
+            for (int r2 = 0; r2 < M; r2++) {
+                double c1 = 0, c2 = 0, t1v = 0, t2v = 0;
+                for (int k = 0; k < N; k++) {
+                    const double hk = q2 ? (double)hq[(size_t)z * N + k] * hqd[(size_t)z * G * 2 + 2 * (k / 32)]
+                                         : (double)ny[(size_t)z * N + k];
+                    c1 += (double)w2d[(size_t)r2 * N + k] * hdq[k];
+                    c2 += (double)w3d[(size_t)r2 * N + k] * hdq[k];
+                    t1v += (double)w2d[(size_t)r2 * N + k] * hk;
+                    t2v += (double)w3d[(size_t)r2 * N + k] * hk;
+                }
+                const float cv = (float)c1 + b2[r2], cv2 = (float)c2 + b3[r2];
+                const float tv = (float)(t1v * rn[z]) + b2[r2], tv2 = (float)(t2v * rn[z]) + b3[r2];
+                const size_t i = (size_t)z2 * M + r2, i2 = (size_t)(nz2 + z2) * M + r2;
+                chain[i] = mode2 == 2 ? ops_silu(cv) * cv2 : cv, chain[i2] = mode2 == 3 ? cv2 : 0.0f;
+                tight[i] = mode2 == 2 ? ops_silu(tv) * tv2 : tv, tight[i2] = mode2 == 3 ? tv2 : 0.0f;
+            }
+        }
+        if (mode2 != 3)
+            memset(out2, 0, sizeof(float) * (size_t)nz2 * M);
+        float *both = malloc(sizeof(float) * (size_t)nz2 * M * 2);
+        memcpy(both, out, sizeof(float) * (size_t)nz2 * M);
+        memcpy(both + (size_t)nz2 * M, out2, sizeof(float) * (size_t)nz2 * M);
+        const double rt = rel(both, tight, (size_t)nz2 * M * 2), rc2 = rel(both, chain, (size_t)nz2 * M * 2);
+        wt = rt > wt ? rt : wt;
+        wc = rc2 > wc ? rc2 : wc;
+        free(both);
+        hip_rt_free(g_rt, dhq), hip_rt_free(g_rt, dhqd), hip_rt_free(g_rt, dsp);
+        hip_rt_free(g_rt, do1), hip_rt_free(g_rt, do2), hip_rt_free(g_rt, dny);
     }
-    CHECK(worst < 2e-5, "%s fused norm: residual rel %.3g", name, worst);
-    CHECK(hworst < 1e-6, "%s fused norm: normed row rel %.3g", name, hworst);
-    printf("#   %-12s N=%-4d K=%-5d nz=%d mode 1 + RMSNorm %3d threads (2 launches): y rel %.2e, norm rel %.2e, q8 exact\n",
-           name, N, K, nz, bt, worst, hworst);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dxq), hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dnw), hip_rt_free(g_rt, dcnt);
-    free(wf), free(wd), free(wq), free(x), free(xdq), free(xq), free(xqd), free(y0), free(y), free(ref), free(nw);
-    free(h), free(href), free(hq), free(hqref), free(hqd), free(hqdref);
+    CHECK(wy < 2e-5, "%s deferred norm: residual rel %.3g", pk, wy);
+    CHECK(wss < 1e-6, "%s deferred norm: groups' sums of squares rel %.3g", pk, wss);
+    CHECK(wt < 2e-5, "%s after %s: rel %.3g against its own q8 input", ck, pk, wt);
+    CHECK(wc < 1e-2, "%s after %s: rel %.3g against rms_norm + q8 + W2 on the CPU", ck, pk, wc);
+    printf("#   %-12s N=%-4d K=%-5d nz=%d mode 1 + deferred norm, then %-12s M=%-3d mode %d x_div %d (2 launches): "
+           "y %.2e, q8 exact, ss %.2e, consumer %.2e, chain %.2e\n",
+           pk, N, K1, nz, ck, M, mode2, xd, wy, wss, wt, wc);
+    uint64_t fr[] = { dw1, dw2, dw3, dox, doxd, dnw, dy, db2, db3, dcnt };
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
+        hip_rt_free(g_rt, fr[i]);
+    free(w1d), free(w2d), free(w3d), free(w1), free(w2), free(w3), free(o), free(odq), free(oq), free(oqd), free(y0);
+    free(xref), free(y), free(nw), free(b2), free(b3), free(h), free(hdq), free(yw), free(hqdref), free(hq);
+    free(hqref), free(q), free(hqd), free(qd), free(ss), free(rn), free(out), free(out2), free(chain), free(tight);
+    free(zero), free(ny);
 }
 
-static void gemv_fused_rms_norm(void)
+static void gemv_deferred_rms_norm(void)
 {
     NEED_GPU();
-    check_fused_norm("gemvq_q4_K", QT_Q4_K, 1024, 1536, 3, 2, 128, true);
-    check_fused_norm("gemvq8_q4_K", QT_Q4_K, 2048, 768, 2, 8, 32, true);
-    check_fused_norm("gemvq4_q6_K", QT_Q6_K, 512, 4096, 1, 4, 128, true);
-    check_fused_norm("gemv_f32", QT_F32, 320, 516, 2, 2, 128, false);
+    /* producer R = 4, 2, 8 and the f32-activation GEMV; consumer modes 0, 2 (x_div 2), 3, on q8 and on
+     * f32 activations; groups per row 64, 48, 32 (the row's sum takes one or two per lane) */
+    check_deferred_norm("gemvq4_q4_K", QT_Q4_K, 4, 128, true, "gemvq4_q4_K", QT_Q4_K, 4, 64, true, 0, 2048, 4096, 96, 1,
+                        1);
+    check_deferred_norm("gemvq_q6_K", QT_Q6_K, 2, 64, true, "gemvq_q6_K", QT_Q6_K, 2, 64, true, 2, 1536, 2048, 70, 2, 2);
+    check_deferred_norm("gemvq8_q8_0", QT_Q8_0, 8, 32, true, "gemvq8_q8_0", QT_Q8_0, 8, 32, true, 3, 1024, 768, 64, 3,
+                        1);
+    check_deferred_norm("gemv_f32", QT_F32, 2, 128, false, "gemvq4_q5_K", QT_Q5_K, 4, 32, true, 0, 1024, 516, 40, 1, 1);
+    check_deferred_norm("gemvq4_q4_K", QT_Q4_K, 4, 64, true, "gemv_f32", QT_F32, 2, 128, false, 0, 2048, 2048, 8, 1, 1);
 }
 
 /* The routing fused into the router GEMV (mode 0, rsel set): logits against double, then the grid's
@@ -1729,7 +1833,7 @@ int main(void)
     RUN(gemv_q8_activations);
     RUN(gemv_multi_token);
     RUN(gemv_experts_combined);
-    RUN(gemv_fused_rms_norm);
+    RUN(gemv_deferred_rms_norm);
     RUN(gemv_fused_routing);
     RUN(pdl_chain);
     RUN(rms_norm_q8_copy);

@@ -105,7 +105,7 @@ struct hip_engine {
     int *seq_next;         /* [n_seq] */
     /* scratch (device), B = n_batch */
     uint64_t x;            /* [B][E] residual stream */
-    uint64_t h;            /* [B][E] normed input */
+    uint64_t h;            /* [B][E] normed input (x∘w, unnormed, while h_def) */
     uint64_t qkv;          /* [B][W] W = nq + 2·nkv: Q | K | V */
     uint64_t o;            /* [B][nq] attention output */
     uint64_t fg, fu;       /* [B·K or B][F] */
@@ -126,7 +126,12 @@ struct hip_engine {
     int32_t *amax_h;       /* pinned [B] */
     int W, nq_max, nkv_max, F;
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
-    uint64_t ncnt;         /* int counter of the RMSNorm fused into a residual GEMV (zero between launches) */
+    uint64_t hq, hqd;      /* the deferred RMSNorm's input rows x∘w (in h) as q8, written by the residual GEMV
+                              before (norm_group_tail): int8 [GEMV_MAX][E], (d, d·Σq) [GEMV_MAX][E/32][2]. Not xq:
+                              Wo, which writes it, reads o's q8 copy from there */
+    uint64_t hsp;          /* Σ x² of those rows per 32-group [GEMV_MAX][E/32] */
+    uint64_t ncnt;         /* int counters of that tail [GEMV_MAX][E/32] (and [0] the routing tail's), zero between
+                              launches */
     uint64_t acnt;         /* [SPLIT_TOKENS][n_head] int split counters of the merge fused into attn (zero between
                               launches) */
     bool pf;               /* PDL on and not LLM170_HIP_PDL_PREFETCH=0: GEMV blocks pull their weight rows into L2
@@ -138,12 +143,14 @@ struct hip_engine {
     bool amax_split;       /* greedy argmax over AMAX_SLICES blocks a row (argmax_split) instead of one block
                               (argmax_rows); LLM170_HIP_ARGMAX_SPLIT=0 for the one-block kernel */
     hip_fn k_argmax1;      /* argmax_rows */
-    bool fuse_norm;        /* RMSNorm in the residual GEMVs' last block; LLM170_HIP_FUSE_NORM=1 (measured slower:
-                              one block norms the row serially, docs/benchmarks.md) */
+    bool defer_norm;       /* single-token steps: the RMSNorm of a sublayer's input deferred to its GEMVs (the
+                              residual GEMV before writes x∘w as q8 and Σ x², each GEMV reading it scales its
+                              outputs; kernels/gemv.cu norm_group_tail) instead of an rms_norm launch;
+                              LLM170_HIP_DEFER_NORM=0 keeps rms_norm */
     bool fuse_route;       /* MoE routing in the router GEMV's last block; LLM170_HIP_FUSE_ROUTE=1 (measured no
                               faster than the moe_route kernel) */
-    uint64_t next_norm;    /* the RMSNorm weight the next residual-adding GEMV applies to its output, or 0 */
-    bool h_ready;          /* h and its q8 copy already hold the normed input of the coming sublayer */
+    uint64_t next_norm;    /* the next sublayer's RMSNorm weight the coming residual GEMV defers, or 0 */
+    bool h_def;            /* h / hq / hsp hold the coming sublayer's input with its norm deferred (not xq) */
     struct graph_slot gs[N_GRAPHS];
     int n_gs;
     struct hip_hybrid *hy; /* qwen35* layers and their recurrent state (forward_hip_hybrid.c), else NULL */
@@ -378,7 +385,7 @@ struct scratch {
     uint64_t *d;
     size_t n;
 };
-#define N_SCRATCH 24
+#define N_SCRATCH 27
 
 static int scratch_table(struct hip_engine *c, const struct model *m, const struct engine_params *p,
                          struct scratch *sc)
@@ -410,7 +417,9 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
         { &c->ey, X ? B * K * E * 4 : 4 }, { &c->amax, B * 4 }, { &c->amx, B * (2 * AMAX_SLICES + 1) * 4 },
         { &c->xq, B * K * qmax }, { &c->xqd, B * K * (qmax / 32 + 1) * 8 },
         { &c->fq, KS * F }, { &c->fqd, KS * (F / 32 + 1) * 8 }, { &c->fcnt, KS * (F / 32 + 1) * 4 },
-        { &c->ncnt, GEMV_MAX * 4 }, { &c->acnt, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * 4 },
+        { &c->hq, GEMV_MAX * E }, { &c->hqd, GEMV_MAX * (E / 32) * 8 }, { &c->hsp, GEMV_MAX * (E / 32) * 4 },
+        { &c->ncnt, GEMV_MAX * (E / 32 + 1) * 4 },
+        { &c->acnt, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * 4 },
     };
     const int n = (int)(sizeof t / sizeof t[0]);
     for (int i = 0; i < n; i++)
@@ -456,8 +465,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->graphs = !(ge && !strcmp(ge, "0"));
     const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
     c->q8 = !(q8e && !strcmp(q8e, "0"));
-    const char *fne = getenv("LLM170_HIP_FUSE_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
-    c->fuse_norm = fne && !strcmp(fne, "1");
+    const char *dne = getenv("LLM170_HIP_DEFER_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
+    c->defer_norm = !(dne && !strcmp(dne, "0"));
     c->fuse_route = fre && !strcmp(fre, "1");
     const char *qke = getenv("LLM170_HIP_QKV");
     c->join_qkv = !(qke && !strcmp(qke, "0"));
@@ -580,7 +589,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     if (!rc)
         rc = hip_rt_memset32(c->rt, c->fcnt, 0, KS * (F / 32 + 1), e);
     if (!rc)
-        rc = hip_rt_memset32(c->rt, c->ncnt, 0, GEMV_MAX, e);
+        rc = hip_rt_memset32(c->rt, c->ncnt, 0, GEMV_MAX * ((size_t)hp->n_embd / 32 + 1), e);
     if (!rc)
         rc = hip_rt_memset32(c->rt, c->amx, 0, (size_t)p.n_batch * (2 * AMAX_SLICES + 1), e);
     if (!rc)
@@ -607,7 +616,8 @@ static bool want_q8(const struct hip_engine *c, int k) { return c->q8 && k % 32 
 
 /* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
  * q: 1 when c->xq/xqd, 2 when c->fq/fqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use
- * the dp4a kernels; 0 when no q8 copy exists. */
+ * the dp4a kernels; 0 when no q8 copy exists; 3 when the input (c->h, as q8 c->hq/hqd) is x∘w with its RMSNorm
+ * deferred (c->hsp), which only the per-token GEMV takes. */
 /* Threads of a GEMV block: one per 32-element unit of its row (all slots' in mode 4), in whole warps.
  * Measured on the H200 (docs/benchmarks.md, 2026-12-01): a row of up to 8 warps' units in one pass
  * (qwen35-27b's 5120 and 6144: 109.6 t/s against 103.0 capped at 4 warps); longer rows in 4 warps when
@@ -651,7 +661,7 @@ static bool launch_gemvb(struct hip_engine *c, struct gemv_args *a, const struct
 {
     const bool dual = a->mode == 2 || a->mode == 3;
     if (!c->gemvb_t || a->nz < 2 || a->nz > GEMV_MAX || a->sel || a->rsel || a->mode > 3 || a->x_div != 1 || !q ||
-        !c->q8 || c->warp != 32 || (w2 && w2->type != w->type))
+        q == 3 || !c->q8 || c->warp != 32 || (w2 && w2->type != w->type))
         return false;
     const int wide = a->nz > 8 && c->gemvb_t == 16;
     hip_fn f = dual ? c->gemvbd[wide][w->type] : c->gemvb[wide][w->type];
@@ -710,9 +720,11 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
         int R = GEMV_R;
         if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
             f = c->gemvq[w->type];
-            a->x = q == 2 ? c->fq : c->xq;
-            a->xd = q == 2 ? c->fqd : c->xqd;
+            a->x = q == 2 ? c->fq : q == 3 ? c->hq : c->xq;
+            a->xd = q == 2 ? c->fqd : q == 3 ? c->hqd : c->xqd;
             a->x_stride = (int)w->ne0;
+            if (q == 3) /* every output scaled by its token's 1/sqrt(mean x² + eps) */
+                a->rsp = c->hsp, a->eps = c->m->hp.rms_eps;
             /* more rows per block keep more weight loads in flight per thread and make fewer, longer
              * blocks: 4 when that still leaves two blocks per multiprocessor (measured faster than 2 and
              * 8 on qwen3-8b q4_K, docs/benchmarks.md), else 2 */
@@ -725,18 +737,23 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
             const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
             if (c->gemvq_r[ri][w->type])
                 f = c->gemvq_r[ri][w->type], R = r;
+        } else if (q == 3) { /* f32 activations: x is c->h, which holds x∘w then */
+            a->rsp = c->hsp, a->eps = c->m->hp.rms_eps;
         }
-        if (next_norm && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd) {
-            const int E = c->m->hp.n_embd;
-            a->nw = next_norm, a->ny = c->h, a->ncnt = c->ncnt, a->eps = c->m->hp.rms_eps;
-            a->nq = want_q8(c, E) ? c->xq : 0, a->nqd = want_q8(c, E) ? c->xqd : 0;
-            c->h_ready = true;
+        /* the next sublayer's RMSNorm deferred: this grid writes its input x∘w, its q8 copy and Σ x² per
+         * 32-group (h, hq, hsp) */
+        if (next_norm && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd &&
+            a->n_rows % 32 == 0) {
+            a->nw = next_norm, a->ny = c->h, a->nq = c->hq, a->nqd = c->hqd, a->nsp = c->hsp, a->ncnt = c->ncnt;
+            c->h_def = true;
         }
         const size_t nt = gemv_threads(c, a, NULL);
         a->pf = c->pf;
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
                              params, e);
     }
+    if (q == 3)
+        return err_set(e, ERR_INTERNAL, "hip: a deferred RMSNorm's input reached a GEMM");
     if (c->use_mma && c->mma[w->type] && c->k_mma_zero && c->warp == 32 && a->k % 64 == 0 && a->x_stride % 4 == 0 &&
         a->x % 16 == 0) {
         /* 128 rows × 64 tokens a block (two resident per multiprocessor), × 32 tokens with two weight steps
@@ -827,7 +844,7 @@ static int ew(struct hip_engine *c, hip_fn f, uint64_t a, uint64_t b, int n, str
             return rc;         \
     } while (0)
 
-/* next_norm: the RMSNorm weight of the sublayer after this one (fused into the residual GEMV), or 0 */
+/* next_norm: the RMSNorm weight of the sublayer after this one, deferred by the residual GEMV (defer_ok), or 0 */
 static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct dlayer *d, int n, uint64_t next_norm,
                       struct err *e)
 {
@@ -838,10 +855,11 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const uint64_t tok = c->io, pos = tok + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B;
     const uint64_t cs = c->io + 16u * (uint64_t)B;
     int rc;
-    const bool qh = want_q8(c, E);
-    if (!c->h_ready)
+    /* the input: normed in h (+ q8 in xq), or x∘w in hq with its norm deferred to these GEMVs */
+    const int qh = c->h_def ? 3 : want_q8(c, E);
+    if (!c->h_def)
         TRY(rms(c, c->h, c->x, d->attn_norm, 0, n, E, E, E, qh, e));
-    c->h_ready = false;
+    c->h_def = false;
     if (d->wqkv.d) { /* rows of nq + 2·nkv, as rope_store and attn read them (qs below) */
         TRY(mm(c, &d->wqkv, NULL, c->h, E, 1, n, c->qkv, nq + 2 * nkv, d->bqkv, 0, 0, 0, qh, e));
     } else {
@@ -907,7 +925,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         TRY(hip_rt_launch(c->rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
     if (qo && !fuse)
         TRY(quant(c, c->o, n, nq, nq, e));
-    c->next_norm = c->fuse_norm && n <= GEMV_MAX ? next_norm : 0;
+    c->next_norm = next_norm;
     return mm(c, &d->wo, NULL, c->o, nq, 1, n, c->x, E, d->bo, 0, 0, 1, qo, e);
 }
 
@@ -917,11 +935,11 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     const struct hparams *hp = &c->m->hp;
     const int E = hp->n_embd;
     int rc;
-    const bool qh = want_q8(c, E);
-    if (!c->h_ready)
+    const int qh = c->h_def ? 3 : want_q8(c, E);
+    if (!c->h_def)
         TRY(rms(c, c->h, c->x, d->ffn_norm, 0, n, E, E, E, qh, e));
-    c->h_ready = false;
-    const uint64_t nn = c->fuse_norm && n <= GEMV_MAX ? next_norm : 0;
+    c->h_def = false;
+    const uint64_t nn = next_norm;
     if (ly->ffn == FFN_MOE) {
         const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
         float scale = hp->expert_weights_scale;
@@ -997,6 +1015,14 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     return mm(c, &d->down, NULL, c->fg, F, 1, n, c->x, E, d->b_down, 0, 0, 1, qf, e);
 }
 
+/* Whether a step's sublayer norms may be deferred to their GEMVs (kernels/gemv.cu norm_group_tail): one
+ * token (the per-token GEMV, on q8 or f32 activations; the multi-token GEMV and the GEMM take no input
+ * scale), not a hybrid, and rows of whole 32-groups with q8 activations (the tail writes both copies). */
+static bool defer_ok(const struct hip_engine *c, int n)
+{
+    return c->defer_norm && n == 1 && !c->hy && want_q8(c, c->m->hp.n_embd);
+}
+
 /* Every kernel of one step, enqueued (or captured) on the stream. */
 static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct err *e)
 {
@@ -1011,24 +1037,32 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
         void *p[] = { &tab, &rb, &type, &tok, &x, &ne };
         TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, cdiv((size_t)c->m->hp.n_embd, 256), 1, 256, p, e));
     }
-    c->h_ready = false;
+    c->h_def = false;
+    /* the first sublayer's norm stays an rms_norm launch; each later one is deferred to its GEMVs by the
+     * residual GEMV before it where defer_ok allows. Hybrids norm inside their own layers and add the
+     * shared expert after the FFN: nothing deferred there. */
+    const bool dn = defer_ok(c, n);
     for (int il = 0; il < hp->n_layer; il++) {
-        /* hybrids norm inside their own layers and add the shared expert after the FFN: no norm is
-         * fused into the residual GEMV there */
-        const bool hy = c->hy != NULL;
-        if (m->layers[il].kind == LAYER_ATTN)
-            TRY(attn_layer(c, &m->layers[il], &c->L[il], n, hy ? 0 : c->L[il].ffn_norm, e));
+        const struct layer *ly = &m->layers[il];
+        const struct dlayer *d = &c->L[il];
+        const bool last = il + 1 == hp->n_layer;
+        /* the next sublayer's norm: this layer's FFN, then the next layer's attention or the output
+         * (rows = tokens only when every token has logits); a norm without weight keeps rms_norm */
+        const uint64_t fn = dn ? d->ffn_norm : 0;
+        const uint64_t an = !dn ? 0 : !last ? c->L[il + 1].attn_norm : n_out == n ? c->output_norm : 0;
+        if (ly->kind == LAYER_ATTN)
+            TRY(attn_layer(c, ly, d, n, fn, e));
         else
-            TRY(hip_hybrid_layer(c->hy, &m->layers[il], il, n, e));
-        TRY(ffn_layer(c, &m->layers[il], &c->L[il], n, !hy && il + 1 < hp->n_layer ? c->L[il + 1].attn_norm : 0, e));
-        if (hy)
-            TRY(hip_hybrid_shexp(c->hy, &m->layers[il], il, n, e));
+            TRY(hip_hybrid_layer(c->hy, ly, il, n, e));
+        TRY(ffn_layer(c, ly, d, n, an, e));
+        if (c->hy)
+            TRY(hip_hybrid_shexp(c->hy, ly, il, n, e));
     }
-    c->h_ready = false; /* the output norm picks rows: its own kernel */
     if (n_out) {
         const uint64_t rows = c->io + 12u * (uint64_t)B;
-        const bool qh = want_q8(c, E);
-        TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
+        const int qh = c->h_def ? 3 : want_q8(c, E); /* deferred: n_out == n, so rows[r] == r */
+        if (!c->h_def)
+            TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
         TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
         if (greedy) {
             /* AMAX_SLICES blocks a row; the last one of a row picks among the slices */
