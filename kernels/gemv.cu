@@ -95,12 +95,18 @@ static __device__ __forceinline__ void route_tail(const struct gemv_args &a)
                     a.rw + (long long)z * a.nslot, a.rscale);
 }
 
-/* Reduce acc/acc2 over the block and write rows row0 .. row0+R-1 of z. */
-template <int R>
+/* Reduce acc/acc2 over the block and write rows row0 .. row0+R-1 of z. DN: the input's RMSNorm is
+ * deferred (a.rsp; the *_dn kernels, which are never the residual GEMV). A kernel of its own: with both
+ * the input's scale and the residual's norm tail in one kernel, ptxas gave the main loop more registers
+ * (gemvq4_q4_K 64 → 71: one block a multiprocessor fewer) and the hybrids' decode, which defers
+ * nothing, measured 6 % slower (qwen35-27b tg128 109.5 vs 116.5). */
+template <int R, bool DN>
 static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, int z, int row0, float *acc,
                                                      float *acc2)
 {
-    const struct in_norm in = in_norm_load(a, z);
+    struct in_norm in = {};
+    if (DN)
+        in = in_norm_load(a, z);
     __shared__ float red[2 * R][MAXW];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
     const bool dual = a.mode == 2 || a.mode == 3;
@@ -112,7 +118,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
             red[r][warp] = v, red[R + r][warp] = v2;
     }
     __syncthreads();
-    const float rn = in_norm_scale(a, z, in); /* the input's deferred RMSNorm (1 without) */
+    const float rn = DN ? in_norm_scale(a, z, in) : 1.0f; /* the input's deferred RMSNorm */
     const int r = threadIdx.x, row = row0 + r;
     if (r < R && row < a.n_rows) {
         float v = 0.0f, v2 = 0.0f;
@@ -132,7 +138,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
         default: a.y[yi] = v, a.y2[yi] = v2; break;
         }
     }
-    if (a.nw) {
+    if (!DN && a.nw) {
         norm_group_tail<R>(a, z, row0);
         return;
     }
@@ -180,7 +186,7 @@ static __device__ __forceinline__ int block_rows(const struct gemv_args &a, cons
     return row0;
 }
 
-template <int T, int R>
+template <int T, int R, bool DN>
 static __device__ __forceinline__ void gemv_body(const struct gemv_args &a)
 {
     typedef unit<T> U;
@@ -226,11 +232,13 @@ static __device__ __forceinline__ void gemv_body(const struct gemv_args &a)
                 acc[r] += U::dot(rows[r], u, xs);
         }
     }
-    gemv_epilogue<R>(a, z, row0, acc, acc2);
+    gemv_epilogue<R, DN>(a, z, row0, acc, acc2);
 }
 
-#define GEMV(name, T, R) \
-    extern "C" __global__ void __launch_bounds__(256) name(const struct gemv_args a) { gemv_body<T, R>(a); }
+/* each also as name_dn: on an input whose RMSNorm is deferred (gemv_epilogue) */
+#define GEMV(name, T, R)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(256) name(const struct gemv_args a) { gemv_body<T, R, false>(a); } \
+    extern "C" __global__ void __launch_bounds__(256) name##_dn(const struct gemv_args a) { gemv_body<T, R, true>(a); }
 
 GEMV(gemv_f32, KT_F32, 2)
 GEMV(gemv_f16, KT_F16, 2)
@@ -241,7 +249,7 @@ GEMV(gemv_q6_K, KT_Q6_K, 2)
 GEMV(gemv_iq4_xs, KT_IQ4_XS, 2)
 
 /* The same on q8 activations: x is int8 [..][x_stride], xd the (d, d·Σq) of each 32 of them. */
-template <int T, int R>
+template <int T, int R, bool DN>
 static __device__ __forceinline__ void gemvq_body(const struct gemv_args &a)
 {
     typedef qunit<T> U;
@@ -290,11 +298,12 @@ static __device__ __forceinline__ void gemvq_body(const struct gemv_args &a)
                 acc[r] += U::dot(rows[r], u, xs);
         }
     }
-    gemv_epilogue<R>(a, z, row0, acc, acc2);
+    gemv_epilogue<R, DN>(a, z, row0, acc, acc2);
 }
 
-#define GEMVQ(name, T, R) \
-    extern "C" __global__ void __launch_bounds__(256) name(const struct gemv_args a) { gemvq_body<T, R>(a); }
+#define GEMVQ(name, T, R)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) name(const struct gemv_args a) { gemvq_body<T, R, false>(a); } \
+    extern "C" __global__ void __launch_bounds__(256) name##_dn(const struct gemv_args a) { gemvq_body<T, R, true>(a); }
 
 GEMVQ(gemvq_q8_0, KT_Q8_0, 2)
 GEMVQ(gemvq_q4_K, KT_Q4_K, 2)

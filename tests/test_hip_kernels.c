@@ -576,7 +576,8 @@ static unsigned char *rand_weights(enum qtype t, int n, int k, float scale, floa
 /* The RMSNorm deferred from a residual GEMV to the GEMVs reading its output (kernels/gemv.cu
  * norm_group_tail, gemv_args.nw / rss). Producer pk (R1 rows a block, bt1 threads, weights t1 [N][K1]):
  * y[z] += W1·o[z] (q8 o when q1), and y[z]·w, its q8 copy and Σ y² per 32-group. Consumer ck
- * (R2, bt2, t2 [M][N], mode2 0 / 2 / 3 with biases, x_div xd; on the q8 copy when q2, else on y·w):
+ * (a *_dn kernel: R2, bt2, t2 [M][N], mode2 0 / 2 / 3 with biases, x_div xd; on the q8 copy when q2,
+ * else on y·w):
  * W2·rmsnorm(y[z / xd])·w. The pair is launched back to back through PDL-marked handles, twice (the
  * counters return to zero), on the same residual. Against the CPU: y in double; y·w and its q8 copy
  * bit for bit against the kernel's y times w and q8_emulate of that; the groups' Σ y² of the kernel's y; the
@@ -744,13 +745,13 @@ static void gemv_deferred_rms_norm(void)
     NEED_GPU();
     /* producer R = 4, 2, 8 and the f32-activation GEMV; consumer modes 0, 2 (x_div 2), 3, on q8 and on
      * f32 activations; groups per row 64, 48, 32 (the row's sum takes one or two per lane) */
-    check_deferred_norm("gemvq4_q4_K", QT_Q4_K, 4, 128, true, "gemvq4_q4_K", QT_Q4_K, 4, 64, true, 0, 2048, 4096, 96, 1,
+    check_deferred_norm("gemvq4_q4_K", QT_Q4_K, 4, 128, true, "gemvq4_q4_K_dn", QT_Q4_K, 4, 64, true, 0, 2048, 4096, 96, 1,
                         1);
-    check_deferred_norm("gemvq_q6_K", QT_Q6_K, 2, 64, true, "gemvq_q6_K", QT_Q6_K, 2, 64, true, 2, 1536, 2048, 70, 2, 2);
-    check_deferred_norm("gemvq8_q8_0", QT_Q8_0, 8, 32, true, "gemvq8_q8_0", QT_Q8_0, 8, 32, true, 3, 1024, 768, 64, 3,
+    check_deferred_norm("gemvq_q6_K", QT_Q6_K, 2, 64, true, "gemvq_q6_K_dn", QT_Q6_K, 2, 64, true, 2, 1536, 2048, 70, 2, 2);
+    check_deferred_norm("gemvq8_q8_0", QT_Q8_0, 8, 32, true, "gemvq8_q8_0_dn", QT_Q8_0, 8, 32, true, 3, 1024, 768, 64, 3,
                         1);
-    check_deferred_norm("gemv_f32", QT_F32, 2, 128, false, "gemvq4_q5_K", QT_Q5_K, 4, 32, true, 0, 1024, 516, 40, 1, 1);
-    check_deferred_norm("gemvq4_q4_K", QT_Q4_K, 4, 64, true, "gemv_f32", QT_F32, 2, 128, false, 0, 2048, 2048, 8, 1, 1);
+    check_deferred_norm("gemv_f32", QT_F32, 2, 128, false, "gemvq4_q5_K_dn", QT_Q5_K, 4, 32, true, 0, 1024, 516, 40, 1, 1);
+    check_deferred_norm("gemvq4_q4_K", QT_Q4_K, 4, 64, true, "gemv_f32_dn", QT_F32, 2, 128, false, 0, 2048, 2048, 8, 1, 1);
 }
 
 /* The routing fused into the router GEMV (mode 0, rsel set): logits against double, then the grid's
@@ -896,7 +897,9 @@ static void pdl_chain(void)
     static float y[N];
     get(y, dx, sizeof y);
     const double r = rel(y, x, N);
-    CHECK(r < 1e-4, "PDL chain of %d layers: residual rel %.3g", L, r);
+    /* a q8 value at a rounding edge may round the other way on the GPU (its block sum adds in another
+     * order than ops_rms_norm): ~2e-4 each; a kernel reading another layer's values is off by ~0.5 */
+    CHECK(r < 2e-3, "PDL chain of %d layers: residual rel %.3g", L, r);
     printf("#   %d x (rms_norm + gemvq4_q4_K %dx%d) back to back, PDL %s: rel %.2e\n", L, N, N,
            hip_rt_pdl(g_rt) ? "on" : "off", r);
     hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dnw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dh);

@@ -63,6 +63,7 @@ struct hip_engine {
     /* kernels */
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
     hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
+    hip_fn gemv_dn[QT_COUNT], gemvq_dn[4][QT_COUNT]; /* the same on an input whose RMSNorm is deferred (*_dn) */
     hip_fn gemvb[2][QT_COUNT];   /* multi-token q8 GEMV, modes 0/1 (kernels/gemvb.cu): [0] 8 tokens, [1] 16 a block */
     hip_fn gemvbd[2][QT_COUNT];  /* the same for the dual modes 2/3 */
     int gemvb_t;           /* tokens a multi-token GEMV block takes over 8 (8: two passes, 16: one), 0: off;
@@ -323,6 +324,9 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         snprintf(nm, sizeof nm, "gemv_%s", names[i].s);
         if ((rc = hip_rt_fn_pdl(c->rt, nm, &c->gemv[names[i].t], e)))
             return rc;
+        snprintf(nm, sizeof nm, "gemv_%s_dn", names[i].s);
+        if ((rc = hip_rt_fn_pdl(c->rt, nm, &c->gemv_dn[names[i].t], e)))
+            return rc;
         snprintf(nm, sizeof nm, "gemm_%s", names[i].s);
         if ((rc = hip_rt_fn(c->rt, nm, &c->gemm[names[i].t], e)))
             return rc;
@@ -331,6 +335,9 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq[names[i].t], &ign))
             c->gemvq[names[i].t] = NULL; /* f32 activations only for this type */
         c->gemvq_r[0][names[i].t] = c->gemvq[names[i].t];
+        snprintf(nm, sizeof nm, "gemvq_%s_dn", names[i].s);
+        if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq_dn[0][names[i].t], &ign))
+            c->gemvq_dn[0][names[i].t] = NULL;
         for (int wide = 0; wide < 2; wide++) {
             snprintf(nm, sizeof nm, "gemvb%s_%s", wide ? "16" : "", names[i].s);
             if (hip_rt_fn_pdl(c->rt, nm, &c->gemvb[wide][names[i].t], &ign))
@@ -346,6 +353,9 @@ static int get_kernels(struct hip_engine *c, struct err *e)
             snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
             if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq_r[r][names[i].t], &ign))
                 c->gemvq_r[r][names[i].t] = NULL;
+            snprintf(nm, sizeof nm, "gemvq%d_%s_dn", 2 << r, names[i].s);
+            if (hip_rt_fn_pdl(c->rt, nm, &c->gemvq_dn[r][names[i].t], &ign))
+                c->gemvq_dn[r][names[i].t] = NULL;
         }
         snprintf(nm, sizeof nm, "mma_%s", names[i].s);
         if (hip_rt_fn(c->rt, nm, &c->mma[names[i].t], &ign))
@@ -716,10 +726,10 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
     if (launch_gemvb(c, a, w, w2, q, &brc, e))
         return brc;
     if (a->nz <= TOKEN_GEMV_MAX || a->sel || a->mode >= 2) {
-        hip_fn f = c->gemv[w->type];
+        hip_fn f = c->gemv[w->type], fdn = c->gemv_dn[w->type];
         int R = GEMV_R;
         if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
-            f = c->gemvq[w->type];
+            f = c->gemvq[w->type], fdn = c->gemvq_dn[0][w->type];
             a->x = q == 2 ? c->fq : q == 3 ? c->hq : c->xq;
             a->xd = q == 2 ? c->fqd : q == 3 ? c->hqd : c->xqd;
             a->x_stride = (int)w->ne0;
@@ -736,10 +746,14 @@ static int launch_mm(struct hip_engine *c, struct gemv_args *a, const struct dw 
                 r = even && (size_t)a->nz * (size_t)a->n_rows / 4 >= 2 * (size_t)c->sms ? 4 : 2;
             const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
             if (c->gemvq_r[ri][w->type])
-                f = c->gemvq_r[ri][w->type], R = r;
+                f = c->gemvq_r[ri][w->type], fdn = c->gemvq_dn[ri][w->type], R = r;
         } else if (q == 3) { /* f32 activations: x is c->h, which holds x∘w then */
             a->rsp = c->hsp, a->eps = c->m->hp.rms_eps;
         }
+        if (q == 3) /* the kernel that scales by the input's norm */
+            f = fdn;
+        if (!f)
+            return err_set(e, ERR_INTERNAL, "hip: no GEMV kernel for a deferred RMSNorm's input");
         /* the next sublayer's RMSNorm deferred: this grid writes its input x∘w, its q8 copy and Σ x² per
          * 32-group (h, hq, hsp) */
         if (next_norm && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd &&
