@@ -127,7 +127,7 @@ fi
 wait_file /tmp/q8b.gguf && ours 8b /tmp/q8b.gguf --pp 512 --tg 128 --reps 3
 ours 8b /tmp/q8b.gguf --pp 0 --tg 0 --reps 1 --batch 1,4,16,64
 # the switches of the decode path, each off once (docs/hip-backend.md), while the peer builds
-(export LLM170_HIP_SPLIT_BUCKETS=0; ours 8b-split32 /tmp/q8b.gguf --pp 0 --tg 128 --reps 3)
+(export LLM170_HIP_DEFER_NORM=0; ours 8b-nodefer /tmp/q8b.gguf --pp 0 --tg 128 --reps 3)
 (export LLM170_HIP_PDL_PREFETCH=0; ours 8b-noprefetch /tmp/q8b.gguf --pp 0 --tg 128 --reps 3)
 (export LLM170_HIP_PDL=0; ours 8b-nopdl /tmp/q8b.gguf --pp 0 --tg 128 --reps 3)
 if wait_file /tmp/q27.gguf; then
