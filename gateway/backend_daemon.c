@@ -4,8 +4,7 @@
  * this gateway's poll group, and one poller thread collects the chunks of all
  * streams with one "poll" round trip per wake-up and turns them into events:
  * the per-token cost does not grow with a round trip per stream. A cancel
- * raises a flag that the poller acts on at its next poll (within POLL_MS,
- * or POLL_GAP_MS while chunks flow). */
+ * raises a flag that the poller acts on at its next poll (within POLL_MS). */
 #include "backend_daemon.h"
 
 #include <math.h>
@@ -23,12 +22,14 @@
 /* the longest a poll waits for a chunk; chunks end the wait at once, so this
  * only bounds how late a cancel is noticed while a request is queued */
 #define POLL_MS 100
-/* Polls start at least this far apart while chunks flow: a reply then
- * carries a few scheduler steps, so each stream's SSE write and the round
- * trip to llm170d are paid per few tokens instead of per token (a write costs
- * the same for one event as for four; 20 ms instead of 8 took the gateway
- * from ~14 to ~9 µs of CPU per token on 64 streams). A token waits at most
- * this long; a poll that finds nothing waits for the daemon, not for this. */
+/* Mid-stream chunks come at least this far apart while they flow (the poll's
+ * hold_ms: the daemon keeps them until then): a reply then carries a few
+ * scheduler steps, so each stream's SSE write and the round trip to llm170d
+ * are paid per few tokens instead of per token (a write costs the same for
+ * one event as for four; 20 ms instead of 8 took the gateway from ~14 to ~9 µs
+ * of CPU per token on 64 streams). A token waits at most this long. A final
+ * chunk is not held: the daemon answers with it at once, so the client's next
+ * request (and the slot the stream frees) waits for no interval. */
 #define POLL_GAP_MS 20
 
 struct daemon_backend {
@@ -323,7 +324,7 @@ static void *poller_main(void *arg)
     size_t n_fin = 0, cap_fin = 0;
     uint64_t *cancel = NULL;
     size_t cap_cancel = 0;
-    int64_t t_poll = 0;
+    int64_t t_flow = -(1 << 30); /* when the last reply that carried mid-stream chunks came */
     const char *gs = getenv("LLM170_POLL_GAP_MS");
     int gap_ms = gs ? atoi(gs) : POLL_GAP_MS;
     for (;;) {
@@ -364,8 +365,9 @@ static void *poller_main(void *arg)
             pc_cancel_id(b->pc, cancel[i], &e); /* the stream then ends with PF_CANCEL */
         struct proto_chunk *chunks = NULL;
         size_t n = 0;
-        t_poll = now_ms();
-        int rc = pc_poll(b->pc, b->group, acks, n_acks, POLL_MS, &chunks, &n, &e);
+        int64_t hold = t_flow + gap_ms - now_ms();
+        hold = hold < 0 ? 0 : hold > gap_ms ? gap_ms : hold;
+        int rc = pc_poll(b->pc, b->group, acks, n_acks, POLL_MS + (int)hold, (int)hold, &chunks, &n, &e);
         if (rc) {
             /* the daemon is gone or stuck: every running stream fails (as a poll of its own would) */
             atomic_store(&b->suspect, true);
@@ -389,7 +391,7 @@ static void *poller_main(void *arg)
                 usleep(100000);
             continue;
         }
-        bool unknown = false;
+        bool unknown = false, flow = false; /* flow: a stream that goes on had chunks */
         size_t delivered = 0;
         for (size_t c = 0; c < n;) {
             /* the chunks of one stream come together and in order */
@@ -405,6 +407,7 @@ static void *poller_main(void *arg)
             pthread_mutex_unlock(&b->mu);
             if (!j)
                 unknown = true; /* accepted but not registered yet: its chunks come again */
+            flow |= j && !chunks[end - 1].finish;
             for (size_t k = c; j && k < end; k++) {
                 if (chunks[k].i != j->next_i)
                     continue; /* seen before (a repeated reply) */
@@ -437,9 +440,8 @@ static void *poller_main(void *arg)
         proto_chunks_free(chunks, n);
         if (unknown && !delivered)
             usleep(1000); /* only chunks of a stream whose job is still registering: do not spin */
-        int64_t gap = t_poll + gap_ms - now_ms();
-        if (delivered && gap > 0)
-            usleep((useconds_t)gap * 1000);
+        if (flow)
+            t_flow = now_ms();
     }
     free(acks);
     free(fin);
