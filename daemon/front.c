@@ -359,7 +359,10 @@ static void stream_ack(struct stream *s, uint64_t from)
 
 /* poll: the chunks of every stream of one group in one reply, so a client
  * with many streams (the gateway) makes one round trip per wake-up, not one
- * per stream and token. */
+ * per stream and token. With hold_ms, chunks in the middle of a stream wait
+ * up to that long so a reply carries several scheduler steps, but a final
+ * chunk is answered at once (with only the streams that ended): the client's
+ * next request, and the slot it frees, wait for no poll interval. */
 static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
 {
     uint64_t group = req->id;
@@ -372,32 +375,40 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         if (s->state == S_DONE && s->n == 0 && !s->waiters)
             stream_free(d, s); /* its final chunk arrived: nothing left to keep */
     }
+    int64_t t0 = d_now_ms();
     int wait = req->wait_ms < MAX_WAIT_MS ? req->wait_ms : MAX_WAIT_MS;
-    int64_t deadline = d_now_ms() + wait;
+    int hold = req->hold_ms < wait ? req->hold_ms : wait;
+    int64_t deadline = t0 + wait, hold_until = t0 + hold;
+    bool only_ended = false; /* answer with the ended streams alone: the others' chunks keep collecting */
     for (;;) {
         int64_t now = d_now_ms();
-        bool any = false;
+        bool any = false, ended = false;
         for (struct stream *s = d->streams; s; s = s->next)
             if (s->group == group && s->kind == S_STREAM) {
                 s->t_poll_ms = now;
                 any |= s->n > 0;
+                ended |= s->n > 0 && s->state == S_DONE;
             }
-        if (any || now >= deadline || d->stop >= 2)
+        if (d->stop >= 2 || now >= deadline || (any && now >= hold_until))
             break;
-        wait_cv(d, &d->poll_cv, deadline);
+        if (ended) {
+            only_ended = true;
+            break;
+        }
+        wait_cv(d, &d->poll_cv, any ? hold_until : deadline);
     }
     proto_msg_init(rep, PT_CHUNKS);
     rep->id = 0;
     size_t total = 0;
     for (struct stream *s = d->streams; s; s = s->next)
-        if (s->group == group && s->kind == S_STREAM)
+        if (s->group == group && s->kind == S_STREAM && (!only_ended || s->state == S_DONE))
             total += s->n;
     if (total > MAX_CHUNKS_PER_REPLY)
         total = MAX_CHUNKS_PER_REPLY;
     rep->chunks = calloc(total + 1, sizeof *rep->chunks);
     struct err e;
     for (struct stream *s = d->streams; s && rep->chunks; s = s->next) {
-        if (s->group != group || s->kind != S_STREAM)
+        if (s->group != group || s->kind != S_STREAM || (only_ended && s->state != S_DONE))
             continue;
         for (size_t i = 0; i < s->n && rep->n_chunks < total; i++) {
             if (proto_chunk_copy(&rep->chunks[rep->n_chunks], &s->q[i], &e))

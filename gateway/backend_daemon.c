@@ -4,8 +4,7 @@
  * this gateway's poll group, and one poller thread collects the chunks of all
  * streams with one "poll" round trip per wake-up and turns them into events:
  * the per-token cost does not grow with a round trip per stream. A cancel
- * raises a flag that the poller acts on at its next poll (within POLL_MS,
- * or POLL_GAP_MS while chunks flow). */
+ * raises a flag that the poller acts on at its next poll (within POLL_MS). */
 #include "backend_daemon.h"
 
 #include <math.h>
@@ -28,7 +27,17 @@
  * trip to llm170d are paid per few tokens instead of per token (a write costs
  * the same for one event as for four; 20 ms instead of 8 took the gateway
  * from ~14 to ~9 µs of CPU per token on 64 streams). A token waits at most
- * this long; a poll that finds nothing waits for the daemon, not for this. */
+ * this long; a poll that finds nothing waits for the daemon, not for this.
+ *
+ * LLM170_POLL_FINAL_AT_ONCE=1 moves the wait into llm170d (the poll's
+ * hold_ms) so that a stream's final chunk is answered at once while
+ * mid-stream chunks still come this far apart: the client's next request is
+ * not delayed (64 streams: a slot's empty time between requests ~25 → ~11 ms,
+ * 58 → 62 of 64 slots decoding per step). But a stream then ends nearly every
+ * step, so the poll returns every step: on the 2-core CPU machine llm170d
+ * spent ~2 µs more CPU per token and no throughput gain could be told from
+ * the noise (docs/benchmarks.md), hence off by default. A worker whose steps
+ * do not share the gateway's cores (a GPU) is where the fuller slots can pay. */
 #define POLL_GAP_MS 20
 
 struct daemon_backend {
@@ -323,9 +332,12 @@ static void *poller_main(void *arg)
     size_t n_fin = 0, cap_fin = 0;
     uint64_t *cancel = NULL;
     size_t cap_cancel = 0;
-    int64_t t_poll = 0;
+    int64_t t_flow = -(1 << 30); /* when the last reply that carried mid-stream chunks came */
     const char *gs = getenv("LLM170_POLL_GAP_MS");
     int gap_ms = gs ? atoi(gs) : POLL_GAP_MS;
+    const char *fs = getenv("LLM170_POLL_FINAL_AT_ONCE");
+    const bool final_at_once = fs && atoi(fs) > 0;
+    int64_t t_poll = 0;
     for (;;) {
         pthread_mutex_lock(&b->mu);
         while (!b->n_live && !n_fin && !b->quit)
@@ -364,8 +376,10 @@ static void *poller_main(void *arg)
             pc_cancel_id(b->pc, cancel[i], &e); /* the stream then ends with PF_CANCEL */
         struct proto_chunk *chunks = NULL;
         size_t n = 0;
+        int64_t hold = final_at_once ? t_flow + gap_ms - now_ms() : 0;
+        hold = hold < 0 ? 0 : hold > gap_ms ? gap_ms : hold;
         t_poll = now_ms();
-        int rc = pc_poll(b->pc, b->group, acks, n_acks, POLL_MS, &chunks, &n, &e);
+        int rc = pc_poll(b->pc, b->group, acks, n_acks, POLL_MS + (int)hold, (int)hold, &chunks, &n, &e);
         if (rc) {
             /* the daemon is gone or stuck: every running stream fails (as a poll of its own would) */
             atomic_store(&b->suspect, true);
@@ -389,7 +403,7 @@ static void *poller_main(void *arg)
                 usleep(100000);
             continue;
         }
-        bool unknown = false;
+        bool unknown = false, flow = false; /* flow: a stream that goes on had chunks */
         size_t delivered = 0;
         for (size_t c = 0; c < n;) {
             /* the chunks of one stream come together and in order */
@@ -405,6 +419,7 @@ static void *poller_main(void *arg)
             pthread_mutex_unlock(&b->mu);
             if (!j)
                 unknown = true; /* accepted but not registered yet: its chunks come again */
+            flow |= j && !chunks[end - 1].finish;
             for (size_t k = c; j && k < end; k++) {
                 if (chunks[k].i != j->next_i)
                     continue; /* seen before (a repeated reply) */
@@ -437,8 +452,10 @@ static void *poller_main(void *arg)
         proto_chunks_free(chunks, n);
         if (unknown && !delivered)
             usleep(1000); /* only chunks of a stream whose job is still registering: do not spin */
+        if (flow)
+            t_flow = now_ms();
         int64_t gap = t_poll + gap_ms - now_ms();
-        if (delivered && gap > 0)
+        if (!final_at_once && delivered && gap > 0)
             usleep((useconds_t)gap * 1000);
     }
     free(acks);

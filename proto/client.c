@@ -209,7 +209,7 @@ int pc_next(struct pc_stream *s, int wait_ms, struct proto_chunk **chunks, size_
 }
 
 int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, size_t n_acks, int wait_ms,
-            struct proto_chunk **chunks, size_t *n, struct err *e)
+            int hold_ms, struct proto_chunk **chunks, size_t *n, struct err *e)
 {
     *chunks = NULL;
     *n = 0;
@@ -219,6 +219,7 @@ int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, s
     req.acks = (struct proto_ack *)acks;
     req.n_acks = n_acks;
     req.wait_ms = wait_ms < 0 ? 0 : wait_ms;
+    req.hold_ms = hold_ms < 0 ? 0 : hold_ms > req.wait_ms ? req.wait_ms : hold_ms;
     int rc = call(c, &req, &rep, req.wait_ms, e);
     if (rc)
         return rc;

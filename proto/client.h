@@ -73,9 +73,12 @@ void pc_stream_detach(struct pc_stream *s);
  * the caller already has (stream id, first index it lacks), so they are
  * dropped (a stream whose final chunk is acknowledged is forgotten). Chunks
  * not acknowledged come again in the next reply: the caller skips indexes it
- * has seen. *chunks is malloc'ed (proto_chunks_free). */
+ * has seen. hold_ms > 0 lets mid-stream chunks collect that long (so one
+ * reply carries several steps) while a stream's final chunk is answered at
+ * once, alone with the other streams that ended (proto/README.md).
+ * *chunks is malloc'ed (proto_chunks_free). */
 int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, size_t n_acks, int wait_ms,
-            struct proto_chunk **chunks, size_t *n, struct err *e);
+            int hold_ms, struct proto_chunk **chunks, size_t *n, struct err *e);
 /* Cancel a stream by id (a stream of a poll group); it then ends with PF_CANCEL. */
 int pc_cancel_id(struct pc_client *c, uint64_t id, struct err *e);
 uint64_t pc_stream_id(const struct pc_stream *s);

@@ -486,7 +486,7 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
     switch (m->type) {
     case PT_GENERATE: n += 1; break;
     case PT_NEXT: n += 2; break;
-    case PT_POLL: n += 2; break;
+    case PT_POLL: n += m->hold_ms > 0 ? 3 : 2; break;
     case PT_CHUNKS: n += 2; break;
     case PT_ERROR: n += 2; break;
     case PT_TOKENIZE: n += 4; break;
@@ -519,6 +519,8 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
             msgpack_pack_uint64(pk, m->acks[i].from);
         }
         KV_INT("wait_ms", m->wait_ms);
+        if (m->hold_ms > 0) /* absent = 0: what a peer without it sends */
+            KV_INT("hold_ms", m->hold_ms);
         break;
     case PT_CHUNKS:
         pk_key(pk, "chunks");
@@ -1112,6 +1114,8 @@ static int decode_obj(const msgpack_object *root, struct proto_msg *m, struct er
                 m->n_acks = i + 1;
             }
         }
+        if ((rc = RD_I32(root, "hold_ms", 0, 600000, m->hold_ms, false)))
+            return rc;
         return RD_I32(root, "wait_ms", 0, 600000, m->wait_ms, false);
     }
     case PT_ERROR: {

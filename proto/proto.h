@@ -48,7 +48,7 @@ enum proto_type {
     PT_PONG,         /* W→D            id, worker (active, queued, slots) */
     PT_READY,        /* W→D            worker (model, backend, device, slots, n_ctx, n_vocab, mem) */
     PT_SHUTDOWN,     /* D→W            — finish open requests, then exit */
-    PT_POLL,         /* C→D            id (= the poll group), acks[], wait_ms → chunks of every stream of the group */
+    PT_POLL,         /* C→D            id (= the poll group), acks[], wait_ms, hold_ms → chunks of every stream of the group */
     PT_COUNT
 };
 
@@ -198,6 +198,7 @@ struct proto_msg {
     struct proto_gen gen;         /* generate; gen.model for tokenize/detokenize */
     uint64_t from;                /* next: first chunk index the client still lacks */
     int32_t wait_ms;              /* next, poll: longest wait for a chunk */
+    int32_t hold_ms;              /* poll: keep mid-stream chunks this long (final chunks go at once); 0 = none */
     struct proto_ack *acks;       /* poll: [n_acks] */
     size_t n_acks;
     struct proto_chunk *chunks;   /* chunks: [n_chunks]; with id 0 every chunk names its stream (sid) */

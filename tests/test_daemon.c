@@ -239,7 +239,7 @@ static void poll_group(void)
 
     struct proto_chunk *ch = NULL;
     size_t n = 0, n_again = 0;
-    CHECK(pc_poll(c, group, NULL, 0, 1000, &ch, &n, &e) == 0, "poll: %s", e.msg);
+    CHECK(pc_poll(c, group, NULL, 0, 1000, 0, &ch, &n, &e) == 0, "poll: %s", e.msg);
     char text[3][128] = {"", "", ""};
     int finish[3] = {0}, seen_other = 0, gaps = 0;
     uint64_t next[3] = {0};
@@ -264,13 +264,13 @@ static void poll_group(void)
     CHECK(finish[0] == PF_LENGTH && finish[1] == PF_LENGTH && finish[2] == PF_LENGTH, "each ends with 'length'");
 
     /* not acknowledged: the same chunks come again (a lost reply loses nothing) */
-    CHECK(pc_poll(c, group, NULL, 0, 1000, &ch, &n_again, &e) == 0, "poll again");
+    CHECK(pc_poll(c, group, NULL, 0, 1000, 0, &ch, &n_again, &e) == 0, "poll again");
     proto_chunks_free(ch, n_again);
     CHECK_EQ_INT(n_again, n);
     /* acknowledged: nothing left, and the finished streams are forgotten */
     struct proto_ack acks[3] = {{id[0], next[0]}, {id[1], next[1]}, {id[2], next[2]}};
     int64_t t0 = now_ms();
-    CHECK(pc_poll(c, group, acks, 3, 300, &ch, &n, &e) == 0, "poll with acks");
+    CHECK(pc_poll(c, group, acks, 3, 300, 0, &ch, &n, &e) == 0, "poll with acks");
     proto_chunks_free(ch, n);
     CHECK(n == 0 && now_ms() - t0 >= 250, "nothing more: the poll waited its %d ms (%zu chunks)", 300, n);
     CHECK(pc_cancel_id(c, id[0], &e) == 0, "cancel of a forgotten stream is not an error");
@@ -295,6 +295,78 @@ struct par {
     int finish;
     char text[256];
 };
+
+/* A poll with hold_ms keeps mid-stream chunks until the hold ends, but a
+ * stream's final chunk is answered at once, with the ended streams alone
+ * (the running one's chunks stay for the next reply, none lost). */
+static void poll_hold(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--slots", "8", NULL};
+    pid_t d;
+    struct pc_client *c = daemon_up(extra, &d);
+    if (!c)
+        return;
+    const uint64_t group = 0x5eed0002;
+    const int max[2] = {3, 40}; /* 20 ms a step: the short one ends after ~80 ms, the long one runs ~0.8 s */
+    uint64_t id[2] = {0};
+    struct err e;
+    for (int k = 0; k < 2; k++) {
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = "hello";
+        g.max_tokens = max[k];
+        g.set |= PG_MAX_TOKENS;
+        g.group = group;
+        struct pc_stream *s = NULL;
+        CHECK(pc_generate(c, &g, &s, &e) == 0, "generate %d: %s", k, e.msg);
+        if (s) {
+            id[k] = pc_stream_id(s);
+            pc_stream_detach(s);
+        }
+    }
+    /* hold 600 ms: the short stream's end answers long before that */
+    struct proto_chunk *ch = NULL;
+    size_t n = 0;
+    uint64_t next[2] = {0};
+    int64_t t0 = now_ms();
+    CHECK(pc_poll(c, group, NULL, 0, 2000, 600, &ch, &n, &e) == 0, "poll: %s", e.msg);
+    int64_t waited = now_ms() - t0;
+    int of_long = 0, finished_short = 0;
+    for (size_t i = 0; i < n; i++) {
+        of_long += ch[i].sid == id[1];
+        if (ch[i].sid == id[0]) {
+            CHECK(ch[i].i == next[0], "in order: chunk %llu, expected %llu", (unsigned long long)ch[i].i,
+                  (unsigned long long)next[0]);
+            next[0] = ch[i].i + 1;
+            finished_short |= ch[i].finish == PF_LENGTH;
+        }
+    }
+    proto_chunks_free(ch, n);
+    CHECK(waited < 450, "the final chunk was answered at once (%lld ms, hold 600)", (long long)waited);
+    CHECK(finished_short && next[0] == 4 && of_long == 0,
+          "only the ended stream, whole (%llu chunks, final %d; %d of the running one)", (unsigned long long)next[0],
+          finished_short, of_long);
+    /* the running stream: its chunks come when the hold ends, from index 0 on */
+    struct proto_ack acks[1] = {{id[0], next[0]}};
+    t0 = now_ms();
+    CHECK(pc_poll(c, group, acks, 1, 2000, 150, &ch, &n, &e) == 0, "poll again: %s", e.msg);
+    waited = now_ms() - t0;
+    int gaps = 0, finals = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(ch[i].sid == id[1], "a chunk of stream %llu", (unsigned long long)ch[i].sid);
+        gaps += ch[i].i != next[1];
+        next[1] = ch[i].i + 1;
+        finals += ch[i].finish != 0;
+    }
+    proto_chunks_free(ch, n);
+    CHECK(waited >= 140 && n >= 2 && gaps == 0 && finals == 0,
+          "mid-stream chunks held for the hold (%lld ms, %zu chunks, %d gaps, %d final)", (long long)waited, n, gaps,
+          finals);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
 
 static void *par_main(void *arg)
 {
@@ -946,6 +1018,7 @@ int main(void)
     RUN(stream_basic);
     RUN(concurrent_streams);
     RUN(poll_group);
+    RUN(poll_hold);
     RUN(cancel_and_queue_full);
     RUN(worker_killed);
     RUN(systemd_notify);

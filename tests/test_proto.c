@@ -136,7 +136,8 @@ static void poll_group_roundtrip(void)
     m.acks = acks;
     m.n_acks = 3;
     m.wait_ms = 100;
-    CHECK(roundtrip(&m, &d) == 0 && d.type == PT_POLL && d.id == 77 && d.wait_ms == 100, "poll");
+    m.hold_ms = 20;
+    CHECK(roundtrip(&m, &d) == 0 && d.type == PT_POLL && d.id == 77 && d.wait_ms == 100 && d.hold_ms == 20, "poll");
     CHECK_EQ_INT(d.n_acks, 3);
     if (d.n_acks == 3)
         CHECK(d.acks[0].id == 7 && d.acks[0].from == 3 && d.acks[1].id == 9 && d.acks[1].from == 0 &&
@@ -145,7 +146,7 @@ static void poll_group_roundtrip(void)
     proto_msg_free(&d);
     proto_msg_init(&m, PT_POLL);
     m.id = 77;
-    CHECK(roundtrip(&m, &d) == 0 && d.n_acks == 0, "poll without acks");
+    CHECK(roundtrip(&m, &d) == 0 && d.n_acks == 0 && d.hold_ms == 0, "poll without acks (and without hold: 0)");
     proto_msg_free(&d);
     proto_msg_init(&m, PT_POLL); /* the group is required */
     CHECK(roundtrip(&m, &d) != 0, "poll without a group is refused");

@@ -491,6 +491,21 @@ static void decode_first_bounded_prefill(void)
     CHECK(steps_to_b == 10, "B's first token after ceil(150/16) = 10 steps, not %d", steps_to_b);
     sched_cancel(s, 1);
     run_all(s, 20);
+    /* the counters a serving worker reports: both prompts evaluated whole (no cache yet), two fresh slots */
+    struct sched_counters sc;
+    sched_get_counters(s, &sc);
+    CHECK(sc.admitted == 2 && sc.prefill_tokens == (uint64_t)n + 150 && sc.slot_gaps == 0,
+          "counters: %llu admitted, %llu prompt tokens (want %d), %llu slot reuses", (unsigned long long)sc.admitted,
+          (unsigned long long)sc.prefill_tokens, n + 150, (unsigned long long)sc.slot_gaps);
+    CHECK(sc.steps >= 13 && sc.decode_rows >= (uint64_t)(a_before + steps_to_b), "%llu steps, %llu decode rows",
+          (unsigned long long)sc.steps, (unsigned long long)sc.decode_rows);
+    q.id = 3; /* takes a slot a finished request left: one empty-slot interval measured */
+    q.max_tokens = 1;
+    CHECK(sched_submit(s, &q, &e) == 0, "C");
+    run_all(s, 20);
+    sched_get_counters(s, &sc);
+    CHECK(sc.admitted == 3 && sc.slot_gaps == 1 && sc.slot_gap_ns > 0, "C reused a slot (%llu gaps)",
+          (unsigned long long)sc.slot_gaps);
     sched_free(s);
     free(c);
 }

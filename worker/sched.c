@@ -26,6 +26,7 @@ struct sreq {
     int n_cached;               /* prompt positions reused from a cache */
     int n_gen;                  /* tokens sampled */
     uint64_t admitted;          /* admission order: older prompts get the prefill budget first */
+    uint64_t t_submit;          /* CLOCK_MONOTONIC ns of sched_submit */
     int32_t pending;            /* sampled but not decoded yet (-1 none) */
     int32_t max_tokens, n_probs;
     bool ignore_eos, special, cache_prompt;
@@ -39,6 +40,7 @@ struct sreq {
 
 struct slot {
     struct sreq *r;   /* running request, NULL when free */
+    uint64_t t_free;  /* CLOCK_MONOTONIC ns when its last request ended (0 = never used) */
     int32_t *cache;   /* [n_ctx] tokens whose KV this sequence holds (first n_cache) */
     int n_cache;
 };
@@ -75,7 +77,17 @@ struct sched {
     char *top_text;             /* [32][piece_cap] */
     int32_t *eog;               /* [n_eog] EOG ids for ignore_eos biasing */
     int n_eog;
+    struct sched_counters cnt;  /* stepping thread */
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sched_get_counters(struct sched *s, struct sched_counters *out) { *out = s->cnt; }
 
 void sched_request_init(struct sched_request *r)
 {
@@ -204,6 +216,7 @@ int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
     if (!r)
         return err_set(e, ERR_NOMEM, "out of memory");
     r->id = q->id;
+    r->t_submit = now_ns();
     r->n_prompt = (int)q->n_prompt;
     r->pending = -1;
     r->max_tokens = q->max_tokens;
@@ -356,6 +369,7 @@ static void finish_slot(struct sched *s, int si, int finish, int err_code, const
         }
     }
     emit_final(s, r, finish, s->text, n, err_code, message);
+    sl->t_free = now_ns();
     pthread_mutex_lock(&s->mu);
     sl->r = NULL;
     s->n_running--;
@@ -421,6 +435,12 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
     r->n_past = reuse;
     r->n_cached = reuse;
     r->admitted = ++s->n_admitted;
+    s->cnt.admitted++;
+    s->cnt.submit_wait_ns += now_ns() - r->t_submit;
+    if (sl->t_free) {
+        s->cnt.slot_gaps++;
+        s->cnt.slot_gap_ns += now_ns() - sl->t_free;
+    }
     /* llama-server feeds the prompt to the penalty window */
     for (int i = 0; i < r->n_prompt; i++)
         smp_accept(r->smp, r->prompt[i]);
@@ -523,6 +543,7 @@ static void sample_slot(struct sched *s, int si, int32_t tok, const float *logit
     s->emit(s->user, &ev);
     if (sr.stopped) {
         emit_final(s, r, SCHED_STOP, "", 0, 0, NULL);
+        sl->t_free = now_ns();
         pthread_mutex_lock(&s->mu);
         sl->r = NULL;
         s->n_running--;
@@ -539,6 +560,7 @@ static void sample_slot(struct sched *s, int si, int32_t tok, const float *logit
 int sched_step(struct sched *s, struct err *e)
 {
     /* 1. cancellations and admissions */
+    uint64_t t0 = now_ns();
     struct sreq *gone = NULL;
     int cancel_slots[1024], n_cancel = 0;
     pthread_mutex_lock(&s->mu);
@@ -607,6 +629,7 @@ int sched_step(struct sched *s, struct err *e)
         s->batch[nb++] = (struct engine_tok){r->pending, r->n_past, i, true};
         s->row_slot[n_rows++] = i;
     }
+    const int n_dec = nb;
     /* ... then prefill chunks, oldest admission first, within the budget */
     int budget = s->p.n_batch - nb;
     if (budget > s->p.prefill_chunk)
@@ -643,7 +666,14 @@ int sched_step(struct sched *s, struct err *e)
         return progress;
 
     /* 3. one engine call for all of it */
+    uint64_t t1 = now_ns();
     int rc = engine_decode(s->eng, s->batch, nb, s->logits, e);
+    uint64_t t2 = now_ns();
+    s->cnt.steps++;
+    s->cnt.decode_rows += (uint64_t)n_dec;
+    s->cnt.prefill_tokens += (uint64_t)(nb - n_dec);
+    s->cnt.ns_admit += t1 - t0;
+    s->cnt.ns_decode += t2 - t1;
     if (rc) {
         char msg[sizeof e->msg];
         snprintf(msg, sizeof msg, "%s", e ? e->msg : "engine_decode failed");
@@ -678,11 +708,14 @@ int sched_step(struct sched *s, struct err *e)
     /* 4. sample every row that has logits on the engine's threads (the draws are independent: each
      * request has its own sampler and RNG), then emit in batch order on this thread */
     engine_parallel(s->eng, sample_row, s, n_rows);
+    uint64_t t3 = now_ns();
     for (int row = 0; row < n_rows; row++) {
         int si = s->row_slot[row];
         if (s->slots[si].r)
             sample_slot(s, si, s->row_tok[row], s->logits + (size_t)row * s->n_vocab);
         progress++;
     }
+    s->cnt.ns_sample += t3 - t2;
+    s->cnt.ns_emit += now_ns() - t3;
     return progress > 0 ? progress : 1;
 }

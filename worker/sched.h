@@ -100,6 +100,25 @@ void sched_close(struct sched *s);
 int sched_step(struct sched *s, struct err *e);
 /* Block until there is work (a submission or cancel) or timeout_ms passes. */
 void sched_wait(struct sched *s, int timeout_ms);
+/* What the stepping thread did so far, for finding where a serving worker's
+ * time goes (slot occupancy, idle slots between requests, the step's phases).
+ * Times are CLOCK_MONOTONIC nanoseconds. Read from the stepping thread, or
+ * accept a torn read elsewhere (statistics only). */
+struct sched_counters {
+    uint64_t steps;             /* steps that called engine_decode */
+    uint64_t decode_rows;       /* sum over those steps of sequences decoding (one token each) */
+    uint64_t prefill_tokens;    /* sum of prompt tokens evaluated */
+    uint64_t admitted;          /* requests put into a slot */
+    uint64_t slot_gaps;         /* admissions into a slot a previous request had left */
+    uint64_t slot_gap_ns;       /* sum of those slots' empty time (last token → admission) */
+    uint64_t submit_wait_ns;    /* sum over admissions of the time from sched_submit to admission */
+    uint64_t ns_admit;          /* cancellations, admissions, batch building */
+    uint64_t ns_decode;         /* engine_decode */
+    uint64_t ns_sample;         /* sampling the rows (on the engine's threads) */
+    uint64_t ns_emit;           /* accept, detokenize, stop strings, emit callbacks */
+};
+void sched_get_counters(struct sched *s, struct sched_counters *out);
+
 /* Thread-safe counts: requests holding a slot, requests waiting. */
 void sched_stats(struct sched *s, int *active, int *queued);
 bool sched_idle(struct sched *s);

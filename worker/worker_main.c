@@ -155,15 +155,61 @@ static void flush_batch(struct worker *w)
     w->n_batch = 0;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* LLM170_SCHED_STATS=S: every S seconds, one line on stderr with what the
+ * scheduler thread did since the last line (occupancy, empty slots between
+ * requests, time per phase): how a serving worker spends its time. */
+struct step_stats {
+    uint64_t t_last, ns_flush, ns_wait;
+    struct sched_counters prev;
+};
+
+static void step_stats_log(struct worker *w, struct step_stats *st, uint64_t now)
+{
+    struct sched_counters c;
+    sched_get_counters(w->s, &c);
+    const struct sched_counters *p = &st->prev;
+    double steps = (double)(c.steps - p->steps), adm = (double)(c.admitted - p->admitted);
+    double gaps = (double)(c.slot_gaps - p->slot_gaps), wall = (double)(now - st->t_last) / 1e6;
+    if (steps > 0)
+        logf_("stats %.0f ms: %.0f steps, %.1f decode rows + %.1f prompt tokens a step; per step: admit %.3f, decode %.3f, "
+              "sample %.3f, emit %.3f, send %.3f ms; idle %.1f ms; %.0f admitted, submit→admit %.2f ms, empty slot %.2f ms",
+              wall, steps, (double)(c.decode_rows - p->decode_rows) / steps,
+              (double)(c.prefill_tokens - p->prefill_tokens) / steps, (double)(c.ns_admit - p->ns_admit) / steps / 1e6,
+              (double)(c.ns_decode - p->ns_decode) / steps / 1e6, (double)(c.ns_sample - p->ns_sample) / steps / 1e6,
+              (double)(c.ns_emit - p->ns_emit) / steps / 1e6, (double)st->ns_flush / steps / 1e6, (double)st->ns_wait / 1e6,
+              adm, adm > 0 ? (double)(c.submit_wait_ns - p->submit_wait_ns) / adm / 1e6 : 0.0,
+              gaps > 0 ? (double)(c.slot_gap_ns - p->slot_gap_ns) / gaps / 1e6 : 0.0);
+    st->prev = c;
+    st->t_last = now;
+    st->ns_flush = st->ns_wait = 0;
+}
+
 static void *sched_main(void *arg)
 {
     struct worker *w = arg;
+    const char *ss = getenv("LLM170_SCHED_STATS");
+    uint64_t every = ss && atoi(ss) > 0 ? (uint64_t)atoi(ss) * 1000000000u : 0;
+    struct step_stats st = {.t_last = now_ns()};
     while (!w->quit) {
         struct err e;
         tl_in_step = true;
         int rc = sched_step(w->s, &e);
         tl_in_step = false;
+        uint64_t t0 = every ? now_ns() : 0;
         flush_batch(w);
+        if (every) {
+            uint64_t t1 = now_ns();
+            st.ns_flush += t1 - t0;
+            if (t1 - st.t_last >= every)
+                step_stats_log(w, &st, t1);
+        }
         if (rc < 0)
             logf_("step: %s", e.msg);
         if (rc == 0) {
@@ -171,7 +217,10 @@ static void *sched_main(void *arg)
                 w->quit = 1;
                 break;
             }
+            uint64_t t2 = every ? now_ns() : 0;
             sched_wait(w->s, 100);
+            if (every)
+                st.ns_wait += now_ns() - t2;
         }
     }
     return NULL;
