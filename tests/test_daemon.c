@@ -197,6 +197,27 @@ static void stream_basic(void)
     CHECK_EQ_INT(stop_daemon(d), 0);
 }
 
+/* Start n streams of "hello" in a poll group (max_tokens max[k]) whose chunks
+ * are read by pc_poll, not by their stream handles: their ids go to id[]. */
+static void start_group(struct pc_client *c, uint64_t group, const int *max, int n, uint64_t *id)
+{
+    struct err e;
+    for (int k = 0; k < n; k++) {
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = "hello";
+        g.max_tokens = max[k];
+        g.set |= PG_MAX_TOKENS;
+        g.group = group;
+        struct pc_stream *s = NULL;
+        CHECK(pc_generate(c, &g, &s, &e) == 0, "generate %d: %s", k, e.msg);
+        if (s) {
+            id[k] = pc_stream_id(s);
+            pc_stream_detach(s);
+        }
+    }
+}
+
 /* Poll groups: one poll collects the chunks of every stream of its group (and
  * of no other), a reply that is not acknowledged comes again, acknowledged
  * chunks do not, and a stream whose final chunk was acknowledged is gone. */
@@ -213,20 +234,7 @@ static void poll_group(void)
     const int max[3] = {3, 5, 7};
     uint64_t id[3] = {0}, other = 0;
     struct err e;
-    struct pc_stream *s;
-    for (int k = 0; k < 3; k++) {
-        struct proto_gen g;
-        proto_gen_init(&g);
-        g.prompt = "hello";
-        g.max_tokens = max[k];
-        g.set |= PG_MAX_TOKENS;
-        g.group = group;
-        CHECK(pc_generate(c, &g, &s, &e) == 0, "generate %d: %s", k, e.msg);
-        if (s) {
-            id[k] = pc_stream_id(s);
-            pc_stream_detach(s);
-        }
-    }
+    start_group(c, group, max, 3, id);
     struct proto_gen g;
     proto_gen_init(&g);
     g.prompt = "hello";
@@ -312,20 +320,7 @@ static void poll_hold(void)
     const int max[2] = {3, 40}; /* 20 ms a step: the short one ends after ~80 ms, the long one runs ~0.8 s */
     uint64_t id[2] = {0};
     struct err e;
-    for (int k = 0; k < 2; k++) {
-        struct proto_gen g;
-        proto_gen_init(&g);
-        g.prompt = "hello";
-        g.max_tokens = max[k];
-        g.set |= PG_MAX_TOKENS;
-        g.group = group;
-        struct pc_stream *s = NULL;
-        CHECK(pc_generate(c, &g, &s, &e) == 0, "generate %d: %s", k, e.msg);
-        if (s) {
-            id[k] = pc_stream_id(s);
-            pc_stream_detach(s);
-        }
-    }
+    start_group(c, group, max, 2, id);
     /* hold 600 ms: the short stream's end answers long before that */
     struct proto_chunk *ch = NULL;
     size_t n = 0;
