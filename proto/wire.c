@@ -87,53 +87,6 @@ int proto_send_bytes(nng_socket s, const void *buf, size_t len, int timeout_ms, 
     return rc ? rc : aio_op(&s, NULL, true, &msg, timeout_ms, e);
 }
 
-int proto_sender_start(struct proto_sender *ps, nng_socket s, const void *buf, size_t len, int timeout_ms,
-                       struct err *e)
-{
-    if (ps->busy)
-        return err_set(e, ERR_INVALID, "proto: a send is still in flight");
-    if (!ps->aio) {
-        int rv = nng_aio_alloc(&ps->aio, NULL, NULL);
-        if (rv) {
-            ps->aio = NULL;
-            return nng_fail(e, rv, "nng_aio_alloc");
-        }
-    }
-    nng_msg *msg;
-    int rc = bytes_msg(buf, len, &msg, e);
-    if (rc)
-        return rc;
-    nng_aio_set_timeout(ps->aio, dur(timeout_ms));
-    nng_aio_set_msg(ps->aio, msg);
-    nng_send_aio(s, ps->aio);
-    ps->busy = true;
-    return 0;
-}
-
-int proto_sender_wait(struct proto_sender *ps, struct err *e)
-{
-    if (!ps->busy)
-        return 0;
-    nng_aio_wait(ps->aio);
-    ps->busy = false;
-    int rv = nng_aio_result(ps->aio);
-    if (rv) {
-        nng_msg_free(nng_aio_get_msg(ps->aio)); /* a failed send leaves the message with us */
-        nng_aio_set_msg(ps->aio, NULL);
-        return nng_fail(e, rv, "send");
-    }
-    return 0;
-}
-
-void proto_sender_free(struct proto_sender *ps)
-{
-    struct err e;
-    proto_sender_wait(ps, &e);
-    if (ps->aio)
-        nng_aio_free(ps->aio);
-    ps->aio = NULL;
-}
-
 int proto_recv(nng_socket s, struct proto_msg *m, int timeout_ms, struct err *e)
 {
     nng_msg *msg;

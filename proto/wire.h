@@ -16,20 +16,6 @@
 int proto_send(nng_socket s, const struct proto_msg *m, int timeout_ms, struct err *e);
 /* An already encoded message (proto_chunkbuf_end's bytes), sent as it is. */
 int proto_send_bytes(nng_socket s, const void *buf, size_t len, int timeout_ms, struct err *e);
-/* A send that does not wait for the socket to take the message: the
- * scheduler goes on to its next step while nng moves the last step's
- * message. One message in flight at a time (proto_sender_wait before the
- * next send), and nng queues a socket's sends in the order they are made. */
-struct proto_sender {
-    nng_aio *aio; /* NULL until the first send */
-    bool busy;    /* a send is in flight */
-};
-/* Start sending len bytes (copied); the previous send must have been waited for. */
-int proto_sender_start(struct proto_sender *ps, nng_socket s, const void *buf, size_t len, int timeout_ms,
-                       struct err *e);
-/* Wait for the send in flight (none: 0 at once); its error when it failed. */
-int proto_sender_wait(struct proto_sender *ps, struct err *e);
-void proto_sender_free(struct proto_sender *ps); /* waits first */
 int proto_recv(nng_socket s, struct proto_msg *m, int timeout_ms, struct err *e);
 
 /* Context-level (REQ/REP between clients and the daemon). */

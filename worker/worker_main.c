@@ -46,7 +46,6 @@ struct worker {
     /* chunks of the scheduler step in progress: sent as one message when the
      * step ends (one message per step, not one per stream and token) */
     struct proto_chunkbuf batch; /* the step's chunks message, encoded as its events come */
-    struct proto_sender step_tx; /* the last step's message, on its way while the next step runs */
 };
 
 static volatile sig_atomic_t g_term;
@@ -141,9 +140,7 @@ static void flush_batch(struct worker *w)
     struct err e;
     const char *buf;
     size_t len;
-    if (proto_sender_wait(&w->step_tx, &e)) /* the last step's message: sent during this step, as a rule */
-        logf_("send chunks: %s", e.msg);
-    if (proto_chunkbuf_end(&w->batch, &buf, &len, &e) || proto_sender_start(&w->step_tx, w->sock, buf, len, 5000, &e))
+    if (proto_chunkbuf_end(&w->batch, &buf, &len, &e) || proto_send_bytes(w->sock, buf, len, 5000, &e))
         logf_("send chunks: %s", e.msg);
     proto_chunkbuf_reset(&w->batch);
 }
@@ -620,7 +617,6 @@ int main(int argc, char **argv)
     w->quit = 1;
     sched_close(w->s);
     pthread_join(th, NULL);
-    proto_sender_free(&w->step_tx);
     nng_close(w->sock);
     sched_free(w->s);
     proto_chunkbuf_free(&w->batch);
