@@ -401,7 +401,15 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
         KV_UINT("group", g->group);
 }
 
+static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const char *text, size_t n_text);
+
 static void pk_chunk(msgpack_packer *pk, const struct proto_chunk *c)
+{
+    pk_chunk_text(pk, c, c->text ? c->text : "", c->text ? strlen(c->text) : 0);
+}
+
+/* A chunk whose text is n_text bytes, not necessarily NUL-terminated. */
+static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const char *text, size_t n_text)
 {
     size_t n = 3 + c->has_logprob + !!c->n_top + !!c->sid;
     if (c->finish)
@@ -411,7 +419,9 @@ static void pk_chunk(msgpack_packer *pk, const struct proto_chunk *c)
         KV_UINT("s", c->sid);
     KV_UINT("i", c->i);
     KV_INT("token", c->token);
-    KV_STR("text", c->text);
+    pk_key(pk, "text");
+    msgpack_pack_str(pk, n_text);
+    msgpack_pack_str_body(pk, text, n_text);
     if (c->has_logprob)
         KV_FLT("logprob", c->logprob);
     if (c->n_top) {
@@ -569,6 +579,88 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
     *buf = sb.data;
     *len = sb.size;
     return 0;
+}
+
+/* ---------------------------------------------------------------- chunk buffer */
+
+static int cb_write(void *data, const char *buf, size_t len)
+{
+    struct proto_chunkbuf *b = data;
+    if (b->oom)
+        return -1;
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + len)
+            cap *= 2;
+        char *nd = realloc(b->data, cap);
+        if (!nd) {
+            b->oom = true;
+            return -1;
+        }
+        b->data = nd;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, buf, len);
+    b->len += len;
+    return 0;
+}
+
+void proto_chunkbuf_reset(struct proto_chunkbuf *b)
+{
+    b->len = 0;
+    b->n = 0;
+    b->oom = false;
+}
+
+int proto_chunkbuf_add(struct proto_chunkbuf *b, const struct proto_chunk *c, size_t n_text, struct err *e)
+{
+    msgpack_packer pkv, *pk = &pkv;
+    msgpack_packer_init(pk, b, cb_write);
+    size_t len0 = b->len;
+    if (b->len == 0 && !b->oom) { /* the message's head, as proto_encode writes it for id 0 */
+        msgpack_pack_map(pk, 5);
+        KV_INT("v", PROTO_VERSION);
+        KV_STR("t", proto_type_name(PT_CHUNKS));
+        KV_UINT("id", 0);
+        pk_key(pk, "chunks");
+        const char a32[5] = {(char)0xdd, 0, 0, 0, 0}; /* array 32, its length patched at the end */
+        b->at_n = b->len + 1; /* after the 0xdd marker */
+        cb_write(b, a32, sizeof a32);
+    }
+    pk_chunk_text(pk, c, c->text ? c->text : "", c->text ? n_text : 0);
+    if (b->oom) { /* back to the chunks before this one, which can still go out */
+        b->len = len0;
+        b->oom = false;
+        return err_set(e, ERR_NOMEM, "proto: out of memory encoding a chunk");
+    }
+    b->n++;
+    return 0;
+}
+
+int proto_chunkbuf_end(struct proto_chunkbuf *b, const char **buf, size_t *len, struct err *e)
+{
+    if (!b->n || b->oom)
+        return err_set(e, b->oom ? ERR_NOMEM : ERR_INVALID, "proto: %s chunks message",
+                       b->oom ? "out of memory for the" : "no chunk in the");
+    msgpack_packer pkv, *pk = &pkv;
+    msgpack_packer_init(pk, b, cb_write);
+    KV_BOOL("done", false);
+    if (b->oom)
+        return err_set(e, ERR_NOMEM, "proto: out of memory encoding a chunks message");
+    uint8_t *p = (uint8_t *)b->data + b->at_n; /* big-endian, as msgpack has it */
+    p[0] = (uint8_t)(b->n >> 24);
+    p[1] = (uint8_t)(b->n >> 16);
+    p[2] = (uint8_t)(b->n >> 8);
+    p[3] = (uint8_t)b->n;
+    *buf = b->data;
+    *len = b->len;
+    return 0;
+}
+
+void proto_chunkbuf_free(struct proto_chunkbuf *b)
+{
+    free(b->data);
+    *b = (struct proto_chunkbuf){0};
 }
 
 /* ---------------------------------------------------------------- pre-check */

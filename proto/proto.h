@@ -234,6 +234,27 @@ int proto_worker_copy(struct proto_worker *dst, const struct proto_worker *src, 
 
 /* Encode to a malloc'ed buffer (*buf, *len). */
 int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err *e);
+/* One chunks message of several streams (id 0, done false) encoded a chunk
+ * at a time into a buffer that is kept from message to message: the worker
+ * builds its step's message as the events come, with no per-chunk copy.
+ * Equivalent to proto_encode of the same chunks (the array's length is a
+ * 32-bit msgpack header, patched by proto_chunkbuf_end). */
+struct proto_chunkbuf {
+    char *data;  /* [cap] bytes; [len] of them hold the message so far */
+    size_t len, cap;
+    size_t at_n; /* offset of the chunks array's 32-bit length in data */
+    uint32_t n;  /* chunks added since proto_chunkbuf_reset */
+    bool oom;    /* a write found no memory: the message is incomplete */
+};
+/* Forget the message (the allocation stays). */
+void proto_chunkbuf_reset(struct proto_chunkbuf *b);
+/* Append c (c->sid must be set); its text is the n_text bytes at c->text,
+ * which need no terminating NUL. ERR_NOMEM leaves b as it was before. */
+int proto_chunkbuf_add(struct proto_chunkbuf *b, const struct proto_chunk *c, size_t n_text, struct err *e);
+/* Close the message: *buf (owned by b) holds *len bytes ready to send. */
+int proto_chunkbuf_end(struct proto_chunkbuf *b, const char **buf, size_t *len, struct err *e);
+void proto_chunkbuf_free(struct proto_chunkbuf *b);
+
 /* Decode one message; on error *m is left freed/zeroed and e names the key.
  * Never crashes on any input of any length. */
 int proto_decode(const void *buf, size_t len, struct proto_msg *m, struct err *e);

@@ -14,6 +14,14 @@ int proto_timed_out(const struct err *e)
     return e && e->code == ERR_IO && strstr(e->msg, "timed out") != NULL;
 }
 
+static int bytes_msg(const void *buf, size_t len, nng_msg **out, struct err *e)
+{
+    if (nng_msg_alloc(out, len))
+        return err_set(e, ERR_NOMEM, "proto: cannot allocate a %zu-byte message", len);
+    memcpy(nng_msg_body(*out), buf, len);
+    return 0;
+}
+
 static int to_msg(const struct proto_msg *m, nng_msg **out, struct err *e)
 {
     char *buf;
@@ -21,13 +29,9 @@ static int to_msg(const struct proto_msg *m, nng_msg **out, struct err *e)
     int rc = proto_encode(m, &buf, &len, e);
     if (rc)
         return rc;
-    int rv = nng_msg_alloc(out, 0);
-    if (rv == 0 && (rv = nng_msg_append(*out, buf, len)) != 0)
-        nng_msg_free(*out);
+    rc = bytes_msg(buf, len, out, e);
     free(buf);
-    if (rv)
-        return err_set(e, ERR_NOMEM, "proto: cannot allocate a %zu-byte message", len);
-    return 0;
+    return rc;
 }
 
 static int from_msg(nng_msg *msg, struct proto_msg *m, struct err *e)
@@ -73,6 +77,13 @@ int proto_send(nng_socket s, const struct proto_msg *m, int timeout_ms, struct e
 {
     nng_msg *msg;
     int rc = to_msg(m, &msg, e);
+    return rc ? rc : aio_op(&s, NULL, true, &msg, timeout_ms, e);
+}
+
+int proto_send_bytes(nng_socket s, const void *buf, size_t len, int timeout_ms, struct err *e)
+{
+    nng_msg *msg;
+    int rc = bytes_msg(buf, len, &msg, e);
     return rc ? rc : aio_op(&s, NULL, true, &msg, timeout_ms, e);
 }
 

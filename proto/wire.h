@@ -14,6 +14,8 @@
 
 /* Socket-level (pair0 between the daemon and a worker). */
 int proto_send(nng_socket s, const struct proto_msg *m, int timeout_ms, struct err *e);
+/* An already encoded message (proto_chunkbuf_end's bytes), sent as it is. */
+int proto_send_bytes(nng_socket s, const void *buf, size_t len, int timeout_ms, struct err *e);
 int proto_recv(nng_socket s, struct proto_msg *m, int timeout_ms, struct err *e);
 
 /* Context-level (REQ/REP between clients and the daemon). */

@@ -171,6 +171,70 @@ static void poll_group_roundtrip(void)
     proto_msg_free(&d);
 }
 
+/* The worker's step message built a chunk at a time: it decodes to the
+ * chunks put in (texts given by length, without their NUL), in order, with
+ * more than a msgpack fixarray holds, and the buffer is reused. */
+static void chunkbuf_messages(void)
+{
+    struct proto_chunkbuf b = {0};
+    struct err e;
+    const char *buf;
+    size_t len;
+    struct proto_msg d;
+    CHECK(proto_chunkbuf_end(&b, &buf, &len, &e) != 0, "an empty chunk buffer is not a message");
+    struct proto_top top[2] = {{7, -0.25f, "x"}, {8, -1.5f, ""}};
+    for (int k = 0; k < 20; k++) { /* "abcdef" cut to k % 4 bytes: the bytes after it must not leak */
+        struct proto_chunk c = {.sid = 100 + (uint64_t)(k % 3), .token = k, .text = "abcdef"};
+        if (k == 1) {
+            c.has_logprob = true;
+            c.logprob = -0.5f;
+            c.top = top;
+            c.n_top = 2;
+        }
+        if (k == 19) {
+            c.finish = PF_ERROR;
+            c.errc = PE_INTERNAL;
+            c.message = "died";
+            c.n_prompt = 3;
+            c.n_gen = 4;
+            c.n_cached = 1;
+        }
+        CHECK(proto_chunkbuf_add(&b, &c, (size_t)(k % 4), &e) == 0, "chunk added");
+    }
+    CHECK(proto_chunkbuf_end(&b, &buf, &len, &e) == 0, "message closed");
+    CHECK(proto_decode(buf, len, &d, &e) == 0, "it decodes");
+    CHECK(d.type == PT_CHUNKS && d.id == 0 && !d.done, "a chunks message of several streams");
+    CHECK_EQ_INT(d.n_chunks, 20);
+    if (d.n_chunks == 20) {
+        CHECK(d.chunks[0].sid == 100 && d.chunks[4].sid == 101 && d.chunks[17].sid == 102 && d.chunks[17].token == 17,
+              "streams and tokens in order");
+        CHECK(!strcmp(d.chunks[0].text, "") && !strcmp(d.chunks[2].text, "ab") && !strcmp(d.chunks[7].text, "abc"),
+              "texts cut to their length");
+        CHECK(d.chunks[1].has_logprob && d.chunks[1].logprob == -0.5f && d.chunks[1].n_top == 2, "logprobs");
+        if (d.chunks[1].n_top == 2)
+            CHECK(d.chunks[1].top[0].token == 7 && !strcmp(d.chunks[1].top[0].text, "x") &&
+                      d.chunks[1].top[1].logprob == -1.5f,
+                  "top alternatives");
+        CHECK(!d.chunks[2].has_logprob && d.chunks[2].finish == PF_NONE, "a plain chunk");
+        CHECK(d.chunks[19].finish == PF_ERROR && d.chunks[19].errc == PE_INTERNAL &&
+                  !strcmp(d.chunks[19].message, "died") && d.chunks[19].n_prompt == 3 && d.chunks[19].n_gen == 4 &&
+                  d.chunks[19].n_cached == 1,
+              "the final chunk");
+    }
+    proto_msg_free(&d);
+
+    proto_chunkbuf_reset(&b); /* the next step's message, in the same allocation */
+    char *data = b.data;
+    struct proto_chunk c = {.sid = 9, .token = 5, .text = "hé"};
+    CHECK(proto_chunkbuf_add(&b, &c, 3, &e) == 0 && proto_chunkbuf_end(&b, &buf, &len, &e) == 0, "second message");
+    CHECK(b.data == data, "the buffer is reused");
+    CHECK(proto_decode(buf, len, &d, &e) == 0 && d.n_chunks == 1, "second message decodes alone");
+    if (d.n_chunks == 1)
+        CHECK(d.chunks[0].sid == 9 && d.chunks[0].token == 5 && !strcmp(d.chunks[0].text, "hé"), "its chunk");
+    proto_msg_free(&d);
+    proto_chunkbuf_free(&b);
+}
+
 static void small_types_roundtrip(void)
 {
     struct proto_msg m, d;
@@ -431,6 +495,7 @@ int main(void)
     RUN(generate_roundtrip);
     RUN(chunks_roundtrip);
     RUN(poll_group_roundtrip);
+    RUN(chunkbuf_messages);
     RUN(small_types_roundtrip);
     RUN(unknown_and_missing_fields);
     RUN(decoder_fuzz);

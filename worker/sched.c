@@ -36,6 +36,18 @@ struct sreq {
     struct smp_chain *smp;
     struct stop_matcher *stop;
     struct tok_stream ts;
+    struct smp_prob *probs;     /* [33] with logprobs (n_probs >= 0), else NULL */
+    struct sched_top *tops;     /* [32] likewise */
+    char *top_text;             /* [32][3 * piece_cap + 1] likewise: each piece cleaned, up to 3 bytes a byte */
+};
+
+/* What the parallel part of a step made of one logits row, for the stepping
+ * thread to send out in batch order. */
+enum row_fate { ROW_NONE, ROW_TOKEN, ROW_EOG, ROW_NO_CANDIDATE, ROW_STOP_NOMEM };
+struct row_out {
+    int fate;               /* enum row_fate */
+    struct sched_event ev;  /* ROW_TOKEN, ROW_EOG: the token's event (text in the request's stop matcher) */
+    bool stopped;           /* ROW_TOKEN: a stop string matched */
 };
 
 struct slot {
@@ -66,15 +78,12 @@ struct sched {
     struct slot *slots;         /* [n_slots] */
     struct engine_tok *batch;   /* [n_batch] */
     int *row_slot;              /* [n_slots] slot of each logits row */
-    int32_t *row_tok;           /* [n_slots] token sampled from each logits row (-1: none left) */
+    struct row_out *rows;       /* [n_slots] each logits row's outcome */
     float *logits;              /* [n_slots][n_vocab] */
-    char *piece;                /* [piece_cap] */
+    char *piece;                /* [n_slots][piece_cap] each row's detokenized piece */
     size_t piece_cap;
-    char *text;                 /* [text_cap] event text */
+    char *text;                 /* [text_cap] final event text (stepping thread) */
     size_t text_cap;
-    struct smp_prob *probs;     /* [33] */
-    struct sched_top *tops;     /* [32] */
-    char *top_text;             /* [32][piece_cap] */
     int32_t *eog;               /* [n_eog] EOG ids for ignore_eos biasing */
     int n_eog;
     struct sched_counters cnt;  /* stepping thread */
@@ -105,6 +114,9 @@ static void sreq_free(struct sreq *r)
         return;
     free(r->prompt);
     free(r->bias);
+    free(r->probs);
+    free(r->tops);
+    free(r->top_text);
     smp_free(r->smp);
     stop_free(r->stop);
     free(r);
@@ -143,16 +155,12 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->slots = calloc((size_t)s->p.n_slots, sizeof *s->slots);
     s->batch = calloc((size_t)s->p.n_batch, sizeof *s->batch);
     s->row_slot = calloc((size_t)s->p.n_slots, sizeof *s->row_slot);
-    s->row_tok = calloc((size_t)s->p.n_slots, sizeof *s->row_tok);
+    s->rows = calloc((size_t)s->p.n_slots, sizeof *s->rows);
     s->logits = malloc((size_t)s->p.n_slots * (size_t)s->n_vocab * sizeof *s->logits);
-    s->piece = malloc(s->piece_cap);
+    s->piece = malloc((size_t)s->p.n_slots * s->piece_cap);
     s->text = malloc(s->text_cap);
-    s->probs = calloc(33, sizeof *s->probs);
-    s->tops = calloc(32, sizeof *s->tops);
-    s->top_text = malloc(32 * 3 * s->piece_cap + 1); /* each piece cleaned: up to 3 bytes per byte */
     s->eog = calloc((size_t)s->n_vocab, sizeof *s->eog);
-    bool ok = s->slots && s->batch && s->row_slot && s->row_tok && s->logits && s->piece && s->text && s->probs && s->tops &&
-              s->top_text && s->eog;
+    bool ok = s->slots && s->batch && s->row_slot && s->rows && s->logits && s->piece && s->text && s->eog;
     for (int i = 0; ok && i < s->p.n_slots; i++)
         ok = (s->slots[i].cache = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
     if (!ok) {
@@ -184,13 +192,10 @@ void sched_free(struct sched *s)
     free(s->slots);
     free(s->batch);
     free(s->row_slot);
-    free(s->row_tok);
+    free(s->rows);
     free(s->logits);
     free(s->piece);
     free(s->text);
-    free(s->probs);
-    free(s->tops);
-    free(s->top_text);
     free(s->eog);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -231,6 +236,15 @@ int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
         return err_set(e, ERR_NOMEM, "out of memory");
     }
     memcpy(r->prompt, q->prompt, q->n_prompt * sizeof *r->prompt);
+    if (r->n_probs >= 0) { /* its own: the rows of a step are worked on in parallel */
+        r->probs = calloc(33, sizeof *r->probs);
+        r->tops = calloc(32, sizeof *r->tops);
+        r->top_text = malloc(32 * (3 * s->piece_cap + 1));
+        if (!r->probs || !r->tops || !r->top_text) {
+            sreq_free(r);
+            return err_set(e, ERR_NOMEM, "out of memory");
+        }
+    }
     /* The sampler: built now so bad parameters are refused at submission. */
     struct smp_params sp = q->smp;
     sp.n_ctx = s->n_ctx;
@@ -487,61 +501,86 @@ static size_t utf8_clean(const char *in, size_t n, char *out)
     return o;
 }
 
-/* Sample logits row i (each slot has its own sampler, so rows run on any thread). */
+/* Logits row i, on any of the engine's threads: sample it, accept the token,
+ * work out its logprobs, detokenize it and feed the stop matcher. Everything
+ * touched is the row's own (its request's sampler, detokenizer, matcher and
+ * logprob buffers, its piece buffer; the vocabulary is only read), so rows
+ * run in any order and the outcome is the one a single thread would get. */
 static void sample_row(void *ctx, int64_t i, int worker)
 {
     (void)worker;
     struct sched *s = ctx;
-    const struct sreq *r = s->slots[s->row_slot[i]].r;
-    s->row_tok[i] = r ? smp_sample(r->smp, s->logits + (size_t)i * s->n_vocab) : -1;
-}
-
-/* Emit slot si's token tok, sampled from its logits row. */
-static void sample_slot(struct sched *s, int si, int32_t tok, const float *logits)
-{
-    struct slot *sl = &s->slots[si];
-    struct sreq *r = sl->r;
+    struct row_out *o = &s->rows[i];
+    struct sreq *r = s->slots[s->row_slot[i]].r;
+    o->fate = ROW_NONE;
+    if (!r)
+        return;
+    const float *logits = s->logits + (size_t)i * s->n_vocab;
+    int32_t tok = smp_sample(r->smp, logits);
     if (tok < 0) {
-        finish_slot(s, si, SCHED_ERROR, ERR_INTERNAL, "sampler: no candidate token left");
+        o->fate = ROW_NO_CANDIDATE;
         return;
     }
     smp_accept(r->smp, tok);
     r->n_gen++;
-    struct sched_event ev = {.id = r->id, .token = tok, .n_prompt = r->n_prompt, .n_cached = r->n_cached};
+    o->ev = (struct sched_event){.id = r->id, .token = tok, .text = "", .n_prompt = r->n_prompt,
+                                 .n_gen = r->n_gen, .n_cached = r->n_cached};
     if (r->n_probs >= 0) {
         struct smp_prob chosen;
-        int n_top = smp_probs(r->smp, logits, tok, &chosen, s->probs, r->n_probs);
-        ev.has_logprob = true;
-        ev.logprob = chosen.logprob;
-        for (int i = 0; i < n_top; i++) {
-            char *t = s->top_text + (size_t)i * 3 * s->piece_cap;
-            size_t n = tok_piece(s->v, s->probs[i].token, true, s->piece, s->piece_cap);
-            utf8_clean(s->piece, n < s->piece_cap ? n : s->piece_cap, t);
-            s->tops[i] = (struct sched_top){s->probs[i].token, s->probs[i].logprob, t};
+        int n_top = smp_probs(r->smp, logits, tok, &chosen, r->probs, r->n_probs);
+        char *piece = s->piece + (size_t)i * s->piece_cap;
+        o->ev.has_logprob = true;
+        o->ev.logprob = chosen.logprob;
+        for (int k = 0; k < n_top; k++) {
+            char *t = r->top_text + (size_t)k * (3 * s->piece_cap + 1);
+            size_t n = tok_piece(s->v, r->probs[k].token, true, piece, s->piece_cap);
+            utf8_clean(piece, n < s->piece_cap ? n : s->piece_cap, t);
+            r->tops[k] = (struct sched_top){r->probs[k].token, r->probs[k].logprob, t};
         }
-        ev.top = s->tops;
-        ev.n_top = n_top > 0 ? n_top : 0;
+        o->ev.top = r->tops;
+        o->ev.n_top = n_top > 0 ? n_top : 0;
     }
-    bool eog = !r->ignore_eos && tok_is_eog(s->v, tok);
-    if (eog) {
-        /* llama-server does not stream the end-of-generation token's text */
-        ev.text = "";
-        ev.n_gen = r->n_gen;
-        s->emit(s->user, &ev);
-        finish_slot(s, si, SCHED_STOP, 0, NULL);
+    if (!r->ignore_eos && tok_is_eog(s->v, tok)) {
+        o->fate = ROW_EOG; /* llama-server does not stream the end-of-generation token's text */
         return;
     }
-    size_t n = tok_stream_push(s->v, &r->ts, tok, r->special, s->piece, s->piece_cap);
+    char *piece = s->piece + (size_t)i * s->piece_cap;
+    size_t n = tok_stream_push(s->v, &r->ts, tok, r->special, piece, s->piece_cap);
     struct stop_result sr = {0};
-    if (stop_feed(r->stop, s->piece, n, &sr)) {
+    if (stop_feed(r->stop, piece, n, &sr)) {
+        o->fate = ROW_STOP_NOMEM;
+        return;
+    }
+    o->ev.text = sr.emit;
+    o->ev.n_text = sr.n_emit;
+    o->stopped = sr.stopped;
+    o->fate = ROW_TOKEN;
+}
+
+/* Send out what sample_row made of a row of slot si, and end the request
+ * when that token ends it (stepping thread, in batch order). */
+static void emit_row(struct sched *s, int si, const struct row_out *o)
+{
+    struct slot *sl = &s->slots[si];
+    struct sreq *r = sl->r;
+    switch (o->fate) {
+    case ROW_NO_CANDIDATE:
+        finish_slot(s, si, SCHED_ERROR, ERR_INTERNAL, "sampler: no candidate token left");
+        return;
+    case ROW_STOP_NOMEM:
         finish_slot(s, si, SCHED_ERROR, ERR_NOMEM, "out of memory in the stop matcher");
         return;
+    case ROW_EOG:
+        s->emit(s->user, &o->ev);
+        finish_slot(s, si, SCHED_STOP, 0, NULL);
+        return;
+    case ROW_TOKEN:
+        break;
+    default:
+        return;
     }
-    ev.text = sr.emit;
-    ev.n_text = sr.n_emit;
-    ev.n_gen = r->n_gen;
-    s->emit(s->user, &ev);
-    if (sr.stopped) {
+    s->emit(s->user, &o->ev);
+    if (o->stopped) {
         emit_final(s, r, SCHED_STOP, "", 0, 0, NULL);
         sl->t_free = now_ns();
         pthread_mutex_lock(&s->mu);
@@ -551,7 +590,7 @@ static void sample_slot(struct sched *s, int si, int32_t tok, const float *logit
         sreq_free(r);
         return;
     }
-    r->pending = tok;
+    r->pending = o->ev.token;
     /* the pending token goes to position n_past: it must exist for one more step */
     if ((r->max_tokens >= 0 && r->n_gen >= r->max_tokens) || r->n_past >= s->n_ctx)
         finish_slot(s, si, SCHED_LENGTH, 0, NULL);
@@ -705,14 +744,15 @@ int sched_step(struct sched *s, struct err *e)
         }
     }
 
-    /* 4. sample every row that has logits on the engine's threads (the draws are independent: each
-     * request has its own sampler and RNG), then emit in batch order on this thread */
+    /* 4. sample, detokenize and stop-match every row that has logits on the engine's threads (the rows
+     * are independent: each request has its own sampler, RNG, detokenizer and matcher), then emit in
+     * batch order on this thread */
     engine_parallel(s->eng, sample_row, s, n_rows);
     uint64_t t3 = now_ns();
     for (int row = 0; row < n_rows; row++) {
         int si = s->row_slot[row];
         if (s->slots[si].r)
-            sample_slot(s, si, s->row_tok[row], s->logits + (size_t)row * s->n_vocab);
+            emit_row(s, si, &s->rows[row]);
         progress++;
     }
     s->cnt.ns_sample += t3 - t2;

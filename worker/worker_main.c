@@ -45,8 +45,7 @@ struct worker {
     int idx;
     /* chunks of the scheduler step in progress: sent as one message when the
      * step ends (one message per step, not one per stream and token) */
-    struct proto_chunk *batch;   /* [n_batch] owned copies, each naming its stream (sid) */
-    size_t n_batch, cap_batch;
+    struct proto_chunkbuf batch; /* the step's chunks message, encoded as its events come */
 };
 
 static volatile sig_atomic_t g_term;
@@ -88,17 +87,9 @@ static _Thread_local bool tl_in_step;
 static void on_event(void *user, const struct sched_event *ev)
 {
     struct worker *w = user;
-    struct proto_msg m;
-    proto_msg_init(&m, PT_CHUNKS);
-    m.id = ev->id;
     struct proto_chunk c = {0};
-    char *text = malloc(ev->n_text + 1);
-    if (!text)
-        return;
-    memcpy(text, ev->text ? ev->text : "", ev->n_text);
-    text[ev->n_text] = 0;
     c.token = ev->token;
-    c.text = text;
+    c.text = (char *)(ev->text ? ev->text : ""); /* n_text bytes, not NUL-terminated */
     c.has_logprob = ev->has_logprob;
     c.logprob = isfinite(ev->logprob) ? ev->logprob : -1e30f;
     struct proto_top top[32];
@@ -119,21 +110,22 @@ static void on_event(void *user, const struct sched_event *ev)
     }
     if (tl_in_step) {
         struct err e;
-        if (w->n_batch == w->cap_batch) {
-            size_t cap = w->cap_batch ? w->cap_batch * 2 : 64;
-            struct proto_chunk *nb = realloc(w->batch, cap * sizeof *nb);
-            if (nb) {
-                w->batch = nb;
-                w->cap_batch = cap;
-            }
-        }
-        if (w->n_batch < w->cap_batch && !proto_chunk_copy(&w->batch[w->n_batch], &c, &e)) {
-            w->batch[w->n_batch++].sid = ev->id;
-            free(text);
+        c.sid = ev->id;
+        if (!proto_chunkbuf_add(&w->batch, &c, ev->n_text, &e))
             return;
-        }
         flush_batch(w); /* out of memory for the batch: what it holds goes first, in order */
+        c.sid = 0;
     }
+    /* alone, in a message of its stream: proto_encode wants the text NUL-terminated */
+    char *text = malloc(ev->n_text + 1);
+    if (!text)
+        return;
+    memcpy(text, c.text, ev->n_text);
+    text[ev->n_text] = 0;
+    c.text = text;
+    struct proto_msg m;
+    proto_msg_init(&m, PT_CHUNKS);
+    m.id = ev->id;
     m.chunks = &c;
     m.n_chunks = 1;
     send_msg(w, &m);
@@ -143,16 +135,14 @@ static void on_event(void *user, const struct sched_event *ev)
 /* Send the step's chunks as one message (id 0: each chunk names its stream). */
 static void flush_batch(struct worker *w)
 {
-    if (!w->n_batch)
+    if (!w->batch.n)
         return;
-    struct proto_msg m;
-    proto_msg_init(&m, PT_CHUNKS);
-    m.chunks = w->batch;
-    m.n_chunks = w->n_batch;
-    send_msg(w, &m);
-    for (size_t i = 0; i < w->n_batch; i++)
-        proto_chunk_free(&w->batch[i]);
-    w->n_batch = 0;
+    struct err e;
+    const char *buf;
+    size_t len;
+    if (proto_chunkbuf_end(&w->batch, &buf, &len, &e) || proto_send_bytes(w->sock, buf, len, 5000, &e))
+        logf_("send chunks: %s", e.msg);
+    proto_chunkbuf_reset(&w->batch);
 }
 
 static uint64_t now_ns(void)
@@ -629,7 +619,7 @@ int main(int argc, char **argv)
     pthread_join(th, NULL);
     nng_close(w->sock);
     sched_free(w->s);
-    free(w->batch);
+    proto_chunkbuf_free(&w->batch);
     engine_free(w->eng);
     free(w->chat_tmpl);
     model_free(w->m);
