@@ -35,6 +35,7 @@ void dconfig_defaults(struct dconfig *c)
     c->load_timeout_s = 600;
     c->n_client_threads = 64;
     c->stream_idle_ms = PC_STREAM_IDLE_MS;
+    c->flush_ms = 10;
 }
 
 void dconfig_default_path(char *buf, size_t cap)
@@ -99,6 +100,7 @@ int dconfig_set(struct dconfig *c, const char *path, int line, const char *key, 
     INT("load_timeout", load_timeout_s, 1, 86400);
     INT("client_threads", n_client_threads, 1, 1024);
     INT("stream_idle_ms", stream_idle_ms, 100, 86400000);
+    INT("flush_ms", flush_ms, 0, 1000);
 #undef STR
 #undef INT
     fprintf(stderr, "llm170d: %s:%d: unknown key '%s' ignored\n", path, line, key);

@@ -34,6 +34,7 @@ struct dconfig {
     int load_timeout_s;    /* a worker that is not ready after this long is restarted */
     int n_client_threads;  /* REP contexts serving clients at once */
     int stream_idle_ms;    /* a stream nobody polls for this long is canceled */
+    int flush_ms;          /* a worker sends its tokens at least this often while it steps (0 = every step) */
     char models[8][2][1024]; /* [models] name = path */
     int n_models;
 };
@@ -130,6 +131,9 @@ int workers_pick(struct daemon *d, const char *model, int *idx, struct err *e); 
 /* streams (front.c) */
 struct stream *stream_find(struct daemon *d, uint64_t id);   /* mu held */
 void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c); /* mu held; takes c's contents */
+/* stream_push without waking anyone (the caller wakes the waiters once for
+ * many chunks); false when the chunk was dropped */
+bool stream_append(struct stream *s, struct proto_chunk *c);
 void stream_fail(struct daemon *d, struct stream *s, int errc, const char *msg); /* mu held */
 void streams_fail_worker(struct daemon *d, int idx, int errc, const char *msg);  /* mu held */
 void streams_tick(struct daemon *d);              /* expire idle / finished streams */

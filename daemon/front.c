@@ -66,19 +66,19 @@ static void stream_free(struct daemon *d, struct stream *s)
     free(s);
 }
 
-void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
+bool stream_append(struct stream *s, struct proto_chunk *c)
 {
     /* the caller holds d->mu */
     if (s->state == S_DONE) {
         proto_chunk_free(c);
-        return;
+        return false;
     }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
         struct proto_chunk *q = realloc(s->q, cap * sizeof *q);
         if (!q) {
             proto_chunk_free(c);
-            return; /* the client sees a gap-free but shorter stream; its final chunk still comes */
+            return false; /* the client sees a gap-free but shorter stream; its final chunk still comes */
         }
         s->q = q;
         s->cap = cap;
@@ -89,6 +89,13 @@ void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
     if (s->q[s->n].finish)
         s->state = S_DONE;
     s->n++;
+    return true;
+}
+
+void stream_push(struct daemon *d, struct stream *s, struct proto_chunk *c)
+{
+    if (!stream_append(s, c))
+        return;
     pthread_cond_broadcast(&s->cv);
     if (s->group)
         pthread_cond_broadcast(&d->poll_cv);
@@ -502,7 +509,9 @@ static void *front_main(void *arg)
     while (!d->quit_threads) {
         struct proto_msg req, rep;
         struct err e;
-        int rc = proto_ctx_recv(ctx, &req, 250, &e);
+        /* no timeout (a deadline on each of the pool's waits keeps nng's
+         * expiry thread busy): front_stop closes the socket, which ends it */
+        int rc = proto_ctx_recv(ctx, &req, NNG_DURATION_INFINITE, &e);
         if (rc == ERR_IO && proto_timed_out(&e))
             continue;
         if (rc == ERR_IO)
@@ -525,7 +534,7 @@ static void *front_main(void *arg)
             }
             }
         }
-        if (proto_ctx_send(ctx, &rep, 2000, &e))
+        if (proto_ctx_send(ctx, &rep, 2000, &e) && !d->quit_threads)
             d_log("reply to a client failed: %s", e.msg);
         proto_msg_free(&req);
         proto_msg_free(&rep);
@@ -568,10 +577,11 @@ void front_stop(struct daemon *d)
     pthread_mutex_lock(&d->mu);
     for (struct stream *s = d->streams; s; s = s->next)
         pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&d->poll_cv);
     pthread_mutex_unlock(&d->mu);
+    nng_close(d->front); /* ends the pool's receives */
     for (int i = 0; i < d->n_front_threads; i++)
         pthread_join(d->front_threads[i], NULL);
-    nng_close(d->front);
     free(d->front_threads);
     while (d->streams)
         stream_free(d, d->streams);

@@ -34,7 +34,8 @@ static void usage(FILE *f)
             "  --ctx N           context positions per sequence (default: the model's, at most 4096)\n"
             "  --worker PATH     the worker program (default llm170-worker next to llm170d)\n"
             "  --drain-timeout S on SIGTERM, wait this long for open requests (default 30)\n"
-            "  --ping-timeout-ms N  restart a worker silent this long (default 10000)\n");
+            "  --ping-timeout-ms N  restart a worker silent this long (default 10000)\n"
+            "  --flush-ms N      a busy worker sends its tokens this often (default 10; 0 = every step)\n");
 }
 
 static void notify_status(struct daemon *d)
@@ -108,7 +109,8 @@ int main(int argc, char **argv)
         {"--gpu-backend", "gpu_backend"}, {"--slots", "slots"}, {"--queue", "queue"},
         {"--threads", "threads"}, {"--ctx", "ctx"}, {"--drain-timeout", "drain_timeout"},
         {"--ping-timeout-ms", "ping_timeout_ms"}, {"--ping-interval-ms", "ping_interval_ms"},
-        {"--load-timeout", "load_timeout"}, {"--stream-idle-ms", "stream_idle_ms"}, {"--config", NULL},
+        {"--load-timeout", "load_timeout"}, {"--stream-idle-ms", "stream_idle_ms"}, {"--flush-ms", "flush_ms"},
+        {"--config", NULL},
     };
     for (int i = 1; i < argc; i++) {
         size_t k, nf = sizeof flags / sizeof *flags;

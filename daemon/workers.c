@@ -89,8 +89,11 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
         break;
     case PT_CHUNKS:
         if (!m->id) {
-            /* one scheduler step: chunks of several streams, each naming its own */
+            /* scheduler steps: chunks of several streams, each naming its
+             * own. Waiters are woken once per message, not per chunk: a
+             * poll of a group woken 64 times a step rescans every stream. */
             struct stream *cur = NULL;
+            bool grouped = false;
             for (size_t i = 0; i < m->n_chunks; i++) {
                 if (!cur || cur->id != m->chunks[i].sid)
                     cur = stream_find(d, m->chunks[i].sid);
@@ -98,8 +101,14 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
                     continue; /* expired or canceled meanwhile */
                 if (cur->state == S_PENDING)
                     cur->state = S_ACTIVE;
-                stream_push(d, cur, &m->chunks[i]);
+                if (!stream_append(cur, &m->chunks[i]))
+                    continue;
+                if (cur->waiters)
+                    pthread_cond_broadcast(&cur->cv);
+                grouped |= cur->group != 0;
             }
+            if (grouped)
+                pthread_cond_broadcast(&d->poll_cv);
             break;
         }
         if (!s || s->kind != S_STREAM)
@@ -152,7 +161,9 @@ static void *rx_main(void *arg)
     while (!d->quit_threads) {
         struct proto_msg m;
         struct err e;
-        int rc = proto_recv(w->sock, &m, 200, &e);
+        /* no timeout: every aio with a deadline joins nng's expiry list, and
+         * workers_stop closes the socket, which ends this wait */
+        int rc = proto_recv(w->sock, &m, NNG_DURATION_INFINITE, &e);
         if (rc == ERR_IO && proto_timed_out(&e))
             continue;
         if (rc == ERR_IO)
@@ -272,13 +283,14 @@ static void worker_bin(struct daemon *d, char *out, size_t cap)
 
 static void spawn(struct daemon *d, struct worker *w)
 {
-    char bin[1024], slots[16], queue[16], threads[16], ctx[16], idx[16];
+    char bin[1024], slots[16], queue[16], threads[16], ctx[16], idx[16], flush[16];
     worker_bin(d, bin, sizeof bin);
     snprintf(slots, sizeof slots, "%d", d->cfg.slots);
     snprintf(queue, sizeof queue, "%d", d->cfg.queue);
     snprintf(threads, sizeof threads, "%d", d->cfg.threads);
     snprintf(ctx, sizeof ctx, "%d", d->cfg.ctx);
     snprintf(idx, sizeof idx, "%d", w->idx);
+    snprintf(flush, sizeof flush, "%d", d->cfg.flush_ms);
     bool gpu = strcmp(w->device, "cpu") != 0;
     const char *argv[32];
     int n = 0;
@@ -296,6 +308,7 @@ static void spawn(struct daemon *d, struct worker *w)
     argv[n++] = "--threads"; argv[n++] = threads;
     argv[n++] = "--ctx"; argv[n++] = ctx;
     argv[n++] = "--idx"; argv[n++] = idx;
+    argv[n++] = "--flush-ms"; argv[n++] = flush;
     argv[n] = NULL;
 
     pid_t parent = getpid();

@@ -59,6 +59,7 @@ struct result {
     char text[4096];
     int finish, errc, n_prompt;
     int64_t t_end;
+    int replies; /* answers to "next" that carried chunks */
 };
 
 static int run_stream(struct pc_stream *s, struct result *r, int max_ms)
@@ -70,6 +71,7 @@ static int run_stream(struct pc_stream *s, struct result *r, int max_ms)
         size_t n;
         if (pc_next(s, 500, &ch, &n, &e))
             return -1;
+        r->replies += n > 0;
         for (size_t i = 0; i < n; i++) {
             if (ch[i].token >= 0 && r->n < 512)
                 r->toks[r->n++] = ch[i].token;
@@ -421,6 +423,70 @@ static void worker_sigkill(void)
     }
 }
 
+/* --flush-ms: a worker holds the tokens of the steps that follow each other
+ * and sends them together, but the first token after a quiet spell and the
+ * rest when the scheduler runs dry go out at once. With a flush interval far
+ * longer than the whole generation, a 200-token greedy stream leaves the
+ * worker in two messages (first token; the rest with the final chunk), so
+ * the client's "next" gets it in at most three answers (one step a message
+ * it would be dozens on most machines), and the tokens are the golden ones. */
+static void flush_holds_tokens(void)
+{
+    if (!g_golden)
+        SKIP("stories260K.gguf or tests/golden absent");
+    char url[460];
+    snprintf(url, sizeof url, "ipc://%s/flush.sock", tmpdir);
+    pid_t d = fork();
+    if (d == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (!getenv("TEST_VERBOSE"))
+            dup2(fd, 2);
+        execl(daemon_bin, daemon_bin, "--socket", url, "--model", model, "--worker", worker_bin, "--devices", "cpu",
+              "--slots", "2", "--threads", "1", "--ctx", "256", "--flush-ms", "1000", (char *)NULL);
+        _exit(127);
+    }
+    struct pc_client *c = NULL;
+    struct err e;
+    int64_t end = now_ms() + 20000;
+    while (!c && now_ms() < end) {
+        struct proto_status st;
+        if (pc_open(&c, url, 2000, 0, &e)) {
+            c = NULL;
+        } else if (pc_status(c, &st, &e) == 0 && st.ready) {
+            proto_status_free(&st);
+            break;
+        } else {
+            proto_status_free(&st);
+            pc_close(c);
+            c = NULL;
+        }
+        usleep(20000);
+    }
+    CHECK(c != NULL, "daemon with --flush-ms 1000 ready");
+    if (c) {
+        int32_t ids[64];
+        int n = golden_prompt(1, ids, 64, NULL);
+        struct result r;
+        int64_t t0 = now_ms();
+        CHECK(generate(c, ids, (size_t)n, NULL, 200, &r) == 0, "generate");
+        CHECK(r.finish == PF_LENGTH && r.n == 200, "200 tokens, finish 'length' (%d, %d)", r.n, r.finish);
+        CHECK(golden_match(1, &r, golden_len(1, 32)), "greedy ids equal llama.cpp's");
+        CHECK(r.replies >= 1 && r.replies <= 3, "the tokens came in %d answers (at most 3)", r.replies);
+        printf("# 200 tokens in %d answers, %lld ms\n", r.replies, (long long)(now_ms() - t0));
+        pc_close(c);
+    }
+    kill(d, SIGTERM);
+    int st = 0;
+    end = now_ms() + 10000;
+    while (now_ms() < end && waitpid(d, &st, WNOHANG) != d)
+        usleep(20000);
+    if (now_ms() >= end) {
+        kill(d, SIGKILL);
+        waitpid(d, &st, 0);
+    }
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "stops cleanly (%d)", st);
+}
+
 static void drain_and_stop(void)
 {
     if (!g_daemon)
@@ -519,6 +585,7 @@ int main(void)
     RUN(concurrent_equal_sequential);
     RUN(chat_and_cancel);
     RUN(worker_sigkill);
+    RUN(flush_holds_tokens);
     RUN(drain_and_stop);
     RUN(unusable_gpu_device);
     if (g_daemon) {

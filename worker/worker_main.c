@@ -3,6 +3,7 @@
  *
  *   llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan]
  *                 [--gpu N] [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--idx N]
+ *                 [--flush-ms N]
  *
  * Two threads: the main one receives the daemon's messages (generate,
  * cancel, ping, tokenize, detokenize, shutdown); the scheduler thread steps
@@ -31,6 +32,8 @@
 #include "tokenizer.h"
 
 #define EXIT_FATAL 3
+#define BATCH_SEND_BYTES (1u << 20) /* a batch this large goes out whatever its age */
+#define DEFAULT_FLUSH_MS 10         /* under the gateway's 20 ms poll gap: a held chunk rarely misses a poll */
 
 struct worker {
     nng_socket sock;
@@ -43,9 +46,12 @@ struct worker {
     volatile int quit;
     volatile int shutting;
     int idx;
-    /* chunks of the scheduler step in progress: sent as one message when the
-     * step ends (one message per step, not one per stream and token) */
-    struct proto_chunkbuf batch; /* the step's chunks message, encoded as its events come */
+    /* chunks of the scheduler steps since the last send: one message per
+     * flush_ms at most while steps follow each other (not one per stream and
+     * token, nor one per step: every message wakes llm170d, whose threads
+     * share the cores with the engine's), at once when the scheduler idles */
+    struct proto_chunkbuf batch; /* the steps' chunks message, encoded as their events come */
+    uint64_t flush_ns;           /* --flush-ms: the longest a chunk waits in batch while steps run */
 };
 
 static volatile sig_atomic_t g_term;
@@ -132,7 +138,7 @@ static void on_event(void *user, const struct sched_event *ev)
     free(text);
 }
 
-/* Send the step's chunks as one message (id 0: each chunk names its stream). */
+/* Send the chunks batched so far as one message (id 0: each chunk names its stream). */
 static void flush_batch(struct worker *w)
 {
     if (!w->batch.n)
@@ -187,13 +193,20 @@ static void *sched_main(void *arg)
     const char *ss = getenv("LLM170_SCHED_STATS");
     uint64_t every = ss && atoi(ss) > 0 ? (uint64_t)atoi(ss) * 1000000000u : 0;
     struct step_stats st = {.t_last = now_ns()};
+    uint64_t t_flush = 0; /* when batch last went out */
     while (!w->quit) {
         struct err e;
         tl_in_step = true;
         int rc = sched_step(w->s, &e);
         tl_in_step = false;
-        uint64_t t0 = every ? now_ns() : 0;
-        flush_batch(w);
+        uint64_t t0 = now_ns();
+        /* A chunk waits for later steps only while steps keep coming; the
+         * first chunks after a quiet spell (a new request's first token) and
+         * everything before the scheduler waits go out at once. */
+        if (rc <= 0 || t0 - t_flush >= w->flush_ns || w->batch.len >= BATCH_SEND_BYTES) {
+            flush_batch(w);
+            t_flush = t0;
+        }
         if (every) {
             uint64_t t1 = now_ns();
             st.ns_flush += t1 - t0;
@@ -441,14 +454,14 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan] [--gpu N]\n"
                "                     [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--prefill-chunk N]\n"
-               "                     [--idx N]\n"
+               "                     [--idx N] [--flush-ms N]\n"
                "Started by llm170d; serves one device over the daemon's socket.\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *url = NULL, *path = NULL, *name = NULL, *backend = "cpu", *gpu = NULL;
-    int slots = 4, queue = 64, threads = 0, ctx = 0, batch = 0, prefill = 256, idx = 0;
+    int slots = 4, queue = 64, threads = 0, ctx = 0, batch = 0, prefill = 256, idx = 0, flush_ms = DEFAULT_FLUSH_MS;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -471,6 +484,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--batch")) batch = atoi(v);
         else if (!strcmp(k, "--prefill-chunk")) prefill = atoi(v);
         else if (!strcmp(k, "--idx")) idx = atoi(v);
+        else if (!strcmp(k, "--flush-ms")) flush_ms = atoi(v);
         else {
             fprintf(stderr, "llm170-worker: unknown option '%s'\n", k);
             return 2;
@@ -480,8 +494,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (slots < 1 || slots > 256 || queue < 0) {
-        fprintf(stderr, "llm170-worker: --slots must be in [1, 256] and --queue >= 0\n");
+    if (slots < 1 || slots > 256 || queue < 0 || flush_ms < 0 || flush_ms > 1000) {
+        fprintf(stderr, "llm170-worker: --slots must be in [1, 256], --queue >= 0, --flush-ms in [0, 1000]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -493,6 +507,7 @@ int main(int argc, char **argv)
     static struct worker ww;
     struct worker *w = &ww;
     w->idx = idx;
+    w->flush_ns = (uint64_t)flush_ms * 1000000u;
     struct err e;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
