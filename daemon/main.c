@@ -1,5 +1,6 @@
 /* llm170d — the supervisor: config, workers, client socket, systemd. */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,11 @@ int main(int argc, char **argv)
     struct daemon *d = &dd;
     struct err e;
     const char *config = NULL;
+    /* The client pool's threads (64 by default) would each get a malloc arena
+     * of their own (up to 8 per core): under load every arena keeps its high
+     * water mark and the RSS creeps up for minutes (16 cores: 4 → 30 MB). Our
+     * allocations are small and mostly made under d->mu anyway. */
+    mallopt(M_ARENA_MAX, 2);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);

@@ -29,15 +29,15 @@
  * from ~14 to ~9 µs of CPU per token on 64 streams). A token waits at most
  * this long; a poll that finds nothing waits for the daemon, not for this.
  *
- * LLM170_POLL_FINAL_AT_ONCE=1 moves the wait into llm170d (the poll's
- * hold_ms) so that a stream's final chunk is answered at once while
- * mid-stream chunks still come this far apart: the client's next request is
- * not delayed (64 streams: a slot's empty time between requests ~25 → ~11 ms,
- * 58 → 62 of 64 slots decoding per step). But a stream then ends nearly every
- * step, so the poll returns every step: on the 2-core CPU machine llm170d
- * spent ~2 µs more CPU per token and no throughput gain could be told from
- * the noise (docs/benchmarks.md), hence off by default. A worker whose steps
- * do not share the gateway's cores (a GPU) is where the fuller slots can pay. */
+ * The wait is in llm170d (the poll's hold_ms), so that a stream's final
+ * chunk is answered at once while mid-stream chunks still come this far
+ * apart: the client's next request is not delayed by a poll interval, nor
+ * is the slot it will fill (64 streams of 64 tokens on a 16-core machine:
+ * 40 of 64 slots decoding per step, a slot empty ~17 ms between requests,
+ * while the final chunk waited for the gap). With 64 streams one ends nearly
+ * every step, so the poll returns about every step: on the 2-core machine
+ * llm170d then spends ~2 µs more CPU per token (docs/benchmarks.md).
+ * LLM170_POLL_FINAL_AT_ONCE=0 waits in the gateway instead (hold_ms 0). */
 #define POLL_GAP_MS 20
 
 struct daemon_backend {
@@ -336,7 +336,7 @@ static void *poller_main(void *arg)
     const char *gs = getenv("LLM170_POLL_GAP_MS");
     int gap_ms = gs ? atoi(gs) : POLL_GAP_MS;
     const char *fs = getenv("LLM170_POLL_FINAL_AT_ONCE");
-    const bool final_at_once = fs && atoi(fs) > 0;
+    const bool final_at_once = !fs || atoi(fs) > 0;
     int64_t t_poll = 0;
     for (;;) {
         pthread_mutex_lock(&b->mu);

@@ -52,6 +52,7 @@ struct worker {
      * share the cores with the engine's), at once when the scheduler idles */
     struct proto_chunkbuf batch; /* the steps' chunks message, encoded as their events come */
     uint64_t flush_ns;           /* --flush-ms: the longest a chunk waits in batch while steps run */
+    bool batch_final;            /* batch holds a stream's final chunk */
 };
 
 static volatile sig_atomic_t g_term;
@@ -117,8 +118,10 @@ static void on_event(void *user, const struct sched_event *ev)
     if (tl_in_step) {
         struct err e;
         c.sid = ev->id;
-        if (!proto_chunkbuf_add(&w->batch, &c, ev->n_text, &e))
+        if (!proto_chunkbuf_add(&w->batch, &c, ev->n_text, &e)) {
+            w->batch_final |= ev->finish != 0;
             return;
+        }
         flush_batch(w); /* out of memory for the batch: what it holds goes first, in order */
         c.sid = 0;
     }
@@ -149,6 +152,7 @@ static void flush_batch(struct worker *w)
     if (proto_chunkbuf_end(&w->batch, &buf, &len, &e) || proto_send_bytes(w->sock, buf, len, 5000, &e))
         logf_("send chunks: %s", e.msg);
     proto_chunkbuf_reset(&w->batch);
+    w->batch_final = false;
 }
 
 static uint64_t now_ns(void)
@@ -202,8 +206,15 @@ static void *sched_main(void *arg)
         uint64_t t0 = now_ns();
         /* A chunk waits for later steps only while steps keep coming; the
          * first chunks after a quiet spell (a new request's first token) and
-         * everything before the scheduler waits go out at once. */
-        if (rc <= 0 || t0 - t_flush >= w->flush_ns || w->batch.len >= BATCH_SEND_BYTES) {
+         * everything before the scheduler waits go out at once. So does a
+         * stream's end when no request waits for the slot it freed: that
+         * slot stays empty until the client hears of the end and sends its
+         * next request (64 streams of 64 tokens: ~17 → ~3 ms empty). */
+        int active = 0, queued = 0;
+        if (w->batch_final)
+            sched_stats(w->s, &active, &queued);
+        if (rc <= 0 || t0 - t_flush >= w->flush_ns || w->batch.len >= BATCH_SEND_BYTES ||
+            (w->batch_final && queued == 0)) {
             flush_batch(w);
             t_flush = t0;
         }
