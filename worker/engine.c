@@ -3,6 +3,7 @@
  * (forward_hip.c). The Vulkan backend is not built in yet. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend_cpu.h"
 #include "backend_hip.h"
@@ -14,6 +15,10 @@ struct engine_ctx {
     enum backend_kind kind;
     struct cpu_engine *cpu;  /* exactly one of these is set */
     struct hip_engine *hip;
+    /* a GPU engine's host threads for per-row work between steps (the
+     * scheduler's sampling): without them a 64-row step sampled on one
+     * thread took longer than the step's decode on the GPU. NULL = one. */
+    struct tpool *host_tp;
 };
 
 void engine_params_default(struct engine_params *p)
@@ -58,6 +63,16 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         free(c);
         return rc;
     }
+    if (kind == BACKEND_HIP) {
+        /* n_threads, else up to 8: sampling a row takes microseconds, more
+         * threads would mostly wait for each other */
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        int nt = p && p->n_threads > 0 ? p->n_threads : nc > 8 ? 8 : nc > 0 ? (int)nc : 1;
+        if (nt > 1 && !(c->host_tp = tpool_create(nt))) {
+            engine_free(c);
+            return err_set(e, ERR_NOMEM, "engine: cannot start %d host threads", nt);
+        }
+    }
     *out = c;
     return 0;
 }
@@ -70,6 +85,8 @@ void engine_free(struct engine_ctx *c)
         hip_engine_free(c->hip);
     if (c->cpu)
         cpu_engine_free(c->cpu);
+    if (c->host_tp)
+        tpool_destroy(c->host_tp);
     free(c);
 }
 
@@ -82,6 +99,10 @@ void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int 
 {
     if (c && c->cpu) {
         tpool_run(cpu_engine_pool(c->cpu), fn, ctx, n);
+        return;
+    }
+    if (c && c->host_tp) {
+        tpool_run(c->host_tp, fn, ctx, n);
         return;
     }
     for (int64_t i = 0; i < n; i++)
