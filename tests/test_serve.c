@@ -423,6 +423,26 @@ static void worker_sigkill(void)
     }
 }
 
+/* A second llm170d on socket url with the test model, a context of 256 and
+ * the flags in extra (NULL-terminated); its stderr is muted unless TEST_VERBOSE. */
+static pid_t spawn_daemon(const char *url, const char *const *extra)
+{
+    pid_t d = fork();
+    if (d == 0) {
+        const char *argv[32] = {daemon_bin, "--socket", url, "--model", model, "--worker", worker_bin, "--ctx", "256"};
+        int n = 9;
+        for (int i = 0; extra[i] && n < 31; i++)
+            argv[n++] = extra[i];
+        argv[n] = NULL;
+        int fd = open("/dev/null", O_WRONLY);
+        if (!getenv("TEST_VERBOSE"))
+            dup2(fd, 2);
+        execv(daemon_bin, (char *const *)argv);
+        _exit(127);
+    }
+    return d;
+}
+
 /* --flush-ms: a worker holds the tokens of the steps that follow each other
  * and sends them together, but the first token after a quiet spell and the
  * rest when the scheduler runs dry go out at once. With a flush interval far
@@ -436,15 +456,8 @@ static void flush_holds_tokens(void)
         SKIP("stories260K.gguf or tests/golden absent");
     char url[460];
     snprintf(url, sizeof url, "ipc://%s/flush.sock", tmpdir);
-    pid_t d = fork();
-    if (d == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (!getenv("TEST_VERBOSE"))
-            dup2(fd, 2);
-        execl(daemon_bin, daemon_bin, "--socket", url, "--model", model, "--worker", worker_bin, "--devices", "cpu",
-              "--slots", "2", "--threads", "1", "--ctx", "256", "--flush-ms", "1000", (char *)NULL);
-        _exit(127);
-    }
+    const char *extra[] = {"--devices", "cpu", "--slots", "2", "--threads", "1", "--flush-ms", "1000", NULL};
+    pid_t d = spawn_daemon(url, extra);
     struct pc_client *c = NULL;
     struct err e;
     int64_t end = now_ms() + 20000;
@@ -514,15 +527,8 @@ static void unusable_gpu_device(void)
         SKIP("stories260K.gguf or tests/golden absent");
     char url2[450];
     snprintf(url2, sizeof url2, "ipc://%s/gpu.sock", tmpdir);
-    pid_t d = fork();
-    if (d == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (!getenv("TEST_VERBOSE"))
-            dup2(fd, 2);
-        execl(daemon_bin, daemon_bin, "--socket", url2, "--model", model, "--worker", worker_bin, "--devices",
-              "cpu,0", "--threads", "2", "--ctx", "256", (char *)NULL);
-        _exit(127);
-    }
+    const char *extra[] = {"--devices", "cpu,0", "--threads", "2", NULL};
+    pid_t d = spawn_daemon(url2, extra);
     struct pc_client *c = NULL;
     struct err e;
     bool settled = false;
