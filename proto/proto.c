@@ -583,31 +583,21 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
 
 /* ---------------------------------------------------------------- chunk buffer */
 
+/* msgpack's sbuffer write, remembering a failure: the packer's helpers do
+ * not all pass the writer's status on. */
 static int cb_write(void *data, const char *buf, size_t len)
 {
     struct proto_chunkbuf *b = data;
-    if (b->oom)
+    if (b->oom || msgpack_sbuffer_write(&b->sb, buf, len)) {
+        b->oom = true;
         return -1;
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + len)
-            cap *= 2;
-        char *nd = realloc(b->data, cap);
-        if (!nd) {
-            b->oom = true;
-            return -1;
-        }
-        b->data = nd;
-        b->cap = cap;
     }
-    memcpy(b->data + b->len, buf, len);
-    b->len += len;
     return 0;
 }
 
 void proto_chunkbuf_reset(struct proto_chunkbuf *b)
 {
-    b->len = 0;
+    msgpack_sbuffer_clear(&b->sb);
     b->n = 0;
     b->oom = false;
 }
@@ -616,20 +606,20 @@ int proto_chunkbuf_add(struct proto_chunkbuf *b, const struct proto_chunk *c, si
 {
     msgpack_packer pkv, *pk = &pkv;
     msgpack_packer_init(pk, b, cb_write);
-    size_t len0 = b->len;
-    if (b->len == 0 && !b->oom) { /* the message's head, as proto_encode writes it for id 0 */
+    size_t len0 = b->sb.size;
+    if (b->sb.size == 0 && !b->oom) { /* the message's head, as proto_encode writes it for id 0 */
         msgpack_pack_map(pk, 5);
         KV_INT("v", PROTO_VERSION);
         KV_STR("t", proto_type_name(PT_CHUNKS));
         KV_UINT("id", 0);
         pk_key(pk, "chunks");
         const char a32[5] = {(char)0xdd, 0, 0, 0, 0}; /* array 32, its length patched at the end */
-        b->at_n = b->len + 1; /* after the 0xdd marker */
+        b->at_n = b->sb.size + 1; /* after the 0xdd marker */
         cb_write(b, a32, sizeof a32);
     }
     pk_chunk_text(pk, c, c->text ? c->text : "", c->text ? n_text : 0);
     if (b->oom) { /* back to the chunks before this one, which can still go out */
-        b->len = len0;
+        b->sb.size = len0;
         b->oom = false;
         return err_set(e, ERR_NOMEM, "proto: out of memory encoding a chunk");
     }
@@ -647,19 +637,19 @@ int proto_chunkbuf_end(struct proto_chunkbuf *b, const char **buf, size_t *len, 
     KV_BOOL("done", false);
     if (b->oom)
         return err_set(e, ERR_NOMEM, "proto: out of memory encoding a chunks message");
-    uint8_t *p = (uint8_t *)b->data + b->at_n; /* big-endian, as msgpack has it */
+    uint8_t *p = (uint8_t *)b->sb.data + b->at_n; /* big-endian, as msgpack has it */
     p[0] = (uint8_t)(b->n >> 24);
     p[1] = (uint8_t)(b->n >> 16);
     p[2] = (uint8_t)(b->n >> 8);
     p[3] = (uint8_t)b->n;
-    *buf = b->data;
-    *len = b->len;
+    *buf = b->sb.data;
+    *len = b->sb.size;
     return 0;
 }
 
 void proto_chunkbuf_free(struct proto_chunkbuf *b)
 {
-    free(b->data);
+    msgpack_sbuffer_destroy(&b->sb);
     *b = (struct proto_chunkbuf){0};
 }
 

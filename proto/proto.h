@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <msgpack/sbuffer.h>
 
 #include "../common/err.h"
 
@@ -240,11 +241,10 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
  * Equivalent to proto_encode of the same chunks (the array's length is a
  * 32-bit msgpack header, patched by proto_chunkbuf_end). */
 struct proto_chunkbuf {
-    char *data;  /* [cap] bytes; [len] of them hold the message so far */
-    size_t len, cap;
-    size_t at_n; /* offset of the chunks array's 32-bit length in data */
-    uint32_t n;  /* chunks added since proto_chunkbuf_reset */
-    bool oom;    /* a write found no memory: the message is incomplete */
+    msgpack_sbuffer sb; /* the message so far: sb.size bytes; the allocation stays from message to message */
+    size_t at_n;        /* offset of the chunks array's 32-bit length in sb.data */
+    uint32_t n;         /* chunks added since proto_chunkbuf_reset */
+    bool oom;           /* a write found no memory: the message is incomplete */
 };
 /* Forget the message (the allocation stays). */
 void proto_chunkbuf_reset(struct proto_chunkbuf *b);

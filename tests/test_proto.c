@@ -224,10 +224,10 @@ static void chunkbuf_messages(void)
     proto_msg_free(&d);
 
     proto_chunkbuf_reset(&b); /* the next step's message, in the same allocation */
-    char *data = b.data;
+    char *data = b.sb.data;
     struct proto_chunk c = {.sid = 9, .token = 5, .text = "hé"};
     CHECK(proto_chunkbuf_add(&b, &c, 3, &e) == 0 && proto_chunkbuf_end(&b, &buf, &len, &e) == 0, "second message");
-    CHECK(b.data == data, "the buffer is reused");
+    CHECK(b.sb.data == data, "the buffer is reused");
     CHECK(proto_decode(buf, len, &d, &e) == 0 && d.n_chunks == 1, "second message decodes alone");
     if (d.n_chunks == 1)
         CHECK(d.chunks[0].sid == 9 && d.chunks[0].token == 5 && !strcmp(d.chunks[0].text, "hé"), "its chunk");

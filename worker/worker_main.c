@@ -213,7 +213,7 @@ static void *sched_main(void *arg)
         int active = 0, queued = 0;
         if (w->batch_final)
             sched_stats(w->s, &active, &queued);
-        if (rc <= 0 || t0 - t_flush >= w->flush_ns || w->batch.len >= BATCH_SEND_BYTES ||
+        if (rc <= 0 || t0 - t_flush >= w->flush_ns || w->batch.sb.size >= BATCH_SEND_BYTES ||
             (w->batch_final && queued == 0)) {
             flush_batch(w);
             t_flush = t0;
