@@ -133,6 +133,8 @@ static void cand_heap_select(struct smp_cand *a, int32_t n, int32_t k);
 
 /* Number of buckets of the pre-selection below (a histogram on the stack). */
 #define CAND_BUCKETS 256
+/* Up to this many candidates are sorted whole instead of heap-selected. */
+#define CAND_INSERTION_MAX 96
 
 /* Move to a[0..m) every candidate whose logit lies in the highest buckets
  * of a histogram over [min, max] that together hold at least k candidates;
@@ -145,36 +147,69 @@ static void cand_heap_select(struct smp_cand *a, int32_t n, int32_t k);
  * partition pass are a fraction of that. */
 static int32_t cand_preselect(struct smp_cand *a, int32_t n, int32_t k)
 {
-    float mn = INFINITY, mx = -INFINITY;
-    for (int32_t i = 0; i < n; i++) {
-        float l = a[i].logit;
-        if (l > -INFINITY && l < mn) /* −inf candidates (masked) all land in bucket 0 */
-            mn = l;
-        if (l > mx)
-            mx = l;
+    /* two minima and maxima side by side, four histograms: neither pass
+     * waits on its own previous element (a running minimum, or the counter
+     * the previous candidate incremented, which most candidates share) */
+    float mn0 = INFINITY, mx0 = -INFINITY, mn1 = INFINITY, mx1 = -INFINITY;
+    int32_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        float l0 = a[i].logit, l1 = a[i + 1].logit;
+        if (l0 > -INFINITY && l0 < mn0) /* −inf candidates (masked) all land in bucket 0 */
+            mn0 = l0;
+        if (l0 > mx0)
+            mx0 = l0;
+        if (l1 > -INFINITY && l1 < mn1)
+            mn1 = l1;
+        if (l1 > mx1)
+            mx1 = l1;
     }
+    if (i < n && a[i].logit > -INFINITY && a[i].logit < mn0)
+        mn0 = a[i].logit;
+    if (i < n && a[i].logit > mx0)
+        mx0 = a[i].logit;
+    float mn = mn1 < mn0 ? mn1 : mn0, mx = mx1 > mx0 ? mx1 : mx0;
     if (!(mx > mn) || !isfinite(mx - mn))
         return n;
     float scale = (float)(CAND_BUCKETS - 1) / (mx - mn);
-    int32_t count[CAND_BUCKETS] = {0};
-    for (int32_t i = 0; i < n; i++) {
+    int32_t count[4][CAND_BUCKETS];
+    memset(count, 0, sizeof count);
+    for (i = 0; i < n; i++) {
         float d = (a[i].logit - mn) * scale; /* −inf → −inf, NaN → fails the test */
-        count[d > 0.0f ? (int32_t)d : 0]++;
+        count[i & 3][d > 0.0f ? (int32_t)d : 0]++;
     }
-    int32_t b = CAND_BUCKETS - 1, m = count[b];
-    while (m < k && b > 0)
-        m += count[--b];
+    int32_t b = CAND_BUCKETS - 1, m = count[0][b] + count[1][b] + count[2][b] + count[3][b];
+    while (m < k && b > 0) {
+        b--;
+        m += count[0][b] + count[1][b] + count[2][b] + count[3][b];
+    }
     if (b == 0 || m > n / 2)
         return n;
+    /* bucket(d) >= b with b >= 1 is d >= b: a bucket is d rounded down */
+    const float fb = (float)b;
     int32_t j = 0;
-    for (int32_t i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {
         float d = (a[i].logit - mn) * scale;
-        if ((d > 0.0f ? (int32_t)d : 0) >= b) {
+        if (d >= fb) {
             cand_swap(&a[i], &a[j]);
             j++;
         }
     }
     return j;
+}
+
+/* a[0..n) sorted by insertion: for the few dozen candidates a pre-selection
+ * leaves, fewer mispredicted branches than a heap's sifting */
+static void cand_insertion_sort(struct smp_cand *a, int32_t n)
+{
+    for (int32_t i = 1; i < n; i++) {
+        struct smp_cand x = a[i];
+        int32_t j = i;
+        while (j > 0 && cand_before(&x, &a[j - 1])) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
 }
 
 static void cand_partial_sort(struct smp_cand *a, int32_t n, int32_t k)
@@ -183,7 +218,10 @@ static void cand_partial_sort(struct smp_cand *a, int32_t n, int32_t k)
         k = n;
     if (k > 1 && n > 4 * k)
         n = cand_preselect(a, n, k);
-    cand_heap_select(a, n, k);
+    if (k > 1 && n <= CAND_INSERTION_MAX)
+        cand_insertion_sort(a, n); /* a[0..k) as the heap leaves it; a[k..n) sorted too */
+    else
+        cand_heap_select(a, n, k);
 }
 
 /* cand_partial_sort's heap: the k first of a[0..n) into a[0..k), sorted. */
