@@ -34,6 +34,7 @@ struct smp_chain {
     int32_t n_vocab;
 
     struct smp_cand *cur;   /* [n_vocab] working candidate list */
+    const float *row;       /* [n_vocab] smp_sample's logits while cur is not written yet, else NULL */
     int32_t size;           /* live entries in cur */
     bool sorted;            /* cur is in descending logit order */
     int32_t selected;       /* index into cur chosen by dist, −1 none */
@@ -145,16 +146,24 @@ static void cand_heap_select(struct smp_cand *a, int32_t n, int32_t k);
  * k over all n candidates sifts whenever a later candidate beats its root,
  * which trained models' logits make frequent; one counting pass and one
  * partition pass are a fraction of that. */
-static int32_t cand_preselect(struct smp_cand *a, int32_t n, int32_t k)
+/* The cut of such a pre-selection over the n logits at x, stride bytes
+ * apart (a candidate list's, or a logits row's): the histogram's range and
+ * its lowest kept bucket. False when no useful cut exists. */
+struct cand_cut {
+    float mn, scale, fb;
+};
+
+static bool cand_cut_find(const char *x, size_t stride, int32_t n, int32_t k, struct cand_cut *cut)
 {
+#define X(i) (*(const float *)(x + (size_t)(i) * stride))
     /* two minima and maxima side by side, four histograms: neither pass
      * waits on its own previous element (a running minimum, or the counter
      * the previous candidate incremented, which most candidates share) */
     float mn0 = INFINITY, mx0 = -INFINITY, mn1 = INFINITY, mx1 = -INFINITY;
     int32_t i = 0;
     for (; i + 1 < n; i += 2) {
-        float l0 = a[i].logit, l1 = a[i + 1].logit;
-        if (l0 > -INFINITY && l0 < mn0) /* −inf candidates (masked) all land in bucket 0 */
+        float l0 = X(i), l1 = X(i + 1);
+        if (l0 > -INFINITY && l0 < mn0) /* −inf (masked) and NaN all land in bucket 0 */
             mn0 = l0;
         if (l0 > mx0)
             mx0 = l0;
@@ -163,37 +172,65 @@ static int32_t cand_preselect(struct smp_cand *a, int32_t n, int32_t k)
         if (l1 > mx1)
             mx1 = l1;
     }
-    if (i < n && a[i].logit > -INFINITY && a[i].logit < mn0)
-        mn0 = a[i].logit;
-    if (i < n && a[i].logit > mx0)
-        mx0 = a[i].logit;
+    if (i < n && X(i) > -INFINITY && X(i) < mn0)
+        mn0 = X(i);
+    if (i < n && X(i) > mx0)
+        mx0 = X(i);
     float mn = mn1 < mn0 ? mn1 : mn0, mx = mx1 > mx0 ? mx1 : mx0;
     if (!(mx > mn) || !isfinite(mx - mn))
-        return n;
+        return false;
     float scale = (float)(CAND_BUCKETS - 1) / (mx - mn);
     int32_t count[4][CAND_BUCKETS];
     memset(count, 0, sizeof count);
     for (i = 0; i < n; i++) {
-        float d = (a[i].logit - mn) * scale; /* −inf → −inf, NaN → fails the test */
+        float d = (X(i) - mn) * scale; /* −inf → −inf, NaN → fails the test */
         count[i & 3][d > 0.0f ? (int32_t)d : 0]++;
     }
+#undef X
     int32_t b = CAND_BUCKETS - 1, m = count[0][b] + count[1][b] + count[2][b] + count[3][b];
     while (m < k && b > 0) {
         b--;
         m += count[0][b] + count[1][b] + count[2][b] + count[3][b];
     }
     if (b == 0 || m > n / 2)
+        return false;
+    *cut = (struct cand_cut){mn, scale, (float)b};
+    return true;
+}
+
+/* In a kept bucket: bucket(d) >= b with b >= 1 is d >= b (a bucket is d
+ * rounded down); never for −inf or NaN. */
+static inline bool cand_cut_keeps(const struct cand_cut *cut, float l) { return (l - cut->mn) * cut->scale >= cut->fb; }
+
+static int32_t cand_preselect(struct smp_cand *a, int32_t n, int32_t k)
+{
+    struct cand_cut cut;
+    if (!cand_cut_find((const char *)&a[0].logit, sizeof *a, n, k, &cut))
         return n;
-    /* bucket(d) >= b with b >= 1 is d >= b: a bucket is d rounded down */
-    const float fb = (float)b;
     int32_t j = 0;
-    for (i = 0; i < n; i++) {
-        float d = (a[i].logit - mn) * scale;
-        if (d >= fb) {
+    for (int32_t i = 0; i < n; i++)
+        if (cand_cut_keeps(&cut, a[i].logit)) {
             cand_swap(&a[i], &a[j]);
             j++;
         }
-    }
+    return j;
+}
+
+/* The same pre-selection straight from a logits row (ids 0..n), before any
+ * candidate list exists: the kept ones are written to out, in id order;
+ * returns their number, or 0 when no useful cut exists. A row is a third of
+ * a candidate list's bytes, and only the kept candidates are ever written:
+ * for a 152k-token vocabulary, most of a sample's time was writing and
+ * re-reading the whole list. */
+static int32_t row_preselect(const float *row, int32_t n, int32_t k, struct smp_cand *out)
+{
+    struct cand_cut cut;
+    if (!cand_cut_find((const char *)row, sizeof *row, n, k, &cut))
+        return 0;
+    int32_t j = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (cand_cut_keeps(&cut, row[i]))
+            out[j++] = (struct smp_cand){i, row[i], 0.0f};
     return j;
 }
 
@@ -212,16 +249,22 @@ static void cand_insertion_sort(struct smp_cand *a, int32_t n)
     }
 }
 
+/* The k first of a[0..n) into a[0..k), sorted (k <= n). */
+static void cand_select(struct smp_cand *a, int32_t n, int32_t k)
+{
+    if (k > 1 && n <= CAND_INSERTION_MAX)
+        cand_insertion_sort(a, n); /* a[0..k) as the heap leaves it; a[k..n) sorted too */
+    else
+        cand_heap_select(a, n, k);
+}
+
 static void cand_partial_sort(struct smp_cand *a, int32_t n, int32_t k)
 {
     if (k > n)
         k = n;
     if (k > 1 && n > 4 * k)
         n = cand_preselect(a, n, k);
-    if (k > 1 && n <= CAND_INSERTION_MAX)
-        cand_insertion_sort(a, n); /* a[0..k) as the heap leaves it; a[k..n) sorted too */
-    else
-        cand_heap_select(a, n, k);
+    cand_select(a, n, k);
 }
 
 /* cand_partial_sort's heap: the k first of a[0..n) into a[0..k), sorted. */
@@ -380,6 +423,28 @@ static void softmax(struct smp_chain *c)
 
 /* ------------------------------------------------------------ samplers (§3) */
 
+/* Write the candidate list of smp_sample's row, if not written yet: every
+ * token in id order, a NaN logit as −inf so a broken row cannot poison
+ * sorting or the sums. */
+static void cand_build(struct smp_chain *c)
+{
+    if (!c->row)
+        return;
+    for (int32_t i = 0; i < c->n_vocab; i++) {
+        float l = c->row[i];
+        c->cur[i].id = i;
+        c->cur[i].logit = isnan(l) ? -INFINITY : l;
+        c->cur[i].p = 0.0f;
+    }
+    c->row = NULL;
+}
+
+static bool penalties_active(const struct smp_chain *c)
+{
+    const struct smp_params *p = &c->p;
+    return c->last_n > 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+}
+
 static void apply_logit_bias(struct smp_chain *c)
 {
     for (int32_t b = 0; b < c->n_bias; b++) {
@@ -400,8 +465,7 @@ static void apply_logit_bias(struct smp_chain *c)
 static void apply_penalties(struct smp_chain *c)
 {
     const struct smp_params *p = &c->p;
-    if (c->last_n == 0 ||
-        (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
+    if (!penalties_active(c))
         return;
     for (int32_t i = 0; i < c->size; i++) {
         int32_t cnt = c->counts[c->cur[i].id];
@@ -423,6 +487,17 @@ static void apply_top_k(struct smp_chain *c, int32_t k)
         return;
     if (k > c->size)
         k = c->size;
+    if (c->row && k > 1 && c->size > 4 * k) {
+        int32_t m = row_preselect(c->row, c->size, k, c->cur);
+        if (m > 0) { /* cur holds the kept candidates only: the k first are among them */
+            c->row = NULL;
+            cand_select(c->cur, m, k);
+            c->sorted = true;
+            c->size = k;
+            return;
+        }
+    }
+    cand_build(c);
     if (!c->sorted) {
         cand_partial_sort(c->cur, c->size, k);
         c->sorted = true;
@@ -588,33 +663,31 @@ int32_t smp_sample(struct smp_chain *c, const float *logits)
 {
     if (!c || !logits)
         return ERR_INVALID;
-    /* §1: whole vocabulary in id order; a NaN logit is treated as −inf so a
-     * broken row cannot poison sorting or the sums */
-    for (int32_t i = 0; i < c->n_vocab; i++) {
-        float l = logits[i];
-        c->cur[i].id = i;
-        c->cur[i].logit = isnan(l) ? -INFINITY : l;
-        c->cur[i].p = 0.0f;
-    }
+    /* §1: whole vocabulary in id order (written by cand_build when a sampler
+     * first needs the list: top-k can start from the row itself) */
+    c->row = logits;
     c->size = c->n_vocab;
     c->sorted = false;
     c->selected = -1;
 
+    const struct smp_params *p = &c->p;
+    if (c->n_bias > 0 || penalties_active(c)) /* they edit entries of the list */
+        cand_build(c);
     if (c->n_bias > 0)
         apply_logit_bias(c);
-    const struct smp_params *p = &c->p;
     for (int32_t s = 0; s < p->n_samplers; s++) {
         switch (p->samplers[s]) {
-        case SMP_PENALTIES: apply_penalties(c); break;
+        case SMP_PENALTIES: apply_penalties(c); break; /* the list is written when they are on */
         case SMP_TOP_K: apply_top_k(c, p->top_k); break;
-        case SMP_TYPICAL_P: apply_typical(c, p->typical_p, p->min_keep); break;
-        case SMP_TOP_P: apply_top_p(c, p->top_p, p->min_keep); break;
-        case SMP_MIN_P: apply_min_p(c, p->min_p, p->min_keep); break;
-        case SMP_TEMPERATURE: apply_temp(c, p->temp); break;
+        case SMP_TYPICAL_P: cand_build(c); apply_typical(c, p->typical_p, p->min_keep); break;
+        case SMP_TOP_P: cand_build(c); apply_top_p(c, p->top_p, p->min_keep); break;
+        case SMP_MIN_P: cand_build(c); apply_min_p(c, p->min_p, p->min_keep); break;
+        case SMP_TEMPERATURE: cand_build(c); apply_temp(c, p->temp); break;
         /* validated as disabled in smp_new: no-ops */
         case SMP_DRY: case SMP_TOP_N_SIGMA: case SMP_XTC: case SMP_TYPE_COUNT: break;
         }
     }
+    cand_build(c);
     apply_dist(c);
     if (c->selected < 0)
         return ERR_NOTFOUND;
