@@ -69,9 +69,10 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
                   struct err *e);
 void engine_free(struct engine_ctx *c);
 int engine_n_ctx(const struct engine_ctx *c);
-/* fn(ctx, i, worker) for i in [0, n) on the CPU engine's threads (the caller's included), or in turn
- * on the caller's thread for other backends; for independent per-sequence host work between steps
- * (sampling), which otherwise leaves the engine's threads idle. Not reentrant with engine_decode. */
+/* fn(ctx, i, worker) for i in [0, n) on the CPU engine's threads (the caller's included), or on a GPU
+ * engine's host threads (n_threads of them, else up to 8); for independent per-sequence host work
+ * between steps (sampling), which otherwise leaves those threads idle or, on a GPU, takes longer than
+ * the decode. Not reentrant with engine_decode. */
 void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int worker), void *ctx, int64_t n);
 
 /* One token of a batch. */
