@@ -19,6 +19,7 @@
 
 #include "../proto/client.h"
 #include "check.h"
+#include "proc_util.h"
 
 static char tmpdir[256], sockurl[400], fake[1024], daemon_bin[1024], model[1024];
 
@@ -32,23 +33,9 @@ static int64_t now_ms(void)
 /* Start llm170d with the fake worker; extra flags / env (NAME=VALUE) follow. */
 static pid_t start_daemon(const char *const *extra, const char *const *env)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        const char *argv[40] = {daemon_bin, "--socket", sockurl, "--model", model, "--worker", fake,
-                                "--devices", "cpu", "--ping-interval-ms", "200"};
-        int n = 11;
-        for (int i = 0; extra && extra[i]; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        int fd = open("/dev/null", O_WRONLY);
-        if (!getenv("TEST_VERBOSE"))
-            dup2(fd, 2);
-        execv(daemon_bin, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
+    const char *argv[] = {daemon_bin, "--socket", sockurl, "--model", model, "--worker", fake,
+                          "--devices", "cpu", "--ping-interval-ms", "200", NULL};
+    return proc_spawn(argv, extra, env);
 }
 
 static int stop_daemon(pid_t pid)
@@ -727,13 +714,8 @@ static void load_failure_exits(void)
     if (!WIFEXITED(st))
         stop_daemon(d);
     /* and a bad command line is usage error 2 */
-    pid_t p = fork();
-    if (p == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 2);
-        execl(daemon_bin, daemon_bin, "--bogus", (char *)NULL);
-        _exit(127);
-    }
+    const char *bogus[] = {daemon_bin, "--bogus", NULL};
+    pid_t p = proc_spawn(bogus, NULL, NULL);
     waitpid(p, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad flag → exit 2");
 }
@@ -751,15 +733,8 @@ static void config_file_and_flags(void)
     fprintf(f, "# test config\n[daemon]\nmodel = tiny\nslots = 3\nqueue = 7\nfuture_key = 1\n"
                "[gateway]\nlisten = 127.0.0.1:1\n[models]\ntiny = %s\n", model);
     fclose(f);
-    pid_t d = fork();
-    if (d == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (!getenv("TEST_VERBOSE"))
-            dup2(fd, 2);
-        execl(daemon_bin, daemon_bin, "--config", cfg, "--socket", sockurl, "--worker", fake, "--slots", "2",
-              (char *)NULL);
-        _exit(127);
-    }
+    const char *argv[] = {daemon_bin, "--config", cfg, "--socket", sockurl, "--worker", fake, "--slots", "2", NULL};
+    pid_t d = proc_spawn(argv, NULL, NULL);
     struct pc_client *c = wait_ready(10000);
     CHECK(c != NULL, "ready from the config file");
     if (c) {
@@ -774,13 +749,8 @@ static void config_file_and_flags(void)
     pc_close(c);
     CHECK_EQ_INT(stop_daemon(d), 0);
     /* a missing explicit config file is an error */
-    pid_t p = fork();
-    if (p == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 2);
-        execl(daemon_bin, daemon_bin, "--config", "/nonexistent/llm170.conf", (char *)NULL);
-        _exit(127);
-    }
+    const char *missing[] = {daemon_bin, "--config", "/nonexistent/llm170.conf", NULL};
+    pid_t p = proc_spawn(missing, NULL, NULL);
     int st = 0;
     waitpid(p, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "missing config → exit 1");

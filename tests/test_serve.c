@@ -16,6 +16,7 @@
 
 #include "../proto/client.h"
 #include "check.h"
+#include "proc_util.h"
 
 static char tmpdir[256], sockurl[400], daemon_bin[1024], worker_bin[1024], model[4200], notify_path[400];
 static pid_t g_daemon;
@@ -149,6 +150,15 @@ static bool golden_match(int i, const struct result *r, int upto)
     return true;
 }
 
+/* llm170d on socket url with the real worker, the test model, a context of
+ * 256, the flags in extra and the environment entries in env (both
+ * NULL-terminated, env may be NULL). */
+static pid_t spawn_daemon(const char *url, const char *const *extra, const char *const *env)
+{
+    const char *argv[] = {daemon_bin, "--socket", url, "--model", model, "--worker", worker_bin, "--ctx", "256", NULL};
+    return proc_spawn(argv, extra, env);
+}
+
 static int notify_fd = -1;
 
 static void start(void)
@@ -163,19 +173,11 @@ static void start(void)
         perror("bind");
     struct timeval tv = {0, 100000};
     setsockopt(notify_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    g_daemon = fork();
-    if (g_daemon == 0) {
-        char env1[500];
-        snprintf(env1, sizeof env1, "NOTIFY_SOCKET=%s", notify_path);
-        putenv(env1);
-        putenv("WATCHDOG_USEC=300000");
-        int fd = open("/dev/null", O_WRONLY);
-        if (!getenv("TEST_VERBOSE"))
-            dup2(fd, 2);
-        execl(daemon_bin, daemon_bin, "--socket", sockurl, "--model", model, "--worker", worker_bin, "--devices",
-              "cpu", "--slots", "8", "--threads", "2", "--ctx", "256", "--ping-interval-ms", "200", (char *)NULL);
-        _exit(127);
-    }
+    static char notify_env[500];
+    snprintf(notify_env, sizeof notify_env, "NOTIFY_SOCKET=%s", notify_path);
+    const char *env[] = {notify_env, "WATCHDOG_USEC=300000", NULL};
+    const char *extra[] = {"--devices", "cpu", "--slots", "8", "--threads", "2", "--ping-interval-ms", "200", NULL};
+    g_daemon = spawn_daemon(sockurl, extra, env);
 }
 
 static void notify_ready_then_watchdog(void)
@@ -423,25 +425,6 @@ static void worker_sigkill(void)
     }
 }
 
-/* A second llm170d on socket url with the test model, a context of 256 and
- * the flags in extra (NULL-terminated); its stderr is muted unless TEST_VERBOSE. */
-static pid_t spawn_daemon(const char *url, const char *const *extra)
-{
-    pid_t d = fork();
-    if (d == 0) {
-        const char *argv[32] = {daemon_bin, "--socket", url, "--model", model, "--worker", worker_bin, "--ctx", "256"};
-        int n = 9;
-        for (int i = 0; extra[i] && n < 31; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        int fd = open("/dev/null", O_WRONLY);
-        if (!getenv("TEST_VERBOSE"))
-            dup2(fd, 2);
-        execv(daemon_bin, (char *const *)argv);
-        _exit(127);
-    }
-    return d;
-}
 
 /* --flush-ms: a worker holds the tokens of the steps that follow each other
  * and sends them together, but the first token after a quiet spell and the
@@ -457,7 +440,7 @@ static void flush_holds_tokens(void)
     char url[460];
     snprintf(url, sizeof url, "ipc://%s/flush.sock", tmpdir);
     const char *extra[] = {"--devices", "cpu", "--slots", "2", "--threads", "1", "--flush-ms", "1000", NULL};
-    pid_t d = spawn_daemon(url, extra);
+    pid_t d = spawn_daemon(url, extra, NULL);
     struct pc_client *c = NULL;
     struct err e;
     int64_t end = now_ms() + 20000;
@@ -528,7 +511,7 @@ static void unusable_gpu_device(void)
     char url2[450];
     snprintf(url2, sizeof url2, "ipc://%s/gpu.sock", tmpdir);
     const char *extra[] = {"--devices", "cpu,0", "--threads", "2", NULL};
-    pid_t d = spawn_daemon(url2, extra);
+    pid_t d = spawn_daemon(url2, extra, NULL);
     struct pc_client *c = NULL;
     struct err e;
     bool settled = false;
