@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../proto/client.h"
 #include "cli.h"
 
@@ -64,13 +65,6 @@ static pid_t spawn(const char *const *argv)
     return pid;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static const char *describe(int st, char *buf, size_t cap)
 {
     if (WIFSIGNALED(st))
@@ -86,8 +80,8 @@ static void stop_child(pid_t pid, int grace_ms)
     if (pid <= 0)
         return;
     kill(pid, SIGTERM);
-    int64_t end = now_ms() + grace_ms;
-    while (now_ms() < end) {
+    int64_t end = clock_now_ms() + grace_ms;
+    while (clock_now_ms() < end) {
         if (waitpid(pid, NULL, WNOHANG) == pid)
             return;
         usleep(20000);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../proto/wire.h"
 #include "daemon.h"
 
@@ -27,12 +28,7 @@
 #define BACKOFF_MAX_MS 30000
 #define EXIT_FATAL 3 /* a worker that cannot load its model says so with this status: no restart */
 
-int64_t d_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t d_now_ms(void) { return clock_now_ms(); }
 
 void d_log(const char *fmt, ...)
 {

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/clock.h"
 #include "../proto/client.h"
 
 /* the longest a poll waits for a chunk; chunks end the wait at once, so this
@@ -100,13 +101,6 @@ static void job_free(struct gw_job *j)
     free(j->bias);
     pthread_mutex_destroy(&j->mu);
     free(j);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void deliver(struct gw_job *j, const struct gw_event *ev) { j->fn(j->user, ev); }
@@ -376,9 +370,9 @@ static void *poller_main(void *arg)
             pc_cancel_id(b->pc, cancel[i], &e); /* the stream then ends with PF_CANCEL */
         struct proto_chunk *chunks = NULL;
         size_t n = 0;
-        int64_t hold = final_at_once ? t_flow + gap_ms - now_ms() : 0;
+        int64_t hold = final_at_once ? t_flow + gap_ms - clock_now_ms() : 0;
         hold = hold < 0 ? 0 : hold > gap_ms ? gap_ms : hold;
-        t_poll = now_ms();
+        t_poll = clock_now_ms();
         int rc = pc_poll(b->pc, b->group, acks, n_acks, POLL_MS + (int)hold, (int)hold, &chunks, &n, &e);
         if (rc) {
             /* the daemon is gone or stuck: every running stream fails (as a poll of its own would) */
@@ -453,8 +447,8 @@ static void *poller_main(void *arg)
         if (unknown && !delivered)
             usleep(1000); /* only chunks of a stream whose job is still registering: do not spin */
         if (flow)
-            t_flow = now_ms();
-        int64_t gap = t_poll + gap_ms - now_ms();
+            t_flow = clock_now_ms();
+        int64_t gap = t_poll + gap_ms - clock_now_ms();
         if (!final_at_once && delivered && gap > 0)
             usleep((useconds_t)gap * 1000);
     }

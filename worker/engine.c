@@ -97,12 +97,9 @@ int engine_n_ctx(const struct engine_ctx *c)
 
 void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int worker), void *ctx, int64_t n)
 {
-    if (c && c->cpu) {
-        tpool_run(cpu_engine_pool(c->cpu), fn, ctx, n);
-        return;
-    }
-    if (c && c->host_tp) {
-        tpool_run(c->host_tp, fn, ctx, n);
+    struct tpool *tp = !c ? NULL : c->cpu ? cpu_engine_pool(c->cpu) : c->host_tp;
+    if (tp) {
+        tpool_run(tp, fn, ctx, n);
         return;
     }
     for (int64_t i = 0; i < n; i++)

@@ -137,16 +137,10 @@ static void cand_heap_select(struct smp_cand *a, int32_t n, int32_t k);
 /* Up to this many candidates are sorted whole instead of heap-selected. */
 #define CAND_INSERTION_MAX 96
 
-/* Move to a[0..m) every candidate whose logit lies in the highest buckets
- * of a histogram over [min, max] that together hold at least k candidates;
- * returns m (k ≤ m ≤ n), or n when no useful cut exists. The bucket index
- * is a monotone function of the logit, so every candidate left behind is
- * strictly below every one moved forward: the k first in cand_before order
- * are all among a[0..m). a stays a permutation of its input. Why: a heap of
- * k over all n candidates sifts whenever a later candidate beats its root,
- * which trained models' logits make frequent; one counting pass and one
- * partition pass are a fraction of that. */
-/* The cut of such a pre-selection over the n logits at x, stride bytes
+/* A pre-selection pays when the k first are a small part of the n. */
+static inline bool cand_preselect_pays(int32_t n, int32_t k) { return k > 1 && n > 4 * k; }
+
+/* The cut of a pre-selection (cand_preselect) over the n logits at x, stride bytes
  * apart (a candidate list's, or a logits row's): the histogram's range and
  * its lowest kept bucket. False when no useful cut exists. */
 struct cand_cut {
@@ -202,6 +196,15 @@ static bool cand_cut_find(const char *x, size_t stride, int32_t n, int32_t k, st
  * rounded down); never for −inf or NaN. */
 static inline bool cand_cut_keeps(const struct cand_cut *cut, float l) { return (l - cut->mn) * cut->scale >= cut->fb; }
 
+/* Move to a[0..m) every candidate whose logit lies in the highest buckets
+ * of a histogram over [min, max] that together hold at least k candidates;
+ * returns m (k ≤ m ≤ n), or n when no useful cut exists. The bucket index
+ * is a monotone function of the logit, so every candidate left behind is
+ * strictly below every one moved forward: the k first in cand_before order
+ * are all among a[0..m). a stays a permutation of its input. Why: a heap of
+ * k over all n candidates sifts whenever a later candidate beats its root,
+ * which trained models' logits make frequent; one counting pass and one
+ * partition pass are a fraction of that. */
 static int32_t cand_preselect(struct smp_cand *a, int32_t n, int32_t k)
 {
     struct cand_cut cut;
@@ -262,7 +265,7 @@ static void cand_partial_sort(struct smp_cand *a, int32_t n, int32_t k)
 {
     if (k > n)
         k = n;
-    if (k > 1 && n > 4 * k)
+    if (cand_preselect_pays(n, k))
         n = cand_preselect(a, n, k);
     cand_select(a, n, k);
 }
@@ -487,7 +490,7 @@ static void apply_top_k(struct smp_chain *c, int32_t k)
         return;
     if (k > c->size)
         k = c->size;
-    if (c->row && k > 1 && c->size > 4 * k) {
+    if (c->row && cand_preselect_pays(c->size, k)) {
         int32_t m = row_preselect(c->row, c->size, k, c->cur);
         if (m > 0) { /* cur holds the kept candidates only: the k first are among them */
             c->row = NULL;

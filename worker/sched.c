@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/clock.h"
 #include "stop.h"
 #include "tokenizer.h"
 
@@ -88,13 +89,6 @@ struct sched {
     int n_eog;
     struct sched_counters cnt;  /* stepping thread */
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void sched_get_counters(struct sched *s, struct sched_counters *out) { *out = s->cnt; }
 
@@ -221,7 +215,7 @@ int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
     if (!r)
         return err_set(e, ERR_NOMEM, "out of memory");
     r->id = q->id;
-    r->t_submit = now_ns();
+    r->t_submit = clock_now_ns();
     r->n_prompt = (int)q->n_prompt;
     r->pending = -1;
     r->max_tokens = q->max_tokens;
@@ -383,7 +377,7 @@ static void finish_slot(struct sched *s, int si, int finish, int err_code, const
         }
     }
     emit_final(s, r, finish, s->text, n, err_code, message);
-    sl->t_free = now_ns();
+    sl->t_free = clock_now_ns();
     pthread_mutex_lock(&s->mu);
     sl->r = NULL;
     s->n_running--;
@@ -450,10 +444,10 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
     r->n_cached = reuse;
     r->admitted = ++s->n_admitted;
     s->cnt.admitted++;
-    s->cnt.submit_wait_ns += now_ns() - r->t_submit;
+    s->cnt.submit_wait_ns += clock_now_ns() - r->t_submit;
     if (sl->t_free) {
         s->cnt.slot_gaps++;
-        s->cnt.slot_gap_ns += now_ns() - sl->t_free;
+        s->cnt.slot_gap_ns += clock_now_ns() - sl->t_free;
     }
     /* llama-server feeds the prompt to the penalty window */
     for (int i = 0; i < r->n_prompt; i++)
@@ -582,7 +576,7 @@ static void emit_row(struct sched *s, int si, const struct row_out *o)
     s->emit(s->user, &o->ev);
     if (o->stopped) {
         emit_final(s, r, SCHED_STOP, "", 0, 0, NULL);
-        sl->t_free = now_ns();
+        sl->t_free = clock_now_ns();
         pthread_mutex_lock(&s->mu);
         sl->r = NULL;
         s->n_running--;
@@ -599,7 +593,7 @@ static void emit_row(struct sched *s, int si, const struct row_out *o)
 int sched_step(struct sched *s, struct err *e)
 {
     /* 1. cancellations and admissions */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_now_ns();
     struct sreq *gone = NULL;
     int cancel_slots[1024], n_cancel = 0;
     pthread_mutex_lock(&s->mu);
@@ -705,9 +699,9 @@ int sched_step(struct sched *s, struct err *e)
         return progress;
 
     /* 3. one engine call for all of it */
-    uint64_t t1 = now_ns();
+    uint64_t t1 = clock_now_ns();
     int rc = engine_decode(s->eng, s->batch, nb, s->logits, e);
-    uint64_t t2 = now_ns();
+    uint64_t t2 = clock_now_ns();
     s->cnt.steps++;
     s->cnt.decode_rows += (uint64_t)n_dec;
     s->cnt.prefill_tokens += (uint64_t)(nb - n_dec);
@@ -748,7 +742,7 @@ int sched_step(struct sched *s, struct err *e)
      * are independent: each request has its own sampler, RNG, detokenizer and matcher), then emit in
      * batch order on this thread */
     engine_parallel(s->eng, sample_row, s, n_rows);
-    uint64_t t3 = now_ns();
+    uint64_t t3 = clock_now_ns();
     for (int row = 0; row < n_rows; row++) {
         int si = s->row_slot[row];
         if (s->slots[si].r)
@@ -756,6 +750,6 @@ int sched_step(struct sched *s, struct err *e)
         progress++;
     }
     s->cnt.ns_sample += t3 - t2;
-    s->cnt.ns_emit += now_ns() - t3;
+    s->cnt.ns_emit += clock_now_ns() - t3;
     return progress > 0 ? progress : 1;
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../common/chat.h"
+#include "../common/clock.h"
 #include "../proto/wire.h"
 #include "engine.h"
 #include "gguf.h"
@@ -155,13 +156,6 @@ static void flush_batch(struct worker *w)
     w->batch_final = false;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* LLM170_SCHED_STATS=S: every S seconds, one line on stderr with what the
  * scheduler thread did since the last line (occupancy, empty slots between
  * requests, time per phase): how a serving worker spends its time. */
@@ -196,14 +190,14 @@ static void *sched_main(void *arg)
     struct worker *w = arg;
     const char *ss = getenv("LLM170_SCHED_STATS");
     uint64_t every = ss && atoi(ss) > 0 ? (uint64_t)atoi(ss) * 1000000000u : 0;
-    struct step_stats st = {.t_last = now_ns()};
+    struct step_stats st = {.t_last = clock_now_ns()};
     uint64_t t_flush = 0; /* when batch last went out */
     while (!w->quit) {
         struct err e;
         tl_in_step = true;
         int rc = sched_step(w->s, &e);
         tl_in_step = false;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_now_ns();
         /* A chunk waits for later steps only while steps keep coming; the
          * first chunks after a quiet spell (a new request's first token) and
          * everything before the scheduler waits go out at once. So does a
@@ -219,7 +213,7 @@ static void *sched_main(void *arg)
             t_flush = t0;
         }
         if (every) {
-            uint64_t t1 = now_ns();
+            uint64_t t1 = clock_now_ns();
             st.ns_flush += t1 - t0;
             if (t1 - st.t_last >= every)
                 step_stats_log(w, &st, t1);
@@ -231,10 +225,10 @@ static void *sched_main(void *arg)
                 w->quit = 1;
                 break;
             }
-            uint64_t t2 = every ? now_ns() : 0;
+            uint64_t t2 = every ? clock_now_ns() : 0;
             sched_wait(w->s, 100);
             if (every)
-                st.ns_wait += now_ns() - t2;
+                st.ns_wait += clock_now_ns() - t2;
         }
     }
     return NULL;
