@@ -933,6 +933,73 @@ static void stress_many_streams(void)
     CHECK_EQ_INT(stop_daemon(d), 0);
 }
 
+/* Read /proc/<pid>/<what> (NUL-separated for environ) into buf; its length, or -1. */
+static ssize_t proc_read(pid_t pid, const char *what, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, what);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n >= 0)
+        buf[n] = 0;
+    return n;
+}
+
+/* Whether the NUL-separated environment block env[0..n) holds the entry kv. */
+static bool env_has(const char *env, ssize_t n, const char *kv)
+{
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1)
+        if (!strcmp(env + i, kv))
+            return true;
+    return false;
+}
+
+/* llm170d turns glibc's per-thread malloc cache off for itself by starting
+ * itself again with the tunable added (same pid, same name, the operator's
+ * tunables kept); the workers it starts get the environment it was given. */
+static void malloc_tuned_for_itself_only(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char tun[] = "GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072";
+    const char *envs[] = {tun, NULL};
+    pid_t d = start_daemon(NULL, envs);
+    struct pc_client *c = wait_ready(10000);
+    CHECK(c != NULL, "ready");
+    if (!c) {
+        stop_daemon(d);
+        return;
+    }
+    static char env[65536];
+    char comm[64];
+    ssize_t n = proc_read(d, "environ", env, sizeof env);
+    /* glibc 2.36 cuts the variable at the first ':' in place as it parses it */
+    CHECK(n > 0 &&
+              (env_has(env, n, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.trim_threshold=131072") ||
+               env_has(env, n, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0")) &&
+              env_has(env, n, "LLM170D_MALLOC_REEXEC=glibc.malloc.trim_threshold=131072"),
+          "llm170d restarted itself with the tcache off");
+    CHECK(proc_read(d, "comm", comm, sizeof comm) > 0 && !strcmp(comm, "llm170d\n"), "named llm170d (%s)", comm);
+    struct proto_status st;
+    struct err e;
+    int wpid = 0;
+    if (pc_status(c, &st, &e) == 0) {
+        wpid = st.n_workers ? st.workers[0].pid : 0;
+        proto_status_free(&st);
+    }
+    n = wpid > 0 ? proc_read(wpid, "environ", env, sizeof env) : -1;
+    CHECK(n > 0 && env_has(env, n, tun), "the worker gets the tunables llm170d was given");
+    bool marked = false;
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1)
+        marked |= !strncmp(env + i, "LLM170D_", 8) || strstr(env + i, "tcache") != NULL;
+    CHECK(!marked, "and nothing of the restart");
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
 /* A worker that keeps crashing is restarted with growing delays, not in a hot loop. */
 static void crash_loop_backs_off(void)
 {
@@ -995,6 +1062,7 @@ int main(void)
     RUN(hung_worker_restarted);
     RUN(stress_many_streams);
     RUN(crash_loop_backs_off);
+    RUN(malloc_tuned_for_itself_only);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
