@@ -1,6 +1,5 @@
 /* llm170d — the supervisor: config, workers, client socket, systemd. */
 #include <errno.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +7,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "../common/malloc_tune.h"
 #include "daemon.h"
 
 static volatile sig_atomic_t g_signal;
@@ -80,62 +80,13 @@ static bool all_failed(struct daemon *d)
     return all;
 }
 
-/* glibc keeps up to 7 freed blocks of each small size in a cache per
- * thread, counted as in use and scattered over the heap, so they pin its
- * pages. The client pool's threads (64 by default) each fill theirs with the
- * sizes of the messages they handle, and under load llm170d's RSS crept up
- * for minutes (16 cores, 64 streams: 4.3 → 18.7 MB in 4 minutes, +1.4 MB in
- * the last one, with ~0.4 MB of live heap). Only a tunable read at start-up
- * turns that cache off, so llm170d starts itself again once with
- * glibc.malloc.tcache_count=0 put before the GLIBC_TUNABLES it was given (2-core machine, 64
- * streams: in use 3.2 → 4.4 MB within 30 s before; 0.29–0.30 MB and the RSS
- * flat at 5.2–5.5 MB over 100 s after). The workers it starts get the
- * environment as it was. An operator who sets tcache_count keeps it. */
-#define REEXEC_MARK "LLM170D_MALLOC_REEXEC" /* set across the re-exec: the original GLIBC_TUNABLES, or "" */
-
-static void malloc_tune(char **argv)
-{
-    const char *orig = getenv(REEXEC_MARK);
-    if (orig) { /* the second start: give children the environment we were given */
-        if (*orig)
-            setenv("GLIBC_TUNABLES", orig, 1);
-        else
-            unsetenv("GLIBC_TUNABLES");
-        unsetenv(REEXEC_MARK);
-        return;
-    }
-    const char *t = getenv("GLIBC_TUNABLES");
-    if (t && strstr(t, "glibc.malloc.tcache_count"))
-        return;
-    char self[4096], tun[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0 || (size_t)n >= sizeof self - 1)
-        return;
-    self[n] = 0;
-    snprintf(tun, sizeof tun, "glibc.malloc.tcache_count=0%s%s", t && *t ? ":" : "", t ? t : "");
-    if (setenv(REEXEC_MARK, t ? t : "", 1) || setenv("GLIBC_TUNABLES", tun, 1))
-        return;
-    execv(self, argv); /* the real path, so the process keeps its name */
-    fprintf(stderr, "llm170d: cannot restart itself to tune malloc (%s); going on\n", strerror(errno));
-    unsetenv(REEXEC_MARK);
-    if (t)
-        setenv("GLIBC_TUNABLES", t, 1);
-    else
-        unsetenv("GLIBC_TUNABLES");
-}
-
 int main(int argc, char **argv)
 {
     static struct daemon dd;
     struct daemon *d = &dd;
     struct err e;
     const char *config = NULL;
-    malloc_tune(argv);
-    /* The client pool's threads (64 by default) would each get a malloc arena
-     * of their own (up to 8 per core): under load every arena keeps its high
-     * water mark and the RSS creeps up for minutes (16 cores: 4 → 30 MB). Our
-     * allocations are small and mostly made under d->mu anyway. */
-    mallopt(M_ARENA_MAX, 2);
+    malloc_tune(argv, "llm170d");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/malloc_tune.h"
 #include "../proto/client.h"
 #include "backend_daemon.h"
 #include "http.h"
@@ -193,6 +194,7 @@ static int load_config(const char *path, bool must_exist, struct gw_config *cfg,
 
 int main(int argc, char **argv)
 {
+    malloc_tune(argv, "llm170-gateway");
     struct gw_config cfg;
     gw_config_default(&cfg);
     char url[512] = "";

@@ -980,7 +980,7 @@ static void malloc_tuned_for_itself_only(void)
     CHECK(n > 0 &&
               (env_has(env, n, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.trim_threshold=131072") ||
                env_has(env, n, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0")) &&
-              env_has(env, n, "LLM170D_MALLOC_REEXEC=glibc.malloc.trim_threshold=131072"),
+              env_has(env, n, "LLM170_MALLOC_REEXEC=glibc.malloc.trim_threshold=131072"),
           "llm170d restarted itself with the tcache off");
     CHECK(proc_read(d, "comm", comm, sizeof comm) > 0 && !strcmp(comm, "llm170d\n"), "named llm170d (%s)", comm);
     struct proto_status st;
@@ -994,7 +994,7 @@ static void malloc_tuned_for_itself_only(void)
     CHECK(n > 0 && env_has(env, n, tun), "the worker gets the tunables llm170d was given");
     bool marked = false;
     for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1)
-        marked |= !strncmp(env + i, "LLM170D_", 8) || strstr(env + i, "tcache") != NULL;
+        marked |= !strncmp(env + i, "LLM170_MALLOC", 13) || strstr(env + i, "tcache") != NULL;
     CHECK(!marked, "and nothing of the restart");
     pc_close(c);
     CHECK_EQ_INT(stop_daemon(d), 0);

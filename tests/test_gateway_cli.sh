@@ -2,7 +2,7 @@
 # test_gateway_cli.sh — llm170-gateway as a program: --help, bad usage (exit 2,
 # one line on stderr), settings from the config file / environment / flags
 # (later wins), /health without a daemon (503 with an OpenAI error object),
-# clean stop on SIGTERM.
+# clean stop on SIGTERM, malloc tuned by restarting itself once.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${LLM170_BIN:-$PWD/bin}
@@ -68,10 +68,16 @@ fi
 
 # environment beats the config file, the flag beats the environment
 P2=$(free_port)
-if start "$P2" env LLM170_API_KEY=from-env "$GW" --config "$T/llm170.conf" --listen "127.0.0.1:$P2"; then
+if start "$P2" env LLM170_API_KEY=from-env GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 "$GW" --config "$T/llm170.conf" --listen "127.0.0.1:$P2"; then
     c1=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer from-config' "http://127.0.0.1:$P2/v1/models")
     c2=$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer from-env' "http://127.0.0.1:$P2/v1/models")
     check gateway_env_api_key "[ '$c1' = 401 ] && [ '$c2' = 503 ]"
+    # it restarted itself once with glibc's per-thread malloc cache off (same pid and name; glibc
+    # 2.36 cuts the variable at its first ':' as it parses it), the given tunables kept after it
+    env_of() { tr '\0' '\n' <"/proc/${pids[-1]}/environ"; }
+    check gateway_malloc_tuned "env_of | grep -qx 'GLIBC_TUNABLES=glibc.malloc.tcache_count=0\(:glibc.malloc.trim_threshold=131072\)\?' &&
+        env_of | grep -qx 'LLM170_MALLOC_REEXEC=glibc.malloc.trim_threshold=131072' &&
+        [ \"\$(cat /proc/${pids[-1]}/comm)\" = llm170-gateway ]"
 else
     nok gateway_env_api_key
 fi
