@@ -290,17 +290,17 @@ static int cmp_id_logit(const void *a, const void *b)
  * desc, id asc) order (reference: qsort of a copy). */
 static void top_k_shapes(void)
 {
-    enum { N = 5000 };
+    enum { N = 40000 };
     static float l[N];
     static struct id_logit ref[N];
     const enum smp_type t[] = {SMP_TOP_K};
     struct smp_params p = only(1, t);
     struct err e;
-    const int sizes[] = {509, 512, N - 3};
+    const int sizes[] = {509, 512, 4997, N - 3}; /* the longest takes the sampled cut */
     const int ks[] = {2, 40, 100};
     uint32_t s = 11;
     for (int shape = 0; shape < 7; shape++)
-        for (int si = 0; si < 3; si++)
+        for (int si = 0; si < 4; si++)
             for (int ki = 0; ki < 3; ki++) {
                 int n = sizes[si];
                 for (int i = 0; i < n; i++) {
