@@ -296,3 +296,103 @@ extern "C" __global__ void argmax_split(const float *x, int n, int stride, int *
     if (threadIdx.x == 0)
         out[row] = bi;
 }
+
+/* Candidates of each row for the host's sampler when its chain starts with top-k: every element whose
+ * bin (of TOPK_BINS equal bins over the row's finite [min, max]) is at or above the bin holding the
+ * k-th largest. The bin is monotone in the value, so everything left out is below everything kept,
+ * the kept ones are at least k, and with their ties: the k first (value desc, index asc) are among
+ * them whatever the order of ids/vals, which the atomic compaction leaves unspecified. cnt[row] =
+ * how many (≤ cap), or −1 (the host then reads the whole row) when kk[row] ≤ 0, the row holds +inf,
+ * fewer than k finite values or one value only, or more than cap would be kept. NaN and −inf are
+ * never kept. Three passes over the row (range, histogram in shared memory, compaction) instead of
+ * the copy of a whole row to the host: 152k floats a row. Grid: rows; block 1024. */
+#define TOPK_BINS 2048
+
+static __device__ __forceinline__ int topk_bin(float v, float mn, float scale)
+{
+    return min(TOPK_BINS - 1, (int)((v - mn) * scale));
+}
+
+extern "C" __global__ void __launch_bounds__(1024) topk_cut(const float *x, int n, int stride, const int *kk, int cap,
+                                                            int *cnt, int *ids, float *vals)
+{
+    __shared__ float red[32];
+    __shared__ int hist[TOPK_BINS];
+    __shared__ int lanes[64];
+    __shared__ int s_bin, s_kept, s_pos;
+    const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
+    const int k = kk[row];
+    if (k <= 0) {
+        if (tid == 0)
+            cnt[row] = -1;
+        return;
+    }
+    const float *r = x + (long long)row * stride;
+    float mx = -INF_F, mn = INF_F, nf = 0.0f;
+    for (int i = tid; i < n; i += nt) {
+        const float v = r[i];
+        if (v > mx) /* false for NaN */
+            mx = v;
+        if (v > -INF_F) {
+            mn = fminf(mn, v);
+            nf += 1.0f;
+        }
+    }
+    mx = block_max(mx, red);
+    mn = -block_max(-mn, red);
+    nf = block_sum(nf, red);
+    if (!(mx > mn) || !(mx < INF_F) || nf < (float)k) { /* uniform: every thread has the same three */
+        if (tid == 0)
+            cnt[row] = -1;
+        return;
+    }
+    const float scale = (float)TOPK_BINS / (mx - mn);
+    for (int b = tid; b < TOPK_BINS; b += nt)
+        hist[b] = 0;
+    __syncthreads();
+    for (int i = tid; i < n; i += nt) {
+        const float v = r[i];
+        if (v >= mn) /* false for NaN and −inf */
+            atomicAdd(&hist[topk_bin(v, mn, scale)], 1);
+    }
+    __syncthreads();
+    const int per = TOPK_BINS / WARP;
+    if (tid < WARP) {
+        int s = 0;
+        for (int j = 0; j < per; j++)
+            s += hist[tid * per + j];
+        lanes[tid] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        /* from the top: whole lanes' bins while they keep fewer than k, then bin by bin */
+        int acc = 0, l = WARP - 1;
+        for (; l > 0 && acc + lanes[l] < k; l--)
+            acc += lanes[l];
+        int b = (l + 1) * per - 1;
+        for (; b > l * per && acc + hist[b] < k; b--)
+            acc += hist[b];
+        s_bin = b;
+        s_kept = acc + hist[b]; /* ≥ k: at bin 0 it is every finite value */
+        s_pos = 0;
+    }
+    __syncthreads();
+    const int bin = s_bin, kept = s_kept;
+    if (kept > cap) {
+        if (tid == 0)
+            cnt[row] = -1;
+        return;
+    }
+    int *oi = ids + (long long)row * cap;
+    float *ov = vals + (long long)row * cap;
+    for (int i = tid; i < n; i += nt) {
+        const float v = r[i];
+        if (v >= mn && topk_bin(v, mn, scale) >= bin) {
+            const int p = atomicAdd(&s_pos, 1);
+            oi[p] = i;
+            ov[p] = v;
+        }
+    }
+    if (tid == 0)
+        cnt[row] = kept;
+}

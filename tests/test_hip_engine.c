@@ -18,6 +18,7 @@
 #include "../worker/backend_hip.h"
 #include "../worker/engine.h"
 #include "../worker/hip_rt.h"
+#include "../worker/sampling.h"
 #include "check.h"
 
 #define TOL 1e-3
@@ -551,6 +552,76 @@ static void dispatch_backend_hip(void)
     model_free(m);
 }
 
+/* engine_decode_topk + smp_sample_cands draw what engine_decode + smp_sample draw: two GPU engines on
+ * stories260K (the same kernels: the same logits), four sequences of 24 steps with the default chain
+ * (top-k 40 first) and their own seeds, the tokens fed back; sequence 3 asks for whole rows (k 0), as
+ * a request with logprobs does. Most rows must come back as candidates. */
+static void topk_candidates_sample_alike(void)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        SKIP("no shared data");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
+    struct model *m = NULL;
+    struct err e = { 0 };
+    if (model_load(&m, path, &e)) {
+        CHECK(0, "load: %s", e.msg);
+        return;
+    }
+    enum { S = 4, STEPS = 24 };
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_ctx = 64;
+    p.n_seq = S;
+    p.backend = BACKEND_HIP;
+    struct engine_ctx *ga = NULL, *gb = NULL;
+    CHECK(engine_create(&ga, m, &p, &e) == 0 && engine_create(&gb, m, &p, &e) == 0, "engines: %s", e.msg);
+    const int V = model_info(m)->n_vocab;
+    float *la = malloc(sizeof(float) * (size_t)S * V), *lb = malloc(sizeof(float) * (size_t)S * V);
+    int32_t *ids = malloc(sizeof(int32_t) * S * ENGINE_CAND_CAP), n_cands[S], k[S];
+    float *vals = malloc(sizeof(float) * S * ENGINE_CAND_CAP);
+    struct smp_chain *ca[S], *cb[S];
+    for (int q = 0; q < S; q++) {
+        struct smp_params sp = smp_params_default();
+        sp.seed = 100 + (uint32_t)q;
+        ca[q] = smp_new(&sp, V, &e);
+        cb[q] = smp_new(&sp, V, &e);
+        k[q] = q == 3 ? 0 : smp_topk_only(cb[q]);
+    }
+    int32_t tok[S] = { 1, 1, 1, 1 };
+    int differ = 0, served = 0, rows = 0;
+    for (int step = 0; ga && gb && step < STEPS && !differ; step++) {
+        struct engine_tok t[S];
+        for (int q = 0; q < S; q++)
+            t[q] = (struct engine_tok){ tok[q], step, q, true };
+        CHECK(engine_decode(ga, t, S, la, &e) == 0, "decode: %s", e.msg);
+        CHECK(engine_decode_topk(gb, t, S, k, ids, vals, n_cands, lb, &e) == 0, "decode_topk: %s", e.msg);
+        for (int q = 0; q < S; q++) {
+            int32_t ta = smp_sample(ca[q], la + (size_t)q * V);
+            int32_t tb = n_cands[q] >= 0 ? smp_sample_cands(cb[q], ids + q * ENGINE_CAND_CAP,
+                                                            vals + q * ENGINE_CAND_CAP, n_cands[q])
+                                         : smp_sample(cb[q], lb + (size_t)q * V);
+            differ += ta != tb;
+            served += n_cands[q] >= 0;
+            rows += q != 3;
+            CHECK(q != 3 || n_cands[q] == -1, "a row with k 0 comes whole");
+            smp_accept(ca[q], ta);
+            smp_accept(cb[q], tb);
+            tok[q] = ta;
+        }
+    }
+    CHECK(differ == 0, "%d draws differ", differ);
+    CHECK(served >= rows * 9 / 10, "%d of %d rows as candidates", served, rows);
+    printf("# %d of %d rows came back as candidates\n", served, rows);
+    for (int q = 0; q < S; q++)
+        smp_free(ca[q]), smp_free(cb[q]);
+    free(la), free(lb), free(ids), free(vals);
+    engine_free(ga);
+    engine_free(gb);
+    model_free(m);
+}
+
 int main(void)
 {
     /* without a GPU runtime every case skips with the runtime's own reason */
@@ -573,6 +644,7 @@ int main(void)
         printf("skip - listed_models_match_cpu: %s\n", why);
         printf("skip - hybrids_match_cpu: %s\n", why);
         printf("skip - graph_replay_matches_direct: %s\n", why);
+        printf("skip - topk_candidates_sample_alike: %s\n", why);
         return 0;
     }
     if (getenv("LLM170_HIP_TOL"))
@@ -581,6 +653,7 @@ int main(void)
     RUN(listed_models_match_cpu);
     RUN(hybrids_match_cpu);
     RUN(graph_replay_matches_direct);
+    RUN(topk_candidates_sample_alike);
     printf("# worst logits rel err over all runs: %.3g\n", g_worst);
     CHECK_EXIT();
 }

@@ -1311,6 +1311,122 @@ static void argmax_over_slices(void)
     free(a);
 }
 
+/* topk_cut's reference: the same bins (TOPK_BINS over the finite [min, max], the same float steps),
+ * the bin holding the k-th largest, and what lies in it and above; −1 where the kernel must give up
+ * (k ≤ 0, +inf, fewer than k finite values, one value only, more than cap kept). keep[i] marks the kept. */
+#define TOPK_BINS_REF 2048
+static int topk_cut_ref(const float *r, int n, int k, int cap, unsigned char *keep)
+{
+    memset(keep, 0, (size_t)n);
+    if (k <= 0)
+        return -1;
+    float mx = -INFINITY, mn = INFINITY;
+    int nf = 0;
+    for (int i = 0; i < n; i++) {
+        if (r[i] > mx)
+            mx = r[i];
+        if (r[i] > -INFINITY) {
+            mn = fminf(mn, r[i]);
+            nf++;
+        }
+    }
+    if (!(mx > mn) || !(mx < INFINITY) || nf < k)
+        return -1;
+    const float scale = (float)TOPK_BINS_REF / (mx - mn);
+    static int hist[TOPK_BINS_REF];
+    memset(hist, 0, sizeof hist);
+    for (int i = 0; i < n; i++)
+        if (r[i] >= mn) {
+            int b = (int)((r[i] - mn) * scale);
+            hist[b < TOPK_BINS_REF - 1 ? b : TOPK_BINS_REF - 1]++;
+        }
+    int b = TOPK_BINS_REF - 1, kept = hist[b];
+    while (kept < k && b > 0)
+        kept += hist[--b];
+    if (kept > cap)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (r[i] >= mn) {
+            int bi = (int)((r[i] - mn) * scale);
+            keep[i] = (bi < TOPK_BINS_REF - 1 ? bi : TOPK_BINS_REF - 1) >= b;
+        }
+    return kept;
+}
+
+/* topk_cut (the rows' top-k candidates for the host's sampler) against its reference: the same count
+ * and the same set of ids with their exact values, on rows of 151936 and 512 floats: normal-ish,
+ * NaN and −inf sprinkled, seven values (ties: more than cap kept), one outlier over a flat field, +inf,
+ * too few finite values, a ramp; k 40, 1, 100, 0 and one past the finite count. Every finite value
+ * left out must lie below every one kept, and the kept be at least k. */
+static void topk_cut_rows(void)
+{
+    NEED_GPU();
+    enum { R = 9, CAP = 256 };
+    const int ns[] = { 151936, 512 };
+    uint32_t s = 7;
+    for (int ni = 0; ni < 2; ni++) {
+        const int N = ns[ni];
+        float *a = malloc(sizeof(float) * (size_t)R * N);
+        unsigned char *keep = malloc((size_t)N);
+        int kk[R] = { 40, 40, 40, 40, 40, 1, 100, 0, 40 };
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < N; i++) {
+                s = s * 1664525u + 1013904223u;
+                float u = (float)(s >> 8) / 16777216.0f, v = (u - 0.5f) * 24.0f;
+                float *x = &a[(size_t)r * N + i];
+                switch (r) {
+                case 1: *x = (s >> 4) % 53 == 0 ? NAN : (s >> 4) % 47 == 0 ? -INFINITY : v; break;
+                case 2: *x = (float)((s >> 8) % 7); break;              /* ties */
+                case 3: *x = i == N / 3 ? 1000.0f : u * 1e-3f; break;   /* outlier over a flat field */
+                case 4: *x = i == 17 ? INFINITY : v; break;             /* +inf */
+                case 8: *x = i < 30 ? v : -INFINITY; break;             /* 30 finite, k 40 */
+                case 6: *x = (float)i * 0.25f; break;                   /* ramp */
+                default: *x = v; break;
+                }
+            }
+        uint64_t da = dup(a, sizeof(float) * (size_t)R * N), dk = dup(kk, sizeof kk);
+        uint64_t dcnt = dup(NULL, R * 4), dids = dup(NULL, (size_t)R * CAP * 4), dvals = dup(NULL, (size_t)R * CAP * 4);
+        int n = N, stride = N, cap = CAP;
+        void *p[] = { &da, &n, &stride, &dk, &cap, &dcnt, &dids, &dvals };
+        CHECK(launch("topk_cut", R, 1, 1024, p) == 0, "launch");
+        int cnt[R], *ids = malloc((size_t)R * CAP * 4);
+        float *vals = malloc((size_t)R * CAP * 4);
+        get(cnt, dcnt, sizeof cnt);
+        get(ids, dids, (size_t)R * CAP * 4);
+        get(vals, dvals, (size_t)R * CAP * 4);
+        for (int r = 0; r < R; r++) {
+            const float *row = a + (size_t)r * N;
+            int ref = topk_cut_ref(row, N, kk[r], CAP, keep);
+            CHECK(cnt[r] == ref, "n %d row %d: count %d, reference %d", N, r, cnt[r], ref);
+            if (cnt[r] != ref || ref < 0)
+                continue;
+            int bad = 0, seen = 0;
+            float lo = INFINITY, hi_out = -INFINITY;
+            for (int j = 0; j < ref; j++) {
+                int id = ids[(size_t)r * CAP + j];
+                if (id < 0 || id >= N || !keep[id] || vals[(size_t)r * CAP + j] != row[id]) {
+                    bad++;
+                    continue;
+                }
+                keep[id] = 2; /* seen once */
+                seen++;
+                lo = fminf(lo, row[id]);
+            }
+            for (int i = 0; i < N; i++)
+                if (keep[i] != 2 && row[i] > -INFINITY && row[i] > hi_out)
+                    hi_out = row[i];
+            CHECK(bad == 0 && seen == ref, "n %d row %d: %d wrong candidates, %d of %d distinct", N, r, bad, seen, ref);
+            CHECK(ref >= kk[r] && hi_out < lo, "n %d row %d: %d kept for k %d, left out up to %g, kept from %g", N, r,
+                  ref, kk[r], (double)hi_out, (double)lo);
+        }
+        CHECK(cnt[0] > 0 && cnt[1] > 0 && cnt[5] > 0 && cnt[6] >= 100, "n %d: the ordinary rows are served", N);
+        CHECK(cnt[4] == -1 && cnt[7] == -1 && cnt[8] == -1, "n %d: +inf, k 0 and too few finite values give up", N);
+        hip_rt_free(g_rt, da), hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dcnt), hip_rt_free(g_rt, dids);
+        hip_rt_free(g_rt, dvals);
+        free(a), free(keep), free(ids), free(vals);
+    }
+}
+
 /* routing of n tokens over X experts, K picked, against ops_softmax + ops_topk + renormalisation */
 static void check_route(int n, int X, int K, float lscale)
 {
@@ -1847,6 +1963,7 @@ int main(void)
     RUN(flash_attention_prompt);
     RUN(elementwise_softmax_argmax);
     RUN(argmax_over_slices);
+    RUN(topk_cut_rows);
     RUN(moe_route_and_combine);
     RUN(gdn_conv_and_delta_rule);
     RUN(gdn_prefill_chunked);

@@ -376,6 +376,104 @@ static void row_path_equals_list_path(void)
     CHECK(differ == 0 && draws == 900, "%d of %d draws differ", differ, draws);
 }
 
+/* A chain whose first working sampler is top-k draws the same from a
+ * pre-selection of the row (smp_sample_cands: what a GPU hands back) as from
+ * the row: candidates = every logit at or above the (k + extra)-th largest,
+ * ties included, shuffled; rows with NaN, −inf and ties; the default chain,
+ * greedy, top-k 1 and 100; 512 and 20000 tokens, 200 draws each. And which
+ * chains qualify (smp_topk_only). */
+static void sample_cands_equals_row(void)
+{
+    enum { N = 20000 };
+    static float l[N];
+    static struct id_logit ref[N];
+    static int32_t ids[N];
+    static float vals[N];
+    struct err e;
+    uint32_t s = 17;
+    int differ = 0, draws = 0;
+    const int sizes[] = {512, N};
+    for (int si = 0; si < 2; si++)
+        for (int variant = 0; variant < 4; variant++) {
+            int n = sizes[si];
+            struct smp_params p = smp_params_default();
+            p.seed = 21;
+            if (variant == 1)
+                p.temp = 0.0f;
+            if (variant == 2)
+                p.top_k = 1;
+            if (variant == 3)
+                p.top_k = 100;
+            struct smp_chain *a = smp_new(&p, n, &e), *b = smp_new(&p, n, &e);
+            CHECK(a && b, "chains");
+            int32_t k = a ? smp_topk_only(a) : 0;
+            CHECK_EQ_INT(k, p.top_k);
+            for (int d = 0; a && b && k > 0 && d < 200; d++) {
+                for (int i = 0; i < n; i++) {
+                    uint32_t r = lcg(&s);
+                    l[i] = r % 101 == 0 ? NAN : r % 83 == 0 ? -INFINITY : r % 7 == 0 ? 2.5f
+                                                                         : (float)(r % 100000) / 6000.0f - 8.0f;
+                    ref[i] = (struct id_logit){i, isnan(l[i]) ? -INFINITY : l[i]};
+                }
+                qsort(ref, (size_t)n, sizeof ref[0], cmp_id_logit);
+                const float t = ref[k - 1 + (int)(lcg(&s) % 50)].l;
+                int32_t m = 0;
+                for (int i = 0; i < n; i++)
+                    if (l[i] >= t) {
+                        ids[m] = i;
+                        vals[m++] = l[i];
+                    }
+                for (int32_t i = m - 1; i > 0; i--) { /* any order */
+                    int32_t j = (int32_t)(lcg(&s) % (uint32_t)(i + 1)), ti = ids[i];
+                    float tv = vals[i];
+                    ids[i] = ids[j], vals[i] = vals[j];
+                    ids[j] = ti, vals[j] = tv;
+                }
+                int32_t ta = smp_sample(a, l), tb = smp_sample_cands(b, ids, vals, m);
+                const struct smp_cand *xa, *xb;
+                int na = smp_candidates(a, &xa, NULL), nb = smp_candidates(b, &xb, NULL);
+                bool same = ta == tb && na == nb;
+                for (int i = 0; same && i < na; i++)
+                    same = xa[i].id == xb[i].id && xa[i].logit == xb[i].logit && xa[i].p == xb[i].p;
+                differ += !same;
+                draws++;
+                smp_accept(a, ta);
+                smp_accept(b, tb);
+            }
+            smp_free(a);
+            smp_free(b);
+        }
+    CHECK(differ == 0 && draws == 1600, "%d of %d draws differ", differ, draws);
+    /* chains that look at the whole row before (or instead of) top-k */
+    struct smp_params p = smp_params_default();
+    const struct smp_bias bias = {3, 1.0f};
+    p.logit_bias = &bias;
+    p.n_logit_bias = 1;
+    struct smp_chain *c = smp_new(&p, 512, &e);
+    CHECK(c && smp_topk_only(c) == 0, "a logit bias edits the row first");
+    smp_free(c);
+    p = smp_params_default();
+    p.repeat_penalty = 1.1f;
+    c = smp_new(&p, 512, &e);
+    CHECK(c && smp_topk_only(c) == 0, "penalties edit the row first");
+    smp_free(c);
+    p = smp_params_default();
+    CHECK_EQ_INT(smp_params_set_sequence(&p, "top_p;top_k;temperature", &e), 0);
+    c = smp_new(&p, 512, &e);
+    CHECK(c && smp_topk_only(c) == 0, "top-p before top-k");
+    smp_free(c);
+    p = smp_params_default();
+    p.top_k = 0;
+    c = smp_new(&p, 512, &e);
+    CHECK(c && smp_topk_only(c) == 0, "top-k off");
+    CHECK(c && smp_sample_cands(c, ids, vals, 10) == ERR_INVALID, "refused for a chain that needs the row");
+    smp_free(c);
+    p = smp_params_default();
+    c = smp_new(&p, 512, &e);
+    CHECK(c && smp_sample_cands(c, ids, vals, 10) == ERR_INVALID, "refused with fewer than k candidates");
+    smp_free(c);
+}
+
 /* logits 0,1,2,3 → p = .03206 .08714 .23688 .64391 */
 static void top_p_small(void)
 {
@@ -1159,6 +1257,7 @@ int main(void)
     RUN(top_k_large_vocab);
     RUN(top_k_shapes);
     RUN(row_path_equals_list_path);
+    RUN(sample_cands_equals_row);
     RUN(top_p_small);
     RUN(top_p_large_cut);
     RUN(min_p_small);

@@ -111,6 +111,20 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
     return c->hip ? hip_engine_decode(c->hip, toks, n, logits, e) : cpu_engine_decode(c->cpu, toks, n, logits, e);
 }
 
+int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
+                       float *vals, int32_t *n_cands, float *logits, struct err *e)
+{
+    if (c->hip)
+        return hip_engine_decode_topk(c->hip, toks, n, k, ids, vals, n_cands, logits, e);
+    int rc = cpu_engine_decode(c->cpu, toks, n, logits, e);
+    for (int t = 0, r = 0; !rc && t < n; t++)
+        if (toks[t].logits)
+            n_cands[r++] = -1; /* the rows are in host memory already */
+    return rc;
+}
+
+bool engine_has_topk(const struct engine_ctx *c) { return c && c->hip; }
+
 int engine_seq_truncate(struct engine_ctx *c, int seq, int pos)
 {
     if (c->hip)

@@ -90,6 +90,20 @@ struct engine_tok {
 int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits,
                   struct err *e);
 
+/* Most candidates one row's top-k pre-selection hands back (engine_decode_topk). */
+#define ENGINE_CAND_CAP 256
+
+/* engine_decode, with each logits row's top-k pre-selection made where the logits are when the engine
+ * can (a GPU's: then only the candidates cross to the host, not 152k floats a row). For the r-th row
+ * that asked for logits, with k[r] > 0: n_cands[r] ≥ k[r] candidates in ids/vals[r·ENGINE_CAND_CAP …],
+ * in no particular order, every logit of the row left out below every one given (ties go in together;
+ * NaN and −inf never given): what smp_sample_cands takes. Otherwise (k[r] ≤ 0, a row the cut does not
+ * serve, or an engine without it) n_cands[r] = −1 and the whole row is in logits[r·n_vocab]. */
+int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
+                       float *vals, int32_t *n_cands, float *logits, struct err *e);
+/* Whether engine_decode_topk pre-selects on this engine (else it is engine_decode). */
+bool engine_has_topk(const struct engine_ctx *c);
+
 /* Sequence state: forget all positions >= pos (pos 0 clears it). Returns 0, or ERR_UNSUPPORTED
  * when the model has recurrent layers (qwen35*) and pos is neither 0, the current length, nor a
  * snapshot position of the sequence: a recurrent state folds in every position and cannot be

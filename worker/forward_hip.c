@@ -125,6 +125,10 @@ struct hip_engine {
     uint64_t fcnt;         /* [GEMV_MAX·Kq][F/32] int counters of that GEMV (zero between launches) */
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
+    uint64_t topk;         /* topk_cut's arrays: int k [B], int cnt [B], int ids [B][CAP], f32 vals [B][CAP],
+                              CAP = ENGINE_CAND_CAP */
+    int32_t *topk_h;       /* pinned mirror of topk */
+    hip_fn k_topk;         /* topk_cut */
     int W, nq_max, nkv_max, F;
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
     uint64_t hq, hqd;      /* the deferred RMSNorm's input rows x∘w (in h) as q8, written by the residual GEMV
@@ -285,6 +289,7 @@ void hip_engine_free(struct hip_engine *c)
             hip_rt_free(c->rt, c->allocs[i]);
         hip_rt_host_free(c->rt, c->io_h);
         hip_rt_host_free(c->rt, c->amax_h);
+        hip_rt_host_free(c->rt, c->topk_h);
         hip_rt_close(c->rt);
     }
     free(c->allocs);
@@ -380,7 +385,7 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         { &c->k_combine, "moe_combine", false }, { &c->k_argmax, "argmax_split", true },
         { &c->k_argmax1, "argmax_rows", true }, { &c->k_attn, "attn", true },
         { &c->k_attn_comb, "attn_combine", true }, { &c->k_quant, "quantize_q8", true },
-        { &c->k_attn_gqa, "attn_gqa", true },
+        { &c->k_attn_gqa, "attn_gqa", true }, { &c->k_topk, "topk_cut", false },
     };
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         if ((rc = (ks[i].pdl ? hip_rt_fn_pdl : hip_rt_fn)(c->rt, ks[i].n, ks[i].f, e)))
@@ -430,6 +435,7 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
         { &c->hq, GEMV_MAX * E }, { &c->hqd, GEMV_MAX * (E / 32) * 8 }, { &c->hsp, GEMV_MAX * (E / 32) * 4 },
         { &c->ncnt, GEMV_MAX * (E / 32 + 1) * 4 },
         { &c->acnt, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * 4 },
+        { &c->topk, B * (2 + 2 * (size_t)ENGINE_CAND_CAP) * 4 },
     };
     const int n = (int)(sizeof t / sizeof t[0]);
     for (int i = 0; i < n; i++)
@@ -608,6 +614,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         rc = hip_rt_host_alloc(c->rt, io_bytes, &c->io_h, e);
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, (size_t)p.n_batch * 4, (void **)&c->amax_h, e);
+    if (!rc)
+        rc = hip_rt_host_alloc(c->rt, (size_t)p.n_batch * (2 + 2 * (size_t)ENGINE_CAND_CAP) * 4, (void **)&c->topk_h, e);
     if (!rc)
         rc = hip_rt_sync(c->rt, e);
     if (rc) {
@@ -1108,8 +1116,52 @@ static int dec_splits(int max_kv)
     return max_kv <= 64 ? 1 : max_kv <= 256 ? 4 : DEC_SPLIT;
 }
 
+/* engine_decode_topk's request and answer (run). */
+struct topk_io {
+    const int32_t *k; /* [n_out] */
+    int32_t *ids;     /* [n_out][ENGINE_CAND_CAP] */
+    float *vals;      /* [n_out][ENGINE_CAND_CAP] */
+    int32_t *n_cands; /* [n_out] */
+};
+
+/* After the step's logits: topk_cut on the rows asking for it, their candidates to the host, then the
+ * whole rows of the others (and of any the cut did not serve). */
+static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk, float *logits, struct err *e)
+{
+    int rc;
+    const int B = c->p.n_batch, V = c->m->hp.n_vocab, cap = ENGINE_CAND_CAP;
+    int32_t *kh = c->topk_h, *cnt = kh + B, *ids = kh + 2 * B;
+    float *vals = (float *)(kh + 2 * B + (size_t)B * cap);
+    const uint64_t dk = c->topk, dcnt = dk + 4u * (uint64_t)B, dids = dk + 8u * (uint64_t)B;
+    const uint64_t dvals = dids + 4u * (uint64_t)B * (uint64_t)cap;
+    memcpy(kh, tk->k, (size_t)n_out * 4);
+    TRY(hip_rt_h2d(c->rt, dk, kh, (size_t)n_out * 4, e));
+    uint64_t lg = c->logits;
+    int vv = V, cp = cap;
+    void *p[] = { &lg, &vv, &vv, (void *)&dk, &cp, (void *)&dcnt, (void *)&dids, (void *)&dvals };
+    TRY(hip_rt_launch(c->rt, c->k_topk, (unsigned)n_out, 1, 1, 1024, p, e));
+    TRY(hip_rt_d2h(c->rt, cnt, dcnt, (size_t)n_out * 4, e));
+    TRY(hip_rt_d2h(c->rt, ids, dids, (size_t)n_out * (size_t)cap * 4, e));
+    TRY(hip_rt_d2h(c->rt, vals, dvals, (size_t)n_out * (size_t)cap * 4, e));
+    TRY(hip_rt_sync(c->rt, e));
+    bool rows = false;
+    for (int r = 0; r < n_out; r++) {
+        const size_t o = (size_t)r * (size_t)cap;
+        tk->n_cands[r] = tk->k[r] > 0 && cnt[r] >= tk->k[r] && cnt[r] <= cap ? cnt[r] : -1;
+        if (tk->n_cands[r] >= 0) {
+            memcpy(tk->ids + o, ids + o, (size_t)cnt[r] * 4);
+            memcpy(tk->vals + o, vals + o, (size_t)cnt[r] * 4);
+            continue;
+        }
+        TRY(hip_rt_d2h(c->rt, logits + (size_t)r * (size_t)V, c->logits + 4u * (uint64_t)r * (uint64_t)V,
+                       (size_t)V * 4, e));
+        rows = true;
+    }
+    return rows ? hip_rt_sync(c->rt, e) : 0;
+}
+
 static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, int32_t *greedy_out,
-               struct err *e)
+               const struct topk_io *tk, struct err *e)
 {
     int rc = validate(c, toks, n, e);
     if (!rc)
@@ -1132,7 +1184,7 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
         ops_rope_cache(csh + (size_t)t * hp->n_rot, toks[t].pos, hp->n_rot, hp->freq_base, c->m->rope_freqs.data,
                        hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
     }
-    if (n_out && !logits && !greedy_out)
+    if (n_out && (!logits || (tk && (!tk->k || !tk->ids || !tk->vals || !tk->n_cands))) && !greedy_out)
         return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
     if (c->hy)
         TRY(hip_hybrid_prepare(c->hy, toks, n, csh, e));
@@ -1173,6 +1225,8 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     }
     if (n_out && greedy)
         TRY(hip_rt_d2h(c->rt, c->amax_h, c->amax, (size_t)n_out * 4, e));
+    else if (n_out && tk)
+        TRY(topk_finish(c, n_out, tk, logits, e));
     else if (n_out)
         TRY(hip_rt_d2h(c->rt, logits, c->logits, (size_t)n_out * (size_t)hp->n_vocab * 4, e));
     TRY(hip_rt_sync(c->rt, e));
@@ -1185,13 +1239,20 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
 
 int hip_engine_decode(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
 {
-    return run(c, toks, n, logits, NULL, e);
+    return run(c, toks, n, logits, NULL, NULL, e);
+}
+
+int hip_engine_decode_topk(struct hip_engine *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
+                           float *vals, int32_t *n_cands, float *logits, struct err *e)
+{
+    const struct topk_io tk = { k, ids, vals, n_cands };
+    return run(c, toks, n, logits, NULL, &tk, e);
 }
 
 int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks, int n, int32_t *tokens,
                              struct err *e)
 {
-    return run(c, toks, n, NULL, tokens, e);
+    return run(c, toks, n, NULL, tokens, NULL, e);
 }
 
 void hip_engine_seq_truncate(struct hip_engine *c, int seq, int pos)

@@ -812,17 +812,10 @@ static void apply_dist(struct smp_chain *c)
         c->selected = n - 1;
 }
 
-int32_t smp_sample(struct smp_chain *c, const float *logits)
+/* The chain over c's list (§1: the whole vocabulary, or what smp_sample_cands was given), c->row the
+ * row the list is still to be written from (NULL when written). */
+static int32_t run_chain(struct smp_chain *c)
 {
-    if (!c || !logits)
-        return ERR_INVALID;
-    /* §1: whole vocabulary in id order (written by cand_build when a sampler
-     * first needs the list: top-k can start from the row itself) */
-    c->row = logits;
-    c->size = c->n_vocab;
-    c->sorted = false;
-    c->selected = -1;
-
     const struct smp_params *p = &c->p;
     if (c->n_bias > 0 || penalties_active(c)) /* they edit entries of the list */
         cand_build(c);
@@ -845,6 +838,56 @@ int32_t smp_sample(struct smp_chain *c, const float *logits)
     if (c->selected < 0)
         return ERR_NOTFOUND;
     return c->cur[c->selected].id;
+}
+
+int32_t smp_sample(struct smp_chain *c, const float *logits)
+{
+    if (!c || !logits)
+        return ERR_INVALID;
+    /* §1: whole vocabulary in id order (written by cand_build when a sampler
+     * first needs the list: top-k can start from the row itself) */
+    c->row = logits;
+    c->size = c->n_vocab;
+    c->sorted = false;
+    c->selected = -1;
+    return run_chain(c);
+}
+
+int32_t smp_topk_only(const struct smp_chain *c)
+{
+    if (!c || c->n_bias > 0 || penalties_active(c) || c->p.mirostat != 0)
+        return 0;
+    for (int32_t s = 0; s < c->p.n_samplers; s++) {
+        switch (c->p.samplers[s]) {
+        case SMP_PENALTIES: /* inactive (above) */
+        case SMP_DRY: case SMP_TOP_N_SIGMA: case SMP_XTC: case SMP_TYPE_COUNT: /* disabled */
+            continue;
+        case SMP_TOP_K:
+            return c->p.top_k > 0 && c->p.top_k < c->n_vocab ? c->p.top_k : 0;
+        default:
+            return 0; /* a sampler before top-k looks at the whole row */
+        }
+    }
+    return 0;
+}
+
+int32_t smp_sample_cands(struct smp_chain *c, const int32_t *ids, const float *logits, int32_t n)
+{
+    if (!c || !ids || !logits || n < 0 || n > c->n_vocab)
+        return ERR_INVALID;
+    const int32_t k = smp_topk_only(c);
+    if (k <= 0 || n < k)
+        return ERR_INVALID; /* the draw needs more of the row than the candidates */
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= c->n_vocab)
+            return ERR_RANGE;
+        c->cur[i] = (struct smp_cand){ids[i], isnan(logits[i]) ? -INFINITY : logits[i], 0.0f};
+    }
+    c->row = NULL; /* the list is written: top-k selects from it */
+    c->size = n;
+    c->sorted = false;
+    c->selected = -1;
+    return run_chain(c);
 }
 
 int32_t smp_candidates(const struct smp_chain *c, const struct smp_cand **out, int32_t *selected)

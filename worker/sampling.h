@@ -163,6 +163,21 @@ uint32_t smp_seed(const struct smp_chain *c);
  * not accept the token: call smp_accept. */
 int32_t smp_sample(struct smp_chain *c, const float *logits);
 
+/* The k of a chain whose draw depends on the k largest logits of the row
+ * alone (the first of its samplers that does anything is top-k with
+ * 0 < k < n_vocab; no logit bias, no penalties), else 0. Such a chain can
+ * sample from a pre-selection made where the logits are (a GPU's top-k
+ * candidates, engine_decode_topk) instead of the whole row. */
+int32_t smp_topk_only(const struct smp_chain *c);
+
+/* smp_sample over a pre-selection of the row: ids[0..n) with their logits,
+ * in any order, at least smp_topk_only(c) of them, and every logit of the
+ * row left out below every one given (ties go in together). Picks the same
+ * token, with the same candidates afterwards, as smp_sample on the whole
+ * row. ERR_INVALID when the chain is not smp_topk_only or n < its k,
+ * ERR_RANGE for an id outside the vocabulary. */
+int32_t smp_sample_cands(struct smp_chain *c, const int32_t *ids, const float *logits, int32_t n);
+
 /* Record a token in the penalty window (prompt tokens too, in order, as
  * llama-server does). ERR_RANGE for an id outside the vocabulary. */
 int smp_accept(struct smp_chain *c, int32_t token);

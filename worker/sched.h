@@ -32,6 +32,8 @@ struct sched_params {
     int n_queue;       /* requests that may wait for a slot */
     int n_batch;       /* most tokens per engine_decode; ≤ the engine's n_batch; 0 = 512 */
     int prefill_chunk; /* most prompt tokens one step spends on prefill; 0 = n_batch */
+    bool whole_rows;   /* sample from whole logits rows even where the engine pre-selects top-k near the
+                          logits (engine_has_topk): for A/B runs */
 };
 
 /* The values of enum proto_finish. */

@@ -539,9 +539,10 @@ int main(int argc, char **argv)
         logf_("backend %s%s%s: %s", backend, gpu ? " gpu " : "", gpu ? gpu : "", e.msg);
         return EXIT_FATAL;
     }
+    const char *dt = getenv("LLM170_DEVICE_TOPK"); /* 0: sample from whole rows on a GPU too (A/B runs) */
     struct sched_params sp = {.n_slots = slots, .n_queue = queue, .n_batch = ep.n_batch,
                                /* a long prompt joins the running decodes in slices, not in one long step */
-                               .prefill_chunk = prefill};
+                               .prefill_chunk = prefill, .whole_rows = dt && !strcmp(dt, "0")};
     if (sched_create(&w->s, w->eng, w->m, &sp, on_event, w, &e)) {
         logf_("%s", e.msg);
         return EXIT_FATAL;
