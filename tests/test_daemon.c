@@ -80,15 +80,16 @@ static struct pc_client *wait_ready(int timeout_ms)
 
 /* Start llm170d with extra flags and connect once it is ready; NULL (the
  * daemon stopped again, the failure recorded) when it does not come up. */
-static struct pc_client *daemon_up(const char **extra, pid_t *d)
+static struct pc_client *daemon_up_env(const char **extra, const char *const *env, pid_t *d)
 {
-    *d = start_daemon(extra, NULL);
+    *d = start_daemon(extra, env);
     struct pc_client *c = wait_ready(10000);
     CHECK(c != NULL, "ready");
     if (!c)
         stop_daemon(*d);
     return c;
 }
+static struct pc_client *daemon_up(const char **extra, pid_t *d) { return daemon_up_env(extra, NULL, d); }
 
 
 /* Run one request to the end; text appended to out. Returns the finish reason. */
@@ -891,13 +892,10 @@ static void stress_many_streams(void)
     const char *extra[] = {"--slots", "8", "--queue", "64", "--stream-idle-ms", "1000", NULL};
     char env[] = "FAKE_TOKEN_MS=5";
     const char *envs[] = {env, NULL};
-    pid_t d = start_daemon(extra, envs);
-    struct pc_client *c = wait_ready(10000);
-    CHECK(c != NULL, "ready");
-    if (!c) {
-        stop_daemon(d);
+    pid_t d;
+    struct pc_client *c = daemon_up_env(extra, envs, &d);
+    if (!c)
         return;
-    }
     enum { N = 96 };
     static struct stress t[N];
     pthread_t th[N];
@@ -966,13 +964,10 @@ static void malloc_tuned_for_itself_only(void)
         SKIP("llm170d or fake_worker not built");
     char tun[] = "GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072";
     const char *envs[] = {tun, NULL};
-    pid_t d = start_daemon(NULL, envs);
-    struct pc_client *c = wait_ready(10000);
-    CHECK(c != NULL, "ready");
-    if (!c) {
-        stop_daemon(d);
+    pid_t d;
+    struct pc_client *c = daemon_up_env(NULL, envs, &d);
+    if (!c)
         return;
-    }
     static char env[65536];
     char comm[64];
     ssize_t n = proc_read(d, "environ", env, sizeof env);

@@ -504,22 +504,35 @@ static void hybrids_match_cpu(void)
         SKIP("no synthetic hybrid models (shared data) and LLM170_HIP_HYBRID_MODELS not set");
 }
 
+/* stories260K from the shared data: 0, 1 (no shared data: the caller skips) or −1 (failed to load,
+ * recorded). */
+static int load_stories(struct model **m)
+{
+    const char *dir = check_shared_dir();
+    if (!dir)
+        return 1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
+    struct err e = { 0 };
+    if (model_load(m, path, &e)) {
+        CHECK(0, "load: %s", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* engine_create with backend HIP reaches the hip engine (engine.c's dispatch); without a GPU it is a
  * clear error, not a crash */
 static int g_avail;
 static void dispatch_backend_hip(void)
 {
-    const char *dir = check_shared_dir();
-    if (!dir)
-        SKIP("no shared data");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
     struct model *m = NULL;
     struct err e = { 0 };
-    if (model_load(&m, path, &e)) {
-        CHECK(0, "load: %s", e.msg);
+    int lrc = load_stories(&m);
+    if (lrc > 0)
+        SKIP("no shared data");
+    if (lrc < 0)
         return;
-    }
     struct engine_params p;
     engine_params_default(&p);
     p.n_ctx = 64;
@@ -558,17 +571,13 @@ static void dispatch_backend_hip(void)
  * a request with logprobs does. Most rows must come back as candidates. */
 static void topk_candidates_sample_alike(void)
 {
-    const char *dir = check_shared_dir();
-    if (!dir)
-        SKIP("no shared data");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", dir);
     struct model *m = NULL;
     struct err e = { 0 };
-    if (model_load(&m, path, &e)) {
-        CHECK(0, "load: %s", e.msg);
+    int lrc = load_stories(&m);
+    if (lrc > 0)
+        SKIP("no shared data");
+    if (lrc < 0)
         return;
-    }
     enum { S = 4, STEPS = 24 };
     struct engine_params p;
     engine_params_default(&p);

@@ -331,6 +331,17 @@ static void top_k_shapes(void)
             }
 }
 
+/* Two chains drew the same token and were left with the same candidates (ids, logits, p). */
+static bool same_draw(struct smp_chain *a, int32_t ta, struct smp_chain *b, int32_t tb)
+{
+    const struct smp_cand *xa, *xb;
+    int na = smp_candidates(a, &xa, NULL), nb = smp_candidates(b, &xb, NULL);
+    bool same = ta == tb && na == nb;
+    for (int i = 0; same && i < na; i++)
+        same = xa[i].id == xb[i].id && xa[i].logit == xb[i].logit && xa[i].p == xb[i].p;
+    return same;
+}
+
 /* top-k starts from the logits row when nothing before it edits the list
  * (no logit bias, penalties off); with a bias entry of +0 the whole list is
  * written first, as every other chain does. Both must pick the same tokens
@@ -360,12 +371,7 @@ static void row_path_equals_list_path(void)
                                                                       : (float)(r % 100000) / 5000.0f - 10.0f;
             }
             int32_t ta = smp_sample(ca, l), tb = smp_sample(cb, l);
-            const struct smp_cand *xa, *xb;
-            int na = smp_candidates(ca, &xa, NULL), nb = smp_candidates(cb, &xb, NULL);
-            bool same = ta == tb && na == nb;
-            for (int i = 0; same && i < na; i++)
-                same = xa[i].id == xb[i].id && xa[i].logit == xb[i].logit && xa[i].p == xb[i].p;
-            differ += !same;
+            differ += !same_draw(ca, ta, cb, tb);
             draws++;
             smp_accept(ca, ta);
             smp_accept(cb, tb);
@@ -430,12 +436,7 @@ static void sample_cands_equals_row(void)
                     ids[j] = ti, vals[j] = tv;
                 }
                 int32_t ta = smp_sample(a, l), tb = smp_sample_cands(b, ids, vals, m);
-                const struct smp_cand *xa, *xb;
-                int na = smp_candidates(a, &xa, NULL), nb = smp_candidates(b, &xb, NULL);
-                bool same = ta == tb && na == nb;
-                for (int i = 0; same && i < na; i++)
-                    same = xa[i].id == xb[i].id && xa[i].logit == xb[i].logit && xa[i].p == xb[i].p;
-                differ += !same;
+                differ += !same_draw(a, ta, b, tb);
                 draws++;
                 smp_accept(a, ta);
                 smp_accept(b, tb);
