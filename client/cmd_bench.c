@@ -163,7 +163,7 @@ int cmd_bench(int argc, char **argv)
     }
     int bmax = ep.n_batch > n_seq ? ep.n_batch : n_seq;
     b.batch = malloc((size_t)bmax * sizeof *b.batch);
-    b.logits = malloc((size_t)bmax * (size_t)b.n_vocab * sizeof *b.logits);
+    b.logits = engine_logits_alloc(b.ctx, (size_t)bmax * (size_t)b.n_vocab);
     double *runs = malloc((size_t)reps * sizeof *runs);
     if (!b.batch || !b.logits || !runs) {
         cli_error("out of memory");
@@ -234,7 +234,7 @@ fail:
 out:
     free(runs);
     free(b.batch);
-    free(b.logits);
+    engine_logits_free(b.ctx, b.logits);
     engine_free(b.ctx);
     model_free(m);
     return rc;

@@ -568,7 +568,8 @@ static void dispatch_backend_hip(void)
 /* engine_decode_topk + smp_sample_cands draw what engine_decode + smp_sample draw: two GPU engines on
  * stories260K (the same kernels: the same logits), four sequences of 24 steps with the default chain
  * (top-k 40 first) and their own seeds, the tokens fed back; sequence 3 asks for whole rows (k 0), as
- * a request with logprobs does. Most rows must come back as candidates. */
+ * a request with logprobs does. Most rows must come back as candidates. A's logits land in page-locked
+ * memory (engine_logits_alloc), B's in plain memory. */
 static void topk_candidates_sample_alike(void)
 {
     struct model *m = NULL;
@@ -587,7 +588,9 @@ static void topk_candidates_sample_alike(void)
     struct engine_ctx *ga = NULL, *gb = NULL;
     CHECK(engine_create(&ga, m, &p, &e) == 0 && engine_create(&gb, m, &p, &e) == 0, "engines: %s", e.msg);
     const int V = model_info(m)->n_vocab;
-    float *la = malloc(sizeof(float) * (size_t)S * V), *lb = malloc(sizeof(float) * (size_t)S * V);
+    /* engine A copies into page-locked memory (engine_logits_alloc), B into plain memory */
+    float *la = ga ? engine_logits_alloc(ga, (size_t)S * V) : NULL, *lb = malloc(sizeof(float) * (size_t)S * V);
+    CHECK(!ga || la, "page-locked logits");
     int32_t *ids = malloc(sizeof(int32_t) * S * ENGINE_CAND_CAP), n_cands[S], k[S];
     float *vals = malloc(sizeof(float) * S * ENGINE_CAND_CAP);
     struct smp_chain *ca[S], *cb[S];
@@ -600,7 +603,7 @@ static void topk_candidates_sample_alike(void)
     }
     int32_t tok[S] = { 1, 1, 1, 1 };
     int differ = 0, served = 0, rows = 0;
-    for (int step = 0; ga && gb && step < STEPS && !differ; step++) {
+    for (int step = 0; ga && gb && la && step < STEPS && !differ; step++) {
         struct engine_tok t[S];
         for (int q = 0; q < S; q++)
             t[q] = (struct engine_tok){ tok[q], step, q, true };
@@ -625,7 +628,8 @@ static void topk_candidates_sample_alike(void)
     printf("# %d of %d rows came back as candidates\n", served, rows);
     for (int q = 0; q < S; q++)
         smp_free(ca[q]), smp_free(cb[q]);
-    free(la), free(lb), free(ids), free(vals);
+    engine_logits_free(ga, la);
+    free(lb), free(ids), free(vals);
     engine_free(ga);
     engine_free(gb);
     model_free(m);

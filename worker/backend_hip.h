@@ -26,6 +26,9 @@ int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks
 /* As engine_decode_topk (kernels/misc.cu topk_cut). */
 int hip_engine_decode_topk(struct hip_engine *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
                            float *vals, int32_t *n_cands, float *logits, struct err *e);
+/* Page-locked host memory of n bytes for the engine's copies to the host (engine_logits_alloc). */
+int hip_engine_host_alloc(struct hip_engine *c, size_t n, void **out, struct err *e);
+void hip_engine_host_free(struct hip_engine *c, void *p);
 void hip_engine_seq_truncate(struct hip_engine *c, int seq, int pos);
 int hip_engine_seq_len(const struct hip_engine *c, int seq);
 int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct err *e);

@@ -19,6 +19,7 @@ struct engine_ctx {
      * scheduler's sampling): without them a 64-row step sampled on one
      * thread took longer than the step's decode on the GPU. NULL = one. */
     struct tpool *host_tp;
+    bool pin_logits;         /* engine_logits_alloc page-locks (a GPU engine, unless LLM170_HIP_PINNED=0) */
 };
 
 void engine_params_default(struct engine_params *p)
@@ -64,6 +65,8 @@ int engine_create(struct engine_ctx **out, const struct model *m, const struct e
         return rc;
     }
     if (kind == BACKEND_HIP) {
+        const char *pin = getenv("LLM170_HIP_PINNED");
+        c->pin_logits = !(pin && !strcmp(pin, "0"));
         /* n_threads, else up to 8: sampling a row takes microseconds, more
          * threads would mostly wait for each other */
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -124,6 +127,23 @@ int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int 
 }
 
 bool engine_has_topk(const struct engine_ctx *c) { return c && c->hip; }
+
+float *engine_logits_alloc(struct engine_ctx *c, size_t n)
+{
+    void *p = NULL;
+    struct err e;
+    if (c && c->pin_logits && hip_engine_host_alloc(c->hip, n * sizeof(float), &p, &e) == 0)
+        return p;
+    return c && c->pin_logits ? NULL : malloc(n * sizeof(float));
+}
+
+void engine_logits_free(struct engine_ctx *c, float *p)
+{
+    if (c && c->pin_logits)
+        hip_engine_host_free(c->hip, p);
+    else
+        free(p);
+}
 
 int engine_seq_truncate(struct engine_ctx *c, int seq, int pos)
 {

@@ -90,6 +90,13 @@ struct engine_tok {
 int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits,
                   struct err *e);
 
+/* Host memory for n floats of logits rows (NULL when out of memory): page-locked on a GPU engine, so
+ * the device copies rows straight into it (pageable memory goes through a staging copy, and a
+ * 152k-token row is 600 KB); LLM170_HIP_PINNED=0 at engine_create gives plain memory (A/B runs).
+ * Free it with engine_logits_free, before engine_free. */
+float *engine_logits_alloc(struct engine_ctx *c, size_t n);
+void engine_logits_free(struct engine_ctx *c, float *p);
+
 /* Most candidates one row's top-k pre-selection hands back (engine_decode_topk). */
 #define ENGINE_CAND_CAP 256
 

@@ -1255,6 +1255,18 @@ int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks
     return run(c, toks, n, NULL, tokens, NULL, e);
 }
 
+int hip_engine_host_alloc(struct hip_engine *c, size_t n, void **out, struct err *e)
+{
+    int rc = hip_rt_bind(c->rt, e);
+    return rc ? rc : hip_rt_host_alloc(c->rt, n, out, e);
+}
+
+void hip_engine_host_free(struct hip_engine *c, void *p)
+{
+    if (p && !hip_rt_bind(c->rt, NULL))
+        hip_rt_host_free(c->rt, p);
+}
+
 void hip_engine_seq_truncate(struct hip_engine *c, int seq, int pos)
 {
     if (c->hy) {

@@ -157,7 +157,7 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->batch = calloc((size_t)s->p.n_batch, sizeof *s->batch);
     s->row_slot = calloc((size_t)s->p.n_slots, sizeof *s->row_slot);
     s->rows = calloc((size_t)s->p.n_slots, sizeof *s->rows);
-    s->logits = malloc((size_t)s->p.n_slots * (size_t)s->n_vocab * sizeof *s->logits);
+    s->logits = engine_logits_alloc(eng, (size_t)s->p.n_slots * (size_t)s->n_vocab);
     s->piece = malloc((size_t)s->p.n_slots * s->piece_cap);
     s->text = malloc(s->text_cap);
     s->eog = calloc((size_t)s->n_vocab, sizeof *s->eog);
@@ -202,7 +202,7 @@ void sched_free(struct sched *s)
     free(s->batch);
     free(s->row_slot);
     free(s->rows);
-    free(s->logits);
+    engine_logits_free(s->eng, s->logits);
     free(s->topk_k);
     free(s->n_cands);
     free(s->cand_ids);
