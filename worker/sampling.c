@@ -168,17 +168,6 @@ static int32_t cut_count(const char *x, size_t stride, int32_t n, float t)
     return c;
 }
 
-/* The cut of a pre-selection (cand_preselect, row_preselect) over the n
- * logits at x, stride bytes apart (a candidate list's, or a logits row's):
- * a threshold t with k ≤ #{x ≥ t} ≤ about 2k, found by bisecting [min, max]
- * with counting passes. Every logit below t is below every one kept, so the
- * k first in cand_before order are among the kept ones whatever t is, as
- * long as k are kept: the result never depends on where the search stops.
- * False when no useful cut exists (fewer than k finite logits, or a cut
- * that keeps more than half). Why not a heap over all n: a heap of k sifts
- * whenever a later candidate beats its root, which trained models' logits
- * make frequent; why not a histogram: its scattered increments cost ~13
- * cycles a logit, eight vector counting passes a fraction of that. */
 /* A long row's cut from a strided sample of CUT_SAMPLE logits: the j-th
  * largest of the sample (j a few times k·CUT_SAMPLE/n, at least 4) keeps
  * about j·n/CUT_SAMPLE logits, so the partition that follows is the only
@@ -218,6 +207,18 @@ static bool cand_cut_sample(const char *x, size_t stride, int32_t n, int32_t k, 
 /* Whether a pre-selection that kept m of n serves a top-k. */
 static inline bool cand_kept_ok(int32_t m, int32_t n, int32_t k) { return m >= k && m <= CUT_SAMPLE_KEEP && m <= n / 2; }
 
+/* The cut of a pre-selection (cand_preselect, row_preselect) over the n
+ * logits at x, stride bytes apart (a candidate list's, or a logits row's):
+ * a threshold t with k ≤ #{x ≥ t} ≤ a little over k, found by bisecting
+ * [min, max] with counting passes (a long row tries cand_cut_sample first).
+ * Every logit below t is below every one kept, so the k first in
+ * cand_before order are among the kept ones whatever t is, as long as k are
+ * kept: the result never depends on where the search stops.
+ * False when no useful cut exists (fewer than k finite logits, or a cut
+ * that keeps more than half). Why not a heap over all n: a heap of k sifts
+ * whenever a later candidate beats its root, which trained models' logits
+ * make frequent; why not a histogram: its scattered increments cost ~13
+ * cycles a logit, eight vector counting passes a fraction of that. */
 static bool cand_cut_find(const char *x, size_t stride, int32_t n, int32_t k, float *cut)
 {
     /* the smallest finite and the largest logit; two of each side by side
