@@ -504,10 +504,12 @@ static void hybrids_match_cpu(void)
         SKIP("no synthetic hybrid models (shared data) and LLM170_HIP_HYBRID_MODELS not set");
 }
 
-/* stories260K from the shared data: 0, 1 (no shared data: the caller skips) or −1 (failed to load,
- * recorded). */
-static int load_stories(struct model **m)
+/* stories260K from the shared data, and *p the default engine params with a 64-position context:
+ * 0, 1 (no shared data: the caller skips) or −1 (failed to load, recorded). */
+static int load_stories(struct model **m, struct engine_params *p)
 {
+    engine_params_default(p);
+    p->n_ctx = 64;
     const char *dir = check_shared_dir();
     if (!dir)
         return 1;
@@ -528,14 +530,12 @@ static void dispatch_backend_hip(void)
 {
     struct model *m = NULL;
     struct err e = { 0 };
-    int lrc = load_stories(&m);
+    struct engine_params p;
+    int lrc = load_stories(&m, &p);
     if (lrc > 0)
         SKIP("no shared data");
     if (lrc < 0)
         return;
-    struct engine_params p;
-    engine_params_default(&p);
-    p.n_ctx = 64;
     p.kv_f32 = true;
     struct engine_ctx *cpu = NULL, *gpu = NULL;
     CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu: %s", e.msg);
@@ -574,15 +574,13 @@ static void topk_candidates_sample_alike(void)
 {
     struct model *m = NULL;
     struct err e = { 0 };
-    int lrc = load_stories(&m);
+    struct engine_params p;
+    int lrc = load_stories(&m, &p);
     if (lrc > 0)
         SKIP("no shared data");
     if (lrc < 0)
         return;
     enum { S = 4, STEPS = 24 };
-    struct engine_params p;
-    engine_params_default(&p);
-    p.n_ctx = 64;
     p.n_seq = S;
     p.backend = BACKEND_HIP;
     struct engine_ctx *ga = NULL, *gb = NULL;

@@ -382,6 +382,16 @@ static void row_path_equals_list_path(void)
     CHECK(differ == 0 && draws == 900, "%d of %d draws differ", differ, draws);
 }
 
+/* smp_topk_only of a 512-token chain made with p (−1 when it cannot be made). */
+static int32_t topk_only_of(const struct smp_params *p)
+{
+    struct err e;
+    struct smp_chain *c = smp_new(p, 512, &e);
+    int32_t k = c ? smp_topk_only(c) : -1;
+    smp_free(c);
+    return k;
+}
+
 /* A chain whose first working sampler is top-k draws the same from a
  * pre-selection of the row (smp_sample_cands: what a GPU hands back) as from
  * the row: candidates = every logit at or above the (k + extra)-th largest,
@@ -450,22 +460,16 @@ static void sample_cands_equals_row(void)
     const struct smp_bias bias = {3, 1.0f};
     p.logit_bias = &bias;
     p.n_logit_bias = 1;
-    struct smp_chain *c = smp_new(&p, 512, &e);
-    CHECK(c && smp_topk_only(c) == 0, "a logit bias edits the row first");
-    smp_free(c);
+    CHECK_EQ_INT(topk_only_of(&p), 0); /* a logit bias edits the row first */
     p = smp_params_default();
     p.repeat_penalty = 1.1f;
-    c = smp_new(&p, 512, &e);
-    CHECK(c && smp_topk_only(c) == 0, "penalties edit the row first");
-    smp_free(c);
+    CHECK_EQ_INT(topk_only_of(&p), 0); /* penalties edit the row first */
     p = smp_params_default();
     CHECK_EQ_INT(smp_params_set_sequence(&p, "top_p;top_k;temperature", &e), 0);
-    c = smp_new(&p, 512, &e);
-    CHECK(c && smp_topk_only(c) == 0, "top-p before top-k");
-    smp_free(c);
+    CHECK_EQ_INT(topk_only_of(&p), 0); /* top-p before top-k */
     p = smp_params_default();
     p.top_k = 0;
-    c = smp_new(&p, 512, &e);
+    struct smp_chain *c = smp_new(&p, 512, &e);
     CHECK(c && smp_topk_only(c) == 0, "top-k off");
     CHECK(c && smp_sample_cands(c, ids, vals, 10) == ERR_INVALID, "refused for a chain that needs the row");
     smp_free(c);

@@ -126,7 +126,7 @@ struct hip_engine {
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
     uint64_t topk;         /* topk_cut's arrays: int k [B], int cnt [B], int ids [B][CAP], f32 vals [B][CAP],
-                              CAP = ENGINE_CAND_CAP */
+                              CAP = ENGINE_CAND_CAP (TOPK_BYTES(B)) */
     int32_t *topk_h;       /* pinned mirror of topk */
     hip_fn k_topk;         /* topk_cut */
     int W, nq_max, nkv_max, F;
@@ -401,6 +401,8 @@ struct scratch {
     size_t n;
 };
 #define N_SCRATCH 27
+/* bytes of topk_cut's arrays (hip_engine.topk) for a batch of B rows */
+#define TOPK_BYTES(B) ((B) * (2 + 2 * (size_t)ENGINE_CAND_CAP) * 4)
 
 static int scratch_table(struct hip_engine *c, const struct model *m, const struct engine_params *p,
                          struct scratch *sc)
@@ -435,7 +437,7 @@ static int scratch_table(struct hip_engine *c, const struct model *m, const stru
         { &c->hq, GEMV_MAX * E }, { &c->hqd, GEMV_MAX * (E / 32) * 8 }, { &c->hsp, GEMV_MAX * (E / 32) * 4 },
         { &c->ncnt, GEMV_MAX * (E / 32 + 1) * 4 },
         { &c->acnt, (size_t)SPLIT_TOKENS * (size_t)hp->n_head_max * 4 },
-        { &c->topk, B * (2 + 2 * (size_t)ENGINE_CAND_CAP) * 4 },
+        { &c->topk, TOPK_BYTES(B) },
     };
     const int n = (int)(sizeof t / sizeof t[0]);
     for (int i = 0; i < n; i++)
@@ -615,7 +617,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     if (!rc)
         rc = hip_rt_host_alloc(c->rt, (size_t)p.n_batch * 4, (void **)&c->amax_h, e);
     if (!rc)
-        rc = hip_rt_host_alloc(c->rt, (size_t)p.n_batch * (2 + 2 * (size_t)ENGINE_CAND_CAP) * 4, (void **)&c->topk_h, e);
+        rc = hip_rt_host_alloc(c->rt, TOPK_BYTES((size_t)p.n_batch), (void **)&c->topk_h, e);
     if (!rc)
         rc = hip_rt_sync(c->rt, e);
     if (rc) {
@@ -1125,7 +1127,7 @@ struct topk_io {
 };
 
 /* After the step's logits: topk_cut on the rows asking for it, their candidates to the host, then the
- * whole rows of the others (and of any the cut did not serve). */
+ * copies of the whole rows of the others (and of any the cut did not serve), which run()'s sync ends. */
 static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk, float *logits, struct err *e)
 {
     int rc;
@@ -1144,7 +1146,6 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     TRY(hip_rt_d2h(c->rt, ids, dids, (size_t)n_out * (size_t)cap * 4, e));
     TRY(hip_rt_d2h(c->rt, vals, dvals, (size_t)n_out * (size_t)cap * 4, e));
     TRY(hip_rt_sync(c->rt, e));
-    bool rows = false;
     for (int r = 0; r < n_out; r++) {
         const size_t o = (size_t)r * (size_t)cap;
         tk->n_cands[r] = tk->k[r] > 0 && cnt[r] >= tk->k[r] && cnt[r] <= cap ? cnt[r] : -1;
@@ -1155,9 +1156,8 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
         }
         TRY(hip_rt_d2h(c->rt, logits + (size_t)r * (size_t)V, c->logits + 4u * (uint64_t)r * (uint64_t)V,
                        (size_t)V * 4, e));
-        rows = true;
     }
-    return rows ? hip_rt_sync(c->rt, e) : 0;
+    return 0;
 }
 
 static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, int32_t *greedy_out,

@@ -813,11 +813,13 @@ static void apply_dist(struct smp_chain *c)
         c->selected = n - 1;
 }
 
-/* The chain over c's list (§1: the whole vocabulary, or what smp_sample_cands was given), c->row the
- * row the list is still to be written from (NULL when written). */
+/* The chain over c's list of c->size (§1: the whole vocabulary, or what smp_sample_cands was given),
+ * c->row the row the list is still to be written from (NULL when written). */
 static int32_t run_chain(struct smp_chain *c)
 {
     const struct smp_params *p = &c->p;
+    c->sorted = false;
+    c->selected = -1;
     if (c->n_bias > 0 || penalties_active(c)) /* they edit entries of the list */
         cand_build(c);
     if (c->n_bias > 0)
@@ -849,8 +851,6 @@ int32_t smp_sample(struct smp_chain *c, const float *logits)
      * first needs the list: top-k can start from the row itself) */
     c->row = logits;
     c->size = c->n_vocab;
-    c->sorted = false;
-    c->selected = -1;
     return run_chain(c);
 }
 
@@ -886,8 +886,6 @@ int32_t smp_sample_cands(struct smp_chain *c, const int32_t *ids, const float *l
     }
     c->row = NULL; /* the list is written: top-k selects from it */
     c->size = n;
-    c->sorted = false;
-    c->selected = -1;
     return run_chain(c);
 }
 
