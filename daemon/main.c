@@ -41,11 +41,10 @@ static void usage(FILE *f)
 
 static void notify_status(struct daemon *d)
 {
-    int ready = 0, failed = 0, loading = 0;
+    int ready = 0, loading = 0;
     pthread_mutex_lock(&d->mu);
     for (int i = 0; i < d->n_workers; i++) {
         ready += d->w[i].state == W_READY;
-        failed += d->w[i].state == W_FAILED;
         loading += d->w[i].state == W_LOADING || d->w[i].state == W_BACKOFF;
     }
     int open = streams_open(d);
@@ -114,7 +113,7 @@ int main(int argc, char **argv)
         {"--load-timeout", "load_timeout"}, {"--stream-idle-ms", "stream_idle_ms"}, {"--flush-ms", "flush_ms"},
         {"--config", NULL},
     };
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every flag takes a value */
         size_t k, nf = sizeof flags / sizeof *flags;
         for (k = 0; k < nf; k++)
             if (!strcmp(argv[i], flags[k].flag))
@@ -131,7 +130,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "llm170d: %s\n", e.msg);
             return 2;
         }
-        i++;
     }
     if (dconfig_finish(&d->cfg, &e)) {
         fprintf(stderr, "llm170d: %s\n", e.msg);

@@ -406,7 +406,7 @@ static void cancel_and_queue_full(void)
         CHECK(rc == ERR_FULL && pc_http_status(rc) == 429, "4th request: %d %s", rc, e.msg);
         /* cancel the first: its stream ends with "cancel" and the queued one runs */
         if (s[0]) {
-            int n_tok = 0, fin = 0;
+            int fin = 0;
             CHECK(pc_cancel(s[0], &e) == 0, "cancel: %s", e.msg);
             int64_t end = now_ms() + 3000;
             while (!pc_stream_done(s[0]) && now_ms() < end) {
@@ -414,11 +414,9 @@ static void cancel_and_queue_full(void)
                 size_t n;
                 if (pc_next(s[0], 200, &ch, &n, &e))
                     break;
-                for (size_t i = 0; i < n; i++) {
-                    n_tok += ch[i].token >= 0;
+                for (size_t i = 0; i < n; i++)
                     if (ch[i].finish)
                         fin = ch[i].finish;
-                }
                 proto_chunks_free(ch, n);
             }
             CHECK_EQ_INT(fin, PF_CANCEL);
@@ -672,7 +670,7 @@ static void abandoned_stream_and_bad_input(void)
     nng_req0_open(&raw);
     nng_socket_set_ms(raw, NNG_OPT_RECVTIMEO, 3000);
     CHECK(nng_dial(raw, sockurl, NULL, 0) == 0, "dial");
-    const char *bad[] = {"\xc1", "\x81\xa1v\x01", "\xdd\xff\xff\xff\xff", "\x83\xa1v\x01\xa1t\xa4next\xa2id\xa3" "abc",
+    const char *bad[] = {"\xc1", "\x81\xa1v\x01", "\xdd\xff\xff\xff\xff", "\x83\xa1v\x01\xa1t\xa4next\xa2id\243abc", /* octal: a hex escape would eat "abc" */
                          "\x82\xa1v\x02\xa1t\xa6status"};
     size_t lens[] = {1, 4, 5, 15, 13};
     for (int i = 0; i < 5; i++) {

@@ -5,6 +5,7 @@
  * logits for synthetic llama/qwen2/qwen3/qwen3moe models (tests/golden/,
  * when present). Engine invariants: batched == alone, chunked prefill ==
  * one-shot, truncate + re-decode == fresh, seq_copy == fresh, f16 KV ≈ f32. */
+#include <cpuid.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -114,11 +115,18 @@ static void test_small_ops(void)
     CHECK_NEAR(sm[2], exp(3) / z, 1e-6);
 }
 
+/* F16C: CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c") */
+static bool has_f16c(void)
+{
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
+}
+
 /* The SIMD attention kernel against the reference (f16 and f32 caches, odd head size tail). */
 static void test_attn_simd(void)
 {
     __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()))
         SKIP("no AVX2/FMA/F16C");
     static float tab[65536];
     ops_f16_table_init(tab);
@@ -173,7 +181,7 @@ static void test_attn_simd(void)
 static void test_softmax_swiglu_simd(void)
 {
     __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()))
         SKIP("no AVX2/FMA/F16C");
     float a[203], b[203], src[203], g1[203], g2[203], u[203];
     unsigned st = 777;

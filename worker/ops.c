@@ -2,6 +2,7 @@
  * the comments name the narrowing choices that matter. */
 #include "ops.h"
 
+#include <cpuid.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -239,7 +240,10 @@ static void ops_dispatch_init(void)
 {
     __builtin_cpu_init();
     const char *cap = getenv("LLM170_SIMD");
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+    /* F16C: CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c") */
+    unsigned eax, ebx, ecx, edx;
+    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c &&
         !(cap && !strcmp(cap, "scalar"))) {
         g_attn = ops_attn_avx2;
         g_attn_multi = ops_attn_multi_avx2;
