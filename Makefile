@@ -15,9 +15,14 @@ LDLIBS  += -lm -ldl -pthread
 PKGCONF := pkg-config
 MODEL   ?= $(firstword $(wildcard ../shared/data/models/stories260K.gguf))
 
-# libraries from Debian packages (scripts/deps.sh lists them)
-DEP_CFLAGS := $(shell $(PKGCONF) --cflags libpcre2-8 2>/dev/null)
-DEP_LIBS   := $(shell $(PKGCONF) --libs libpcre2-8 2>/dev/null) -lutf8proc
+# libraries from Debian packages (scripts/deps.sh lists them). Expanded when a
+# recipe runs, not when make starts: on a fresh machine pkg-config and pcre2
+# only exist once `deps` has installed them.
+DEP_CFLAGS = $(shell $(PKGCONF) --cflags libpcre2-8 2>/dev/null)
+DEP_LIBS   = $(shell $(PKGCONF) --libs libpcre2-8 2>/dev/null || echo -lpcre2-8) -lutf8proc
+# the package installer the deps targets run (tests/build_deps.sh replaces it
+# to see what waits for it)
+DEPS    ?= scripts/deps.sh
 NET_LIBS   := -lnng -lmsgpackc -ljansson -lmicrohttpd -lsystemd
 
 LIB_SRC  := $(wildcard common/*.c) $(filter-out worker/worker_main.c,$(wildcard worker/*.c)) $(wildcard proto/*.c)
@@ -46,21 +51,30 @@ TEST_TOOL_SRC := $(wildcard tests/tools/*.c)
 TEST_TOOLS := $(TEST_TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 .SECONDARY:
-.PHONY: all deps test run asan fuzz clean
+.PHONY: all deps run-deps test-deps test run asan fuzz clean
 all: deps $(PROGRAMS) $(TEST_BIN) $(TEST_TOOLS)
 
-# Install missing Debian packages when root, else print the apt-get line.
+# Install missing Debian packages when root, else print the apt-get line:
+# `deps` what building and running need, `run-deps` what `make run`'s demo
+# adds, `test-deps` what only the tests need (clang, lavapipe, node, numpy …).
+# The others wait for deps so that two apt-get never run at once under -j.
 deps:
-	@scripts/deps.sh install
+	@$(DEPS) install build
+run-deps: deps
+	@$(DEPS) install run
+test-deps: deps
+	@$(DEPS) install test
 
 # SIMD kernels: one file per instruction set, chosen at run time.
-$(BUILD)/%_avx2.o: %_avx2.c
+# Every compile waits for `deps` (order-only: it never makes an object stale):
+# under -j the headers (jansson.h …) must be installed before the first one.
+$(BUILD)/%_avx2.o: %_avx2.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEP_CFLAGS) -mavx2 -mfma -mf16c -c $< -o $@
-$(BUILD)/%_avx512.o: %_avx512.c
+$(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEP_CFLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c -c $< -o $@
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEP_CFLAGS) -c $< -o $@
 
@@ -92,12 +106,12 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(NET_LIBS) $(DEP_LIBS) $(LDLIBS)
 
-test: all
+test: all test-deps
 	@tests/prepare.sh $(BUILD)
 	@tests/run.sh $(BUILD) $(BIN)
 
 # The whole suite again under AddressSanitizer + UBSan, in its own build tree.
-asan:
+asan: test-deps
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	        LDLIBS="-lm -ldl -pthread -fsanitize=address,undefined" all
 	tests/prepare.sh build-asan
@@ -107,7 +121,7 @@ asan:
 fuzz:
 	FUZZ_RUNS=$${FUZZ_RUNS:-2000000} tests/fuzz.sh
 
-run: all
+run: all run-deps
 	@scripts/run.sh "$(MODEL)"
 
 clean:

@@ -1,15 +1,33 @@
 #!/bin/sh
-# deps.sh — the Debian packages llm170 builds, tests and runs with, listed once.
-#   scripts/deps.sh check     exit 0 when all are installed
-#   scripts/deps.sh install   install the missing ones (root), else print the apt-get line and fail
+# deps.sh — the Debian packages llm170 builds, runs and tests with, listed once.
+#   scripts/deps.sh check [SET]     exit 0 when all of SET are installed
+#   scripts/deps.sh install [SET]   install the missing ones (root), else print the apt-get line and fail
+#   scripts/deps.sh list [SET]      print SET's packages, one a line
+# SET: build (default; what `make` / `make install` need), run (build + what `make run`'s demo uses),
+# test (everything: what `make test` / `make asan` need too).
 set -eu
 
 # build + runtime libraries
-PKGS="gcc make pkg-config libnng-dev libmsgpack-dev libmicrohttpd-dev libsystemd-dev libjansson-dev
+BUILD_PKGS="gcc make pkg-config libnng-dev libmsgpack-dev libmicrohttpd-dev libsystemd-dev libjansson-dev
 libpcre2-dev libutf8proc-dev libvulkan-dev glslc"
-# tests: fuzzer + sanitizer runtime, Vulkan on the CPU (lavapipe), numpy for the shared model writers,
-# systemd-analyze for unit checks, node/npm for the llama.cpp oracle and the OpenAI SDK client tests
-PKGS="$PKGS clang libclang-rt-14-dev mesa-vulkan-drivers python3 python3-numpy systemd curl nodejs"
+# make run: the demo asks the gateway for a completion with curl
+RUN_PKGS="curl"
+# tests only: fuzzer + sanitizer runtime, clang for the CC=clang build check, Vulkan on the CPU (lavapipe),
+# numpy for the shared model writers, systemd-analyze for unit checks, node/npm for the llama.cpp oracle
+# and the OpenAI SDK client tests
+TEST_PKGS="clang libclang-rt-14-dev mesa-vulkan-drivers python3 python3-numpy systemd nodejs"
+
+set_pkgs() {
+    case "$1" in
+    build) echo "$BUILD_PKGS" ;;
+    run) echo "$BUILD_PKGS $RUN_PKGS" ;;
+    test) echo "$BUILD_PKGS $RUN_PKGS $TEST_PKGS" ;;
+    *) echo "deps.sh: unknown set '$1' (build, run, test)" >&2; exit 2 ;;
+    esac
+}
+
+cmd=${1:-check}
+PKGS=$(set_pkgs "${2:-build}")
 
 missing=""
 for p in $PKGS; do
@@ -18,7 +36,10 @@ for p in $PKGS; do
     fi
 done
 
-case "${1:-check}" in
+case "$cmd" in
+list)
+    for p in $PKGS; do echo "$p"; done
+    ;;
 check)
     [ -z "$missing" ] && exit 0
     echo "missing packages:$missing" >&2
@@ -39,7 +60,7 @@ install)
     fi
     ;;
 *)
-    echo "usage: $0 check|install" >&2
+    echo "usage: $0 check|install|list [build|run|test]" >&2
     exit 2
     ;;
 esac
