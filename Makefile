@@ -51,7 +51,7 @@ TEST_TOOL_SRC := $(wildcard tests/tools/*.c)
 TEST_TOOLS := $(TEST_TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 .SECONDARY:
-.PHONY: all deps run-deps test-deps test run asan fuzz clean
+.PHONY: all deps run-deps test-deps test run asan fuzz clean FORCE
 all: deps $(PROGRAMS) $(TEST_BIN) $(TEST_TOOLS)
 
 # Install missing Debian packages when root, else print the apt-get line:
@@ -64,6 +64,17 @@ run-deps: deps
 	@$(DEPS) install run
 test-deps: deps
 	@$(DEPS) install test
+
+# The commit for --version (common/version.c), rewritten only when it changes
+# so that version.o is rebuilt only then.
+VERSION_GEN := $(BUILD)/gen/version_gen.h
+$(VERSION_GEN): FORCE
+	@mkdir -p $(dir $@)
+	@c=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown); \
+	printf '#define LLM170_COMMIT "%s"\n' "$$c" >$@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/common/version.o: $(VERSION_GEN)
+$(BUILD)/common/version.o: DEP_CFLAGS += -I$(BUILD)/gen
 
 # SIMD kernels: one file per instruction set, chosen at run time.
 # Every compile waits for `deps` (order-only: it never makes an object stale):

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/version.h"
 #include "cli.h"
 
 struct verb {
@@ -26,7 +27,8 @@ static const struct verb VERBS[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: llm170 COMMAND [options]   (llm170 COMMAND --help for details)\n\ncommands:\n");
+    fprintf(f, "usage: llm170 COMMAND [options]   (llm170 COMMAND --help for details; llm170 --version)\n\n"
+               "commands:\n");
     for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
         fprintf(f, "  %-12s %s\n", VERBS[i].name, VERBS[i].help);
 }
@@ -39,6 +41,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        version_print(stdout, "llm170");
         return 0;
     }
     for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)

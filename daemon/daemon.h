@@ -12,10 +12,11 @@
 #include <sys/types.h>
 
 #include "../common/err.h"
+#include "../common/version.h"
 #include "../proto/proto.h"
 
 #define D_MAX_WORKERS 16
-#define D_VERSION "0.1.0"
+#define D_VERSION LLM170_VERSION /* common/version.h */
 
 struct dconfig {
     char socket[512];      /* client URL */

@@ -36,7 +36,8 @@ static void usage(FILE *f)
             "  --worker PATH     the worker program (default llm170-worker next to llm170d)\n"
             "  --drain-timeout S on SIGTERM, wait this long for open requests (default 30)\n"
             "  --ping-timeout-ms N  restart a worker silent this long (default 10000)\n"
-            "  --flush-ms N      a busy worker sends its tokens this often (default 10; 0 = every step)\n");
+            "  --flush-ms N      a busy worker sends its tokens this often (default 10; 0 = every step)\n"
+            "  --version         version, commit and backends built in\n");
 }
 
 static void notify_status(struct daemon *d)
@@ -89,6 +90,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            version_print(stdout, "llm170d");
             return 0;
         }
         if (!strcmp(argv[i], "--config") && i + 1 < argc)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/malloc_tune.h"
+#include "../common/version.h"
 #include "../proto/client.h"
 #include "backend_daemon.h"
 #include "http.h"
@@ -35,6 +36,7 @@ static const char usage[] =
     "  --max-connections N  open connections at most (default 16384)\n"
     "  --drain-timeout S    on SIGTERM/SIGINT, let requests in flight finish this long (default 25;\n"
     "                       a second signal stops at once)\n"
+    "  --version            version, commit and backends built in\n"
     "  --help               this text\n";
 
 static volatile sig_atomic_t stop_flag;
@@ -202,6 +204,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) { /* --config and --help first: the file comes before the flags */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            version_print(stdout, "llm170-gateway");
             return 0;
         }
         if (!strcmp(argv[i], "--config")) {

@@ -25,6 +25,7 @@
 
 #include "../common/chat.h"
 #include "../common/clock.h"
+#include "../common/version.h"
 #include "../proto/wire.h"
 #include "engine.h"
 #include "gguf.h"
@@ -459,7 +460,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan] [--gpu N]\n"
                "                     [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--prefill-chunk N]\n"
-               "                     [--idx N] [--flush-ms N]\n"
+               "                     [--idx N] [--flush-ms N]   |   --version\n"
                "Started by llm170d; serves one device over the daemon's socket.\n");
 }
 
@@ -470,6 +471,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            version_print(stdout, "llm170-worker");
             return 0;
         }
         if (i + 1 >= argc) {
