@@ -431,10 +431,13 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static void cache_dir(char *dir, size_t n)
+void hip_cache_dir(char *dir, size_t n)
 {
     const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (x && *x)
+    const char *sd = getenv("CACHE_DIRECTORY"); /* systemd's CacheDirectory=: "a[:b…]", take the first */
+    if (sd && *sd && *sd != ':')
+        snprintf(dir, n, "%.*s/kernels", (int)strcspn(sd, ":"), sd);
+    else if (x && *x)
         snprintf(dir, n, "%s/llm170/kernels", x);
     else if (home && *home)
         snprintf(dir, n, "%s/.cache/llm170/kernels", home);
@@ -488,7 +491,7 @@ static int load_module(struct hip_rt *rt, const char *name, struct err *e)
     snprintf(key, sizeof key, "%s|%s|%d|%s", name, rt->arch, rt->driver_version, hip_rtc_version(rt->rtc));
     h = fnv(h, key, strlen(key));
     char dir[900], path[1100];
-    cache_dir(dir, sizeof dir);
+    hip_cache_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/%s-%s-%016llx.bin", dir, name, rt->arch, (unsigned long long)h);
     size_t n = 0;
     void *code = getenv("LLM170_NO_KERNEL_CACHE") ? NULL : read_file(path, &n);

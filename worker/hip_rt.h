@@ -6,7 +6,7 @@
  * libraries only gets a clear "unavailable" error. Kernel sources are
  * embedded (hip_kernels_gen.c, from kernels/ by scripts/embed_kernels.sh),
  * compiled at first use for the device's architecture and cached on disk
- * under $XDG_CACHE_HOME/llm170/kernels (or ~/.cache/llm170/kernels), keyed
+ * (hip_cache_dir), keyed
  * by a hash of the sources, the architecture and the driver/compiler
  * versions. All work goes to one stream; device pointers are uint64_t. */
 #ifndef LLM170_HIP_RT_H
@@ -17,6 +17,12 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+
+/* Where compiled kernels are cached: $CACHE_DIRECTORY/kernels (the system
+ * service's CacheDirectory=, /var/cache/llm170), else
+ * $XDG_CACHE_HOME/llm170/kernels, else ~/.cache/llm170/kernels, else
+ * /tmp/llm170-kernels. */
+void hip_cache_dir(char *dir, size_t n);
 
 /* One embedded kernel source file (kernels/NAME). */
 struct hip_src {
