@@ -23,6 +23,12 @@ DEP_LIBS   = $(shell $(PKGCONF) --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
 # the package installer the deps targets run (tests/build_deps.sh replaces it
 # to see what waits for it)
 DEPS    ?= scripts/deps.sh
+
+# make install
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DESTDIR ?=
 NET_LIBS   := -lnng -lmsgpackc -ljansson -lmicrohttpd -lsystemd
 
 LIB_SRC  := $(wildcard common/*.c) $(filter-out worker/worker_main.c,$(wildcard worker/*.c)) $(wildcard proto/*.c)
@@ -51,7 +57,7 @@ TEST_TOOL_SRC := $(wildcard tests/tools/*.c)
 TEST_TOOLS := $(TEST_TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 .SECONDARY:
-.PHONY: all deps run-deps test-deps test run asan fuzz clean FORCE
+.PHONY: all deps run-deps test-deps test run asan fuzz clean install uninstall FORCE
 all: deps $(PROGRAMS) $(TEST_BIN) $(TEST_TOOLS)
 
 # Install missing Debian packages when root, else print the apt-get line:
@@ -136,7 +142,25 @@ run: all run-deps
 	@scripts/run.sh "$(MODEL)"
 
 clean:
-	rm -rf build build-asan bin
+	rm -rf build build-asan build-clang bin
+
+# The four programs, the systemd units (ExecStart pointed at BINDIR) and a
+# commented sample config, which never replaces one already there.
+install: $(PROGRAMS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)/etc/llm170
+	install -m 0755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/
+	for u in contrib/systemd/*.service; do \
+	    sed 's#/usr/bin/llm170#$(BINDIR)/llm170#g' "$$u" >$(DESTDIR)$(UNITDIR)/$${u##*/}.tmp && \
+	    chmod 0644 $(DESTDIR)$(UNITDIR)/$${u##*/}.tmp && \
+	    mv $(DESTDIR)$(UNITDIR)/$${u##*/}.tmp $(DESTDIR)$(UNITDIR)/$${u##*/} || exit 1; \
+	done
+	@if [ -e $(DESTDIR)/etc/llm170/llm170.conf ]; then \
+	    echo "keeping $(DESTDIR)/etc/llm170/llm170.conf (sample: contrib/llm170.conf)"; \
+	else install -m 0644 contrib/llm170.conf $(DESTDIR)/etc/llm170/llm170.conf; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(wildcard contrib/systemd/*.service)))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 -include Makefile.gpu.inc
