@@ -20,6 +20,7 @@ MODEL   ?= $(firstword $(wildcard ../shared/data/models/stories260K.gguf))
 # only exist once `deps` has installed them.
 DEP_CFLAGS = $(shell $(PKGCONF) --cflags libpcre2-8 2>/dev/null)
 DEP_LIBS   = $(shell $(PKGCONF) --libs libpcre2-8 2>/dev/null || echo -lpcre2-8) -lutf8proc
+NET_LIBS   := -lnng -lmsgpackc -ljansson -lmicrohttpd -lsystemd
 # the package installer the deps targets run (tests/build_deps.sh replaces it
 # to see what waits for it)
 DEPS    ?= scripts/deps.sh
@@ -29,7 +30,6 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 DESTDIR ?=
-NET_LIBS   := -lnng -lmsgpackc -ljansson -lmicrohttpd -lsystemd
 
 LIB_SRC  := $(wildcard common/*.c) $(filter-out worker/worker_main.c,$(wildcard worker/*.c)) $(wildcard proto/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
