@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../proto/client.h"
 #include "../proto/wire.h"
@@ -34,12 +36,40 @@ struct stream *stream_find(struct daemon *d, uint64_t id)
     return NULL;
 }
 
-static struct stream *stream_new(struct daemon *d, int kind, int worker)
+/* The stream id, if its client connection (pipe) owns it: another local
+ * client that guesses or sniffs an id gets "unknown stream", exactly as for
+ * an id that never existed, and the stream is left alone. mu held. */
+static struct stream *stream_find_own(struct daemon *d, uint64_t id, uint32_t pipe)
+{
+    struct stream *s = stream_find(d, id);
+    return s && s->pipe == pipe ? s : NULL;
+}
+
+/* A fresh random id: ids are handed to clients, and a sequential one would
+ * name every other client's stream. Never 0 (= none), never one in use. mu held. */
+static uint64_t stream_new_id(struct daemon *d)
+{
+    for (;;) {
+        uint64_t id = 0;
+        if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {
+            /* no entropy source (very old kernel): still unpredictable enough
+             * to tell streams apart, and the pipe binding still holds */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            id = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)(uintptr_t)&id << 7);
+        }
+        if (id && !stream_find(d, id))
+            return id;
+    }
+}
+
+static struct stream *stream_new(struct daemon *d, int kind, int worker, uint32_t pipe)
 {
     struct stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->id = ++d->next_id;
+    s->id = stream_new_id(d);
+    s->pipe = pipe;
     s->kind = kind;
     s->state = S_PENDING;
     s->worker = worker;
@@ -128,8 +158,13 @@ void streams_fail_worker(struct daemon *d, int idx, int errc, const char *msg)
             s->state = S_DONE;
             pthread_cond_broadcast(&s->cv);
         } else {
-            /* not yet accepted: it never ran, so the client may simply retry */
-            stream_fail(d, s, s->state == S_PENDING ? PE_UNAVAILABLE : errc, msg);
+            /* Not yet accepted, or accepted but still queued / in prefill (no
+             * chunk produced): it never ran, so the client may simply retry,
+             * and says so with 503 — the same answer whichever side of the
+             * accept the worker died on. Only a stream that already produced
+             * output ends with the caller's class (a fault mid-request). */
+            bool started = s->base + s->n > 0;
+            stream_fail(d, s, started ? errc : PE_UNAVAILABLE, msg);
         }
     }
 }
@@ -222,7 +257,8 @@ static void h_status(struct daemon *d, struct proto_msg *rep)
     struct proto_status *st = &rep->status;
     st->version = strdup(D_VERSION);
     pthread_mutex_lock(&d->mu);
-    st->uptime_s = (uint64_t)((d_now_ms() - d->t0_ms) / 1000);
+    int64_t now = d_now_ms();
+    st->uptime_s = (uint64_t)((now - d->t0_ms) / 1000);
     st->workers = calloc((size_t)d->n_workers, sizeof *st->workers);
     st->models = calloc(1, sizeof *st->models);
     struct err e;
@@ -235,7 +271,10 @@ static void h_status(struct daemon *d, struct proto_msg *rep)
         st->workers[i].pid = (int32_t)w->pid;
         st->workers[i].restarts = w->restarts;
         st->n_workers++;
-        if (w->state == W_READY) {
+        /* ready = takes new requests now: not while draining, and not a
+         * worker that stopped answering pings (SIGSTOPped, hung) even before
+         * the ping timeout kills it */
+        if (w->state == W_READY && worker_alive(d, w, now) && !d->stop) {
             st->ready = true;
             st->active += w->info.active;
             st->queued += w->info.queued;
@@ -248,7 +287,7 @@ static void h_status(struct daemon *d, struct proto_msg *rep)
     pthread_mutex_unlock(&d->mu);
 }
 
-static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     struct err e;
     int idx;
@@ -263,7 +302,7 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
         reply_error(rep, 0, proto_errc_from_err(e.code), e.msg);
         return;
     }
-    struct stream *s = stream_new(d, S_STREAM, idx);
+    struct stream *s = stream_new(d, S_STREAM, idx, pipe);
     if (!s) {
         pthread_mutex_unlock(&d->mu);
         reply_error(rep, 0, PE_INTERNAL, "out of memory");
@@ -306,10 +345,10 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
     rep->worker.idx = idx;
 }
 
-static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     pthread_mutex_lock(&d->mu);
-    struct stream *s = stream_find(d, req->id);
+    struct stream *s = stream_find_own(d, req->id, pipe);
     if (!s || s->kind != S_STREAM) {
         pthread_mutex_unlock(&d->mu);
         char msg[96];
@@ -370,12 +409,12 @@ static void stream_ack(struct stream *s, uint64_t from)
  * up to that long so a reply carries several scheduler steps, but a final
  * chunk is answered at once (with only the streams that ended): the client's
  * next request, and the slot it frees, wait for no poll interval. */
-static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     uint64_t group = req->id;
     pthread_mutex_lock(&d->mu);
     for (size_t k = 0; k < req->n_acks; k++) {
-        struct stream *s = stream_find(d, req->acks[k].id);
+        struct stream *s = stream_find_own(d, req->acks[k].id, pipe);
         if (!s || s->kind != S_STREAM || s->group != group)
             continue;
         stream_ack(s, req->acks[k].from);
@@ -391,7 +430,7 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         int64_t now = d_now_ms();
         bool any = false, ended = false;
         for (struct stream *s = d->streams; s; s = s->next)
-            if (s->group == group && s->kind == S_STREAM) {
+            if (s->group == group && s->pipe == pipe && s->kind == S_STREAM) {
                 s->t_poll_ms = now;
                 any |= s->n > 0;
                 ended |= s->n > 0 && s->state == S_DONE;
@@ -408,14 +447,14 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     rep->id = 0;
     size_t total = 0;
     for (struct stream *s = d->streams; s; s = s->next)
-        if (s->group == group && s->kind == S_STREAM && (!only_ended || s->state == S_DONE))
+        if (s->group == group && s->pipe == pipe && s->kind == S_STREAM && (!only_ended || s->state == S_DONE))
             total += s->n;
     if (total > MAX_CHUNKS_PER_REPLY)
         total = MAX_CHUNKS_PER_REPLY;
     rep->chunks = calloc(total + 1, sizeof *rep->chunks);
     struct err e;
     for (struct stream *s = d->streams; s && rep->chunks; s = s->next) {
-        if (s->group != group || s->kind != S_STREAM || (only_ended && s->state != S_DONE))
+        if (s->group != group || s->pipe != pipe || s->kind != S_STREAM || (only_ended && s->state != S_DONE))
             continue;
         for (size_t i = 0; i < s->n && rep->n_chunks < total; i++) {
             if (proto_chunk_copy(&rep->chunks[rep->n_chunks], &s->q[i], &e))
@@ -428,10 +467,18 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     pthread_mutex_unlock(&d->mu);
 }
 
-static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     pthread_mutex_lock(&d->mu);
     struct stream *s = stream_find(d, req->id);
+    if (s && s->pipe != pipe) {
+        /* another client's stream: refused, and the stream runs on */
+        pthread_mutex_unlock(&d->mu);
+        char msg[96];
+        snprintf(msg, sizeof msg, "unknown stream %llu (finished or expired)", (unsigned long long)req->id);
+        reply_error(rep, req->id, PE_NOT_FOUND, msg);
+        return;
+    }
     int worker = -1;
     if (s && s->kind == S_STREAM) {
         s->canceled = true;
@@ -448,7 +495,7 @@ static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *
         if (workers_send(d, worker, &m, &e)) {
             /* the worker is gone: end the stream here */
             pthread_mutex_lock(&d->mu);
-            if ((s = stream_find(d, req->id))) {
+            if ((s = stream_find_own(d, req->id, pipe))) {
                 struct proto_chunk c = {.token = -1, .text = strdup(""), .finish = PF_CANCEL};
                 stream_push(d, s, &c);
             }
@@ -460,7 +507,7 @@ static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *
 }
 
 /* tokenize / detokenize: forwarded to a worker, answered with its reply. */
-static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     struct err e;
     int idx;
@@ -470,7 +517,7 @@ static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         reply_error(rep, 0, proto_errc_from_err(e.code), e.msg);
         return;
     }
-    struct stream *s = stream_new(d, S_CALL, idx);
+    struct stream *s = stream_new(d, S_CALL, idx, pipe);
     if (!s) {
         pthread_mutex_unlock(&d->mu);
         reply_error(rep, 0, PE_INTERNAL, "out of memory");
@@ -511,7 +558,8 @@ static void *front_main(void *arg)
         struct err e;
         /* no timeout (a deadline on each of the pool's waits keeps nng's
          * expiry thread busy): front_stop closes the socket, which ends it */
-        int rc = proto_ctx_recv(ctx, &req, NNG_DURATION_INFINITE, &e);
+        uint32_t pipe = 0; /* the client connection it came on: owner of the streams it creates */
+        int rc = proto_ctx_recv_pipe(ctx, &req, NNG_DURATION_INFINITE, &pipe, &e);
         if (rc == ERR_IO && proto_timed_out(&e))
             continue;
         if (rc == ERR_IO)
@@ -522,11 +570,11 @@ static void *front_main(void *arg)
         } else {
             switch (req.type) {
             case PT_STATUS: h_status(d, &rep); break;
-            case PT_GENERATE: h_generate(d, &req, &rep); break;
-            case PT_NEXT: h_next(d, &req, &rep); break;
-            case PT_POLL: h_poll(d, &req, &rep); break;
-            case PT_CANCEL: h_cancel(d, &req, &rep); break;
-            case PT_TOKENIZE: case PT_DETOKENIZE: h_call(d, &req, &rep); break;
+            case PT_GENERATE: h_generate(d, &req, &rep, pipe); break;
+            case PT_NEXT: h_next(d, &req, &rep, pipe); break;
+            case PT_POLL: h_poll(d, &req, &rep, pipe); break;
+            case PT_CANCEL: h_cancel(d, &req, &rep, pipe); break;
+            case PT_TOKENIZE: case PT_DETOKENIZE: h_call(d, &req, &rep, pipe); break;
             default: {
                 char msg[96];
                 snprintf(msg, sizeof msg, "'%s' is not a request llm170d serves", proto_type_name(req.type));
@@ -543,22 +591,90 @@ static void *front_main(void *arg)
     return NULL;
 }
 
+/* A new client connection: on ipc://, only peers the policy allows (peer.h)
+ * get to send anything. Runs on an nng thread before the pipe is used. */
+static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    struct daemon *d = arg;
+    (void)ev;
+    if (strncmp(d->cfg.socket, "ipc://", 6))
+        return; /* tcp:// carries no credentials: the operator chose to open it */
+    uint64_t uid, gid, pid;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &gid)) {
+        d_log("client connection refused: cannot read its credentials");
+        nng_pipe_close(p);
+        return;
+    }
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid))
+        pid = 0;
+    gid_t groups[256];
+    int n = pid ? peer_proc_groups((pid_t)pid, groups, 256) : -1;
+    if (peer_allowed(&d->peers, (uid_t)uid, (gid_t)gid, groups, n > 0 ? n : 0))
+        return;
+    d_log("client connection from uid %llu (gid %llu, pid %llu) refused: not root, not the service user, not in an "
+          "allowed group (allow_group) nor allow_uids",
+          (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid);
+    nng_pipe_close(p);
+}
+
+int d_mkdir_mode(const char *dir, mode_t mode, struct err *e)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755); /* parents as a plain mkdir -p would */
+            *p = '/';
+        }
+    if (mkdir(tmp, mode) == 0) {
+        /* ours: exactly this mode, whatever the umask */
+        if (chmod(tmp, mode))
+            return err_set(e, ERR_IO, "cannot set the mode of '%s': %s", tmp, strerror(errno));
+        return 0;
+    }
+    if (errno != EEXIST)
+        return err_set(e, ERR_IO, "cannot create socket directory '%s': %s", tmp, strerror(errno));
+    return 0; /* an existing directory (systemd's RuntimeDirectory, /tmp) keeps the mode its owner gave it */
+}
+
 int front_start(struct daemon *d, struct err *e)
 {
-    if (!strncmp(d->cfg.socket, "ipc://", 6)) {
+    bool ipc = !strncmp(d->cfg.socket, "ipc://", 6);
+    if (ipc) {
         char dir[600];
         snprintf(dir, sizeof dir, "%s", d->cfg.socket + 6);
         char *slash = strrchr(dir, '/');
         if (slash && slash != dir) {
             *slash = 0;
-            mkdir(dir, 0755);
+            /* a user's daemon: only that user; the system one: its group too */
+            const char *xdg = getenv("XDG_RUNTIME_DIR");
+            bool user = xdg && *xdg && !strncmp(dir, xdg, strlen(xdg)) && geteuid() != 0;
+            int rc = d_mkdir_mode(dir, user ? 0700 : 0750, e);
+            if (rc)
+                return rc;
         }
     }
+    int rc = peer_policy_init(&d->peers, geteuid(), getegid(), d->cfg.allow_group, d->cfg.allow_uids, e);
+    if (rc)
+        return rc;
     int rv = nng_rep0_open(&d->front);
     if (rv)
         return err_set(e, ERR_IO, "cannot open the client socket: %s", nng_strerror(rv));
     nng_socket_set_size(d->front, NNG_OPT_RECVMAXSZ, PROTO_MAX_MSG);
-    if ((rv = nng_listen(d->front, d->cfg.socket, NULL, 0)) != 0)
+    if ((rv = nng_pipe_notify(d->front, NNG_PIPE_EV_ADD_PRE, front_on_pipe, d)) != 0)
+        return err_set(e, ERR_IO, "cannot watch client connections: %s", nng_strerror(rv));
+    nng_listener l;
+    if ((rv = nng_listener_create(&l, d->front, d->cfg.socket)) != 0)
+        return err_set(e, ERR_IO, "cannot listen on '%s': %s", d->cfg.socket, nng_strerror(rv));
+    /* rw for the owner and the group, nothing for others (the shipped unit
+     * once ran with UMask=0000, which made it srwxrwxrwx) */
+    if (ipc && (rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0660)) != 0)
+        return err_set(e, ERR_IO, "cannot set the mode of '%s': %s", d->cfg.socket, nng_strerror(rv));
+    mode_t old = umask(0177); /* no window in which the file is more open than that */
+    rv = nng_listener_start(l, 0);
+    umask(old);
+    if (rv)
         return err_set(e, ERR_IO, "cannot listen on '%s': %s", d->cfg.socket, nng_strerror(rv));
     d->front_threads = calloc((size_t)d->cfg.n_client_threads, sizeof *d->front_threads);
     if (!d->front_threads)
