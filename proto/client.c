@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/ini.h"
 #include "wire.h"
 
 struct pc_client {
@@ -35,6 +36,33 @@ void pc_default_url(char *buf, size_t cap)
         snprintf(buf, cap, "ipc:///run/llm170/llm170d.sock");
 }
 
+static int on_socket_key(void *ctx, const char *path, int line, const char *section, const char *key,
+                         const char *val, struct err *e)
+{
+    (void)path, (void)line, (void)e;
+    if (ini_is_daemon_section(section) && !strcmp(key, "socket") && *val)
+        snprintf(ctx, 512, "%s", val);
+    return 0;
+}
+
+int pc_config_url(const char *config, char *buf, size_t cap, struct err *e)
+{
+    pc_default_url(buf, cap);
+    char path[1024], url[512] = "";
+    if (config)
+        snprintf(path, sizeof path, "%s", config);
+    else
+        ini_default_path(path, sizeof path);
+    if (!path[0])
+        return 0;
+    int rc = ini_read(path, config != NULL, on_socket_key, url, e);
+    if (rc)
+        return rc;
+    if (url[0])
+        snprintf(buf, cap, "%s", url);
+    return 0;
+}
+
 int pc_http_status(int code)
 {
     switch (code) {
@@ -56,8 +84,8 @@ int pc_open(struct pc_client **out, const char *url, int timeout_ms, int flags, 
         return err_set(e, ERR_NOMEM, "out of memory");
     if (url)
         snprintf(c->url, sizeof c->url, "%s", url);
-    else
-        pc_default_url(c->url, sizeof c->url);
+    else if (pc_config_url(NULL, c->url, sizeof c->url, e))
+        pc_default_url(c->url, sizeof c->url); /* an unreadable config must not keep `llm170 ps` from trying */
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : PC_TIMEOUT_MS;
     int rv = nng_req0_open(&c->sock);
     if (rv) {

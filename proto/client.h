@@ -43,7 +43,15 @@ enum {
  * ipc://$XDG_RUNTIME_DIR/llm170/llm170d.sock, else ipc:///run/llm170/llm170d.sock. */
 void pc_default_url(char *buf, size_t cap);
 
-/* Connect. url NULL = pc_default_url. timeout_ms <= 0 = PC_TIMEOUT_MS.
+/* The socket llm170d listens on as its config says: `socket` of the config
+ * file's [daemon] section (or before any section) in config, or when NULL in
+ * the file llm170d reads by default ($XDG_CONFIG_HOME/llm170/llm170.conf, else
+ * /etc/llm170/llm170.conf); pc_default_url when the file sets none. The one
+ * resolution the daemon, the gateway and the CLI share (flags still win). An
+ * explicit config that cannot be read is an error (buf holds the default). */
+int pc_config_url(const char *config, char *buf, size_t cap, struct err *e);
+
+/* Connect. url NULL = pc_config_url(NULL). timeout_ms <= 0 = PC_TIMEOUT_MS.
  * Without PC_LAZY a daemon that is not listening is an immediate ERR_IO. */
 int pc_open(struct pc_client **out, const char *url, int timeout_ms, int flags, struct err *e);
 void pc_close(struct pc_client *c);
