@@ -7,6 +7,7 @@
 
 #include <nng/nng.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -120,6 +121,8 @@ struct daemon {
     struct stream *streams;
     pthread_cond_t poll_cv; /* signaled when a stream of any poll group gets a chunk */
     struct peer_policy peers; /* who may connect to the client socket */
+    _Atomic int64_t t_refused_log_ms; /* last "client refused" log line: one a second, so a local */
+    atomic_int n_refused_quiet;       /* user cannot flood the journal (the rest are counted) */
     int64_t t0_ms;
     volatile int stop;      /* 1 draining, 2 stopping now */
     volatile int quit_threads;

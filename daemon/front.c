@@ -611,10 +611,19 @@ static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     int n = pid ? peer_proc_groups((pid_t)pid, groups, 256) : -1;
     if (peer_allowed(&d->peers, (uid_t)uid, (gid_t)gid, groups, n > 0 ? n : 0))
         return;
-    d_log("client connection from uid %llu (gid %llu, pid %llu) refused: not root, not the service user, not in an "
-          "allowed group (allow_group) nor allow_uids",
-          (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid);
     nng_pipe_close(p);
+    int64_t now = d_now_ms(), last = atomic_load(&d->t_refused_log_ms);
+    if (now - last < 1000 || !atomic_compare_exchange_strong(&d->t_refused_log_ms, &last, now)) {
+        atomic_fetch_add(&d->n_refused_quiet, 1);
+        return;
+    }
+    int quiet = atomic_exchange(&d->n_refused_quiet, 0);
+    char more[64] = "";
+    if (quiet)
+        snprintf(more, sizeof more, " (%d more refused since the last such line)", quiet);
+    d_log("client connection from uid %llu (gid %llu, pid %llu) refused: not root, not the service user, not in an "
+          "allowed group (allow_group) nor allow_uids%s",
+          (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid, more);
 }
 
 int d_mkdir_mode(const char *dir, mode_t mode, struct err *e)

@@ -82,6 +82,15 @@ out=$("${NOBODY[@]}" "$POKE" gen "$SOCK" 2>&1); rc=$?
 c=0; [ $rc -ne 0 ] && c=1
 result "uid 65534 connects to the client socket and generates" $c "${out:0:160}"
 
+# 2b. the same with the file modes opened by hand (chmod 666/755): the credential check alone
+chmod 666 "$path"; chmod 755 "$(dirname "$path")"
+out=$("${NOBODY[@]}" "$POKE" gen "$SOCK" 2>&1); rc=$?
+chmod 660 "$path"; chmod 750 "$(dirname "$path")"
+logl=$(grep "uid 65534" "$T/d.log" | tail -1)
+c=0; [ $rc -ne 0 ] && [ -n "$logl" ] && c=1
+result "uid 65534 generates with the socket opened to everyone by hand (credential check alone)" $c \
+    "${out:0:90}; daemon: ${logl:0:110}"
+
 # 3. a victim stream (root), then next/cancel of its id from uid 65534 and from a second root connection
 victim() { # file: starts a victim that holds its stream 2.5 s before reading it
     "$POKE" victim "$SOCK" 2500 400 >"$1" 2>&1 &
