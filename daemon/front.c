@@ -266,7 +266,10 @@ static void h_status(struct daemon *d, struct proto_msg *rep)
         struct worker *w = &d->w[i];
         proto_worker_copy(&st->workers[i], &w->info, &e);
         free(st->workers[i].state);
-        st->workers[i].state = strdup(wstate_name(w->state));
+        bool alive = worker_alive(d, w, now);
+        /* a ready worker that stopped answering pings says so (`llm170 ps`,
+         * metrics) until it answers again or the ping timeout restarts it */
+        st->workers[i].state = strdup(w->state == W_READY && !alive ? "unresponsive" : wstate_name(w->state));
         st->workers[i].idx = i;
         st->workers[i].pid = (int32_t)w->pid;
         st->workers[i].restarts = w->restarts;
@@ -274,7 +277,7 @@ static void h_status(struct daemon *d, struct proto_msg *rep)
         /* ready = takes new requests now: not while draining, and not a
          * worker that stopped answering pings (SIGSTOPped, hung) even before
          * the ping timeout kills it */
-        if (w->state == W_READY && worker_alive(d, w, now) && !d->stop) {
+        if (w->state == W_READY && alive && !d->stop) {
             st->ready = true;
             st->active += w->info.active;
             st->queued += w->info.queued;

@@ -163,7 +163,8 @@ struct proto_worker {
     int32_t idx;       /* index in the daemon's worker table */
     char *device;      /* "cpu", "0", "1" … */
     char *backend;     /* "cpu", "hip", "vulkan" */
-    char *state;       /* "starting", "loading", "ready", "restarting", "failed", "stopping" */
+    char *state;       /* "starting", "loading", "ready", "unresponsive" (ready, but its pongs are overdue),
+                        * "restarting", "failed", "stopping" */
     int32_t pid;
     char *model;       /* model name */
     char *model_path;

@@ -1328,6 +1328,9 @@ static void health_stopped_worker_and_drain(void)
         usleep(50000);
     }
     CHECK(!flip, "not ready every time while stopped");
+    CHECK(pc_status(c, &st, &e) == 0 && st.n_workers == 1 && !strcmp(st.workers[0].state, "unresponsive"),
+          "the worker shows as unresponsive (%s)", st.n_workers ? st.workers[0].state : "-");
+    proto_status_free(&st);
     kill(wpid, SIGCONT);
     end = now_ms() + 5000;
     while (!ready && now_ms() < end) {
