@@ -93,7 +93,8 @@ enum sstate { S_PENDING, S_ACTIVE, S_DONE };
 /* A generate stream, or a one-shot call (tokenize) waiting for its reply. */
 struct stream {
     struct stream *next;
-    uint64_t id;            /* random (unguessable); also the request id the worker sees */
+    uint64_t id;            /* the request id the worker knows it by (a counter; never shown to clients) */
+    struct proto_sid key;   /* the id its client knows it by: 128 random bits */
     uint32_t pipe;          /* nng pipe (client connection) that created it: only that one may poll/cancel it */
     int kind;               /* enum skind */
     int state;              /* enum sstate */
@@ -120,6 +121,7 @@ struct daemon {
     int n_workers;
     struct stream *streams;
     pthread_cond_t poll_cv; /* signaled when a stream of any poll group gets a chunk */
+    uint64_t next_id;       /* request ids for workers */
     struct peer_policy peers; /* who may connect to the client socket */
     _Atomic int64_t t_refused_log_ms; /* last "client refused" log line: one a second, so a local */
     atomic_int n_refused_quiet;       /* user cannot flood the journal (the rest are counted) */

@@ -36,31 +36,42 @@ struct stream *stream_find(struct daemon *d, uint64_t id)
     return NULL;
 }
 
-/* The stream id, if its client connection (pipe) owns it: another local
- * client that guesses or sniffs an id gets "unknown stream", exactly as for
- * an id that never existed, and the stream is left alone. mu held. */
-static struct stream *stream_find_own(struct daemon *d, uint64_t id, uint32_t pipe)
+/* The stream a client names by its id, if that client's connection (pipe)
+ * owns it: another local client that guesses or sniffs an id gets "unknown
+ * stream", exactly as for an id that never existed, and the stream is left
+ * alone. mu held. */
+static struct stream *stream_find_key(struct daemon *d, const struct proto_sid *key, uint32_t pipe)
 {
-    struct stream *s = stream_find(d, id);
-    return s && s->pipe == pipe ? s : NULL;
+    if (proto_sid_is_zero(key))
+        return NULL;
+    for (struct stream *s = d->streams; s; s = s->next)
+        if (proto_sid_eq(&s->key, key))
+            return s->pipe == pipe ? s : NULL;
+    return NULL;
 }
 
-/* A fresh random id: ids are handed to clients, and a sequential one would
- * name every other client's stream. Never 0 (= none), never one in use. mu held. */
-static uint64_t stream_new_id(struct daemon *d)
+/* 128 fresh random bits: the id clients know a stream by. A counter would
+ * name every other client's stream. Never zero (= none), never one in use.
+ * mu held. */
+static int stream_new_key(struct daemon *d, struct proto_sid *key)
 {
-    for (;;) {
-        uint64_t id = 0;
-        if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {
-            /* no entropy source (very old kernel): still unpredictable enough
-             * to tell streams apart, and the pipe binding still holds */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            id = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)(uintptr_t)&id << 7);
+    for (int tries = 0; tries < 8; tries++) {
+        size_t got = 0;
+        while (got < sizeof key->b) {
+            ssize_t n = getrandom(key->b + got, sizeof key->b - got, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return -1;
+            got += (size_t)n;
         }
-        if (id && !stream_find(d, id))
-            return id;
+        bool used = false;
+        for (struct stream *s = d->streams; s && !used; s = s->next)
+            used = proto_sid_eq(&s->key, key);
+        if (!proto_sid_is_zero(key) && !used)
+            return 0;
     }
+    return -1;
 }
 
 static struct stream *stream_new(struct daemon *d, int kind, int worker, uint32_t pipe)
@@ -68,7 +79,11 @@ static struct stream *stream_new(struct daemon *d, int kind, int worker, uint32_
     struct stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->id = stream_new_id(d);
+    if (stream_new_key(d, &s->key)) {
+        free(s);
+        return NULL; /* no randomness: refuse the stream rather than hand out a guessable id */
+    }
+    s->id = ++d->next_id; /* the worker's request id: never leaves the daemon */
     s->pipe = pipe;
     s->kind = kind;
     s->state = S_PENDING;
@@ -251,6 +266,16 @@ static void reply_error(struct proto_msg *rep, uint64_t id, int errc, const char
     rep->message = strdup(msg);
 }
 
+/* "unknown stream <id>": for ids that never existed, expired, and those of
+ * another connection alike (no way to tell which ids are live). */
+static void reply_unknown(struct proto_msg *rep, const struct proto_msg *req)
+{
+    char hex[2 * PROTO_SID_BYTES + 1], msg[128];
+    proto_sid_hex(&req->stream, hex);
+    snprintf(msg, sizeof msg, "unknown stream %s (finished or expired)", hex);
+    reply_error(rep, 0, PE_NOT_FOUND, msg);
+}
+
 static void h_status(struct daemon *d, struct proto_msg *rep)
 {
     proto_msg_init(rep, PT_STATUS_REPLY);
@@ -308,10 +333,11 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
     struct stream *s = stream_new(d, S_STREAM, idx, pipe);
     if (!s) {
         pthread_mutex_unlock(&d->mu);
-        reply_error(rep, 0, PE_INTERNAL, "out of memory");
+        reply_error(rep, 0, PE_INTERNAL, "cannot make a stream (out of memory or randomness)");
         return;
     }
     uint64_t id = s->id;
+    struct proto_sid key = s->key;
     s->group = req->gen.group;
     s->waiters++;
     pthread_mutex_unlock(&d->mu);
@@ -344,19 +370,17 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
     s->t_poll_ms = d_now_ms();
     pthread_mutex_unlock(&d->mu);
     proto_msg_init(rep, PT_ACCEPTED);
-    rep->id = id;
+    rep->stream = key;
     rep->worker.idx = idx;
 }
 
 static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     pthread_mutex_lock(&d->mu);
-    struct stream *s = stream_find_own(d, req->id, pipe);
+    struct stream *s = stream_find_key(d, &req->stream, pipe);
     if (!s || s->kind != S_STREAM) {
         pthread_mutex_unlock(&d->mu);
-        char msg[96];
-        snprintf(msg, sizeof msg, "unknown stream %llu (finished or expired)", (unsigned long long)req->id);
-        reply_error(rep, req->id, PE_NOT_FOUND, msg);
+        reply_unknown(rep, req);
         return;
     }
     /* acknowledge what the client has */
@@ -377,7 +401,7 @@ static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     s->waiters--;
     s->t_poll_ms = d_now_ms();
     proto_msg_init(rep, PT_CHUNKS);
-    rep->id = s->id;
+    rep->stream = s->key;
     size_t n = s->n < MAX_CHUNKS_PER_REPLY ? s->n : MAX_CHUNKS_PER_REPLY;
     rep->chunks = calloc(n + 1, sizeof *rep->chunks);
     struct err e;
@@ -417,7 +441,7 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     uint64_t group = req->id;
     pthread_mutex_lock(&d->mu);
     for (size_t k = 0; k < req->n_acks; k++) {
-        struct stream *s = stream_find_own(d, req->acks[k].id, pipe);
+        struct stream *s = stream_find_key(d, &req->acks[k].stream, pipe);
         if (!s || s->kind != S_STREAM || s->group != group)
             continue;
         stream_ack(s, req->acks[k].from);
@@ -462,7 +486,7 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         for (size_t i = 0; i < s->n && rep->n_chunks < total; i++) {
             if (proto_chunk_copy(&rep->chunks[rep->n_chunks], &s->q[i], &e))
                 break;
-            rep->chunks[rep->n_chunks++].sid = s->id;
+            rep->chunks[rep->n_chunks++].stream = s->key;
             if (s->q[i].finish && !s->t_done_ms)
                 s->t_done_ms = d_now_ms();
         }
@@ -473,16 +497,18 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
 static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     pthread_mutex_lock(&d->mu);
-    struct stream *s = stream_find(d, req->id);
+    struct stream *s = NULL;
+    for (struct stream *x = d->streams; x && !s; x = x->next)
+        if (!proto_sid_is_zero(&req->stream) && proto_sid_eq(&x->key, &req->stream))
+            s = x;
     if (s && s->pipe != pipe) {
         /* another client's stream: refused, and the stream runs on */
         pthread_mutex_unlock(&d->mu);
-        char msg[96];
-        snprintf(msg, sizeof msg, "unknown stream %llu (finished or expired)", (unsigned long long)req->id);
-        reply_error(rep, req->id, PE_NOT_FOUND, msg);
+        reply_unknown(rep, req);
         return;
     }
     int worker = -1;
+    uint64_t id = s ? s->id : 0;
     if (s && s->kind == S_STREAM) {
         s->canceled = true;
         if (s->state != S_DONE)
@@ -494,11 +520,11 @@ static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *
         struct proto_msg m;
         struct err e;
         proto_msg_init(&m, PT_CANCEL);
-        m.id = req->id;
+        m.id = id;
         if (workers_send(d, worker, &m, &e)) {
             /* the worker is gone: end the stream here */
             pthread_mutex_lock(&d->mu);
-            if ((s = stream_find_own(d, req->id, pipe))) {
+            if ((s = stream_find_key(d, &req->stream, pipe))) {
                 struct proto_chunk c = {.token = -1, .text = strdup(""), .finish = PF_CANCEL};
                 stream_push(d, s, &c);
             }
@@ -506,7 +532,7 @@ static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *
         }
     }
     proto_msg_init(rep, PT_OK); /* canceling a finished or unknown stream is not an error */
-    rep->id = req->id;
+    rep->stream = req->stream;
 }
 
 /* tokenize / detokenize: forwarded to a worker, answered with its reply. */

@@ -76,7 +76,7 @@ void pc_stream_detach(struct pc_stream *s);
 /* Poll groups: one caller collects the chunks of many streams with one
  * request. A generate with gen.group = G puts its stream in group G (any
  * non-zero number the caller picks, unique to it). pc_poll returns the chunks
- * of every stream of G the daemon holds, each naming its stream in sid,
+ * of every stream of G the daemon holds, each naming its stream in stream,
  * waiting up to wait_ms for at least one; acks[] tells the daemon which chunks
  * the caller already has (stream id, first index it lacks), so they are
  * dropped (a stream whose final chunk is acknowledged is forgotten). Chunks
@@ -88,8 +88,9 @@ void pc_stream_detach(struct pc_stream *s);
 int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, size_t n_acks, int wait_ms,
             int hold_ms, struct proto_chunk **chunks, size_t *n, struct err *e);
 /* Cancel a stream by id (a stream of a poll group); it then ends with PF_CANCEL. */
-int pc_cancel_id(struct pc_client *c, uint64_t id, struct err *e);
-uint64_t pc_stream_id(const struct pc_stream *s);
+int pc_cancel_id(struct pc_client *c, const struct proto_sid *id, struct err *e);
+/* The stream's id (128 random bits; only this client's connection may use it). */
+struct proto_sid pc_stream_id(const struct pc_stream *s);
 int pc_stream_worker(const struct pc_stream *s); /* worker index serving it */
 
 /* Ask the daemon to stop the request; its stream then ends with PF_CANCEL. */

@@ -194,7 +194,7 @@ static void stream_basic(void)
 
 /* Start n streams of "hello" in a poll group (max_tokens max[k]) whose chunks
  * are read by pc_poll, not by their stream handles: their ids go to id[]. */
-static void start_group(struct pc_client *c, uint64_t group, const int *max, int n, uint64_t *id)
+static void start_group(struct pc_client *c, uint64_t group, const int *max, int n, struct proto_sid *id)
 {
     struct err e;
     for (int k = 0; k < n; k++) {
@@ -227,7 +227,7 @@ static void poll_group(void)
         return;
     const uint64_t group = 0x5eed0001;
     const int max[3] = {3, 5, 7};
-    uint64_t id[3] = {0}, other = 0;
+    struct proto_sid id[3] = {0}, other = {0};
     struct err e;
     start_group(c, group, max, 3, id);
     struct proto_gen g;
@@ -237,7 +237,8 @@ static void poll_group(void)
     g.set |= PG_MAX_TOKENS;
     struct pc_stream *alone = NULL;
     CHECK(pc_generate(c, &g, &alone, &e) == 0, "a stream outside the group");
-    other = alone ? pc_stream_id(alone) : 0;
+    if (alone)
+        other = pc_stream_id(alone);
     usleep(400000); /* 20 ms a step: every stream has finished */
 
     struct proto_chunk *ch = NULL;
@@ -247,9 +248,10 @@ static void poll_group(void)
     int finish[3] = {0}, seen_other = 0, gaps = 0;
     uint64_t next[3] = {0};
     for (size_t i = 0; i < n; i++) {
-        int k = ch[i].sid == id[0] ? 0 : ch[i].sid == id[1] ? 1 : ch[i].sid == id[2] ? 2 : -1;
+        const struct proto_sid *cs = &ch[i].stream;
+        int k = proto_sid_eq(cs, &id[0]) ? 0 : proto_sid_eq(cs, &id[1]) ? 1 : proto_sid_eq(cs, &id[2]) ? 2 : -1;
         if (k < 0) {
-            seen_other += ch[i].sid == other;
+            seen_other += proto_sid_eq(cs, &other);
             continue;
         }
         gaps += ch[i].i != next[k];
@@ -271,12 +273,13 @@ static void poll_group(void)
     proto_chunks_free(ch, n_again);
     CHECK_EQ_INT(n_again, n);
     /* acknowledged: nothing left, and the finished streams are forgotten */
-    struct proto_ack acks[3] = {{id[0], next[0]}, {id[1], next[1]}, {id[2], next[2]}};
+    struct proto_ack acks[3] = {{.stream = id[0], .from = next[0]}, {.stream = id[1], .from = next[1]},
+                                {.stream = id[2], .from = next[2]}};
     int64_t t0 = now_ms();
     CHECK(pc_poll(c, group, acks, 3, 300, 0, &ch, &n, &e) == 0, "poll with acks");
     proto_chunks_free(ch, n);
     CHECK(n == 0 && now_ms() - t0 >= 250, "nothing more: the poll waited its %d ms (%zu chunks)", 300, n);
-    CHECK(pc_cancel_id(c, id[0], &e) == 0, "cancel of a forgotten stream is not an error");
+    CHECK(pc_cancel_id(c, &id[0], &e) == 0, "cancel of a forgotten stream is not an error");
     /* the stream outside the group is still there for "next" */
     char rest[128] = "";
     int64_t end = now_ms() + 5000;
@@ -313,7 +316,7 @@ static void poll_hold(void)
         return;
     const uint64_t group = 0x5eed0002;
     const int max[2] = {3, 40}; /* 20 ms a step: the short one ends after ~80 ms, the long one runs ~0.8 s */
-    uint64_t id[2] = {0};
+    struct proto_sid id[2] = {0};
     struct err e;
     start_group(c, group, max, 2, id);
     /* hold 600 ms: the short stream's end answers long before that */
@@ -325,8 +328,8 @@ static void poll_hold(void)
     int64_t waited = now_ms() - t0;
     int of_long = 0, finished_short = 0;
     for (size_t i = 0; i < n; i++) {
-        of_long += ch[i].sid == id[1];
-        if (ch[i].sid == id[0]) {
+        of_long += proto_sid_eq(&ch[i].stream, &id[1]);
+        if (proto_sid_eq(&ch[i].stream, &id[0])) {
             CHECK(ch[i].i == next[0], "in order: chunk %llu, expected %llu", (unsigned long long)ch[i].i,
                   (unsigned long long)next[0]);
             next[0] = ch[i].i + 1;
@@ -339,13 +342,13 @@ static void poll_hold(void)
           "only the ended stream, whole (%llu chunks, final %d; %d of the running one)", (unsigned long long)next[0],
           finished_short, of_long);
     /* the running stream: its chunks come when the hold ends, from index 0 on */
-    struct proto_ack acks[1] = {{id[0], next[0]}};
+    struct proto_ack acks[1] = {{.stream = id[0], .from = next[0]}};
     t0 = now_ms();
     CHECK(pc_poll(c, group, acks, 1, 2000, 150, &ch, &n, &e) == 0, "poll again: %s", e.msg);
     waited = now_ms() - t0;
     int gaps = 0, finals = 0;
     for (size_t i = 0; i < n; i++) {
-        CHECK(ch[i].sid == id[1], "a chunk of stream %llu", (unsigned long long)ch[i].sid);
+        CHECK(proto_sid_eq(&ch[i].stream, &id[1]), "a chunk of the running stream");
         gaps += ch[i].i != next[1];
         next[1] = ch[i].i + 1;
         finals += ch[i].finish != 0;
@@ -1222,28 +1225,34 @@ static void foreign_stream_ids(void)
     CHECK(pc_generate(c, &g, &s, &e) == 0, "generate: %s", e.msg);
     g.group = 0;
     CHECK(pc_generate(c, &g, &s2, &e) == 0, "second generate: %s", e.msg);
-    uint64_t id = pc_stream_id(s), id2 = pc_stream_id(s2);
-    CHECK(id2 != id + 1 && id != id2 + 1 && (id >> 32) && (id2 >> 32), "ids are not a counter: %llu %llu",
-          (unsigned long long)id, (unsigned long long)id2);
+    struct proto_sid id = pc_stream_id(s), id2 = pc_stream_id(s2);
+    char h1[33], h2[33];
+    proto_sid_hex(&id, h1);
+    proto_sid_hex(&id2, h2);
+    int same = 0;
+    for (int i = 0; i < PROTO_SID_BYTES; i++)
+        same += id.b[i] == id2.b[i];
+    /* 128 random bits: two ids share about 1/16 of their bytes, a counter 15 of 16 */
+    CHECK(!proto_sid_is_zero(&id) && same < 8, "ids are random 128-bit values: %s %s", h1, h2);
     pc_stream_free(s2);
     usleep(200000); /* some chunks are waiting */
 
     struct proto_msg req, rep;
     proto_msg_init(&req, PT_NEXT);
-    req.id = id;
+    req.stream = id;
     req.wait_ms = 100;
     CHECK(raw_call(&req, &rep) == 0 && rep.type == PT_ERROR && rep.errc == PE_NOT_FOUND,
           "next from another connection: %s %s", proto_type_name(rep.type), rep.message ? rep.message : "");
     proto_msg_free(&rep);
     proto_msg_init(&req, PT_CANCEL);
-    req.id = id;
+    req.stream = id;
     CHECK(raw_call(&req, &rep) == 0 && rep.type == PT_ERROR && rep.errc == PE_NOT_FOUND,
           "cancel from another connection: %s", proto_type_name(rep.type));
     proto_msg_free(&rep);
     proto_msg_init(&req, PT_POLL);
     req.id = 77; /* the same group number */
     req.wait_ms = 100;
-    struct proto_ack ack = {id, 1000};
+    struct proto_ack ack = {.stream = id, .from = 1000};
     req.acks = &ack; /* and an ack that would drop everything */
     req.n_acks = 1;
     CHECK(raw_call(&req, &rep) == 0 && rep.type == PT_CHUNKS && rep.n_chunks == 0,
@@ -1258,11 +1267,11 @@ static void foreign_stream_ids(void)
     while (fin == 0 && now_ms() < end) {
         struct proto_chunk *ch;
         size_t n;
-        struct proto_ack a = {id, want};
+        struct proto_ack a = {.stream = id, .from = want};
         if (pc_poll(c, 77, &a, 1, 300, 0, &ch, &n, &e))
             break;
         for (size_t i = 0; i < n; i++) {
-            if (ch[i].sid != id || ch[i].i < want)
+            if (!proto_sid_eq(&ch[i].stream, &id) || ch[i].i < want)
                 continue;
             gap |= ch[i].i != want;
             want = ch[i].i + 1;

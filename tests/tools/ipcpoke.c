@@ -3,7 +3,7 @@
  * happened; the exit status is 0 when the move got through, 1 when it was
  * refused or failed, 2 on bad usage.
  *
- *   ipcpoke victim URL HOLD_MS MAX   generate (max MAX tokens), print "id=N",
+ *   ipcpoke victim URL HOLD_MS MAX   generate (max MAX tokens), print "id=HEX" (its stream id),
  *                                    wait HOLD_MS, then read the stream to its end:
  *                                    "finish=REASON chunks=K" or "error: …"
  *   ipcpoke gen URL                  generate and read to the end ("generated N chunks: TEXT")
@@ -101,7 +101,10 @@ static int victim(const char *url, int hold_ms, int max)
         pc_close(c);
         return 1;
     }
-    printf("id=%llu\n", (unsigned long long)pc_stream_id(s));
+    struct proto_sid sid = pc_stream_id(s);
+    char hex[2 * PROTO_SID_BYTES + 1];
+    proto_sid_hex(&sid, hex);
+    printf("id=%s\n", hex);
     fflush(stdout);
     usleep((useconds_t)hold_ms * 1000);
     int finish;
@@ -152,12 +155,15 @@ static int gen(const char *url)
     return rc ? 1 : 0;
 }
 
-static int next_or_cancel(const char *url, uint64_t id, bool cancel)
+static int next_or_cancel(const char *url, const char *id, bool cancel)
 {
     struct proto_msg req, rep;
     struct err e;
     proto_msg_init(&req, cancel ? PT_CANCEL : PT_NEXT);
-    req.id = id;
+    if (proto_sid_parse(id, &req.stream, &e)) {
+        printf("error: %s\n", e.msg);
+        return 2;
+    }
     req.from = 0;
     req.wait_ms = 200;
     if (raw_call(url, &req, &rep, &e)) {
@@ -261,7 +267,7 @@ int main(int argc, char **argv)
     if (argc >= 3 && !strcmp(argv[1], "gen"))
         return gen(argv[2]);
     if (argc >= 4 && (!strcmp(argv[1], "next") || !strcmp(argv[1], "cancel")))
-        return next_or_cancel(argv[2], strtoull(argv[3], NULL, 10), !strcmp(argv[1], "cancel"));
+        return next_or_cancel(argv[2], argv[3], !strcmp(argv[1], "cancel"));
     if (argc >= 4 && !strcmp(argv[1], "fakeworker"))
         return fakeworker(argv[2], atoi(argv[3]));
     fprintf(stderr, "usage: ipcpoke victim URL HOLD_MS MAX | gen URL | next URL ID | cancel URL ID | "
