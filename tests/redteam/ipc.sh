@@ -115,7 +115,7 @@ for who in uid65534 root; do
     wait "$VPID" 2>/dev/null
     end=$(tail -1 "$T/v-$who")
     c=0; [[ "$end" == finish=length* ]] && c=1
-    result "the victim's stream after the $label attempts is untouched and completes" $c "victim: $end"
+    result "the victim's stream after the attempts of $label is untouched and completes" $c "victim: $end"
 done
 
 # 4. a fake worker dials the worker socket while the daemon restarts a killed worker
