@@ -76,13 +76,13 @@ int cmd_ps(int argc, char **argv)
     human_uptime(st.uptime_s, up, sizeof up);
     printf("llm170d %s, up %s, %s; %d active, %d queued requests\n", st.version ? st.version : "?", up,
            st.ready ? "ready" : "not ready", st.active, st.queued);
-    printf("%-3s %-6s %-7s %-10s %-8s %-20s %5s %6s %6s %6s %10s %8s\n", "ID", "DEVICE", "BACKEND", "STATE", "PID",
+    printf("%-3s %-6s %-7s %-12s %-8s %-20s %5s %6s %6s %6s %10s %8s\n", "ID", "DEVICE", "BACKEND", "STATE", "PID",
            "MODEL", "SLOTS", "ACTIVE", "QUEUED", "CTX", "MEMORY", "RESTARTS");
     for (size_t i = 0; i < st.n_workers; i++) {
         const struct proto_worker *w = &st.workers[i];
         char mem[32];
         human_bytes(w->mem, mem, sizeof mem);
-        printf("%-3d %-6s %-7s %-10s %-8d %-20s %5d %6d %6d %6d %10s %8d\n", w->idx, w->device ? w->device : "-",
+        printf("%-3d %-6s %-7s %-12s %-8d %-20s %5d %6d %6d %6d %10s %8d\n", w->idx, w->device ? w->device : "-",
                w->backend ? w->backend : "-", w->state ? w->state : "-", w->pid, w->model ? w->model : "-", w->slots,
                w->active, w->queued, w->n_ctx, w->mem ? mem : "-", w->restarts);
     }
