@@ -29,12 +29,15 @@ static void human_uptime(uint64_t s, char *out, size_t cap)
 
 int cmd_ps(int argc, char **argv)
 {
-    const char *url = NULL;
+    const char *url = NULL, *config = NULL;
+    char url_buf[512];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: llm170 %s [--socket URL]\n"
+            printf("usage: llm170 %s [--socket URL] [--config F]\n"
                    "Shows what llm170d runs: workers, device, model, memory, active/queued requests.\n"
-                   "  --socket URL   the daemon's socket (default: $LLM170_SOCKET, else the user or system socket)\n",
+                   "  --socket URL   the daemon's socket (default: the config's [daemon] socket, else\n"
+                   "                 $LLM170_SOCKET, else the user or system socket)\n"
+                   "  --config F     the config file to take the socket from (default: llm170d's)\n",
                    argv[0]);
             return 0;
         }
@@ -42,11 +45,22 @@ int cmd_ps(int argc, char **argv)
             url = argv[++i];
             continue;
         }
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config = argv[++i];
+            continue;
+        }
         fprintf(stderr, "llm170: %s: unknown argument '%s' (try --help)\n", argv[0], argv[i]);
         return 2;
     }
     struct pc_client *c;
     struct err e;
+    if (!url && config) {
+        if (pc_config_url(config, url_buf, sizeof url_buf, &e)) {
+            fprintf(stderr, "llm170: %s\n", e.msg);
+            return 1;
+        }
+        url = url_buf;
+    }
     if (pc_open(&c, url, 5000, 0, &e)) {
         fprintf(stderr, "llm170: %s (is llm170d running?)\n", e.msg);
         return 1;
@@ -62,13 +76,13 @@ int cmd_ps(int argc, char **argv)
     human_uptime(st.uptime_s, up, sizeof up);
     printf("llm170d %s, up %s, %s; %d active, %d queued requests\n", st.version ? st.version : "?", up,
            st.ready ? "ready" : "not ready", st.active, st.queued);
-    printf("%-3s %-6s %-7s %-10s %-8s %-20s %5s %6s %6s %6s %10s %8s\n", "ID", "DEVICE", "BACKEND", "STATE", "PID",
+    printf("%-3s %-6s %-7s %-12s %-8s %-20s %5s %6s %6s %6s %10s %8s\n", "ID", "DEVICE", "BACKEND", "STATE", "PID",
            "MODEL", "SLOTS", "ACTIVE", "QUEUED", "CTX", "MEMORY", "RESTARTS");
     for (size_t i = 0; i < st.n_workers; i++) {
         const struct proto_worker *w = &st.workers[i];
         char mem[32];
         human_bytes(w->mem, mem, sizeof mem);
-        printf("%-3d %-6s %-7s %-10s %-8d %-20s %5d %6d %6d %6d %10s %8d\n", w->idx, w->device ? w->device : "-",
+        printf("%-3d %-6s %-7s %-12s %-8d %-20s %5d %6d %6d %6d %10s %8d\n", w->idx, w->device ? w->device : "-",
                w->backend ? w->backend : "-", w->state ? w->state : "-", w->pid, w->model ? w->model : "-", w->slots,
                w->active, w->queued, w->n_ctx, w->mem ? mem : "-", w->restarts);
     }

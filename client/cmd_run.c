@@ -18,6 +18,8 @@ static void on_sigint(int sig) { (void)sig; g_interrupt++; }
 
 struct opts {
     const char *url;
+    const char *config; /* --config: where the daemon's [daemon] socket is read (when no --socket) */
+    char url_buf[512];
     const char *system;
     struct proto_gen g;
     char *stop[PROTO_MAX_STOP];
@@ -27,7 +29,9 @@ struct opts {
 static void usage_common(FILE *f)
 {
     fprintf(f, "  --model NAME       model served by the daemon (default: any)\n"
-               "  --socket URL       the daemon's socket (default: $LLM170_SOCKET, else the user or system socket)\n"
+               "  --socket URL       the daemon's socket (default: the config's [daemon] socket, else\n"
+               "                     $LLM170_SOCKET, else the user or system socket)\n"
+               "  --config F         the config file to take the socket from (default: llm170d's)\n"
                "  --max-tokens N     stop after N tokens (-n N)\n"
                "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
                "  --stop TEXT        stop string (repeatable)\n"
@@ -77,9 +81,9 @@ static int parse_opt(struct opts *o, int argc, char **argv, int *i)
         }
         return 1;
     }
-    const char **strs[] = {&o->url, (const char **)&o->g.model, &o->system};
-    const char *snames[] = {"--socket", "--model", "--system"};
-    for (size_t k = 0; k < 3; k++) {
+    const char **strs[] = {&o->url, (const char **)&o->g.model, &o->system, &o->config};
+    const char *snames[] = {"--socket", "--model", "--system", "--config"};
+    for (size_t k = 0; k < 4; k++) {
         if (strcmp(a, snames[k]))
             continue;
         if (!has_val) {
@@ -277,6 +281,12 @@ int cmd_run(int argc, char **argv)
     }
     struct pc_client *c;
     struct err e;
+    if (!o.url && o.config && pc_config_url(o.config, o.url_buf, sizeof o.url_buf, &e)) {
+        fprintf(stderr, "llm170: %s\n", e.msg);
+        return 1;
+    }
+    if (!o.url && o.config)
+        o.url = o.url_buf;
     if (pc_open(&c, o.url, 0, 0, &e)) {
         fprintf(stderr, "llm170: %s (is llm170d running? 'llm170 serve' starts one)\n", e.msg);
         free(prompt);
@@ -312,6 +322,12 @@ int cmd_chat(int argc, char **argv)
     }
     struct pc_client *c;
     struct err e;
+    if (!o.url && o.config && pc_config_url(o.config, o.url_buf, sizeof o.url_buf, &e)) {
+        fprintf(stderr, "llm170: %s\n", e.msg);
+        return 1;
+    }
+    if (!o.url && o.config)
+        o.url = o.url_buf;
     if (pc_open(&c, o.url, 0, 0, &e)) {
         fprintf(stderr, "llm170: %s (is llm170d running? 'llm170 serve' starts one)\n", e.msg);
         return 1;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,39 @@
 #include "../proto/client.h"
 #include "cli.h"
 
+
+/* This run's private socket directory, removed at exit (empty by then: the
+ * daemon removes its socket and its workers' directory when it stops). */
+static char g_sock_dir[512];
+static void remove_sock_dir(void)
+{
+    if (g_sock_dir[0])
+        rmdir(g_sock_dir);
+}
+
+/* A fresh 0700 directory only we can enter (mkdtemp: a name nobody can
+ * predict or pre-create), under $XDG_RUNTIME_DIR/llm170 or else /tmp, and
+ * the daemon's socket in it: no other local user reaches this run's daemon. */
+static int private_socket(char *sock, size_t cap)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && *xdg) {
+        char base[400];
+        snprintf(base, sizeof base, "%.380s/llm170", xdg);
+        mkdir(base, 0700);
+        snprintf(g_sock_dir, sizeof g_sock_dir, "%s/serve.XXXXXX", base);
+    } else {
+        snprintf(g_sock_dir, sizeof g_sock_dir, "/tmp/llm170-serve.XXXXXX");
+    }
+    if (!mkdtemp(g_sock_dir)) {
+        fprintf(stderr, "llm170: serve: cannot create a private directory '%s': %s\n", g_sock_dir, strerror(errno));
+        g_sock_dir[0] = 0;
+        return -1;
+    }
+    atexit(remove_sock_dir);
+    snprintf(sock, cap, "ipc://%s/llm170d.sock", g_sock_dir);
+    return 0;
+}
 
 static volatile sig_atomic_t g_stop;
 static void on_stop(int sig) { (void)sig; g_stop = 1; }
@@ -134,12 +168,8 @@ int cmd_serve(int argc, char **argv)
         snprintf(sock, sizeof sock, "%s", url);
     } else if (env_sock && *env_sock) { /* where `llm170 ps/run` in this environment look */
         snprintf(sock, sizeof sock, "%s", env_sock);
-    } else {
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        if (xdg && *xdg)
-            snprintf(sock, sizeof sock, "ipc://%s/llm170/serve-%d.sock", xdg, (int)getpid());
-        else
-            snprintf(sock, sizeof sock, "ipc:///tmp/llm170-serve-%d.sock", (int)getpid());
+    } else if (private_socket(sock, sizeof sock)) {
+        return 1;
     }
     snprintf(listen, sizeof listen, "%s:%s", host, port);
     sibling("llm170d", dbin, sizeof dbin);

@@ -11,13 +11,13 @@
  *
  * Keys of [daemon] may also stand before any section. Unknown keys are
  * reported on stderr and skipped (a newer config still starts). */
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/ini.h"
 #include "../proto/client.h"
 #include "daemon.h"
 
@@ -38,35 +38,7 @@ void dconfig_defaults(struct dconfig *c)
     c->flush_ms = 10;
 }
 
-void dconfig_default_path(char *buf, size_t cap)
-{
-    const char *xdg = getenv("XDG_CONFIG_HOME");
-    const char *home = getenv("HOME");
-    buf[0] = 0;
-    if (xdg && *xdg)
-        snprintf(buf, cap, "%s/llm170/llm170.conf", xdg);
-    else if (home && *home)
-        snprintf(buf, cap, "%s/.config/llm170/llm170.conf", home);
-    if (buf[0] && access(buf, R_OK) == 0)
-        return;
-    snprintf(buf, cap, "/etc/llm170/llm170.conf");
-    if (access(buf, R_OK) != 0)
-        buf[0] = 0;
-}
-
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1]))
-        s[--n] = 0;
-    if (n >= 2 && (s[0] == '"' || s[0] == '\'') && s[n - 1] == s[0]) { /* TOML-style quoting */
-        s[n - 1] = 0;
-        s++;
-    }
-    return s;
-}
+void dconfig_default_path(char *buf, size_t cap) { ini_default_path(buf, cap); }
 
 static int set_int(const char *path, int line, const char *key, const char *val, int lo, int hi, int *out,
                    struct err *e)
@@ -90,6 +62,8 @@ int dconfig_set(struct dconfig *c, const char *path, int line, const char *key, 
     STR("devices", devices);
     STR("worker", worker_bin);
     STR("gpu_backend", gpu_backend);
+    STR("allow_group", allow_group);
+    STR("allow_uids", allow_uids);
     INT("threads", threads, 0, 1024);
     INT("ctx", ctx, 0, 1 << 24);
     INT("slots", slots, 1, 256);
@@ -107,53 +81,26 @@ int dconfig_set(struct dconfig *c, const char *path, int line, const char *key, 
     return 0;
 }
 
+static int on_key(void *ctx, const char *path, int line, const char *section, const char *key, const char *val,
+                  struct err *e)
+{
+    struct dconfig *c = ctx;
+    if (!strcmp(section, "models")) {
+        if (c->n_models >= 8)
+            return err_set(e, ERR_RANGE, "%s:%d: more than 8 models", path, line);
+        snprintf(c->models[c->n_models][0], sizeof c->models[0][0], "%s", key);
+        snprintf(c->models[c->n_models][1], sizeof c->models[0][1], "%s", val);
+        c->n_models++;
+        return 0;
+    }
+    if (ini_is_daemon_section(section))
+        return dconfig_set(c, path, line, key, val, e);
+    return 0; /* other sections belong to other programs (gateway …) */
+}
+
 int dconfig_load(struct dconfig *c, const char *path, bool required, struct err *e)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (!required && errno == ENOENT)
-            return 0;
-        return err_set(e, ERR_IO, "cannot open config '%s': %s", path, strerror(errno));
-    }
-    char buf[4096], section[64] = "daemon";
-    int line = 0, rc = 0;
-    while (fgets(buf, sizeof buf, f)) {
-        line++;
-        char *s = trim(buf);
-        if (!*s || *s == '#' || *s == ';')
-            continue;
-        if (*s == '[') {
-            char *end = strchr(s, ']');
-            if (!end) {
-                rc = err_set(e, ERR_FORMAT, "%s:%d: unterminated section header", path, line);
-                break;
-            }
-            *end = 0;
-            snprintf(section, sizeof section, "%s", trim(s + 1));
-            continue;
-        }
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            rc = err_set(e, ERR_FORMAT, "%s:%d: expected 'key = value'", path, line);
-            break;
-        }
-        *eq = 0;
-        char *key = trim(s), *val = trim(eq + 1);
-        if (!strcmp(section, "models")) {
-            if (c->n_models >= 8) {
-                rc = err_set(e, ERR_RANGE, "%s:%d: more than 8 models", path, line);
-                break;
-            }
-            snprintf(c->models[c->n_models][0], sizeof c->models[0][0], "%s", key);
-            snprintf(c->models[c->n_models][1], sizeof c->models[0][1], "%s", val);
-            c->n_models++;
-        } else if (!strcmp(section, "daemon") || !strcmp(section, "llm170d")) {
-            if ((rc = dconfig_set(c, path, line, key, val, e)))
-                break;
-        } /* other sections belong to other programs (gateway …) */
-    }
-    fclose(f);
-    return rc;
+    return ini_read(path, required, on_key, c, e);
 }
 
 int dconfig_finish(struct dconfig *c, struct err *e)

@@ -7,6 +7,7 @@
 
 #include <nng/nng.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -14,6 +15,7 @@
 #include "../common/err.h"
 #include "../common/version.h"
 #include "../proto/proto.h"
+#include "peer.h"
 
 #define D_MAX_WORKERS 16
 #define D_VERSION LLM170_VERSION /* common/version.h */
@@ -36,6 +38,9 @@ struct dconfig {
     int n_client_threads;  /* REP contexts serving clients at once */
     int stream_idle_ms;    /* a stream nobody polls for this long is canceled */
     int flush_ms;          /* a worker sends its tokens at least this often while it steps (0 = every step) */
+    char allow_group[256]; /* groups (names or gids, comma-separated) whose members may use the client socket;
+                            * "" = the group 'llm170' when it exists (see peer.h) */
+    char allow_uids[256];  /* further uids allowed on the client socket (comma-separated) */
     char models[8][2][1024]; /* [models] name = path */
     int n_models;
 };
@@ -54,8 +59,16 @@ int dconfig_finish(struct dconfig *c, struct err *e);
 enum wstate { W_STARTING, W_LOADING, W_READY, W_BACKOFF, W_FAILED, W_STOPPING, W_STOPPED };
 const char *wstate_name(int s);
 
+struct daemon;
+/* (daemon, worker index): the argument of a worker's nng callbacks */
+struct worker_ref {
+    struct daemon *d;
+    int idx;
+};
+
 struct worker {
     int idx;
+    struct worker_ref ref;  /* points back here, for worker_on_pipe */
     char device[32];        /* "cpu" or a GPU index */
     char url[600];          /* pair0 socket the daemon listens on */
     nng_socket sock;
@@ -70,6 +83,7 @@ struct worker {
     int64_t backoff_ms;
     int64_t t_ping_ms;      /* last ping sent */
     int64_t t_pong_ms;      /* last pong seen */
+    int64_t t_refused_log_ms; /* last "foreign process refused" log line (one per second at most) */
     bool ever_ready;
     struct proto_worker info; /* from "ready" + "pong" (model, slots, n_ctx, mem, active, queued) */
 };
@@ -80,7 +94,9 @@ enum sstate { S_PENDING, S_ACTIVE, S_DONE };
 /* A generate stream, or a one-shot call (tokenize) waiting for its reply. */
 struct stream {
     struct stream *next;
-    uint64_t id;
+    uint64_t id;            /* the request id the worker knows it by (a counter; never shown to clients) */
+    struct proto_sid key;   /* the id its client knows it by: 128 random bits */
+    uint32_t pipe;          /* nng pipe (client connection) that created it: only that one may poll/cancel it */
     int kind;               /* enum skind */
     int state;              /* enum sstate */
     int worker;             /* index */
@@ -106,7 +122,10 @@ struct daemon {
     int n_workers;
     struct stream *streams;
     pthread_cond_t poll_cv; /* signaled when a stream of any poll group gets a chunk */
-    uint64_t next_id;
+    uint64_t next_id;       /* request ids for workers */
+    struct peer_policy peers; /* who may connect to the client socket */
+    _Atomic int64_t t_refused_log_ms; /* last "client refused" log line: one a second, so a local */
+    atomic_int n_refused_quiet;       /* user cannot flood the journal (the rest are counted) */
     int64_t t0_ms;
     volatile int stop;      /* 1 draining, 2 stopping now */
     volatile int quit_threads;
@@ -141,5 +160,12 @@ void streams_tick(struct daemon *d);              /* expire idle / finished stre
 int front_start(struct daemon *d, struct err *e);
 void front_stop(struct daemon *d);
 int streams_open(struct daemon *d);               /* mu held: streams not yet finished */
+
+/* True when the worker answered its last ping recently enough to count as
+ * serving (a stopped or hung process is not, well before the kill timeout). mu held. */
+bool worker_alive(const struct daemon *d, const struct worker *w, int64_t now);
+/* Create dir (and its parents) with mode, and make sure dir itself has
+ * exactly mode and is owned by us when we created it. */
+int d_mkdir_mode(const char *dir, mode_t mode, struct err *e);
 
 #endif

@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../proto/client.h"
 #include "../proto/wire.h"
@@ -34,12 +36,55 @@ struct stream *stream_find(struct daemon *d, uint64_t id)
     return NULL;
 }
 
-static struct stream *stream_new(struct daemon *d, int kind, int worker)
+/* The stream a client names by its id, if that client's connection (pipe)
+ * owns it: another local client that guesses or sniffs an id gets "unknown
+ * stream", exactly as for an id that never existed, and the stream is left
+ * alone. mu held. */
+static struct stream *stream_find_key(struct daemon *d, const struct proto_sid *key, uint32_t pipe)
+{
+    if (proto_sid_is_zero(key))
+        return NULL;
+    for (struct stream *s = d->streams; s; s = s->next)
+        if (proto_sid_eq(&s->key, key))
+            return s->pipe == pipe ? s : NULL;
+    return NULL;
+}
+
+/* 128 fresh random bits: the id clients know a stream by. A counter would
+ * name every other client's stream. Never zero (= none), never one in use.
+ * mu held. */
+static int stream_new_key(struct daemon *d, struct proto_sid *key)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        size_t got = 0;
+        while (got < sizeof key->b) {
+            ssize_t n = getrandom(key->b + got, sizeof key->b - got, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return -1;
+            got += (size_t)n;
+        }
+        bool used = false;
+        for (struct stream *s = d->streams; s && !used; s = s->next)
+            used = proto_sid_eq(&s->key, key);
+        if (!proto_sid_is_zero(key) && !used)
+            return 0;
+    }
+    return -1;
+}
+
+static struct stream *stream_new(struct daemon *d, int kind, int worker, uint32_t pipe)
 {
     struct stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->id = ++d->next_id;
+    if (stream_new_key(d, &s->key)) {
+        free(s);
+        return NULL; /* no randomness: refuse the stream rather than hand out a guessable id */
+    }
+    s->id = ++d->next_id; /* the worker's request id: never leaves the daemon */
+    s->pipe = pipe;
     s->kind = kind;
     s->state = S_PENDING;
     s->worker = worker;
@@ -128,8 +173,13 @@ void streams_fail_worker(struct daemon *d, int idx, int errc, const char *msg)
             s->state = S_DONE;
             pthread_cond_broadcast(&s->cv);
         } else {
-            /* not yet accepted: it never ran, so the client may simply retry */
-            stream_fail(d, s, s->state == S_PENDING ? PE_UNAVAILABLE : errc, msg);
+            /* Not yet accepted, or accepted but still queued / in prefill (no
+             * chunk produced): it never ran, so the client may simply retry,
+             * and says so with 503 — the same answer whichever side of the
+             * accept the worker died on. Only a stream that already produced
+             * output ends with the caller's class (a fault mid-request). */
+            bool started = s->base + s->n > 0;
+            stream_fail(d, s, started ? errc : PE_UNAVAILABLE, msg);
         }
     }
 }
@@ -216,13 +266,24 @@ static void reply_error(struct proto_msg *rep, uint64_t id, int errc, const char
     rep->message = strdup(msg);
 }
 
+/* "unknown stream <id>": for ids that never existed, expired, and those of
+ * another connection alike (no way to tell which ids are live). */
+static void reply_unknown(struct proto_msg *rep, const struct proto_msg *req)
+{
+    char hex[2 * PROTO_SID_BYTES + 1], msg[128];
+    proto_sid_hex(&req->stream, hex);
+    snprintf(msg, sizeof msg, "unknown stream %s (finished or expired)", hex);
+    reply_error(rep, 0, PE_NOT_FOUND, msg);
+}
+
 static void h_status(struct daemon *d, struct proto_msg *rep)
 {
     proto_msg_init(rep, PT_STATUS_REPLY);
     struct proto_status *st = &rep->status;
     st->version = strdup(D_VERSION);
     pthread_mutex_lock(&d->mu);
-    st->uptime_s = (uint64_t)((d_now_ms() - d->t0_ms) / 1000);
+    int64_t now = d_now_ms();
+    st->uptime_s = (uint64_t)((now - d->t0_ms) / 1000);
     st->workers = calloc((size_t)d->n_workers, sizeof *st->workers);
     st->models = calloc(1, sizeof *st->models);
     struct err e;
@@ -230,12 +291,18 @@ static void h_status(struct daemon *d, struct proto_msg *rep)
         struct worker *w = &d->w[i];
         proto_worker_copy(&st->workers[i], &w->info, &e);
         free(st->workers[i].state);
-        st->workers[i].state = strdup(wstate_name(w->state));
+        bool alive = worker_alive(d, w, now);
+        /* a ready worker that stopped answering pings says so (`llm170 ps`,
+         * metrics) until it answers again or the ping timeout restarts it */
+        st->workers[i].state = strdup(w->state == W_READY && !alive ? "unresponsive" : wstate_name(w->state));
         st->workers[i].idx = i;
         st->workers[i].pid = (int32_t)w->pid;
         st->workers[i].restarts = w->restarts;
         st->n_workers++;
-        if (w->state == W_READY) {
+        /* ready = takes new requests now: not while draining, and not a
+         * worker that stopped answering pings (SIGSTOPped, hung) even before
+         * the ping timeout kills it */
+        if (w->state == W_READY && alive && !d->stop) {
             st->ready = true;
             st->active += w->info.active;
             st->queued += w->info.queued;
@@ -248,7 +315,7 @@ static void h_status(struct daemon *d, struct proto_msg *rep)
     pthread_mutex_unlock(&d->mu);
 }
 
-static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     struct err e;
     int idx;
@@ -263,13 +330,14 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
         reply_error(rep, 0, proto_errc_from_err(e.code), e.msg);
         return;
     }
-    struct stream *s = stream_new(d, S_STREAM, idx);
+    struct stream *s = stream_new(d, S_STREAM, idx, pipe);
     if (!s) {
         pthread_mutex_unlock(&d->mu);
-        reply_error(rep, 0, PE_INTERNAL, "out of memory");
+        reply_error(rep, 0, PE_INTERNAL, "cannot make a stream (out of memory or randomness)");
         return;
     }
     uint64_t id = s->id;
+    struct proto_sid key = s->key;
     s->group = req->gen.group;
     s->waiters++;
     pthread_mutex_unlock(&d->mu);
@@ -302,19 +370,17 @@ static void h_generate(struct daemon *d, struct proto_msg *req, struct proto_msg
     s->t_poll_ms = d_now_ms();
     pthread_mutex_unlock(&d->mu);
     proto_msg_init(rep, PT_ACCEPTED);
-    rep->id = id;
+    rep->stream = key;
     rep->worker.idx = idx;
 }
 
-static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     pthread_mutex_lock(&d->mu);
-    struct stream *s = stream_find(d, req->id);
+    struct stream *s = stream_find_key(d, &req->stream, pipe);
     if (!s || s->kind != S_STREAM) {
         pthread_mutex_unlock(&d->mu);
-        char msg[96];
-        snprintf(msg, sizeof msg, "unknown stream %llu (finished or expired)", (unsigned long long)req->id);
-        reply_error(rep, req->id, PE_NOT_FOUND, msg);
+        reply_unknown(rep, req);
         return;
     }
     /* acknowledge what the client has */
@@ -335,7 +401,7 @@ static void h_next(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     s->waiters--;
     s->t_poll_ms = d_now_ms();
     proto_msg_init(rep, PT_CHUNKS);
-    rep->id = s->id;
+    rep->stream = s->key;
     size_t n = s->n < MAX_CHUNKS_PER_REPLY ? s->n : MAX_CHUNKS_PER_REPLY;
     rep->chunks = calloc(n + 1, sizeof *rep->chunks);
     struct err e;
@@ -370,12 +436,12 @@ static void stream_ack(struct stream *s, uint64_t from)
  * up to that long so a reply carries several scheduler steps, but a final
  * chunk is answered at once (with only the streams that ended): the client's
  * next request, and the slot it frees, wait for no poll interval. */
-static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     uint64_t group = req->id;
     pthread_mutex_lock(&d->mu);
     for (size_t k = 0; k < req->n_acks; k++) {
-        struct stream *s = stream_find(d, req->acks[k].id);
+        struct stream *s = stream_find_key(d, &req->acks[k].stream, pipe);
         if (!s || s->kind != S_STREAM || s->group != group)
             continue;
         stream_ack(s, req->acks[k].from);
@@ -391,7 +457,7 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         int64_t now = d_now_ms();
         bool any = false, ended = false;
         for (struct stream *s = d->streams; s; s = s->next)
-            if (s->group == group && s->kind == S_STREAM) {
+            if (s->group == group && s->pipe == pipe && s->kind == S_STREAM) {
                 s->t_poll_ms = now;
                 any |= s->n > 0;
                 ended |= s->n > 0 && s->state == S_DONE;
@@ -408,19 +474,19 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     rep->id = 0;
     size_t total = 0;
     for (struct stream *s = d->streams; s; s = s->next)
-        if (s->group == group && s->kind == S_STREAM && (!only_ended || s->state == S_DONE))
+        if (s->group == group && s->pipe == pipe && s->kind == S_STREAM && (!only_ended || s->state == S_DONE))
             total += s->n;
     if (total > MAX_CHUNKS_PER_REPLY)
         total = MAX_CHUNKS_PER_REPLY;
     rep->chunks = calloc(total + 1, sizeof *rep->chunks);
     struct err e;
     for (struct stream *s = d->streams; s && rep->chunks; s = s->next) {
-        if (s->group != group || s->kind != S_STREAM || (only_ended && s->state != S_DONE))
+        if (s->group != group || s->pipe != pipe || s->kind != S_STREAM || (only_ended && s->state != S_DONE))
             continue;
         for (size_t i = 0; i < s->n && rep->n_chunks < total; i++) {
             if (proto_chunk_copy(&rep->chunks[rep->n_chunks], &s->q[i], &e))
                 break;
-            rep->chunks[rep->n_chunks++].sid = s->id;
+            rep->chunks[rep->n_chunks++].stream = s->key;
             if (s->q[i].finish && !s->t_done_ms)
                 s->t_done_ms = d_now_ms();
         }
@@ -428,11 +494,21 @@ static void h_poll(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     pthread_mutex_unlock(&d->mu);
 }
 
-static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     pthread_mutex_lock(&d->mu);
-    struct stream *s = stream_find(d, req->id);
+    struct stream *s = NULL;
+    for (struct stream *x = d->streams; x && !s; x = x->next)
+        if (!proto_sid_is_zero(&req->stream) && proto_sid_eq(&x->key, &req->stream))
+            s = x;
+    if (s && s->pipe != pipe) {
+        /* another client's stream: refused, and the stream runs on */
+        pthread_mutex_unlock(&d->mu);
+        reply_unknown(rep, req);
+        return;
+    }
     int worker = -1;
+    uint64_t id = s ? s->id : 0;
     if (s && s->kind == S_STREAM) {
         s->canceled = true;
         if (s->state != S_DONE)
@@ -444,11 +520,11 @@ static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *
         struct proto_msg m;
         struct err e;
         proto_msg_init(&m, PT_CANCEL);
-        m.id = req->id;
+        m.id = id;
         if (workers_send(d, worker, &m, &e)) {
             /* the worker is gone: end the stream here */
             pthread_mutex_lock(&d->mu);
-            if ((s = stream_find(d, req->id))) {
+            if ((s = stream_find_key(d, &req->stream, pipe))) {
                 struct proto_chunk c = {.token = -1, .text = strdup(""), .finish = PF_CANCEL};
                 stream_push(d, s, &c);
             }
@@ -456,11 +532,11 @@ static void h_cancel(struct daemon *d, struct proto_msg *req, struct proto_msg *
         }
     }
     proto_msg_init(rep, PT_OK); /* canceling a finished or unknown stream is not an error */
-    rep->id = req->id;
+    rep->stream = req->stream;
 }
 
 /* tokenize / detokenize: forwarded to a worker, answered with its reply. */
-static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *rep)
+static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *rep, uint32_t pipe)
 {
     struct err e;
     int idx;
@@ -470,7 +546,7 @@ static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *re
         reply_error(rep, 0, proto_errc_from_err(e.code), e.msg);
         return;
     }
-    struct stream *s = stream_new(d, S_CALL, idx);
+    struct stream *s = stream_new(d, S_CALL, idx, pipe);
     if (!s) {
         pthread_mutex_unlock(&d->mu);
         reply_error(rep, 0, PE_INTERNAL, "out of memory");
@@ -511,7 +587,8 @@ static void *front_main(void *arg)
         struct err e;
         /* no timeout (a deadline on each of the pool's waits keeps nng's
          * expiry thread busy): front_stop closes the socket, which ends it */
-        int rc = proto_ctx_recv(ctx, &req, NNG_DURATION_INFINITE, &e);
+        uint32_t pipe = 0; /* the client connection it came on: owner of the streams it creates */
+        int rc = proto_ctx_recv_pipe(ctx, &req, NNG_DURATION_INFINITE, &pipe, &e);
         if (rc == ERR_IO && proto_timed_out(&e))
             continue;
         if (rc == ERR_IO)
@@ -522,11 +599,11 @@ static void *front_main(void *arg)
         } else {
             switch (req.type) {
             case PT_STATUS: h_status(d, &rep); break;
-            case PT_GENERATE: h_generate(d, &req, &rep); break;
-            case PT_NEXT: h_next(d, &req, &rep); break;
-            case PT_POLL: h_poll(d, &req, &rep); break;
-            case PT_CANCEL: h_cancel(d, &req, &rep); break;
-            case PT_TOKENIZE: case PT_DETOKENIZE: h_call(d, &req, &rep); break;
+            case PT_GENERATE: h_generate(d, &req, &rep, pipe); break;
+            case PT_NEXT: h_next(d, &req, &rep, pipe); break;
+            case PT_POLL: h_poll(d, &req, &rep, pipe); break;
+            case PT_CANCEL: h_cancel(d, &req, &rep, pipe); break;
+            case PT_TOKENIZE: case PT_DETOKENIZE: h_call(d, &req, &rep, pipe); break;
             default: {
                 char msg[96];
                 snprintf(msg, sizeof msg, "'%s' is not a request llm170d serves", proto_type_name(req.type));
@@ -543,22 +620,99 @@ static void *front_main(void *arg)
     return NULL;
 }
 
+/* A new client connection: on ipc://, only peers the policy allows (peer.h)
+ * get to send anything. Runs on an nng thread before the pipe is used. */
+static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    struct daemon *d = arg;
+    (void)ev;
+    if (strncmp(d->cfg.socket, "ipc://", 6))
+        return; /* tcp:// carries no credentials: the operator chose to open it */
+    uint64_t uid, gid, pid;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &gid)) {
+        d_log("client connection refused: cannot read its credentials");
+        nng_pipe_close(p);
+        return;
+    }
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid))
+        pid = 0;
+    gid_t groups[256];
+    int n = pid ? peer_proc_groups((pid_t)pid, groups, 256) : -1;
+    if (peer_allowed(&d->peers, (uid_t)uid, (gid_t)gid, groups, n > 0 ? n : 0))
+        return;
+    nng_pipe_close(p);
+    int64_t now = d_now_ms(), last = atomic_load(&d->t_refused_log_ms);
+    if (now - last < 1000 || !atomic_compare_exchange_strong(&d->t_refused_log_ms, &last, now)) {
+        atomic_fetch_add(&d->n_refused_quiet, 1);
+        return;
+    }
+    int quiet = atomic_exchange(&d->n_refused_quiet, 0);
+    char more[64] = "";
+    if (quiet)
+        snprintf(more, sizeof more, " (%d more refused since the last such line)", quiet);
+    d_log("client connection from uid %llu (gid %llu, pid %llu) refused: not root, not the service user, not in an "
+          "allowed group (allow_group) nor allow_uids%s",
+          (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid, more);
+}
+
+int d_mkdir_mode(const char *dir, mode_t mode, struct err *e)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755); /* parents as a plain mkdir -p would */
+            *p = '/';
+        }
+    if (mkdir(tmp, mode) == 0) {
+        /* ours: exactly this mode, whatever the umask */
+        if (chmod(tmp, mode))
+            return err_set(e, ERR_IO, "cannot set the mode of '%s': %s", tmp, strerror(errno));
+        return 0;
+    }
+    if (errno != EEXIST)
+        return err_set(e, ERR_IO, "cannot create socket directory '%s': %s", tmp, strerror(errno));
+    return 0; /* an existing directory (systemd's RuntimeDirectory, /tmp) keeps the mode its owner gave it */
+}
+
 int front_start(struct daemon *d, struct err *e)
 {
-    if (!strncmp(d->cfg.socket, "ipc://", 6)) {
+    bool ipc = !strncmp(d->cfg.socket, "ipc://", 6);
+    if (ipc) {
         char dir[600];
         snprintf(dir, sizeof dir, "%s", d->cfg.socket + 6);
         char *slash = strrchr(dir, '/');
         if (slash && slash != dir) {
             *slash = 0;
-            mkdir(dir, 0755);
+            /* a user's daemon: only that user; the system one: its group too */
+            const char *xdg = getenv("XDG_RUNTIME_DIR");
+            bool user = xdg && *xdg && !strncmp(dir, xdg, strlen(xdg)) && geteuid() != 0;
+            int rc = d_mkdir_mode(dir, user ? 0700 : 0750, e);
+            if (rc)
+                return rc;
         }
     }
+    int rc = peer_policy_init(&d->peers, geteuid(), getegid(), d->cfg.allow_group, d->cfg.allow_uids, e);
+    if (rc)
+        return rc;
     int rv = nng_rep0_open(&d->front);
     if (rv)
         return err_set(e, ERR_IO, "cannot open the client socket: %s", nng_strerror(rv));
     nng_socket_set_size(d->front, NNG_OPT_RECVMAXSZ, PROTO_MAX_MSG);
-    if ((rv = nng_listen(d->front, d->cfg.socket, NULL, 0)) != 0)
+    if ((rv = nng_pipe_notify(d->front, NNG_PIPE_EV_ADD_PRE, front_on_pipe, d)) != 0)
+        return err_set(e, ERR_IO, "cannot watch client connections: %s", nng_strerror(rv));
+    nng_listener l;
+    if ((rv = nng_listener_create(&l, d->front, d->cfg.socket)) != 0)
+        return err_set(e, ERR_IO, "cannot listen on '%s': %s", d->cfg.socket, nng_strerror(rv));
+    /* rw for the owner and the group, nothing for others (the shipped unit
+     * once ran with UMask=0000, which made it srwxrwxrwx) */
+    if (ipc && (rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0660)) != 0)
+        return err_set(e, ERR_IO, "cannot set the mode of '%s': %s", d->cfg.socket, nng_strerror(rv));
+    mode_t old = umask(0177); /* no window in which the file is more open than that */
+    rv = nng_listener_start(l, 0);
+    umask(old);
+    if (rv)
         return err_set(e, ERR_IO, "cannot listen on '%s': %s", d->cfg.socket, nng_strerror(rv));
     d->front_threads = calloc((size_t)d->cfg.n_client_threads, sizeof *d->front_threads);
     if (!d->front_threads)

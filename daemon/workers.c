@@ -179,38 +179,60 @@ static void *rx_main(void *arg)
 
 /* ---------------------------------------------------------------- setup */
 
-static int mkdir_p(const char *dir)
+/* A new connection to worker w's socket: only the process we spawned for
+ * that slot may be its worker. Another local process racing a restart (or
+ * dialing while the worker runs) would otherwise receive the prompts and
+ * answer in its place. mu is taken: spawn() sets w->pid under it, so the
+ * child's own dial never sees a stale pid. */
+static void worker_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(tmp, 0700);
-            *p = '/';
-        }
-    return mkdir(tmp, 0700) == 0 || errno == EEXIST ? 0 : -1;
+    struct worker_ref *a = arg;
+    struct daemon *d = a->d;
+    struct worker *w = &d->w[a->idx];
+    (void)ev;
+    if (strncmp(w->url, "ipc://", 6))
+        return; /* tcp:// workers run elsewhere: no pid to compare */
+    uint64_t pid = 0, uid = 0;
+    bool known = !nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid);
+    nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid);
+    pthread_mutex_lock(&d->mu);
+    bool ok = known && w->pid > 0 && (uint64_t)w->pid == pid;
+    int64_t now = d_now_ms();
+    bool say = !ok && now - w->t_refused_log_ms >= 1000;
+    if (say)
+        w->t_refused_log_ms = now;
+    pid_t expect = w->pid;
+    pthread_mutex_unlock(&d->mu);
+    if (ok)
+        return;
+    if (say)
+        d_log("worker %d: connection from pid %llu (uid %llu) refused: not the worker process (pid %d)", w->idx,
+              (unsigned long long)pid, (unsigned long long)uid, (int)expect);
+    nng_pipe_close(p);
 }
 
 int workers_init(struct daemon *d, struct err *e)
 {
-    /* Worker sockets live next to the client socket when that is ipc, else
-     * in a private temporary directory. */
+    /* Worker sockets live in a private directory (mkdtemp: 0700, a name
+     * nobody can predict) next to the client socket when that is ipc, else
+     * under $TMPDIR or /tmp. Only our user can reach them; the peer check
+     * (worker_on_pipe) stops even that user's other processes. */
+    char parent[512];
     if (!strncmp(d->cfg.socket, "ipc://", 6)) {
-        snprintf(d->run_dir, sizeof d->run_dir, "%s", d->cfg.socket + 6);
-        char *slash = strrchr(d->run_dir, '/');
-        if (slash)
+        snprintf(parent, sizeof parent, "%s", d->cfg.socket + 6);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent)
             *slash = 0;
         else
-            snprintf(d->run_dir, sizeof d->run_dir, ".");
-        if (mkdir_p(d->run_dir))
-            return err_set(e, ERR_IO, "cannot create socket directory '%s': %s", d->run_dir, strerror(errno));
+            snprintf(parent, sizeof parent, slash ? "/" : ".");
     } else {
-        snprintf(d->run_dir, sizeof d->run_dir, "/tmp/llm170d.XXXXXX");
-        if (!mkdtemp(d->run_dir))
-            return err_set(e, ERR_IO, "cannot create a temporary directory: %s", strerror(errno));
-        d->run_dir_owned = true;
+        const char *tmp = getenv("TMPDIR");
+        snprintf(parent, sizeof parent, "%s", tmp && *tmp == '/' ? tmp : "/tmp");
     }
+    snprintf(d->run_dir, sizeof d->run_dir, "%.480s/llm170d-workers.XXXXXX", parent);
+    if (!mkdtemp(d->run_dir))
+        return err_set(e, ERR_IO, "cannot create a private directory in '%s': %s", parent, strerror(errno));
+    d->run_dir_owned = true;
     char list[256];
     snprintf(list, sizeof list, "%s", d->cfg.devices);
     char *save = NULL;
@@ -228,7 +250,7 @@ int workers_init(struct daemon *d, struct err *e)
         memset(w, 0, sizeof *w);
         w->idx = d->n_workers++;
         snprintf(w->device, sizeof w->device, "%s", tok);
-        snprintf(w->url, sizeof w->url, "ipc://%s/llm170d-%d-w%d.sock", d->run_dir, (int)getpid(), w->idx);
+        snprintf(w->url, sizeof w->url, "ipc://%s/worker-%d.sock", d->run_dir, w->idx);
         w->state = W_BACKOFF;
         w->t_next_ms = 0;
         w->info.idx = w->idx;
@@ -240,7 +262,13 @@ int workers_init(struct daemon *d, struct err *e)
         if (rv)
             return err_set(e, ERR_IO, "worker %d: cannot open its socket: %s", w->idx, nng_strerror(rv));
         nng_socket_set_size(w->sock, NNG_OPT_RECVMAXSZ, PROTO_MAX_MSG);
-        if ((rv = nng_listen(w->sock, w->url, NULL, 0)) != 0)
+        w->ref.d = d;
+        w->ref.idx = w->idx;
+        if ((rv = nng_pipe_notify(w->sock, NNG_PIPE_EV_ADD_PRE, worker_on_pipe, &w->ref)) != 0)
+            return err_set(e, ERR_IO, "worker %d: cannot watch its socket: %s", w->idx, nng_strerror(rv));
+        nng_listener l;
+        if ((rv = nng_listener_create(&l, w->sock, w->url)) != 0 ||
+            (rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0600)) != 0 || (rv = nng_listener_start(l, 0)) != 0)
             return err_set(e, ERR_IO, "worker %d: cannot listen on '%s': %s", w->idx, w->url, nng_strerror(rv));
         struct rx_arg *a = malloc(sizeof *a);
         if (!a)
@@ -424,6 +452,17 @@ void workers_tick(struct daemon *d)
         m.id = 0;
         workers_send(d, ping[i], &m, &e); /* a lost ping shows up as a missing pong */
     }
+}
+
+bool worker_alive(const struct daemon *d, const struct worker *w, int64_t now)
+{
+    /* pings go out every ping_ms and the worker answers them on its own
+     * thread (not between scheduler steps), so two periods and a half-second
+     * of slack without a pong mean it is stopped or hung */
+    int64_t overdue = 2 * (int64_t)d->cfg.ping_ms + 500;
+    if (overdue > d->cfg.ping_timeout_ms)
+        overdue = d->cfg.ping_timeout_ms;
+    return now - w->t_pong_ms <= overdue;
 }
 
 int workers_send(struct daemon *d, int idx, const struct proto_msg *m, struct err *e)

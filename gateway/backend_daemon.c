@@ -63,7 +63,7 @@ struct gw_job {
     atomic_bool cancel;
     pthread_mutex_t mu;
     bool finished, released;   /* final event delivered / gateway done with the handle */
-    uint64_t sid;              /* the daemon's stream id once accepted */
+    struct proto_sid sid;      /* the daemon's stream id once accepted */
     uint64_t next_i;           /* next chunk index expected (poller only) */
     bool cancel_sent;          /* (under the backend's mu) */
     /* the request, owned */
@@ -289,7 +289,7 @@ static bool run_job(struct gw_job *j)
         if (!nl) {
             pthread_mutex_unlock(&b->mu);
             struct err ce;
-            pc_cancel_id(b->pc, j->sid, &ce);
+            pc_cancel_id(b->pc, &j->sid, &ce);
             deliver_error(j, ERR_NOMEM, "out of memory");
             return false;
         }
@@ -324,7 +324,7 @@ static void *poller_main(void *arg)
     size_t cap_acks = 0;
     struct proto_ack *fin = NULL; /* final chunks received: acknowledged once, in the next poll */
     size_t n_fin = 0, cap_fin = 0;
-    uint64_t *cancel = NULL;
+    struct proto_sid *cancel = NULL;
     size_t cap_cancel = 0;
     int64_t t_flow = -(1 << 30); /* when the last reply that carried mid-stream chunks came */
     const char *gs = getenv("LLM170_POLL_GAP_MS");
@@ -343,7 +343,7 @@ static void *poller_main(void *arg)
         size_t need = (size_t)b->n_live + n_fin;
         if (need > cap_acks) {
             struct proto_ack *na = realloc(acks, need * 2 * sizeof *na);
-            uint64_t *nc = realloc(cancel, need * 2 * sizeof *nc);
+            struct proto_sid *nc = realloc(cancel, need * 2 * sizeof *nc);
             if (na)
                 acks = na;
             if (nc)
@@ -354,7 +354,7 @@ static void *poller_main(void *arg)
         size_t n_acks = 0, n_cancel = 0;
         for (int i = 0; i < b->n_live && n_acks < cap_acks; i++) {
             struct gw_job *j = b->live[i];
-            acks[n_acks++] = (struct proto_ack){j->sid, j->next_i};
+            acks[n_acks++] = (struct proto_ack){.stream = j->sid, .from = j->next_i};
             if (atomic_load(&j->cancel) && !j->cancel_sent && n_cancel < cap_cancel) {
                 j->cancel_sent = true;
                 cancel[n_cancel++] = j->sid;
@@ -367,7 +367,7 @@ static void *poller_main(void *arg)
 
         struct err e;
         for (size_t i = 0; i < n_cancel; i++)
-            pc_cancel_id(b->pc, cancel[i], &e); /* the stream then ends with PF_CANCEL */
+            pc_cancel_id(b->pc, &cancel[i], &e); /* the stream then ends with PF_CANCEL */
         struct proto_chunk *chunks = NULL;
         size_t n = 0;
         int64_t hold = final_at_once ? t_flow + gap_ms - clock_now_ms() : 0;
@@ -401,14 +401,14 @@ static void *poller_main(void *arg)
         size_t delivered = 0;
         for (size_t c = 0; c < n;) {
             /* the chunks of one stream come together and in order */
-            uint64_t sid = chunks[c].sid;
+            struct proto_sid sid = chunks[c].stream;
             size_t end = c;
-            while (end < n && chunks[end].sid == sid)
+            while (end < n && proto_sid_eq(&chunks[end].stream, &sid))
                 end++;
             pthread_mutex_lock(&b->mu);
             struct gw_job *j = NULL;
             for (int i = 0; i < b->n_live && !j; i++)
-                if (b->live[i]->sid == sid)
+                if (proto_sid_eq(&b->live[i]->sid, &sid))
                     j = b->live[i];
             pthread_mutex_unlock(&b->mu);
             if (!j)
@@ -436,7 +436,7 @@ static void *poller_main(void *arg)
                     }
                 }
                 if (n_fin < cap_fin)
-                    fin[n_fin++] = (struct proto_ack){sid, j->next_i};
+                    fin[n_fin++] = (struct proto_ack){.stream = sid, .from = j->next_i};
                 pthread_mutex_unlock(&b->mu);
                 job_finish(j);
                 j = NULL;

@@ -665,8 +665,17 @@ static enum MHD_Result handle_health(struct conn *c, struct MHD_Connection *mc)
     int rc = c->srv->be.status(c->srv->be.ctx, &st, &e);
     if (rc)
         return respond_error(c, mc, 503, ERR_IO, e.msg, NULL);
-    if (!st.ready)
-        return respond_error(c, mc, 503, ERR_IO, "no worker is ready (loading or restarting)", NULL);
+    if (!st.ready) { /* every not-ready state of the daemon is 503; the message says which */
+        bool stalled = false, ready = false;
+        for (int i = 0; i < st.n_workers; i++) {
+            stalled |= !strcmp(st.workers[i].state, "unresponsive");
+            ready |= !strcmp(st.workers[i].state, "ready");
+        }
+        const char *why = stalled ? "a worker stopped answering (stopped or hung); llm170d restarts it"
+                          : ready ? "llm170d is draining (shutting down)"
+                                  : "no worker is ready (loading or restarting)";
+        return respond_error(c, mc, 503, ERR_IO, why, NULL);
+    }
     return respond_json(c, mc, 200, json_pack("{s:s}", "status", "ok"));
 }
 

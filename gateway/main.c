@@ -1,8 +1,9 @@
 /* main.c — llm170-gateway: the OpenAI-compatible HTTP front of llm170d.
  *
- * Settings come from (later wins): the config file's [gateway] section (or
- * top-level keys), the environment (LLM170_API_KEY, LLM170_SOCKET), then the
- * command line. */
+ * Settings come from (later wins): the config file's [gateway] section, the
+ * environment (LLM170_API_KEY), then the command line. The daemon's socket:
+ * --daemon, else [gateway] daemon, else llm170d's own [daemon] socket, else
+ * $LLM170_SOCKET / the default (pc_config_url). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/ini.h"
 #include "../common/malloc_tune.h"
 #include "../common/version.h"
 #include "../proto/client.h"
@@ -26,7 +28,7 @@ static const char usage[] =
     "\n"
     "  --listen HOST:PORT   address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6,\n"
     "                       :8080 for every interface)\n"
-    "  --daemon URL         llm170d's socket (default $LLM170_SOCKET, else\n"
+    "  --daemon URL         llm170d's socket (default the config's [daemon] socket, else $LLM170_SOCKET, else\n"
     "                       ipc://$XDG_RUNTIME_DIR/llm170/llm170d.sock, else ipc:///run/llm170/llm170d.sock)\n"
     "  --api-key KEY        require 'Authorization: Bearer KEY' (also api_key in the config, $LLM170_API_KEY)\n"
     "  --config FILE        config file (default $XDG_CONFIG_HOME/llm170/llm170.conf, else /etc/llm170/llm170.conf)\n"
@@ -47,22 +49,6 @@ static void on_signal(int sig)
     if (stop_flag)
         stop_now = 1;
     stop_flag = 1;
-}
-
-static void trim(char *s)
-{
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-        s[--n] = 0;
-    size_t i = 0;
-    while (s[i] == ' ' || s[i] == '\t')
-        i++;
-    memmove(s, s + i, n - i + 1);
-    n = strlen(s);
-    if (n >= 2 && ((s[0] == '"' && s[n - 1] == '"') || (s[0] == '\'' && s[n - 1] == '\''))) {
-        memmove(s, s + 1, n - 2);
-        s[n - 2] = 0;
-    }
 }
 
 static int parse_listen(const char *v, struct gw_config *cfg)
@@ -133,65 +119,37 @@ static int apply(struct gw_config *cfg, char *daemon_url, size_t url_cap, const 
     return 0;
 }
 
-/* INI/TOML-ish: `key = value` lines, [sections]. The [gateway] section is
- * ours; before any section the keys are llm170d's, of which only `socket`
- * (the daemon's address) concerns us; other sections belong to other programs. */
+struct load_ctx {
+    struct gw_config *cfg;
+    char *url;
+    size_t url_cap;
+};
+
+/* The config file (common/ini.h, the reader llm170d uses): the [gateway]
+ * section is ours; the daemon's socket comes from its own key ([daemon]
+ * socket) through pc_config_url, so both read one setting. */
+static int on_key(void *ctx, const char *path, int line, const char *section, const char *key, const char *val,
+                  struct err *e)
+{
+    struct load_ctx *l = ctx;
+    if (strcmp(section, "gateway") && strcmp(section, "llm170-gateway"))
+        return 0; /* other sections belong to other programs */
+    char where[600];
+    snprintf(where, sizeof where, "%s:%d", path, line);
+    if (apply(l->cfg, l->url, l->url_cap, key, val, where) < 0)
+        return err_set(e, ERR_INVALID, "%s: bad value for '%s'", where, key);
+    return 0;
+}
+
 static int load_config(const char *path, bool must_exist, struct gw_config *cfg, char *url, size_t url_cap)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (!must_exist)
-            return 0;
-        fprintf(stderr, "llm170-gateway: cannot open config '%s': %s\n", path, strerror(errno));
-        return -1;
-    }
-    char line[1024], section[64] = "";
-    int ln = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        ln++;
-        char *hash = strchr(line, '#');
-        if (hash && (hash == line || hash[-1] == ' ' || hash[-1] == '\t'))
-            *hash = 0;
-        trim(line);
-        if (!line[0] || line[0] == ';')
-            continue;
-        if (line[0] == '[') {
-            char *end = strchr(line, ']');
-            if (!end) {
-                fprintf(stderr, "llm170-gateway: %s:%d: bad section header\n", path, ln);
-                rc = -1;
-                break;
-            }
-            *end = 0;
-            snprintf(section, sizeof section, "%.63s", line + 1);
-            trim(section);
-            continue;
-        }
-        char *eq = strchr(line, '=');
-        if (!eq) {
-            fprintf(stderr, "llm170-gateway: %s:%d: expected key = value\n", path, ln);
-            rc = -1;
-            break;
-        }
-        *eq = 0;
-        char key[128], val[1024];
-        snprintf(key, sizeof key, "%.127s", line);
-        snprintf(val, sizeof val, "%s", eq + 1);
-        trim(key);
-        trim(val);
-        bool ours = !strcmp(section, "gateway") || !strcmp(section, "llm170-gateway") ||
-                    (!section[0] && !strcmp(key, "socket"));
-        if (!ours)
-            continue;
-        char where[600];
-        snprintf(where, sizeof where, "%s:%d", path, ln);
-        if (apply(cfg, url, url_cap, key, val, where) < 0) {
-            rc = -1;
-            break;
-        }
-    }
-    fclose(f);
-    return rc;
+    struct load_ctx l = {cfg, url, url_cap};
+    struct err e;
+    err_clear(&e);
+    int rc = ini_read(path, must_exist, on_key, &l, &e);
+    if (rc && e.code != ERR_INVALID) /* apply() already said what was wrong */
+        fprintf(stderr, "llm170-gateway: %s\n", e.msg);
+    return rc ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -223,19 +181,9 @@ int main(int argc, char **argv)
             return 1;
     } else {
         char path[1024];
-        const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-        if (xdg && *xdg)
-            snprintf(path, sizeof path, "%s/llm170/llm170.conf", xdg);
-        else if (home && *home)
-            snprintf(path, sizeof path, "%s/.config/llm170/llm170.conf", home);
-        else
-            path[0] = 0;
-        if (path[0] && access(path, R_OK) == 0) {
-            if (load_config(path, true, &cfg, url, sizeof url))
-                return 1;
-        } else if (load_config("/etc/llm170/llm170.conf", false, &cfg, url, sizeof url)) {
+        ini_default_path(path, sizeof path); /* the file llm170d reads */
+        if (path[0] && load_config(path, false, &cfg, url, sizeof url))
             return 1;
-        }
     }
     const char *env_key = getenv("LLM170_API_KEY");
     if (env_key && *env_key)
@@ -260,11 +208,13 @@ int main(int argc, char **argv)
             return 2;
         i++;
     }
-    if (!url[0])
-        pc_default_url(url, sizeof url);
-
     struct err e;
     err_clear(&e);
+    /* [daemon] socket, read as llm170d reads it, else $LLM170_SOCKET / the default */
+    if (!url[0] && pc_config_url(config, url, sizeof url, &e)) {
+        fprintf(stderr, "llm170-gateway: %s\n", e.msg);
+        return 1;
+    }
     struct gw_backend be;
     if (daemon_backend_open(&be, url, &e)) {
         fprintf(stderr, "llm170-gateway: cannot use daemon socket '%s': %s\n", url, e.msg);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/ini.h"
 #include "wire.h"
 
 struct pc_client {
@@ -17,7 +18,7 @@ struct pc_client {
 
 struct pc_stream {
     struct pc_client *c;
-    uint64_t id;
+    struct proto_sid id;
     uint64_t next_i; /* first chunk index not yet handed to the caller */
     int worker;
     bool done;
@@ -33,6 +34,33 @@ void pc_default_url(char *buf, size_t cap)
         snprintf(buf, cap, "ipc://%s/llm170/llm170d.sock", xdg);
     else
         snprintf(buf, cap, "ipc:///run/llm170/llm170d.sock");
+}
+
+static int on_socket_key(void *ctx, const char *path, int line, const char *section, const char *key,
+                         const char *val, struct err *e)
+{
+    (void)path, (void)line, (void)e;
+    if (ini_is_daemon_section(section) && !strcmp(key, "socket") && *val)
+        snprintf(ctx, 512, "%s", val);
+    return 0;
+}
+
+int pc_config_url(const char *config, char *buf, size_t cap, struct err *e)
+{
+    pc_default_url(buf, cap);
+    char path[1024], url[512] = "";
+    if (config)
+        snprintf(path, sizeof path, "%s", config);
+    else
+        ini_default_path(path, sizeof path);
+    if (!path[0])
+        return 0;
+    int rc = ini_read(path, config != NULL, on_socket_key, url, e);
+    if (rc)
+        return rc;
+    if (url[0])
+        snprintf(buf, cap, "%s", url);
+    return 0;
 }
 
 int pc_http_status(int code)
@@ -56,8 +84,8 @@ int pc_open(struct pc_client **out, const char *url, int timeout_ms, int flags, 
         return err_set(e, ERR_NOMEM, "out of memory");
     if (url)
         snprintf(c->url, sizeof c->url, "%s", url);
-    else
-        pc_default_url(c->url, sizeof c->url);
+    else if (pc_config_url(NULL, c->url, sizeof c->url, e))
+        pc_default_url(c->url, sizeof c->url); /* an unreadable config must not keep `llm170 ps` from trying */
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : PC_TIMEOUT_MS;
     int rv = nng_req0_open(&c->sock);
     if (rv) {
@@ -157,7 +185,12 @@ int pc_generate(struct pc_client *c, const struct proto_gen *g, struct pc_stream
         return err_set(e, ERR_NOMEM, "out of memory");
     }
     s->c = c;
-    s->id = rep.id;
+    s->id = rep.stream;
+    if (proto_sid_is_zero(&s->id)) {
+        free(s);
+        proto_msg_free(&rep);
+        return err_set(e, ERR_INTERNAL, "llm170d accepted the request without a stream id (an older daemon?)");
+    }
     s->worker = rep.worker.idx;
     proto_msg_free(&rep);
     *out = s;
@@ -172,7 +205,7 @@ int pc_next(struct pc_stream *s, int wait_ms, struct proto_chunk **chunks, size_
         return 0;
     struct proto_msg req, rep;
     proto_msg_init(&req, PT_NEXT);
-    req.id = s->id;
+    req.stream = s->id;
     req.from = s->next_i;
     req.wait_ms = wait_ms < 0 ? 0 : wait_ms;
     int rc = call(s->c, &req, &rep, req.wait_ms, e);
@@ -224,8 +257,8 @@ int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, s
     if (rc)
         return rc;
     for (size_t i = 0; i < rep.n_chunks; i++)
-        if (!rep.chunks[i].sid)
-            rep.chunks[i].sid = rep.id;
+        if (proto_sid_is_zero(&rep.chunks[i].stream))
+            rep.chunks[i].stream = rep.stream;
     *chunks = rep.chunks;
     *n = rep.n_chunks;
     rep.chunks = NULL;
@@ -234,11 +267,11 @@ int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, s
     return 0;
 }
 
-int pc_cancel_id(struct pc_client *c, uint64_t id, struct err *e)
+int pc_cancel_id(struct pc_client *c, const struct proto_sid *id, struct err *e)
 {
     struct proto_msg req, rep;
     proto_msg_init(&req, PT_CANCEL);
-    req.id = id;
+    req.stream = *id;
     int rc = call(c, &req, &rep, 0, e);
     if (!rc)
         proto_msg_free(&rep);
@@ -248,14 +281,14 @@ int pc_cancel_id(struct pc_client *c, uint64_t id, struct err *e)
 void pc_stream_detach(struct pc_stream *s) { free(s); }
 
 bool pc_stream_done(const struct pc_stream *s) { return s->done; }
-uint64_t pc_stream_id(const struct pc_stream *s) { return s->id; }
+struct proto_sid pc_stream_id(const struct pc_stream *s) { return s->id; }
 int pc_stream_worker(const struct pc_stream *s) { return s->worker; }
 
 int pc_cancel(struct pc_stream *s, struct err *e)
 {
     struct proto_msg req, rep;
     proto_msg_init(&req, PT_CANCEL);
-    req.id = s->id;
+    req.stream = s->id;
     int rc = call(s->c, &req, &rep, 0, e);
     if (!rc)
         proto_msg_free(&rep);

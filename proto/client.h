@@ -43,7 +43,15 @@ enum {
  * ipc://$XDG_RUNTIME_DIR/llm170/llm170d.sock, else ipc:///run/llm170/llm170d.sock. */
 void pc_default_url(char *buf, size_t cap);
 
-/* Connect. url NULL = pc_default_url. timeout_ms <= 0 = PC_TIMEOUT_MS.
+/* The socket llm170d listens on as its config says: `socket` of the config
+ * file's [daemon] section (or before any section) in config, or when NULL in
+ * the file llm170d reads by default ($XDG_CONFIG_HOME/llm170/llm170.conf, else
+ * /etc/llm170/llm170.conf); pc_default_url when the file sets none. The one
+ * resolution the daemon, the gateway and the CLI share (flags still win). An
+ * explicit config that cannot be read is an error (buf holds the default). */
+int pc_config_url(const char *config, char *buf, size_t cap, struct err *e);
+
+/* Connect. url NULL = pc_config_url(NULL). timeout_ms <= 0 = PC_TIMEOUT_MS.
  * Without PC_LAZY a daemon that is not listening is an immediate ERR_IO. */
 int pc_open(struct pc_client **out, const char *url, int timeout_ms, int flags, struct err *e);
 void pc_close(struct pc_client *c);
@@ -68,7 +76,7 @@ void pc_stream_detach(struct pc_stream *s);
 /* Poll groups: one caller collects the chunks of many streams with one
  * request. A generate with gen.group = G puts its stream in group G (any
  * non-zero number the caller picks, unique to it). pc_poll returns the chunks
- * of every stream of G the daemon holds, each naming its stream in sid,
+ * of every stream of G the daemon holds, each naming its stream in stream,
  * waiting up to wait_ms for at least one; acks[] tells the daemon which chunks
  * the caller already has (stream id, first index it lacks), so they are
  * dropped (a stream whose final chunk is acknowledged is forgotten). Chunks
@@ -80,8 +88,9 @@ void pc_stream_detach(struct pc_stream *s);
 int pc_poll(struct pc_client *c, uint64_t group, const struct proto_ack *acks, size_t n_acks, int wait_ms,
             int hold_ms, struct proto_chunk **chunks, size_t *n, struct err *e);
 /* Cancel a stream by id (a stream of a poll group); it then ends with PF_CANCEL. */
-int pc_cancel_id(struct pc_client *c, uint64_t id, struct err *e);
-uint64_t pc_stream_id(const struct pc_stream *s);
+int pc_cancel_id(struct pc_client *c, const struct proto_sid *id, struct err *e);
+/* The stream's id (128 random bits; only this client's connection may use it). */
+struct proto_sid pc_stream_id(const struct pc_stream *s);
 int pc_stream_worker(const struct pc_stream *s); /* worker index serving it */
 
 /* Ask the daemon to stop the request; its stream then ends with PF_CANCEL. */

@@ -403,6 +403,50 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
 
 static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const char *text, size_t n_text);
 
+bool proto_sid_is_zero(const struct proto_sid *s)
+{
+    uint8_t any = 0;
+    for (int i = 0; i < PROTO_SID_BYTES; i++)
+        any |= s->b[i];
+    return !any;
+}
+
+bool proto_sid_eq(const struct proto_sid *a, const struct proto_sid *b)
+{
+    return !memcmp(a->b, b->b, PROTO_SID_BYTES);
+}
+
+void proto_sid_hex(const struct proto_sid *s, char out[2 * PROTO_SID_BYTES + 1])
+{
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 0; i < PROTO_SID_BYTES; i++) {
+        out[2 * i] = hx[s->b[i] >> 4];
+        out[2 * i + 1] = hx[s->b[i] & 15];
+    }
+    out[2 * PROTO_SID_BYTES] = 0;
+}
+
+int proto_sid_parse(const char *hex, struct proto_sid *s, struct err *e)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < 2 * PROTO_SID_BYTES; i++) {
+        char c = hex[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (v < 0)
+            return err_set(e, ERR_INVALID, "stream id '%.40s' is not %d hex digits", hex, 2 * PROTO_SID_BYTES);
+        s->b[i / 2] = (uint8_t)(s->b[i / 2] << 4 | v);
+    }
+    if (hex[2 * PROTO_SID_BYTES])
+        return err_set(e, ERR_INVALID, "stream id '%.40s' is not %d hex digits", hex, 2 * PROTO_SID_BYTES);
+    return 0;
+}
+
+static void pk_sid(msgpack_packer *pk, const struct proto_sid *s)
+{
+    msgpack_pack_bin(pk, PROTO_SID_BYTES);
+    msgpack_pack_bin_body(pk, s->b, PROTO_SID_BYTES);
+}
+
 static void pk_chunk(msgpack_packer *pk, const struct proto_chunk *c)
 {
     pk_chunk_text(pk, c, c->text ? c->text : "", c->text ? strlen(c->text) : 0);
@@ -411,11 +455,14 @@ static void pk_chunk(msgpack_packer *pk, const struct proto_chunk *c)
 /* A chunk whose text is n_text bytes, not necessarily NUL-terminated. */
 static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const char *text, size_t n_text)
 {
-    size_t n = 3 + c->has_logprob + !!c->n_top + !!c->sid;
+    bool stream = !proto_sid_is_zero(&c->stream);
+    size_t n = 3 + c->has_logprob + !!c->n_top + (stream || c->sid);
     if (c->finish)
         n += 4 + (c->finish == PF_ERROR ? 2 : 0);
     msgpack_pack_map(pk, n);
-    if (c->sid)
+    if (stream)
+        (pk_key(pk, "s"), pk_sid(pk, &c->stream));
+    else if (c->sid)
         KV_UINT("s", c->sid);
     KV_UINT("i", c->i);
     KV_INT("token", c->token);
@@ -510,7 +557,10 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
     msgpack_pack_map(pk, n);
     KV_INT("v", PROTO_VERSION);
     KV_STR("t", proto_type_name(m->type));
-    KV_UINT("id", m->id);
+    if (!proto_sid_is_zero(&m->stream))
+        (pk_key(pk, "id"), pk_sid(pk, &m->stream));
+    else
+        KV_UINT("id", m->id);
     switch (m->type) {
     case PT_GENERATE:
         pk_key(pk, "gen");
@@ -525,7 +575,7 @@ int proto_encode(const struct proto_msg *m, char **buf, size_t *len, struct err 
         msgpack_pack_array(pk, m->n_acks);
         for (size_t i = 0; i < m->n_acks; i++) {
             msgpack_pack_array(pk, 2);
-            msgpack_pack_uint64(pk, m->acks[i].id);
+            pk_sid(pk, &m->acks[i].stream);
             msgpack_pack_uint64(pk, m->acks[i].from);
         }
         KV_INT("wait_ms", m->wait_ms);
@@ -758,6 +808,29 @@ static int rd_int(struct rd *r, const msgpack_object *map, const char *key, int6
         return bad(r, key, "is out of range");
     *out = v;
     return 0;
+}
+
+/* An id: a 64-bit integer (daemon ↔ worker) into *out, or a 16-byte bin (a
+ * client's stream id) into *sid. */
+static int rd_id_obj(struct rd *r, const msgpack_object *o, const char *key, uint64_t *out, struct proto_sid *sid)
+{
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        *out = o->via.u64;
+        return 0;
+    }
+    if (o->type == MSGPACK_OBJECT_BIN && o->via.bin.size == PROTO_SID_BYTES) {
+        memcpy(sid->b, o->via.bin.ptr, PROTO_SID_BYTES);
+        return 0;
+    }
+    return bad(r, key, "is neither a non-negative integer nor a 16-byte stream id");
+}
+
+static int rd_id(struct rd *r, const msgpack_object *map, const char *key, uint64_t *out, struct proto_sid *sid)
+{
+    const msgpack_object *o = get(map, key);
+    if (!o || o->type == MSGPACK_OBJECT_NIL)
+        return 1;
+    return rd_id_obj(r, o, key, out, sid);
 }
 
 static int rd_u64(struct rd *r, const msgpack_object *map, const char *key, uint64_t *out, bool required)
@@ -1005,7 +1078,7 @@ static int rd_chunk(struct rd *r, const msgpack_object *o, struct proto_chunk *c
         return err_set(r->e, ERR_FORMAT, "proto: %s: a chunk is not a map", r->where);
     int rc;
     c->token = -1;
-    if ((rc = rd_u64(r, o, "s", &c->sid, false)) < 0 ||
+    if ((rc = rd_id(r, o, "s", &c->sid, &c->stream)) < 0 ||
         (rc = rd_u64(r, o, "i", &c->i, true)) < 0 ||
         (rc = RD_I32(o, "token", -1, INT32_MAX, c->token, false)) ||
         (rc = rd_str(r, o, "text", &c->text, false)) ||
@@ -1149,11 +1222,12 @@ static int decode_obj(const msgpack_object *root, struct proto_msg *m, struct er
     if (ver != PROTO_VERSION)
         return err_set(e, ERR_UNSUPPORTED, "proto: %s: version %lld, this side speaks %d", rr.where,
                        (long long)ver, PROTO_VERSION);
-    if ((rc = rd_u64(r, root, "id", &m->id, false)) < 0)
+    if ((rc = rd_id(r, root, "id", &m->id, &m->stream)) < 0)
         return rc;
     /* chunks with id 0 carry several streams, each chunk naming its own ("s") */
     bool need_id = type == PT_ACCEPTED || type == PT_NEXT || type == PT_CANCEL || type == PT_POLL;
-    if (need_id && !m->id)
+    bool has_id = m->id || !proto_sid_is_zero(&m->stream);
+    if (need_id && !has_id)
         return bad(r, "id", "is missing or zero");
     switch (type) {
     case PT_GENERATE:
@@ -1173,7 +1247,7 @@ static int decode_obj(const msgpack_object *root, struct proto_msg *m, struct er
             m->n_chunks = i + 1;
             if ((rc = rd_chunk(r, &cs->via.array.ptr[i], &m->chunks[i])))
                 return rc;
-            if (!m->id && !m->chunks[i].sid)
+            if (!has_id && !m->chunks[i].sid && proto_sid_is_zero(&m->chunks[i].stream))
                 return bad(r, "chunks", "holds a chunk without its stream ('s') in a message without an id");
         }
         return rd_bool(r, root, "done", &m->done);
@@ -1188,10 +1262,11 @@ static int decode_obj(const msgpack_object *root, struct proto_msg *m, struct er
             for (uint32_t i = 0; i < as->via.array.size; i++) {
                 const msgpack_object *x = &as->via.array.ptr[i];
                 if (x->type != MSGPACK_OBJECT_ARRAY || x->via.array.size != 2 ||
-                    x->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+                    x->via.array.ptr[0].type != MSGPACK_OBJECT_BIN ||
+                    x->via.array.ptr[0].via.bin.size != PROTO_SID_BYTES ||
                     x->via.array.ptr[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-                    return bad(r, "acks", "holds an element that is not [id, from]");
-                m->acks[i].id = x->via.array.ptr[0].via.u64;
+                    return bad(r, "acks", "holds an element that is not [stream id (16-byte bin), from]");
+                memcpy(m->acks[i].stream.b, x->via.array.ptr[0].via.bin.ptr, PROTO_SID_BYTES);
                 m->acks[i].from = x->via.array.ptr[1].via.u64;
                 m->n_acks = i + 1;
             }

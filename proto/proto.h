@@ -35,10 +35,10 @@ enum proto_type {
     PT_STATUS,       /* C→D            — (no fields) */
     PT_STATUS_REPLY, /* D→C            status */
     PT_GENERATE,     /* C→D, D→W       gen; D→W also id (the daemon's request id) */
-    PT_ACCEPTED,     /* D→C            id (= stream id), worker.idx */
-    PT_NEXT,         /* C→D            id (stream), from, wait_ms */
-    PT_CHUNKS,       /* D→C, W→D       id, chunks[], done */
-    PT_CANCEL,       /* C→D, D→W       id */
+    PT_ACCEPTED,     /* D→C            stream, worker.idx; W→D id */
+    PT_NEXT,         /* C→D            stream, from, wait_ms */
+    PT_CHUNKS,       /* D→C stream, W→D id; chunks[], done */
+    PT_CANCEL,       /* C→D stream, D→W id */
     PT_OK,           /* any reply      id */
     PT_ERROR,        /* any reply      id (0 when not about a request), errc, message */
     PT_TOKENIZE,     /* C→D, D→W       id, gen.model, text, add_special, parse_special */
@@ -52,6 +52,22 @@ enum proto_type {
     PT_POLL,         /* C→D            id (= the poll group), acks[], wait_ms, hold_ms → chunks of every stream of the group */
     PT_COUNT
 };
+
+/* A stream id as clients see it: 128 random bits the daemon draws for each
+ * stream (unguessable; see proto/README.md), sent as a 16-byte msgpack bin
+ * under the keys that hold ids ("id", a chunk's "s", a poll ack's first
+ * element). All zero = none. Between the daemon and its workers ids stay
+ * 64-bit integers (the daemon's request ids). */
+#define PROTO_SID_BYTES 16
+struct proto_sid {
+    uint8_t b[PROTO_SID_BYTES];
+};
+bool proto_sid_is_zero(const struct proto_sid *s);
+bool proto_sid_eq(const struct proto_sid *a, const struct proto_sid *b);
+/* 32 lower-case hex digits and a NUL. */
+void proto_sid_hex(const struct proto_sid *s, char out[2 * PROTO_SID_BYTES + 1]);
+/* Parse 32 hex digits; ERR_INVALID otherwise. */
+int proto_sid_parse(const char *hex, struct proto_sid *s, struct err *e);
 
 /* Error classes carried on the wire ("code" key, as its name string). */
 enum proto_errc {
@@ -142,7 +158,8 @@ struct proto_top {
 
 /* One stream event: a generated token, or the final record (finish != PF_NONE). */
 struct proto_chunk {
-    uint64_t sid;          /* its stream's id when the message carries several streams ("s"); 0 = the message's id */
+    uint64_t sid;          /* W→D: its request's id when the message carries several ("s"); 0 = the message's id */
+    struct proto_sid stream; /* D→C: its stream's id in a poll reply ("s" as bin); zero = the message's */
     uint64_t i;            /* index within its stream, from 0, no gaps */
     int32_t token;         /* generated id; -1 on a final chunk without a token */
     char *text;            /* complete UTF-8 text this token adds (may be "") */
@@ -163,7 +180,8 @@ struct proto_worker {
     int32_t idx;       /* index in the daemon's worker table */
     char *device;      /* "cpu", "0", "1" … */
     char *backend;     /* "cpu", "hip", "vulkan" */
-    char *state;       /* "starting", "loading", "ready", "restarting", "failed", "stopping" */
+    char *state;       /* "starting", "loading", "ready", "unresponsive" (ready, but its pongs are overdue),
+                        * "restarting", "failed", "stopping" */
     int32_t pid;
     char *model;       /* model name */
     char *model_path;
@@ -189,13 +207,15 @@ struct proto_status {
 
 /* A poll's acknowledgement: the client holds every chunk of stream id below from. */
 struct proto_ack {
-    uint64_t id;
+    struct proto_sid stream;
     uint64_t from;
 };
 
 struct proto_msg {
     int type;                     /* enum proto_type */
-    uint64_t id;                  /* request / stream id; 0 = none */
+    uint64_t id;                  /* request id (daemon ↔ worker), poll group; 0 = none */
+    struct proto_sid stream;      /* client ↔ daemon stream id (accepted, next, cancel, chunks); sent as "id"
+                                   * (bin) instead of the integer when not zero */
     struct proto_gen gen;         /* generate; gen.model for tokenize/detokenize */
     uint64_t from;                /* next: first chunk index the client still lacks */
     int32_t wait_ms;              /* next, poll: longest wait for a chunk */

@@ -109,3 +109,16 @@ int proto_ctx_recv(nng_ctx c, struct proto_msg *m, int timeout_ms, struct err *e
     int rc = aio_op(NULL, &c, false, &msg, timeout_ms, e);
     return rc ? rc : from_msg(msg, m, e);
 }
+
+int proto_ctx_recv_pipe(nng_ctx c, struct proto_msg *m, int timeout_ms, uint32_t *pipe, struct err *e)
+{
+    nng_msg *msg;
+    proto_msg_init(m, PT_NONE);
+    *pipe = 0;
+    int rc = aio_op(NULL, &c, false, &msg, timeout_ms, e);
+    if (rc)
+        return rc;
+    int id = nng_pipe_id(nng_msg_get_pipe(msg));
+    *pipe = id > 0 ? (uint32_t)id : 0;
+    return from_msg(msg, m, e);
+}

@@ -21,6 +21,8 @@ int proto_recv(nng_socket s, struct proto_msg *m, int timeout_ms, struct err *e)
 /* Context-level (REQ/REP between clients and the daemon). */
 int proto_ctx_send(nng_ctx c, const struct proto_msg *m, int timeout_ms, struct err *e);
 int proto_ctx_recv(nng_ctx c, struct proto_msg *m, int timeout_ms, struct err *e);
+/* proto_ctx_recv that also says which connection (nng pipe id) the message came on. */
+int proto_ctx_recv_pipe(nng_ctx c, struct proto_msg *m, int timeout_ms, uint32_t *pipe, struct err *e);
 
 /* True when e says the wait ran out (as opposed to a closed socket or bad data). */
 int proto_timed_out(const struct err *e);

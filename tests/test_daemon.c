@@ -2,7 +2,9 @@
  * client library, and tests/tools/fake_worker (speaks the real protocol,
  * loads no model). Covers streaming, concurrency, cancel, queue full, worker
  * SIGKILL → error within 2 s and restart, systemd notify (READY only after
- * load, then WATCHDOG), drain on SIGTERM, abandoned streams, bad input.
+ * load, then WATCHDOG), drain on SIGTERM, abandoned streams, bad input; the
+ * local IPC hardening: socket modes, the peer policy, other uids, foreign
+ * stream ids, not-ready while draining or while a worker is stopped.
  * Every wait is bounded. */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <grp.h>
+#include <sys/stat.h>
+
+#include "../daemon/peer.c" /* the client socket's policy, unit-tested below */
 #include "../proto/client.h"
+#include "../proto/wire.h"
 #include "check.h"
 #include "proc_util.h"
 
@@ -187,7 +194,7 @@ static void stream_basic(void)
 
 /* Start n streams of "hello" in a poll group (max_tokens max[k]) whose chunks
  * are read by pc_poll, not by their stream handles: their ids go to id[]. */
-static void start_group(struct pc_client *c, uint64_t group, const int *max, int n, uint64_t *id)
+static void start_group(struct pc_client *c, uint64_t group, const int *max, int n, struct proto_sid *id)
 {
     struct err e;
     for (int k = 0; k < n; k++) {
@@ -220,7 +227,7 @@ static void poll_group(void)
         return;
     const uint64_t group = 0x5eed0001;
     const int max[3] = {3, 5, 7};
-    uint64_t id[3] = {0}, other = 0;
+    struct proto_sid id[3] = {0}, other = {0};
     struct err e;
     start_group(c, group, max, 3, id);
     struct proto_gen g;
@@ -230,7 +237,8 @@ static void poll_group(void)
     g.set |= PG_MAX_TOKENS;
     struct pc_stream *alone = NULL;
     CHECK(pc_generate(c, &g, &alone, &e) == 0, "a stream outside the group");
-    other = alone ? pc_stream_id(alone) : 0;
+    if (alone)
+        other = pc_stream_id(alone);
     usleep(400000); /* 20 ms a step: every stream has finished */
 
     struct proto_chunk *ch = NULL;
@@ -240,9 +248,10 @@ static void poll_group(void)
     int finish[3] = {0}, seen_other = 0, gaps = 0;
     uint64_t next[3] = {0};
     for (size_t i = 0; i < n; i++) {
-        int k = ch[i].sid == id[0] ? 0 : ch[i].sid == id[1] ? 1 : ch[i].sid == id[2] ? 2 : -1;
+        const struct proto_sid *cs = &ch[i].stream;
+        int k = proto_sid_eq(cs, &id[0]) ? 0 : proto_sid_eq(cs, &id[1]) ? 1 : proto_sid_eq(cs, &id[2]) ? 2 : -1;
         if (k < 0) {
-            seen_other += ch[i].sid == other;
+            seen_other += proto_sid_eq(cs, &other);
             continue;
         }
         gaps += ch[i].i != next[k];
@@ -264,12 +273,13 @@ static void poll_group(void)
     proto_chunks_free(ch, n_again);
     CHECK_EQ_INT(n_again, n);
     /* acknowledged: nothing left, and the finished streams are forgotten */
-    struct proto_ack acks[3] = {{id[0], next[0]}, {id[1], next[1]}, {id[2], next[2]}};
+    struct proto_ack acks[3] = {{.stream = id[0], .from = next[0]}, {.stream = id[1], .from = next[1]},
+                                {.stream = id[2], .from = next[2]}};
     int64_t t0 = now_ms();
     CHECK(pc_poll(c, group, acks, 3, 300, 0, &ch, &n, &e) == 0, "poll with acks");
     proto_chunks_free(ch, n);
     CHECK(n == 0 && now_ms() - t0 >= 250, "nothing more: the poll waited its %d ms (%zu chunks)", 300, n);
-    CHECK(pc_cancel_id(c, id[0], &e) == 0, "cancel of a forgotten stream is not an error");
+    CHECK(pc_cancel_id(c, &id[0], &e) == 0, "cancel of a forgotten stream is not an error");
     /* the stream outside the group is still there for "next" */
     char rest[128] = "";
     int64_t end = now_ms() + 5000;
@@ -306,7 +316,7 @@ static void poll_hold(void)
         return;
     const uint64_t group = 0x5eed0002;
     const int max[2] = {3, 40}; /* 20 ms a step: the short one ends after ~80 ms, the long one runs ~0.8 s */
-    uint64_t id[2] = {0};
+    struct proto_sid id[2] = {0};
     struct err e;
     start_group(c, group, max, 2, id);
     /* hold 600 ms: the short stream's end answers long before that */
@@ -318,8 +328,8 @@ static void poll_hold(void)
     int64_t waited = now_ms() - t0;
     int of_long = 0, finished_short = 0;
     for (size_t i = 0; i < n; i++) {
-        of_long += ch[i].sid == id[1];
-        if (ch[i].sid == id[0]) {
+        of_long += proto_sid_eq(&ch[i].stream, &id[1]);
+        if (proto_sid_eq(&ch[i].stream, &id[0])) {
             CHECK(ch[i].i == next[0], "in order: chunk %llu, expected %llu", (unsigned long long)ch[i].i,
                   (unsigned long long)next[0]);
             next[0] = ch[i].i + 1;
@@ -332,13 +342,13 @@ static void poll_hold(void)
           "only the ended stream, whole (%llu chunks, final %d; %d of the running one)", (unsigned long long)next[0],
           finished_short, of_long);
     /* the running stream: its chunks come when the hold ends, from index 0 on */
-    struct proto_ack acks[1] = {{id[0], next[0]}};
+    struct proto_ack acks[1] = {{.stream = id[0], .from = next[0]}};
     t0 = now_ms();
     CHECK(pc_poll(c, group, acks, 1, 2000, 150, &ch, &n, &e) == 0, "poll again: %s", e.msg);
     waited = now_ms() - t0;
     int gaps = 0, finals = 0;
     for (size_t i = 0; i < n; i++) {
-        CHECK(ch[i].sid == id[1], "a chunk of stream %llu", (unsigned long long)ch[i].sid);
+        CHECK(proto_sid_eq(&ch[i].stream, &id[1]), "a chunk of the running stream");
         gaps += ch[i].i != next[1];
         next[1] = ch[i].i + 1;
         finals += ch[i].finish != 0;
@@ -1023,6 +1033,436 @@ static void crash_loop_backs_off(void)
     CHECK_EQ_INT(stop_daemon(d), 0);
 }
 
+/* ---------------------------------------------------------------- IPC hardening */
+
+/* Under umask 0000 (as the shipped unit once ran) the daemon's own modes
+ * hold: client socket 0660 in a 0750 directory it creates, worker sockets
+ * 0600 in a private 0700 directory with an unpredictable name. */
+static void socket_modes(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    char dir[400], url[500];
+    snprintf(dir, sizeof dir, "%s/modes", tmpdir);
+    snprintf(url, sizeof url, "ipc://%s/d.sock", dir);
+    const char *argv[] = {daemon_bin, "--socket", url, "--model", model, "--worker", fake, NULL};
+    mode_t old = umask(0);
+    pid_t d = proc_spawn(argv, NULL, NULL);
+    umask(old);
+    struct stat st;
+    bool up = false;
+    for (int i = 0; i < 250 && !up; i++) {
+        up = stat(url + 6, &st) == 0;
+        if (!up)
+            usleep(20000);
+    }
+    CHECK(up, "socket appeared");
+    if (up) {
+        CHECK(S_ISSOCK(st.st_mode) && (st.st_mode & 0777) == 0660, "client socket mode %o", st.st_mode & 0777);
+        CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0750, "its directory's mode %o", st.st_mode & 0777);
+        char cmd[600], line[600] = "";
+        snprintf(cmd, sizeof cmd, "find '%s' -mindepth 2 -name '*.sock'", dir);
+        FILE *f = popen(cmd, "r");
+        if (f) {
+            if (!fgets(line, sizeof line, f))
+                line[0] = 0;
+            pclose(f);
+        }
+        line[strcspn(line, "\n")] = 0;
+        CHECK(line[0] && stat(line, &st) == 0 && (st.st_mode & 0777) == 0600, "worker socket '%s' mode %o", line,
+              st.st_mode & 0777);
+        char *slash = strrchr(line, '/');
+        if (slash) {
+            *slash = 0;
+            CHECK(stat(line, &st) == 0 && (st.st_mode & 0777) == 0700, "worker directory '%s' mode %o", line,
+                  st.st_mode & 0777);
+            CHECK(!strstr(line, "XXXXXX") && strstr(line, "llm170d-workers."), "worker directory from mkdtemp: %s",
+                  line);
+        }
+    }
+    CHECK_EQ_INT(stop_daemon(d), 0);
+    CHECK(access(url + 6, F_OK) != 0, "socket removed at exit");
+}
+
+/* The policy: root, the daemon's own uid, members (primary or supplementary)
+ * of an allowed group, allow_uids; nobody else. */
+static void peer_policy(void)
+{
+    struct peer_policy p;
+    struct err e;
+    CHECK(peer_policy_init(&p, 1000, 1000, "", "", &e) == 0, "defaults: %s", e.msg);
+    CHECK(peer_allowed(&p, 0, 0, NULL, 0), "root");
+    CHECK(peer_allowed(&p, 1000, 5, NULL, 0), "the daemon's own uid");
+    CHECK(!peer_allowed(&p, 65534, 65534, NULL, 0), "another uid");
+    CHECK(peer_allowed(&p, 2000, 1000, NULL, 0), "primary gid = the daemon's group");
+    gid_t sup[] = {7, 1000};
+    CHECK(peer_allowed(&p, 2000, 2000, sup, 2), "supplementary group = the daemon's group");
+    gid_t other[] = {7, 8};
+    CHECK(!peer_allowed(&p, 2000, 2000, other, 2), "unrelated groups");
+    CHECK(peer_policy_init(&p, 1000, 1000, "4242, 4343", "65534", &e) == 0, "numbers: %s", e.msg);
+    gid_t g43[] = {4343};
+    CHECK(peer_allowed(&p, 3000, 4242, NULL, 0) && peer_allowed(&p, 3000, 3000, g43, 1), "allow_group by number");
+    CHECK(peer_allowed(&p, 65534, 65534, NULL, 0), "allow_uids");
+    CHECK(!peer_allowed(&p, 65533, 65533, NULL, 0), "a uid not listed");
+    CHECK(peer_policy_init(&p, 1000, 1000, "no-such-group-llm170x", "", &e) == ERR_INVALID, "unknown group is an error");
+    CHECK(strstr(e.msg, "no-such-group-llm170x") != NULL, "names it: %s", e.msg);
+    CHECK(peer_policy_init(&p, 1000, 1000, "", "no-such-user-llm170x", &e) == ERR_INVALID, "unknown user is an error");
+    struct group *gr = getgrnam("llm170");
+    CHECK(peer_policy_init(&p, 1000, 1000, "", "", &e) == 0, "init");
+    if (gr)
+        CHECK(peer_allowed(&p, 3000, gr->gr_gid, NULL, 0), "group llm170 allowed by default");
+    /* /proc groups of ourselves */
+    gid_t mine[64];
+    int n = peer_proc_groups(getpid(), mine, 64);
+    CHECK(n == getgroups(0, NULL), "groups from /proc: %d vs %d", n, getgroups(0, NULL));
+    CHECK(peer_proc_groups(999999999, mine, 64) == -1, "a gone pid");
+}
+
+/* `llm170 ps --socket url` as uid/gid 65534 (no supplementary groups): its
+ * exit status (0: it got the daemon's status). exec, not a forked nng. */
+static int ps_as_nobody(const char *url)
+{
+    char cli[1100];
+    snprintf(cli, sizeof cli, "%s", daemon_bin);
+    char *slash = strrchr(cli, '/');
+    snprintf(slash ? slash + 1 : cli, sizeof cli - (size_t)(slash ? slash + 1 - cli : 0), "llm170");
+    pid_t p = fork();
+    if (p == 0) {
+        if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+            _exit(99);
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        if (!getenv("TEST_VERBOSE"))
+            dup2(fd, 2);
+        execl(cli, cli, "ps", "--socket", url, (char *)NULL);
+        _exit(97);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 98;
+}
+
+/* The credential check on its own (the file mode opened up by hand): a uid
+ * the policy does not know is cut off; listed in allow_uids it gets in. */
+static void other_uid_refused(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    if (geteuid() != 0)
+        SKIP("needs root to act as uid 65534");
+    char cfg[400];
+    snprintf(cfg, sizeof cfg, "%s/allow.conf", tmpdir);
+    for (int round = 0; round < 2; round++) {
+        FILE *f = fopen(cfg, "w");
+        if (!f)
+            return;
+        fprintf(f, "[daemon]\nallow_uids = %s\n", round ? "65534" : "");
+        fclose(f);
+        const char *extra[] = {"--config", cfg, NULL};
+        pid_t d;
+        struct pc_client *c = daemon_up(extra, &d);
+        if (!c)
+            return;
+        /* past the file mode: the test directory is 0700, so open both */
+        chmod(tmpdir, 0755);
+        chmod(sockurl + 6, 0666);
+        int rc = ps_as_nobody(sockurl);
+        chmod(tmpdir, 0700);
+        if (round == 0)
+            CHECK(rc == 1, "uid 65534 refused by the credential check (llm170 ps exit %d)", rc);
+        else
+            CHECK(rc == 0, "uid 65534 in allow_uids gets in (llm170 ps exit %d)", rc);
+        struct proto_status st;
+        struct err e;
+        CHECK(pc_status(c, &st, &e) == 0 && st.ready, "the daemon serves its own user meanwhile");
+        proto_status_free(&st);
+        pc_close(c);
+        CHECK_EQ_INT(stop_daemon(d), 0);
+    }
+}
+
+/* One raw request on a connection of its own. */
+static int raw_call(const struct proto_msg *req, struct proto_msg *rep)
+{
+    nng_socket s;
+    struct err e;
+    proto_msg_init(rep, PT_NONE);
+    if (nng_req0_open(&s))
+        return -1;
+    int rc = -1;
+    nng_ctx ctx;
+    if (nng_dial(s, sockurl, NULL, 0) == 0 && nng_ctx_open(&ctx, s) == 0) {
+        rc = proto_ctx_send(ctx, req, 3000, &e);
+        if (!rc)
+            rc = proto_ctx_recv(ctx, rep, 3000, &e);
+        nng_ctx_close(ctx);
+    }
+    nng_close(s);
+    return rc;
+}
+
+/* A stream id belongs to the connection that created it: another one's
+ * next / cancel / poll of it are errors (or see nothing) and the stream runs
+ * to its end untouched. Ids are random, not a counter. */
+static void foreign_stream_ids(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    pid_t d;
+    struct pc_client *c = daemon_up(NULL, &d);
+    if (!c)
+        return;
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 30; /* ~0.6 s */
+    g.set |= PG_MAX_TOKENS;
+    g.group = 77;
+    struct pc_stream *s, *s2;
+    struct err e;
+    CHECK(pc_generate(c, &g, &s, &e) == 0, "generate: %s", e.msg);
+    g.group = 0;
+    CHECK(pc_generate(c, &g, &s2, &e) == 0, "second generate: %s", e.msg);
+    struct proto_sid id = pc_stream_id(s), id2 = pc_stream_id(s2);
+    char h1[33], h2[33];
+    proto_sid_hex(&id, h1);
+    proto_sid_hex(&id2, h2);
+    int same = 0;
+    for (int i = 0; i < PROTO_SID_BYTES; i++)
+        same += id.b[i] == id2.b[i];
+    /* 128 random bits: two ids share about 1/16 of their bytes, a counter 15 of 16 */
+    CHECK(!proto_sid_is_zero(&id) && same < 8, "ids are random 128-bit values: %s %s", h1, h2);
+    pc_stream_free(s2);
+    usleep(200000); /* some chunks are waiting */
+
+    struct proto_msg req, rep;
+    proto_msg_init(&req, PT_NEXT);
+    req.stream = id;
+    req.wait_ms = 100;
+    CHECK(raw_call(&req, &rep) == 0 && rep.type == PT_ERROR && rep.errc == PE_NOT_FOUND,
+          "next from another connection: %s %s", proto_type_name(rep.type), rep.message ? rep.message : "");
+    proto_msg_free(&rep);
+    proto_msg_init(&req, PT_CANCEL);
+    req.stream = id;
+    CHECK(raw_call(&req, &rep) == 0 && rep.type == PT_ERROR && rep.errc == PE_NOT_FOUND,
+          "cancel from another connection: %s", proto_type_name(rep.type));
+    proto_msg_free(&rep);
+    proto_msg_init(&req, PT_POLL);
+    req.id = 77; /* the same group number */
+    req.wait_ms = 100;
+    struct proto_ack ack = {.stream = id, .from = 1000};
+    req.acks = &ack; /* and an ack that would drop everything */
+    req.n_acks = 1;
+    CHECK(raw_call(&req, &rep) == 0 && rep.type == PT_CHUNKS && rep.n_chunks == 0,
+          "poll of its group from another connection sees nothing (%zu chunks)", rep.n_chunks);
+    proto_msg_free(&rep);
+
+    /* the owner still gets every chunk, to the end */
+    int fin = 0, n_tok = 0;
+    uint64_t want = 0;
+    int64_t end = now_ms() + 5000;
+    bool gap = false;
+    while (fin == 0 && now_ms() < end) {
+        struct proto_chunk *ch;
+        size_t n;
+        struct proto_ack a = {.stream = id, .from = want};
+        if (pc_poll(c, 77, &a, 1, 300, 0, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            if (!proto_sid_eq(&ch[i].stream, &id) || ch[i].i < want)
+                continue;
+            gap |= ch[i].i != want;
+            want = ch[i].i + 1;
+            n_tok += ch[i].token >= 0;
+            if (ch[i].finish)
+                fin = ch[i].finish;
+        }
+        proto_chunks_free(ch, n);
+    }
+    CHECK_EQ_INT(fin, PF_LENGTH);
+    CHECK_EQ_INT(n_tok, 30);
+    CHECK(!gap, "no chunk lost");
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+static bool status_ready(struct pc_client *c)
+{
+    struct proto_status st;
+    struct err e;
+    if (pc_status(c, &st, &e))
+        return false;
+    bool r = st.ready;
+    proto_status_free(&st);
+    return r;
+}
+
+/* /health's source: not ready while a worker is SIGSTOPped (long before the
+ * ping timeout kills it), ready again after SIGCONT; not ready while draining. */
+static void health_stopped_worker_and_drain(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--ping-timeout-ms", "20000", NULL};
+    pid_t d;
+    struct pc_client *c = daemon_up(extra, &d);
+    if (!c)
+        return;
+    struct proto_status st;
+    struct err e;
+    pc_status(c, &st, &e);
+    pid_t wpid = st.n_workers ? st.workers[0].pid : 0;
+    proto_status_free(&st);
+    CHECK(wpid > 0, "worker pid");
+    if (wpid <= 0) {
+        pc_close(c);
+        stop_daemon(d);
+        return;
+    }
+    kill(wpid, SIGSTOP);
+    int64_t t0 = now_ms(), end = t0 + 5000;
+    bool ready = true;
+    while (ready && now_ms() < end) {
+        usleep(50000);
+        ready = status_ready(c);
+    }
+    printf("# SIGSTOPped worker: not ready after %lld ms (ping every 200 ms)\n", (long long)(now_ms() - t0));
+    CHECK(!ready, "not ready within 5 s of SIGSTOP (the kill timeout is 20 s)");
+    /* and it stays so: every status in the next half second says the same */
+    bool flip = false;
+    for (int i = 0; i < 10; i++) {
+        flip |= status_ready(c);
+        usleep(50000);
+    }
+    CHECK(!flip, "not ready every time while stopped");
+    CHECK(pc_status(c, &st, &e) == 0 && st.n_workers == 1 && !strcmp(st.workers[0].state, "unresponsive"),
+          "the worker shows as unresponsive (%s)", st.n_workers ? st.workers[0].state : "-");
+    proto_status_free(&st);
+    kill(wpid, SIGCONT);
+    end = now_ms() + 5000;
+    while (!ready && now_ms() < end) {
+        usleep(50000);
+        ready = status_ready(c);
+    }
+    CHECK(ready, "ready again after SIGCONT");
+
+    /* draining: a request in flight keeps the daemon up; status says not ready */
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.prompt = "x";
+    g.max_tokens = 60; /* ~1.2 s */
+    g.set |= PG_MAX_TOKENS;
+    struct pc_stream *s;
+    CHECK(pc_generate(c, &g, &s, &e) == 0, "generate");
+    kill(d, SIGTERM);
+    usleep(200000);
+    CHECK(pc_status(c, &st, &e) == 0 && !st.ready, "draining: status answers, not ready");
+    proto_status_free(&st);
+    int fin = 0;
+    end = now_ms() + 5000;
+    while (!pc_stream_done(s) && now_ms() < end) {
+        struct proto_chunk *ch;
+        size_t n;
+        if (pc_next(s, 200, &ch, &n, &e))
+            break;
+        for (size_t i = 0; i < n; i++)
+            if (ch[i].finish)
+                fin = ch[i].finish;
+        proto_chunks_free(ch, n);
+    }
+    CHECK_EQ_INT(fin, PF_LENGTH);
+    pc_stream_free(s);
+    pc_close(c);
+    CHECK_EQ_INT(stop_daemon(d), 0);
+}
+
+/* A worker lost with requests queued behind a running one: the queued ones
+ * (never started) end 503-class every time; the running one (it produced
+ * tokens) with an internal error. */
+static void worker_lost_queued_is_503(void)
+{
+    if (!have_tools())
+        SKIP("llm170d or fake_worker not built");
+    const char *extra[] = {"--slots", "1", "--queue", "4", NULL};
+    for (int round = 0; round < 3; round++) {
+        pid_t d;
+        struct pc_client *c = daemon_up(extra, &d);
+        if (!c)
+            return;
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = "x";
+        g.max_tokens = 100000;
+        g.set |= PG_MAX_TOKENS;
+        struct pc_stream *s[3];
+        struct err e;
+        bool all = true;
+        for (int i = 0; i < 3; i++)
+            all &= pc_generate(c, &g, &s[i], &e) == 0;
+        CHECK(all, "three accepted (one running, two queued)");
+        if (!all) {
+            pc_close(c);
+            stop_daemon(d);
+            return;
+        }
+        struct proto_chunk *ch;
+        size_t n;
+        pc_next(s[0], 1000, &ch, &n, &e); /* the running one has produced output */
+        proto_chunks_free(ch, n);
+        struct proto_status st;
+        pc_status(c, &st, &e);
+        pid_t wpid = st.n_workers ? st.workers[0].pid : 0;
+        proto_status_free(&st);
+        if (wpid > 0)
+            kill(wpid, SIGKILL);
+        int errc[3] = {0, 0, 0};
+        for (int i = 0; i < 3; i++) {
+            int64_t end = now_ms() + 3000;
+            while (!pc_stream_done(s[i]) && now_ms() < end) {
+                if (pc_next(s[i], 200, &ch, &n, &e))
+                    break;
+                for (size_t k = 0; k < n; k++)
+                    if (ch[k].finish == PF_ERROR)
+                        errc[i] = ch[k].errc;
+                proto_chunks_free(ch, n);
+            }
+            pc_stream_free(s[i]);
+        }
+        CHECK(errc[0] == PE_INTERNAL, "round %d: the running stream: %s", round, proto_errc_name(errc[0]));
+        CHECK(errc[1] == PE_UNAVAILABLE && errc[2] == PE_UNAVAILABLE, "round %d: queued: %s, %s (want unavailable = 503)",
+              round, proto_errc_name(errc[1]), proto_errc_name(errc[2]));
+        CHECK(proto_errc_http(errc[1]) == 503, "503");
+        pc_close(c);
+        CHECK_EQ_INT(stop_daemon(d), 0);
+    }
+}
+
+/* [daemon] socket is read by the shared resolution (the gateway and the CLI use it). */
+static void config_socket_key(void)
+{
+    char cfg[400], url[512];
+    struct err e;
+    snprintf(cfg, sizeof cfg, "%s/sock.conf", tmpdir);
+    FILE *f = fopen(cfg, "w");
+    if (!f)
+        return;
+    fprintf(f, "[gateway]\nsocket = ipc:///wrong/section.sock\n[daemon]\nsocket = \"ipc:///srv/x/d.sock\"  # quoted\n");
+    fclose(f);
+    setenv("LLM170_SOCKET", "ipc:///env/d.sock", 1);
+    CHECK(pc_config_url(cfg, url, sizeof url, &e) == 0 && !strcmp(url, "ipc:///srv/x/d.sock"),
+          "[daemon] socket wins over the environment, as in llm170d: %s", url);
+    f = fopen(cfg, "w");
+    fprintf(f, "socket = ipc:///top/d.sock\n[models]\nsocket = nope\n");
+    fclose(f);
+    CHECK(pc_config_url(cfg, url, sizeof url, &e) == 0 && !strcmp(url, "ipc:///top/d.sock"), "top-level key: %s", url);
+    f = fopen(cfg, "w");
+    fprintf(f, "[daemon]\nmodel = m\n");
+    fclose(f);
+    CHECK(pc_config_url(cfg, url, sizeof url, &e) == 0 && !strcmp(url, "ipc:///env/d.sock"), "no key: default: %s", url);
+    unsetenv("LLM170_SOCKET");
+    CHECK(pc_config_url("/nonexistent/llm170.conf", url, sizeof url, &e) == ERR_IO, "missing explicit file");
+}
+
 int main(void)
 {
     const char *bin = getenv("LLM170_BIN"), *build = getenv("LLM170_BUILD");
@@ -1056,6 +1496,13 @@ int main(void)
     RUN(stress_many_streams);
     RUN(crash_loop_backs_off);
     RUN(malloc_tuned_for_itself_only);
+    RUN(socket_modes);
+    RUN(peer_policy);
+    RUN(other_uid_refused);
+    RUN(foreign_stream_ids);
+    RUN(health_stopped_worker_and_drain);
+    RUN(worker_lost_queued_is_503);
+    RUN(config_socket_key);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -130,7 +130,8 @@ static void poll_group_roundtrip(void)
     CHECK(roundtrip(&m, &d) == 0 && d.gen.group == 0, "no group: 0");
     proto_msg_free(&d);
 
-    struct proto_ack acks[] = {{7, 3}, {9, 0}, {UINT64_MAX - 1, 1ull << 40}};
+    struct proto_ack acks[] = {{.stream = {{7}}, .from = 3}, {.stream = {{9}}, .from = 0},
+                               {.stream = {{[15] = 0xff}}, .from = 1ull << 40}};
     proto_msg_init(&m, PT_POLL);
     m.id = 77;
     m.acks = acks;
@@ -140,8 +141,9 @@ static void poll_group_roundtrip(void)
     CHECK(roundtrip(&m, &d) == 0 && d.type == PT_POLL && d.id == 77 && d.wait_ms == 100 && d.hold_ms == 20, "poll");
     CHECK_EQ_INT(d.n_acks, 3);
     if (d.n_acks == 3)
-        CHECK(d.acks[0].id == 7 && d.acks[0].from == 3 && d.acks[1].id == 9 && d.acks[1].from == 0 &&
-                  d.acks[2].id == UINT64_MAX - 1 && d.acks[2].from == 1ull << 40,
+        CHECK(proto_sid_eq(&d.acks[0].stream, &acks[0].stream) && d.acks[0].from == 3 &&
+                  proto_sid_eq(&d.acks[1].stream, &acks[1].stream) && d.acks[1].from == 0 &&
+                  proto_sid_eq(&d.acks[2].stream, &acks[2].stream) && d.acks[2].from == 1ull << 40,
               "acks in order");
     proto_msg_free(&d);
     proto_msg_init(&m, PT_POLL);
@@ -168,6 +170,53 @@ static void poll_group_roundtrip(void)
     proto_msg_free(&d);
     c[2].sid = 0; /* id 0 and a chunk that names no stream: nobody could route it */
     CHECK(roundtrip(&m, &d) != 0, "a chunk without its stream in an id-0 message is refused");
+    proto_msg_free(&d);
+}
+
+/* Client-facing stream ids: 16 random bytes as a msgpack bin under "id",
+ * a chunk's "s" and an ack's first element; the worker side keeps 64-bit
+ * integers under the same keys. */
+static void stream_ids_128(void)
+{
+    struct proto_sid a, b;
+    struct err e;
+    CHECK(proto_sid_parse("00112233445566778899aabbccddeeff", &a, &e) == 0, "parse: %s", e.msg);
+    char hex[33];
+    proto_sid_hex(&a, hex);
+    CHECK(!strcmp(hex, "00112233445566778899aabbccddeeff"), "hex %s", hex);
+    CHECK(proto_sid_parse("0011", &b, &e) == ERR_INVALID, "short hex refused");
+    CHECK(proto_sid_parse("00112233445566778899aabbccddeefg", &b, &e) == ERR_INVALID, "bad digit refused");
+    CHECK(proto_sid_parse("00112233445566778899aabbccddeeff00", &b, &e) == ERR_INVALID, "long hex refused");
+    struct proto_msg m, d;
+    int types[] = {PT_ACCEPTED, PT_NEXT, PT_CANCEL, PT_CHUNKS};
+    for (int i = 0; i < 4; i++) {
+        proto_msg_init(&m, types[i]);
+        m.stream = a;
+        CHECK(roundtrip(&m, &d) == 0 && proto_sid_eq(&d.stream, &a) && d.id == 0, "%s keeps its 128-bit id",
+              proto_type_name(types[i]));
+        proto_msg_free(&d);
+        proto_msg_init(&m, types[i]); /* daemon ↔ worker: the integer */
+        m.id = 42;
+        CHECK(roundtrip(&m, &d) == 0 && d.id == 42 && proto_sid_is_zero(&d.stream), "%s keeps its integer id",
+              proto_type_name(types[i]));
+        proto_msg_free(&d);
+    }
+    proto_msg_init(&m, PT_NEXT); /* neither: refused */
+    CHECK(roundtrip(&m, &d) != 0, "next without an id is refused");
+    proto_msg_free(&d);
+    struct proto_chunk c[2] = {{.stream = a, .i = 0, .token = 1, .text = "x"}, {.sid = 5, .i = 0, .token = 2, .text = "y"}};
+    proto_msg_init(&m, PT_CHUNKS);
+    m.chunks = c;
+    m.n_chunks = 2;
+    CHECK(roundtrip(&m, &d) == 0 && d.n_chunks == 2, "chunks naming 128-bit and integer streams");
+    if (d.n_chunks == 2)
+        CHECK(proto_sid_eq(&d.chunks[0].stream, &a) && !d.chunks[0].sid && d.chunks[1].sid == 5 &&
+                  proto_sid_is_zero(&d.chunks[1].stream),
+              "each keeps its kind of id");
+    proto_msg_free(&d);
+    /* a bin of another length is no stream id */
+    const char bad[] = "\x83\xa1v\x01\xa1t\xa4next\xa2id\xc4\x03" "abc";
+    CHECK(proto_decode(bad, sizeof bad - 1, &d, &e) == ERR_FORMAT && strstr(e.msg, "id"), "3-byte id refused: %s", e.msg);
     proto_msg_free(&d);
 }
 
@@ -495,6 +544,7 @@ int main(void)
     RUN(generate_roundtrip);
     RUN(chunks_roundtrip);
     RUN(poll_group_roundtrip);
+    RUN(stream_ids_128);
     RUN(chunkbuf_messages);
     RUN(small_types_roundtrip);
     RUN(unknown_and_missing_fields);
