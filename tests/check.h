@@ -3,7 +3,14 @@
  * A test program is a list of cases; each case records checks. The program
  * prints one line per case: "ok - name", "not ok - name" (with the failing
  * checks above it), or "skip - name: why". tests/run.sh counts those lines
- * over every test program and prints the closing "N passed, N failed" line. */
+ * over every test program and prints the closing "N passed, N failed" line.
+ *
+ * A case must check something: one that ends with no CHECK run and no SKIP
+ * is "not ok" ("no check ran"), so a case that returns early on a failed
+ * precondition cannot read as passing. A precondition that fails is either a
+ * failed CHECK (the feature is broken) or an explicit SKIP("why") (a missing
+ * resource: no GPU, no golden, not root). A failed CHECK before a SKIP still
+ * fails the case. */
 #ifndef LLM170_TESTS_CHECK_H
 #define LLM170_TESTS_CHECK_H
 
@@ -14,6 +21,7 @@
 
 struct check_state {
     int case_failed; /* checks failed in the current case */
+    int case_checks; /* checks run in the current case, passed or not */
     int failed;      /* cases failed in this program */
     int skipped;
     const char *skip_why;
@@ -22,6 +30,7 @@ static struct check_state check_g;
 
 #define CHECK(cond, ...)                                                        \
     do {                                                                        \
+        check_g.case_checks++;                                                  \
         if (!(cond)) {                                                          \
             check_g.case_failed++;                                              \
             fprintf(stdout, "#   %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, \
@@ -40,12 +49,17 @@ static struct check_state check_g;
 static inline void check_run(const char *name, void (*fn)(void))
 {
     check_g.case_failed = 0;
+    check_g.case_checks = 0;
     check_g.skip_why = NULL;
     fn();
-    if (check_g.skip_why) {
+    if (check_g.case_failed) {
+        printf("not ok - %s\n", name);
+        check_g.failed++;
+    } else if (check_g.skip_why) {
         printf("skip - %s: %s\n", name, check_g.skip_why);
         check_g.skipped++;
-    } else if (check_g.case_failed) {
+    } else if (check_g.case_checks == 0) {
+        printf("#   %s: no check ran\n", name);
         printf("not ok - %s\n", name);
         check_g.failed++;
     } else {
