@@ -78,20 +78,23 @@ static void on_event(void *user, const struct sched_event *ev)
 static bool g_utf8_locale;
 static struct engine_ctx *g_eng;
 static json_t *g_golden;
+static char g_golden_why[256]; /* why tests/golden/greedy_stories260K.json did not load */
 
-static bool setup(void)
+/* The shared model and one engine for every case: 1 ready, 0 no shared data
+ * (the case skips), -1 the model or engine failed (a failed check: broken). */
+static int setup(void)
 {
     if (g_eng)
-        return true;
+        return 1;
     const char *sh = check_shared_dir();
     if (!sh)
-        return false;
+        return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", sh);
     struct err e;
-    if (model_load(&g_model, path, &e)) {
-        printf("# %s\n", e.msg);
-        return false;
+    if (!g_model && model_load(&g_model, path, &e)) {
+        CHECK(0, "model_load %s: %s", path, e.msg);
+        return -1;
     }
     struct engine_params p;
     engine_params_default(&p);
@@ -100,13 +103,25 @@ static bool setup(void)
     p.n_batch = 256;
     p.n_threads = 2;
     if (engine_create(&g_eng, g_model, &p, &e)) {
-        printf("# %s\n", e.msg);
-        return false;
+        CHECK(0, "engine_create: %s", e.msg);
+        return -1;
     }
     json_error_t je;
     g_golden = json_load_file("tests/golden/greedy_stories260K.json", 0, &je);
-    return true;
+    if (!g_golden)
+        snprintf(g_golden_why, sizeof g_golden_why, "%s", je.text);
+    return 1;
 }
+
+/* At the top of each case: skip without the shared data, end (failed) when it did not load. */
+#define SETUP_OR_END()                                                   \
+    do {                                                                 \
+        int setup_rc_ = setup();                                         \
+        if (setup_rc_ == 0)                                              \
+            SKIP("stories260K.gguf not available (../shared/data)");     \
+        if (setup_rc_ < 0)                                               \
+            return;                                                      \
+    } while (0)
 
 static struct sched *make(struct coll *c, int slots, int queue, int chunk)
 {
@@ -114,10 +129,11 @@ static struct sched *make(struct coll *c, int slots, int queue, int chunk)
     struct sched *s;
     struct err e;
     memset(c, 0, sizeof *c);
-    if (sched_create(&s, g_eng, g_model, &sp, on_event, c, &e)) {
-        printf("# sched_create: %s\n", e.msg);
+    /* a scheduler that cannot be made fails the case (callers end it on NULL) */
+    int rc = sched_create(&s, g_eng, g_model, &sp, on_event, c, &e);
+    CHECK(rc == 0, "sched_create(%d slots, queue %d, chunk %d): %s", slots, queue, chunk, e.msg);
+    if (rc)
         return NULL;
-    }
     return s;
 }
 
@@ -169,8 +185,9 @@ static bool near_tie(double top1, double gap) { return gap / (fabs(top1) > 1 ? f
 
 static void batch_invariance_and_golden(void)
 {
-    if (!setup())
-        SKIP("stories260K.gguf not available (../shared/data)");
+    SETUP_OR_END();
+    /* the golden is committed next to this test: without it the comparison below cannot run */
+    CHECK(g_golden != NULL, "tests/golden/greedy_stories260K.json: %s (run from the repository root)", g_golden_why);
     const int N = 16, NPRED = 48;
     static struct rec alone[16];
     struct coll *c = calloc(1, sizeof *c);
@@ -252,15 +269,13 @@ static void batch_invariance_and_golden(void)
     }
     printf("# %d/%d batched greedy tokens equal to llama.cpp's (up to each case's first near-tie)\n", compared,
            expected);
-    if (g_golden)
-        CHECK(compared == expected && expected > 100, "compared %d of %d tokens", compared, expected);
+    CHECK(compared == expected && expected > 100, "compared %d of %d tokens", compared, expected);
     free(c);
 }
 
 static void cancel_frees_slot_and_queue_full(void)
 {
-    if (!setup())
-        SKIP("stories260K.gguf not available (../shared/data)");
+    SETUP_OR_END();
     struct coll *c = calloc(1, sizeof *c);
     struct sched *s = make(c, 2, 1, 0);
     if (!s) {
@@ -316,8 +331,7 @@ static void cancel_frees_slot_and_queue_full(void)
 
 static void bad_requests(void)
 {
-    if (!setup())
-        SKIP("stories260K.gguf not available (../shared/data)");
+    SETUP_OR_END();
     struct coll *c = calloc(1, sizeof *c);
     struct sched *s = make(c, 2, 2, 0);
     if (!s) {
@@ -362,8 +376,7 @@ static void bad_requests(void)
 
 static void prefix_reuse_stop_logprobs(void)
 {
-    if (!setup())
-        SKIP("stories260K.gguf not available (../shared/data)");
+    SETUP_OR_END();
     struct coll *c = calloc(1, sizeof *c);
     struct sched *s = make(c, 4, 4, 0);
     if (!s) {
@@ -402,6 +415,8 @@ static void prefix_reuse_stop_logprobs(void)
     CHECK_EQ_INT(c->r[5].n_top_seen, 20 * 32);
     if (g_utf8_locale)
         CHECK_EQ_INT(c->r[5].n_top_bad_utf8, 0);
+    else
+        printf("# no C.UTF-8 locale: the alternatives' UTF-8 validity is not checked\n");
     q.n_probs = 3;
     q.max_tokens = 40;
     /* a prompt extending the first one's prompt+output reuses through a copy into another slot */
@@ -448,8 +463,7 @@ static void prefix_reuse_stop_logprobs(void)
  * another request decodes neither stalls it nor waits forever. */
 static void decode_first_bounded_prefill(void)
 {
-    if (!setup())
-        SKIP("stories260K.gguf not available (../shared/data)");
+    SETUP_OR_END();
     struct coll *c = calloc(1, sizeof *c);
     struct sched *s = make(c, 2, 2, 16);
     if (!s) {
