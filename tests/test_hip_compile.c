@@ -11,13 +11,16 @@
 
 static void embedded_sources_current(void)
 {
-    int checked = 0;
+    int checked = 0, missing = 0;
     for (int i = 0; i < hip_kernel_n_srcs; i++) {
         char path[256];
         snprintf(path, sizeof path, "kernels/%s", hip_kernel_srcs[i].name);
         char *disk = check_read_file(path, NULL);
-        if (!disk)
+        if (!disk) {
+            printf("# %s: embedded, but not in kernels/\n", path);
+            missing++;
             continue;
+        }
         CHECK(!strcmp(disk, hip_kernel_srcs[i].text), "%s differs from its embedded copy: run scripts/embed_kernels.sh",
               path);
         free(disk);
@@ -25,6 +28,7 @@ static void embedded_sources_current(void)
     }
     if (!checked)
         SKIP("kernels/ not found from the working directory");
+    CHECK(missing == 0, "%d embedded sources have no file in kernels/: run scripts/embed_kernels.sh", missing);
     CHECK(hip_kernel_n_srcs >= 4, "only %d embedded sources", hip_kernel_n_srcs);
 }
 
@@ -71,11 +75,31 @@ static void backend_reports_unavailable_cleanly(void)
     struct err e = { 0 };
     int rc = hip_rt_open(&rt, &e);
     if (rc == 0) {
-        printf("# GPU present: %s\n", hip_rt_describe(rt));
+        /* with a GPU: the backend opened names its device, and a device it cannot use (an
+         * ordinal past the last one) is the same kind of clean refusal, with no handle left */
+        const char *d = hip_rt_describe(rt);
+        CHECK(d && d[0], "an opened backend describes its device");
+        printf("# GPU present: %s\n", d ? d : "(null)");
         hip_rt_close(rt);
+        const char *old = getenv("LLM170_HIP_DEVICE");
+        char *keep = old ? strdup(old) : NULL;
+        setenv("LLM170_HIP_DEVICE", "4096", 1);
+        struct err e2 = { 0 };
+        rt = NULL;
+        rc = hip_rt_open(&rt, &e2);
+        CHECK(rc != 0 && rt == NULL && strstr(e2.msg, "LLM170_HIP_DEVICE"),
+              "device 4096 refused with a message: rc %d, '%s'", rc, e2.msg);
+        printf("# %s\n", e2.msg);
+        if (!rc)
+            hip_rt_close(rt);
+        if (keep)
+            setenv("LLM170_HIP_DEVICE", keep, 1);
+        else
+            unsetenv("LLM170_HIP_DEVICE");
+        free(keep);
         return;
     }
-    CHECK(e.msg[0] != 0, "no message for rc %d", rc);
+    CHECK(rt == NULL && e.msg[0] != 0, "no message for rc %d", rc);
     printf("# %s\n", e.msg);
 }
 

@@ -1020,6 +1020,7 @@ static void test_llama_quant(void)
         line[strcspn(line, "\n")] = 0;
         json_error_t je;
         json_t *j = json_load_file(line, 0, &je);
+        CHECK(j != NULL, "%s: %s", line, je.text);
         if (!j)
             continue;
         json_t *md = json_object_get(j, "model");

@@ -391,6 +391,7 @@ static void worker_sigkill(void)
     g.prompt = "Once upon a time";
     g.ignore_eos = true;
     struct pc_stream *s;
+    CHECK(wpid > 0, "the daemon's status names the worker's pid (%d)", (int)wpid);
     CHECK(pc_generate(g_c, &g, &s, &e) == 0, "generate: %s", e.msg);
     if (!s || wpid <= 0)
         return;
