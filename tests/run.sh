@@ -1,7 +1,9 @@
 #!/bin/bash
 # run.sh BUILD BIN — run every test program and shell test; print "N passed, N failed, N skipped".
 # Each test prints lines "ok - name", "not ok - name", "skip - name: why".
-# A test program that crashes or exits non-zero without a "not ok" line counts as one failure.
+# A test program that crashes or exits non-zero without a "not ok" line counts as one failure,
+# and so does one that prints no case line at all ("no case ran"): a test that checked nothing
+# has not passed. tests/prepare.sh (run before the suite) is a preparation step, not a test.
 set -u
 BUILD=${1:-build}
 BIN=${2:-bin}
@@ -20,6 +22,8 @@ run_one() { # name, command...
     p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^not ok - ' "$log"); s=$(grep -c '^skip - ' "$log")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         f=1; echo "not ok - $name (exit $rc)" >>"$log"
+    elif [ $((p + f + s)) -eq 0 ]; then
+        f=1; echo "not ok - $name (no case ran)" >>"$log"
     fi
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
     printf '%-40s %3d ok %3d failed %3d skipped  (%ds)\n' "$name" "$p" "$f" "$s" $((SECONDS - t0))
@@ -36,7 +40,7 @@ for t in "$BUILD"/tests/test_*; do
     run_one "$(basename "$t")" "$t"
 done
 for t in tests/*.sh; do
-    [ "$(basename "$t")" = run.sh ] && continue
+    case "$(basename "$t")" in run.sh|prepare.sh) continue;; esac
     run_one "$(basename "$t")" bash "$t"
 done
 
