@@ -20,5 +20,6 @@ PYNP=$(find_numpy_python) || PYNP=""
 LIVE=$(oracle_bin) || LIVE=""   # the fetched oracle, when this machine has it
 REQUANT=${LLM170_REQUANT:-${LLM170_BUILD:-$PWD/build}/tests/tools/requant}
 python3 tests/oracle/parity.py logits --live "$LIVE" --cli "$CLI" --extra="$EXTRA" --shared "$SHARED" --pynp "$PYNP" \
-    --requant "$REQUANT" --golden tests/golden/logits/*.json tests/golden/quant/*.json
+    --requant "$REQUANT" --golden tests/golden/logits/*.json tests/golden/quant/*.json ||
+    echo "not ok - parity logits: tests/oracle/parity.py stopped (exit $?): the cases after the last line were not compared"
 exit 0

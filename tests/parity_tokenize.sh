@@ -37,13 +37,15 @@ for pre in qwen2 qwen35; do
     python3 "$SHARED/../tools/gguf_synth.py" --arch qwen3 --vocab "hf:$TJ" --pre $pre --pad-vocab 151936 \
         --vocab-only --out "$TMP/qwen3-$pre.gguf" >/dev/null 2>&1 || { echo "not ok - tokenize qwen3 ($pre): vocab build failed"; continue; }
     check_vocab "$G" "$TMP/qwen3-$pre.gguf" || continue
-    python3 tests/oracle/parity.py tok --live "$LIVE" --cli "$CLI" --golden "$G" --vocab "$TMP/qwen3-$pre.gguf"
+    python3 tests/oracle/parity.py tok --live "$LIVE" --cli "$CLI" --golden "$G" --vocab "$TMP/qwen3-$pre.gguf" ||
+        echo "not ok - tokenize qwen3 ($pre): tests/oracle/parity.py stopped (exit $?)"
 done
 
 G=tests/golden/tok_llama3_bpe.txt
 if python3 tests/oracle/llama_bpe_vocab.py "$TMP/llama-bpe.gguf" 2>/dev/null; then
     check_vocab "$G" "$TMP/llama-bpe.gguf" && \
-        python3 tests/oracle/parity.py tok --live "$LIVE" --cli "$CLI" --golden "$G" --vocab "$TMP/llama-bpe.gguf"
+        { python3 tests/oracle/parity.py tok --live "$LIVE" --cli "$CLI" --golden "$G" --vocab "$TMP/llama-bpe.gguf" ||
+            echo "not ok - tokenize llama-bpe: tests/oracle/parity.py stopped (exit $?)"; }
 else
     echo "skip - tokenize llama-bpe: cannot build the vocab from $SHARED/tokenizer/llama3-tiktoken"
 fi
