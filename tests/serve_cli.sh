@@ -29,7 +29,8 @@ check "ps shows the ready worker" '[ $rc -eq 0 ] && printf "%s" "$out" | grep -q
 golden=../shared/data/models/stories260K.golden.json
 want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][0]["text"][len("Once upon a time"):], end="")' "$golden" 2>/dev/null)
 [ -n "$want" ] || want=$', there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily'
-out=$(timeout 30 "$BIN/llm170" run -n 60 --temp 0 "Once upon a time"; echo x); out=${out%x}; rc=$?
+# the x keeps trailing newlines; the subshell exits with run's status (rc was the assignment's 0)
+out=$(timeout 30 "$BIN/llm170" run -n 60 --temp 0 "Once upon a time"; r=$?; echo x; exit $r); rc=$?; out=${out%x}
 check "run streams the greedy completion" '[ $rc -eq 0 ] && [ "$out" = "$want" ]'
 
 out=$(printf 'Hello\n/exit\n' | timeout 30 "$BIN/llm170" chat -n 8 2>&1); rc=$?
