@@ -51,4 +51,10 @@ if [ $rc -ne 0 ]; then
     exit 1
 fi
 grep -E '^stat::number_of_executed_units' "$log" | sed 's/^/# /'
+# a run that executed no input (an empty corpus, a zero budget) tested nothing
+units=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+if [ "${units:-0}" -lt 1 ]; then
+    echo "not ok - fuzz_tok (no input executed; log $log)"
+    exit 1
+fi
 echo "ok - fuzz_tok"
