@@ -24,6 +24,9 @@ for part in "${parts[@]}"; do
     elif [ $prc -ne 0 ]; then # crashed or timed out without saying why
         echo "not ok - redteam $name: exited with status $prc"
         rc=1
+    elif ! printf '%s\n' "$out" | grep -qE '^(ok|skip) - '; then # a part that tried nothing has not passed
+        echo "not ok - redteam $name: no case ran"
+        rc=1
     fi
 done
 exit $rc

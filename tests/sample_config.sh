@@ -19,13 +19,17 @@ sed -nE 's/^\[([a-z]+)\].*/[\1]/p; s/^#[[:space:]]*([a-z_]+)[[:space:]]*=.*/\1/p
 
 # every key daemon/config.c's dconfig_set reads
 why=""
-for k in $(grep -oE '^ *(STR|INT)\("[a-z_]+"' "$ROOT/daemon/config.c" | sed -E 's/.*"(.*)"/\1/'); do
+keys=$(grep -oE '^ *(STR|INT)\("[a-z_]+"' "$ROOT/daemon/config.c" | sed -E 's/.*"(.*)"/\1/')
+[ -n "$keys" ] || why="no keys found in daemon/config.c (its STR/INT lines changed?): nothing compared"
+for k in $keys; do
     grep -qx "daemon $k" "$T/keys" || why="$why [daemon] $k;"
 done
 report "sample documents every llm170d key" "${why:+missing:$why}"
 # every key of gateway/main.c's apply() (the first spelling of each)
 why=""
-for k in $(grep -oE '(if|else if) \(!strcmp\(key, "[a-z_]+"' "$ROOT/gateway/main.c" | sed -E 's/.*"(.*)"/\1/'); do
+keys=$(grep -oE '(if|else if) \(!strcmp\(key, "[a-z_]+"' "$ROOT/gateway/main.c" | sed -E 's/.*"(.*)"/\1/')
+[ -n "$keys" ] || why="no keys found in gateway/main.c's apply(): nothing compared"
+for k in $keys; do
     [ "$k" = socket ] && continue # the daemon's key, read from [daemon]
     grep -qx "gateway $k" "$T/keys" || why="$why [gateway] $k;"
 done

@@ -1154,6 +1154,7 @@ static void other_uid_refused(void)
     snprintf(cfg, sizeof cfg, "%s/allow.conf", tmpdir);
     for (int round = 0; round < 2; round++) {
         FILE *f = fopen(cfg, "w");
+        CHECK(f != NULL, "write %s", cfg);
         if (!f)
             return;
         fprintf(f, "[daemon]\nallow_uids = %s\n", round ? "65534" : "");
