@@ -451,6 +451,69 @@ static void huge_prompt_refused_untokenized(void)
     CHECK(rss0 > 0 && rss1 - rss0 < 2048, "worker RSS grew by %ld kB", rss1 - rss0);
 }
 
+/* A vocabulary whose longest token is 48 bytes (Llama 2's) bounds a prompt
+ * of B bytes only at B / 48 tokens: beyond 16 bytes a position of the
+ * context the worker refuses a prompt without tokenizing it, with the same
+ * "too long" error (400). Llama 2's tiny random model, a second daemon. */
+static void prompt_bytes_capped(void)
+{
+    const char *sh = check_shared_dir();
+    char m2[4300], url[460];
+    snprintf(m2, sizeof m2, "%s/models/untrained/llama-2-tiny-random.gguf", sh ? sh : "../shared/data");
+    if (!sh || access(m2, R_OK) != 0 || access(daemon_bin, X_OK) != 0)
+        SKIP("llama-2-tiny-random.gguf or the programs absent");
+    snprintf(url, sizeof url, "ipc://%s/cap.sock", tmpdir);
+    const char *argv[] = {daemon_bin, "--socket", url, "--model", m2, "--worker", worker_bin, "--ctx", "256",
+                          "--devices", "cpu", "--slots", "2", "--threads", "1", NULL};
+    pid_t d = proc_spawn(argv, NULL, NULL);
+    struct pc_client *c = NULL;
+    struct err e;
+    int64_t end = now_ms() + 20000;
+    bool ready = false;
+    while (!ready && now_ms() < end) {
+        struct proto_status st;
+        if (!c && pc_open(&c, url, 2000, 0, &e))
+            c = NULL;
+        else if (pc_status(c, &st, &e) == 0) {
+            ready = st.ready;
+            proto_status_free(&st);
+        }
+        if (!ready)
+            usleep(20000);
+    }
+    CHECK(ready, "daemon with llama-2-tiny-random ready");
+    if (ready) {
+        /* 256 · 16 + 18 bytes: about 1000 tokens, but only ≥ 86 by the 48-byte bound */
+        char text[256 * 16 + 19];
+        size_t n = 256 * 16 + 18;
+        for (size_t i = 0; i < n; i++)
+            text[i] = "Once upon a time. "[i % 18];
+        text[n] = 0;
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = text;
+        struct pc_stream *s = NULL;
+        int rc = pc_generate(c, &g, &s, &e);
+        CHECK(rc == ERR_RANGE && pc_http_status(rc) == 400 && strstr(e.msg, "context"), "4 KB prompt: %d %s", rc,
+              e.msg);
+        CHECK(strstr(e.msg, "bytes a position") != NULL, "refused from its byte length: %s", e.msg);
+        text[200] = 0; /* a short one is served */
+        struct result r;
+        CHECK(generate(c, NULL, 0, text, 2, &r) == 0 && r.finish == PF_LENGTH, "200-byte prompt served (%d)",
+              r.finish);
+    }
+    pc_close(c);
+    kill(d, SIGTERM);
+    int st = -1;
+    end = now_ms() + 10000;
+    while (now_ms() < end && waitpid(d, &st, WNOHANG) != d)
+        usleep(20000);
+    if (!WIFEXITED(st) && !WIFSIGNALED(st)) {
+        kill(d, SIGKILL);
+        waitpid(d, &st, 0);
+    }
+}
+
 static void worker_sigkill(void)
 {
     if (!g_c)
@@ -648,6 +711,7 @@ int main(void)
     RUN(concurrent_equal_sequential);
     RUN(chat_and_cancel);
     RUN(huge_prompt_refused_untokenized);
+    RUN(prompt_bytes_capped);
     RUN(worker_sigkill);
     RUN(flush_holds_tokens);
     RUN(drain_and_stop);

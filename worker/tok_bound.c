@@ -9,10 +9,11 @@
  * text spells each input byte as one or two bytes (an invalid byte as the
  * six of U+FFFD); an SPM token spells a space as U+2581 (three bytes) and a
  * byte-fallback token "<0xNN>" one byte. Two things can make input vanish,
- * and are accounted for: whitespace next to a special token with LSTRIP /
- * RSTRIP (only the other bytes are counted then), and BPE's fallback, which
- * drops a byte whose one-byte symbol is not a token (no bound then, unless
- * every merge of the vocab yields a token and all 256 byte symbols are). */
+ * and are left out of the count: whitespace next to a special token with
+ * LSTRIP / RSTRIP, and in BPE a byte whose one-symbol spelling is not a
+ * token (several real vocabularies lack a few control bytes): the fallback
+ * drops it. That the fallback drops nothing else needs every merge of the
+ * vocab to yield a token; where one does not, there is no bound (0). */
 #include "tok_internal.h"
 
 #include <string.h>
@@ -20,12 +21,6 @@
 size_t tok_span_max(const struct tok_vocab *v)
 {
     if (v->type == TOK_TYPE_BPE) {
-        for (int b = 0; b < 256; b++) {
-            char s[4];
-            int n = tok_utf8_encode(tok_byte_to_cpt((uint8_t)b), s);
-            if (tok_map_find(v, s, (size_t)n) < 0)
-                return 0;
-        }
         if (v->n_str_merges > 0)
             return 0;
         for (uint32_t i = 0; i < v->merges.cap; i++) {
@@ -53,13 +48,29 @@ size_t tok_count_min(const struct tok_vocab *v, const char *text, size_t len, si
 {
     if (!span_max)
         return 0;
+    /* which bytes surely stand in some token's text */
+    bool counts[256], all = true;
+    for (int b = 0; b < 256; b++) {
+        counts[b] = true;
+        if (v->type == TOK_TYPE_BPE) {
+            char s[4];
+            int n = tok_utf8_encode(tok_byte_to_cpt((uint8_t)b), s);
+            counts[b] = tok_map_find(v, s, (size_t)n) >= 0;
+        }
+        all &= counts[b];
+    }
     bool strip = false;
     for (int32_t k = 0; k < v->n_special && !strip; k++)
         strip = (v->attr[v->special[k]] & (TA_LSTRIP | TA_RSTRIP)) != 0;
+    if (strip) { /* tok_encode's c_isspace: what a strip may remove */
+        counts[' '] = counts['\t'] = counts['\n'] = counts['\v'] = counts['\f'] = counts['\r'] = false;
+        all = false;
+    }
     size_t n = len;
-    if (strip) /* tok_encode's c_isspace: the bytes a strip may remove */
+    if (!all) {
+        n = 0;
         for (size_t i = 0; i < len; i++)
-            n -= text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\v' || text[i] == '\f' ||
-                 text[i] == '\r';
+            n += counts[(unsigned char)text[i]];
+    }
     return (n + span_max - 1) / span_max;
 }

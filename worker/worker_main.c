@@ -361,18 +361,29 @@ struct job {
     struct err e;
 };
 
+/* Most bytes a prompt may have per position of the context. Real text
+ * averages 2 to 6 bytes a token; a vocabulary's longest token (a run of
+ * spaces or dashes) can be 128 or more, which makes the bound below loose
+ * (a 32k context would take 8 MB of text to tokenize before refusing it). */
+#define PROMPT_MAX_BYTES_PER_TOKEN 16
+
 /* A prompt of len bytes that cannot fit the context whatever it tokenizes
- * to (tok_count_min): refused with the error sched_submit gives a prompt
- * too long, before tokenizing it. */
+ * to (tok_count_min), or longer than PROMPT_MAX_BYTES_PER_TOKEN bytes a
+ * position, is refused before tokenizing, with the error sched_submit gives
+ * a prompt too long (ERR_RANGE: HTTP 400 exceed_context_size_error). */
 static int prompt_too_long(struct worker *w, const char *text, size_t len, struct err *e)
 {
     size_t n = tok_count_min(w->v, text, len, w->span_max);
     int n_ctx = engine_n_ctx(w->eng);
-    if (n < (size_t)n_ctx)
-        return 0;
-    return err_set(e, ERR_RANGE,
-                   "prompt of at least %zu tokens (%zu bytes) does not fit the context of %d (at least one position "
-                   "must stay free)", n, len, n_ctx);
+    if (n >= (size_t)n_ctx)
+        return err_set(e, ERR_RANGE,
+                       "prompt of at least %zu tokens (%zu bytes) does not fit the context of %d (at least one "
+                       "position must stay free)", n, len, n_ctx);
+    if (len > (size_t)n_ctx * PROMPT_MAX_BYTES_PER_TOKEN)
+        return err_set(e, ERR_RANGE,
+                       "prompt of %zu bytes does not fit the context of %d (at most %d bytes a position are "
+                       "accepted)", len, n_ctx, PROMPT_MAX_BYTES_PER_TOKEN);
+    return 0;
 }
 
 /* Intake thread: text → token ids, the slow part of a request. */
