@@ -533,8 +533,8 @@ static void sample_row(void *ctx, int64_t i, int worker)
     const bool cands = s->step_cands && s->n_cands[i] >= 0;
     /* A NaN or inf in the row means the model is broken for this sequence (an overwritten weight, an
      * overflow): end it with an error rather than draw from garbage. Where the engine pre-selected,
-     * only its candidates are here; its pre-selection leaves NaN out, and a row that is all NaN (what
-     * a bad weight spreads to) has no finite top-k, so it comes back whole and is caught below. */
+     * only its candidates are here; its pre-selection leaves NaN and −inf out, and a row with +inf or
+     * fewer than k finite logits (all NaN: what a bad weight spreads to) comes back whole, caught here. */
     if (!(cands ? smp_row_finite(s->cand_vals + co, s->n_cands[i]) : smp_row_finite(logits, s->n_vocab))) {
         o->fate = ROW_NONFINITE;
         return;
