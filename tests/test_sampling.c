@@ -1251,8 +1251,32 @@ static void llama_goldens(void)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* smp_row_finite: every position of a row, the vector body and the tail, for NaN, +inf and −inf. */
+static void row_finite(void)
+{
+    float row[37];
+    for (int i = 0; i < 37; i++)
+        row[i] = (float)(i * 7 % 13) - 6.0f;
+    CHECK(smp_row_finite(row, 37), "a finite row");
+    CHECK(smp_row_finite(row, 0), "an empty row");
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    int missed = 0;
+    for (int b = 0; b < 3; b++)
+        for (int i = 0; i < 37; i++) {
+            float keep = row[i];
+            row[i] = bad[b];
+            missed += smp_row_finite(row, 37);
+            row[i] = keep;
+        }
+    CHECK(missed == 0, "%d non-finite values missed", missed);
+    row[0] = 3e38f; /* huge but finite: no overflow in the check */
+    row[8] = 3e38f;
+    CHECK(smp_row_finite(row, 37), "large finite values");
+}
+
 int main(void)
 {
+    RUN(row_finite);
     RUN(rng_reference_values);
     RUN(worked_example);
     RUN(worked_example_greedy);

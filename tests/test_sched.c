@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../worker/engine.h"
+#include "../worker/gguf.h"
 #include "../worker/sched.h"
 #include "../worker/tokenizer.h"
 #include "check.h"
@@ -26,6 +27,7 @@ struct rec {
     int finish;
     int n_cached, n_prompt, n_gen;
     int err_code;
+    char message[128];
     int n_logprob_events;
     bool logprob_ok;
     int n_top_seen, n_top_byte, n_top_bad_utf8;
@@ -72,6 +74,7 @@ static void on_event(void *user, const struct sched_event *ev)
         r->n_prompt = ev->n_prompt;
         r->n_gen = ev->n_gen;
         r->err_code = ev->err_code;
+        snprintf(r->message, sizeof r->message, "%s", ev->message ? ev->message : "");
     }
 }
 
@@ -524,6 +527,129 @@ static void decode_first_bounded_prefill(void)
     free(c);
 }
 
+/* stories260K with token `poison`'s embedding row set to NaN, written to a
+ * temporary file: a sequence whose prompt holds that token gets NaN logits,
+ * every other sequence stays as it was. */
+static struct model *poisoned_model(int32_t poison, char *path, size_t cap)
+{
+    const char *sh = check_shared_dir();
+    char src[4200];
+    snprintf(src, sizeof src, "%s/models/stories260K.gguf", sh);
+    size_t len;
+    char *buf = check_read_file(src, &len);
+    struct gguf *g;
+    struct err e;
+    if (!buf || gguf_open(&g, src, &e)) {
+        free(buf);
+        return NULL;
+    }
+    const struct gguf_tensor *t = gguf_find_tensor(g, "token_embd.weight");
+    bool ok = t && t->type == 0 /* F32 */ && poison < t->ne[1];
+    if (ok) {
+        size_t off = (size_t)((const char *)t->data - (const char *)g->parts[0].map) +
+                     (size_t)poison * (size_t)t->ne[0] * sizeof(float);
+        for (int64_t i = 0; i < t->ne[0]; i++) {
+            float nan = NAN;
+            memcpy(buf + off + (size_t)i * sizeof nan, &nan, sizeof nan);
+        }
+    }
+    gguf_close(g);
+    snprintf(path, cap, "/tmp/llm170-test-sched-nan-%d.gguf", (int)getpid());
+    FILE *f = ok ? fopen(path, "wb") : NULL;
+    ok = f && fwrite(buf, 1, len, f) == len;
+    if (f)
+        ok &= fclose(f) == 0;
+    free(buf);
+    struct model *m = NULL;
+    if (ok && model_load(&m, path, &e))
+        printf("# %s\n", e.msg);
+    return m;
+}
+
+/* A model whose logits turn NaN for one sequence ends that request with an
+ * error, and the other sequences of the same steps finish as on a sound model. */
+static void nonfinite_logits_end_one_request(void)
+{
+    if (!setup())
+        SKIP("stories260K.gguf not available (../shared/data)");
+    int32_t pa[64], pb[2];
+    int na = encode("Once upon a time, there was", pa, 64), nb = 2;
+    /* what A gives on the sound model, and a token it never sees to poison */
+    struct coll *ref = calloc(1, sizeof *ref), *c = calloc(1, sizeof *c);
+    struct sched *s0 = make(ref, 4, 4, 0);
+    struct sched_request q;
+    sched_request_init(&q);
+    q.id = 1;
+    q.prompt = pa;
+    q.n_prompt = (size_t)na;
+    q.max_tokens = 12;
+    q.ignore_eos = true;
+    struct err e;
+    CHECK(s0 && sched_submit(s0, &q, &e) == 0, "reference: %s", e.msg);
+    if (s0)
+        run_all(s0, 100);
+    sched_free(s0);
+    int32_t poison = 300;
+    for (bool seen = true; seen && poison < 500; poison += seen) {
+        seen = false;
+        for (int i = 0; i < na; i++)
+            seen |= pa[i] == poison;
+        for (int i = 0; i < ref->r[1].n; i++)
+            seen |= ref->r[1].toks[i] == poison;
+    }
+    pb[0] = pa[0]; /* BOS */
+    pb[1] = poison;
+    char path[256];
+    struct model *m = poisoned_model(poison, path, sizeof path);
+    CHECK(m != NULL, "poisoned model written and loaded");
+    if (!m) {
+        unlink(path);
+        free(ref);
+        free(c);
+        return;
+    }
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_seq = 4;
+    p.n_ctx = 256;
+    p.n_batch = 256;
+    p.n_threads = 2;
+    struct engine_ctx *eng = NULL;
+    CHECK(engine_create(&eng, m, &p, &e) == 0, "engine: %s", e.msg);
+    q.id = 1;
+    struct sched_params sp = {.n_slots = 4, .n_queue = 4, .n_batch = 256, .prefill_chunk = 0};
+    struct sched *s = NULL;
+    if (eng && sched_create(&s, eng, m, &sp, on_event, c, &e) == 0) {
+        CHECK(sched_submit(s, &q, &e) == 0, "A: %s", e.msg);
+        q.id = 2;
+        q.prompt = pb;
+        q.n_prompt = (size_t)nb;
+        CHECK(sched_submit(s, &q, &e) == 0, "B: %s", e.msg);
+        run_all(s, 100);
+        CHECK(c->r[2].finish == SCHED_ERROR && c->r[2].err_code == ERR_INTERNAL,
+              "B (NaN logits) ended with an error (finish %d, %d tokens)", c->r[2].finish, c->r[2].n);
+        CHECK(strstr(c->r[2].message, "non-finite logits") != NULL, "B's message: '%s'", c->r[2].message);
+        CHECK(c->r[2].n == 0, "B got no token (%d)", c->r[2].n);
+        CHECK(c->r[1].finish == SCHED_LENGTH && c->r[1].n == 12 && ref->r[1].n == 12 &&
+                  !memcmp(c->r[1].toks, ref->r[1].toks, sizeof(int32_t) * 12),
+              "A finished as on the sound model (finish %d, %d tokens)", c->r[1].finish, c->r[1].n);
+        /* the scheduler goes on serving after the error */
+        q.id = 3;
+        q.prompt = pa;
+        q.n_prompt = (size_t)na;
+        CHECK(sched_submit(s, &q, &e) == 0, "C: %s", e.msg);
+        run_all(s, 100);
+        CHECK(c->r[3].finish == SCHED_LENGTH && !memcmp(c->r[3].toks, ref->r[1].toks, sizeof(int32_t) * 12),
+              "C after B's error finished as on the sound model (finish %d)", c->r[3].finish);
+    }
+    sched_free(s);
+    engine_free(eng);
+    model_free(m);
+    unlink(path);
+    free(ref);
+    free(c);
+}
+
 int main(void)
 {
     g_utf8_locale = setlocale(LC_CTYPE, "C.UTF-8") != NULL;
@@ -532,6 +658,7 @@ int main(void)
     RUN(bad_requests);
     RUN(prefix_reuse_stop_logprobs);
     RUN(decode_first_bounded_prefill);
+    RUN(nonfinite_logits_end_one_request);
     engine_free(g_eng);
     model_free(g_model);
     json_decref(g_golden);

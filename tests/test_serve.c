@@ -382,6 +382,148 @@ static void chat_and_cancel(void)
     CHECK(rc == ERR_RANGE && pc_http_status(rc) == 400, "too long: %d %s", rc, e.msg);
 }
 
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* A 4 MB prompt (text, and as a chat message) for a 256-token context is
+ * refused from its byte length, before tokenizing it (tokenizing took the
+ * worker ~1 s and left it megabytes larger): the same "too long" error
+ * (400), the worker no larger afterwards, a stream running meanwhile
+ * unaffected. */
+static void huge_prompt_refused_untokenized(void)
+{
+    if (!g_c)
+        SKIP("daemon not running");
+    struct proto_status st;
+    struct err e;
+    pid_t wpid = 0;
+    if (pc_status(g_c, &st, &e) == 0) {
+        wpid = st.n_workers ? st.workers[0].pid : 0;
+        proto_status_free(&st);
+    }
+    int32_t ids[64];
+    int np = golden_prompt(0, ids, 64, NULL);
+    struct result ref, r = {0};
+    CHECK(generate(g_c, ids, (size_t)np, NULL, 48, &ref) == 0 && ref.finish == PF_LENGTH, "reference stream");
+    long rss0 = rss_kb(wpid);
+    struct proto_gen g;
+    proto_gen_init(&g);
+    g.tokens = ids;
+    g.n_tokens = (size_t)np;
+    g.max_tokens = 48;
+    g.temperature = 0;
+    g.set |= PG_MAX_TOKENS | PG_TEMPERATURE;
+    struct pc_stream *a = NULL, *s = NULL;
+    CHECK(pc_generate(g_c, &g, &a, &e) == 0, "stream A: %s", e.msg);
+    const size_t big = 4u << 20;
+    char *text = malloc(big + 1);
+    for (size_t i = 0; text && i < big; i++)
+        text[i] = "Once upon a time. "[i % 18];
+    if (text)
+        text[big] = 0;
+    proto_gen_init(&g);
+    g.prompt = text;
+    int rc = pc_generate(g_c, &g, &s, &e);
+    CHECK(rc == ERR_RANGE && pc_http_status(rc) == 400 && strstr(e.msg, "context"), "4 MB prompt: %d %s", rc, e.msg);
+    /* "prompt of at least N tokens (B bytes)": counted from the bytes, not tokenized */
+    CHECK(strstr(e.msg, "bytes)") != NULL, "refused from its length, not its token count: %s", e.msg);
+    struct proto_chat_msg msgs[] = {{"user", text}};
+    proto_gen_init(&g);
+    g.messages = msgs;
+    g.n_messages = 1;
+    rc = pc_generate(g_c, &g, &s, &e);
+    CHECK(rc == ERR_RANGE && strstr(e.msg, "bytes)"), "4 MB chat message: %d %s", rc, e.msg);
+    free(text);
+    if (a) {
+        run_stream(a, &r, 10000);
+        pc_stream_free(a);
+    }
+    CHECK(r.finish == PF_LENGTH && r.n == ref.n && !memcmp(r.toks, ref.toks, sizeof(int32_t) * (size_t)ref.n),
+          "stream A unaffected (finish %d, %d tokens)", r.finish, r.n);
+    long rss1 = rss_kb(wpid);
+    printf("# worker RSS %ld kB before the 4 MB prompts, %ld kB after\n", rss0, rss1);
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan's allocator keeps freed memory in quarantine: RSS says nothing there */
+    printf("# RSS not checked under AddressSanitizer\n");
+#else
+    CHECK(rss0 > 0 && rss1 - rss0 < 2048, "worker RSS grew by %ld kB", rss1 - rss0);
+#endif
+}
+
+/* A vocabulary whose longest token is 48 bytes (Llama 2's) bounds a prompt
+ * of B bytes only at B / 48 tokens: beyond 16 bytes a position of the
+ * context the worker refuses a prompt without tokenizing it, with the same
+ * "too long" error (400). Llama 2's tiny random model, a second daemon. */
+static void prompt_bytes_capped(void)
+{
+    const char *sh = check_shared_dir();
+    char m2[4300], url[460];
+    snprintf(m2, sizeof m2, "%s/models/untrained/llama-2-tiny-random.gguf", sh ? sh : "../shared/data");
+    if (!sh || access(m2, R_OK) != 0 || access(daemon_bin, X_OK) != 0)
+        SKIP("llama-2-tiny-random.gguf or the programs absent");
+    snprintf(url, sizeof url, "ipc://%s/cap.sock", tmpdir);
+    const char *argv[] = {daemon_bin, "--socket", url, "--model", m2, "--worker", worker_bin, "--ctx", "256",
+                          "--devices", "cpu", "--slots", "2", "--threads", "1", NULL};
+    pid_t d = proc_spawn(argv, NULL, NULL);
+    struct pc_client *c = NULL;
+    struct err e;
+    int64_t end = now_ms() + 20000;
+    bool ready = false;
+    while (!ready && now_ms() < end) {
+        struct proto_status st;
+        if (!c && pc_open(&c, url, 2000, 0, &e))
+            c = NULL;
+        else if (pc_status(c, &st, &e) == 0) {
+            ready = st.ready;
+            proto_status_free(&st);
+        }
+        if (!ready)
+            usleep(20000);
+    }
+    CHECK(ready, "daemon with llama-2-tiny-random ready");
+    if (ready) {
+        /* 256 · 16 + 18 bytes: about 1000 tokens, but only ≥ 86 by the 48-byte bound */
+        char text[256 * 16 + 19];
+        size_t n = 256 * 16 + 18;
+        for (size_t i = 0; i < n; i++)
+            text[i] = "Once upon a time. "[i % 18];
+        text[n] = 0;
+        struct proto_gen g;
+        proto_gen_init(&g);
+        g.prompt = text;
+        struct pc_stream *s = NULL;
+        int rc = pc_generate(c, &g, &s, &e);
+        CHECK(rc == ERR_RANGE && pc_http_status(rc) == 400 && strstr(e.msg, "context"), "4 KB prompt: %d %s", rc,
+              e.msg);
+        CHECK(strstr(e.msg, "bytes a position") != NULL, "refused from its byte length: %s", e.msg);
+        text[200] = 0; /* a short one is served */
+        struct result r;
+        CHECK(generate(c, NULL, 0, text, 2, &r) == 0 && r.finish == PF_LENGTH, "200-byte prompt served (%d)",
+              r.finish);
+    }
+    pc_close(c);
+    kill(d, SIGTERM);
+    int st = -1;
+    end = now_ms() + 10000;
+    while (now_ms() < end && waitpid(d, &st, WNOHANG) != d)
+        usleep(20000);
+    if (!WIFEXITED(st) && !WIFSIGNALED(st)) {
+        kill(d, SIGKILL);
+        waitpid(d, &st, 0);
+    }
+}
+
 static void worker_sigkill(void)
 {
     if (!g_c)
@@ -579,6 +721,8 @@ int main(void)
     RUN(greedy_equals_golden);
     RUN(concurrent_equal_sequential);
     RUN(chat_and_cancel);
+    RUN(huge_prompt_refused_untokenized);
+    RUN(prompt_bytes_capped);
     RUN(worker_sigkill);
     RUN(flush_holds_tokens);
     RUN(drain_and_stop);

@@ -854,6 +854,26 @@ int32_t smp_sample(struct smp_chain *c, const float *logits)
     return run_chain(c);
 }
 
+bool smp_row_finite(const float *x, int32_t n)
+{
+    /* v·0 is 0 for a finite v and NaN for NaN or ±inf, and a NaN stays in a
+     * sum: eight lanes of such sums, no branch in the loop */
+    cut_vf a0 = {0}, a1 = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        cut_vf v0, v1;
+        memcpy(&v0, x + i, sizeof v0);
+        memcpy(&v1, x + i + 4, sizeof v1);
+        a0 += v0 * 0.0f;
+        a1 += v1 * 0.0f;
+    }
+    a0 += a1;
+    float t = a0[0] + a0[1] + a0[2] + a0[3];
+    for (; i < n; i++)
+        t += x[i] * 0.0f;
+    return t == 0.0f;
+}
+
 int32_t smp_topk_only(const struct smp_chain *c)
 {
     if (!c || c->n_bias > 0 || penalties_active(c) || c->p.mirostat != 0)

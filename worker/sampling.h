@@ -170,6 +170,11 @@ int32_t smp_sample(struct smp_chain *c, const float *logits);
  * candidates, engine_decode_topk) instead of the whole row. */
 int32_t smp_topk_only(const struct smp_chain *c);
 
+/* Whether x[0..n) holds no NaN and no ±inf: one pass at memory speed over
+ * the row. A broken model (an overwritten weight) gives NaN rows, which
+ * smp_sample would quietly read as −inf and still draw a token from. */
+bool smp_row_finite(const float *x, int32_t n);
+
 /* smp_sample over a pre-selection of the row: ids[0..n) with their logits,
  * in any order, at least smp_topk_only(c) of them, and every logit of the
  * row left out below every one given (ties go in together). Picks the same

@@ -44,7 +44,7 @@ struct sreq {
 
 /* What the parallel part of a step made of one logits row, for the stepping
  * thread to send out in batch order. */
-enum row_fate { ROW_NONE, ROW_TOKEN, ROW_EOG, ROW_NO_CANDIDATE, ROW_STOP_NOMEM };
+enum row_fate { ROW_NONE, ROW_TOKEN, ROW_EOG, ROW_NO_CANDIDATE, ROW_STOP_NOMEM, ROW_NONFINITE };
 struct row_out {
     int fate;               /* enum row_fate */
     struct sched_event ev;  /* ROW_TOKEN, ROW_EOG: the token's event (text in the request's stop matcher) */
@@ -530,9 +530,17 @@ static void sample_row(void *ctx, int64_t i, int worker)
         return;
     const float *logits = s->logits + (size_t)i * s->n_vocab;
     const size_t co = (size_t)i * ENGINE_CAND_CAP;
-    int32_t tok = s->step_cands && s->n_cands[i] >= 0
-                      ? smp_sample_cands(r->smp, s->cand_ids + co, s->cand_vals + co, s->n_cands[i])
-                      : smp_sample(r->smp, logits);
+    const bool cands = s->step_cands && s->n_cands[i] >= 0;
+    /* A NaN or inf in the row means the model is broken for this sequence (an overwritten weight, an
+     * overflow): end it with an error rather than draw from garbage. Where the engine pre-selected,
+     * only its candidates are here; its pre-selection leaves NaN and −inf out, and a row with +inf or
+     * fewer than k finite logits (all NaN: what a bad weight spreads to) comes back whole, caught here. */
+    if (!(cands ? smp_row_finite(s->cand_vals + co, s->n_cands[i]) : smp_row_finite(logits, s->n_vocab))) {
+        o->fate = ROW_NONFINITE;
+        return;
+    }
+    int32_t tok = cands ? smp_sample_cands(r->smp, s->cand_ids + co, s->cand_vals + co, s->n_cands[i])
+                        : smp_sample(r->smp, logits);
     if (tok < 0) {
         o->fate = ROW_NO_CANDIDATE;
         return;
@@ -585,6 +593,12 @@ static void emit_row(struct sched *s, int si, const struct row_out *o)
         return;
     case ROW_STOP_NOMEM:
         finish_slot(s, si, SCHED_ERROR, ERR_NOMEM, "out of memory in the stop matcher");
+        return;
+    case ROW_NONFINITE:
+        /* what this sequence's KV holds produced it: no later request may reuse it */
+        engine_seq_truncate(s->eng, si, 0);
+        sl->n_cache = 0;
+        finish_slot(s, si, SCHED_ERROR, ERR_INTERNAL, "model produced non-finite logits");
         return;
     case ROW_EOG:
         s->emit(s->user, &o->ev);

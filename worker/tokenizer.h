@@ -45,6 +45,15 @@ int32_t tok_lookup(const struct tok_vocab *v, const char *text, size_t len);
 int tok_encode(const struct tok_vocab *v, const char *text, size_t len, bool add_special,
                bool parse_special, int32_t **ids, size_t *n_ids, struct err *e);
 
+/* A floor under tok_encode's count, from the text's bytes alone (tok_bound.c):
+ * tok_span_max (O(n_vocab + merges): call it once) is the most input bytes
+ * one token stands for, 0 when the vocabulary allows no such bound;
+ * tok_count_min(text) ≤ the tokens tok_encode(text) gives with any switches
+ * (0 when span_max is 0). For refusing a prompt too long for the context
+ * before tokenizing it. */
+size_t tok_span_max(const struct tok_vocab *v);
+size_t tok_count_min(const struct tok_vocab *v, const char *text, size_t len, size_t span_max);
+
 /* llama_token_to_piece(id, lstrip = 0, special): the bytes of one token.
  * Writes up to cap bytes; returns the piece length (may exceed cap: then call
  * again with more room). Control tokens give "" unless `special`. */

@@ -10,6 +10,7 @@
  * the engine and sends each token back as it is produced. Exit status 3
  * means "cannot load/run this model here": the daemon does not restart it. */
 #include <errno.h>
+#include <malloc.h>
 #include <jansson.h>
 #include <math.h>
 #include <nng/nng.h>
@@ -29,6 +30,7 @@
 #include "../proto/wire.h"
 #include "engine.h"
 #include "gguf.h"
+#include "intake.h"
 #include "sampling.h"
 #include "sched.h"
 #include "tokenizer.h"
@@ -45,8 +47,11 @@ struct worker {
     struct sched *s;
     struct smp_params smp_model; /* llama-server defaults + the GGUF's general.sampling.* */
     char *chat_tmpl;             /* tokenizer.chat_template, NULL = ChatML */
+    struct intake *in;           /* tokenizes and renders requests off the receive loop */
+    size_t span_max;             /* tok_span_max: a prompt's bytes bound its tokens from below */
     volatile int quit;
-    volatile int shutting;
+    volatile int shutting;       /* refusing new requests */
+    volatile int drained;        /* ... and every one received has reached the scheduler */
     int idx;
     /* chunks of the scheduler steps since the last send: one message per
      * flush_ms at most while steps follow each other (not one per stream and
@@ -222,7 +227,7 @@ static void *sched_main(void *arg)
         if (rc < 0)
             logf_("step: %s", e.msg);
         if (rc == 0) {
-            if (w->shutting && sched_idle(w->s)) {
+            if (w->drained && sched_idle(w->s)) {
                 w->quit = 1;
                 break;
             }
@@ -347,40 +352,102 @@ static int render_chat(struct worker *w, const struct proto_gen *g, char **out, 
     return rc;
 }
 
-static void h_generate(struct worker *w, struct proto_msg *m)
-{
+/* A request the intake thread works on: the daemon's message (moved out of
+ * the receive loop) and what preparing it gave. */
+struct job {
+    struct proto_msg m; /* PT_GENERATE or PT_TOKENIZE */
+    int32_t *ids;
+    size_t n_ids;
+    int rc;             /* prepare's outcome */
     struct err e;
-    struct proto_gen *g = &m->gen;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    int rc = 0;
-    if (w->shutting) {
-        send_error(w, m->id, ERR_IO, "worker is shutting down");
-        return;
-    }
-    if (g->tokens) {
-        ids = g->tokens;
-        n_ids = g->n_tokens;
+};
+
+/* Most bytes a prompt may have per position of the context. Real text
+ * averages 2 to 6 bytes a token; a vocabulary's longest token (a run of
+ * spaces or dashes) can be 128 or more, which makes the bound below loose
+ * (a 32k context would take 8 MB of text to tokenize before refusing it). */
+#define PROMPT_MAX_BYTES_PER_TOKEN 16
+
+/* A prompt of len bytes that cannot fit the context whatever it tokenizes
+ * to (tok_count_min), or longer than PROMPT_MAX_BYTES_PER_TOKEN bytes a
+ * position, is refused before tokenizing, with the error sched_submit gives
+ * a prompt too long (ERR_RANGE: HTTP 400 exceed_context_size_error). */
+static int prompt_too_long(struct worker *w, const char *text, size_t len, struct err *e)
+{
+    size_t n = tok_count_min(w->v, text, len, w->span_max);
+    int n_ctx = engine_n_ctx(w->eng);
+    if (n >= (size_t)n_ctx)
+        return err_set(e, ERR_RANGE,
+                       "prompt of at least %zu tokens (%zu bytes) does not fit the context of %d (at least one "
+                       "position must stay free)", n, len, n_ctx);
+    if (len > (size_t)n_ctx * PROMPT_MAX_BYTES_PER_TOKEN)
+        return err_set(e, ERR_RANGE,
+                       "prompt of %zu bytes does not fit the context of %d (at most %d bytes a position are "
+                       "accepted)", len, n_ctx, PROMPT_MAX_BYTES_PER_TOKEN);
+    return 0;
+}
+
+/* Intake thread: text → token ids, the slow part of a request. */
+static void job_prepare(void *user, void *job)
+{
+    struct worker *w = user;
+    struct job *j = job;
+    struct proto_gen *g = &j->m.gen;
+    if (j->m.type == PT_TOKENIZE) {
+        j->rc = tok_encode(w->v, j->m.text, strlen(j->m.text), j->m.add_special, j->m.parse_special, &j->ids,
+                           &j->n_ids, &j->e);
+    } else if (g->tokens) {
+        j->ids = g->tokens;
+        j->n_ids = g->n_tokens;
         g->tokens = NULL;
     } else if (g->prompt) {
-        rc = tok_encode(w->v, g->prompt, strlen(g->prompt), g->add_special, g->parse_special, &ids, &n_ids, &e);
+        size_t len = strlen(g->prompt);
+        if (!(j->rc = prompt_too_long(w, g->prompt, len, &j->e)))
+            j->rc = tok_encode(w->v, g->prompt, len, g->add_special, g->parse_special, &j->ids, &j->n_ids, &j->e);
     } else {
         char *text = NULL;
-        rc = render_chat(w, g, &text, &e);
-        if (!rc)
-            rc = tok_encode(w->v, text, strlen(text), true, true, &ids, &n_ids, &e);
+        j->rc = render_chat(w, g, &text, &j->e);
+        if (!j->rc && !(j->rc = prompt_too_long(w, text, strlen(text), &j->e)))
+            j->rc = tok_encode(w->v, text, strlen(text), true, true, &j->ids, &j->n_ids, &j->e);
         free(text);
     }
+}
+
+static void submit_tokenize(struct worker *w, struct job *j)
+{
+    if (j->rc) {
+        send_error(w, j->m.id, ERR_INVALID, j->e.msg);
+        return;
+    }
+    struct proto_msg r;
+    proto_msg_init(&r, PT_TOKENS);
+    r.id = j->m.id;
+    r.tokens = j->ids ? j->ids : (int32_t[1]){0};
+    r.n_tokens = j->n_ids;
+    send_msg(w, &r);
+}
+
+/* Intake thread, under the intake's lock: the tokens go to the scheduler. */
+static void job_submit(void *user, void *job)
+{
+    struct worker *w = user;
+    struct job *j = job;
+    struct proto_gen *g = &j->m.gen;
+    if (j->m.type == PT_TOKENIZE) {
+        submit_tokenize(w, j);
+        return;
+    }
+    struct err e;
+    int rc = j->rc;
     if (rc) {
-        send_error(w, m->id, rc == ERR_NOMEM ? ERR_INTERNAL : ERR_INVALID, e.msg);
-        free(ids);
+        send_error(w, j->m.id, rc == ERR_NOMEM ? ERR_INTERNAL : rc == ERR_RANGE ? ERR_RANGE : ERR_INVALID, j->e.msg);
         return;
     }
     struct sched_request q;
     sched_request_init(&q);
-    q.id = m->id;
-    q.prompt = ids;
-    q.n_prompt = n_ids;
+    q.id = j->m.id;
+    q.prompt = j->ids;
+    q.n_prompt = j->n_ids;
     q.smp = request_sampling(w, g);
     struct smp_bias *bias = NULL;
     if (g->n_logit_bias) {
@@ -400,34 +467,73 @@ static void h_generate(struct worker *w, struct proto_msg *m)
     q.cache_prompt = g->cache_prompt;
     rc = sched_submit(w->s, &q, &e);
     free(bias);
-    free(ids);
     if (rc) {
-        send_error(w, m->id, rc == ERR_CANCELED ? ERR_IO : rc, e.msg);
+        send_error(w, j->m.id, rc == ERR_CANCELED ? ERR_IO : rc, e.msg);
         return;
     }
     struct proto_msg a;
     proto_msg_init(&a, PT_ACCEPTED);
-    a.id = m->id;
+    a.id = j->m.id;
     a.worker.idx = w->idx;
     send_msg(w, &a);
 }
 
-static void h_tokenize(struct worker *w, struct proto_msg *m)
+/* A request canceled while it waited for the intake ends as one canceled in
+ * the scheduler's queue does: a final chunk saying so. */
+static void job_canceled(void *user, void *job)
 {
-    struct err e;
-    int32_t *ids;
-    size_t n;
-    if (tok_encode(w->v, m->text, strlen(m->text), m->add_special, m->parse_special, &ids, &n, &e)) {
-        send_error(w, m->id, ERR_INVALID, e.msg);
+    struct worker *w = user;
+    struct job *j = job;
+    if (j->m.type == PT_TOKENIZE) {
+        send_error(w, j->m.id, ERR_CANCELED, "canceled");
         return;
     }
-    struct proto_msg r;
-    proto_msg_init(&r, PT_TOKENS);
-    r.id = m->id;
-    r.tokens = ids ? ids : (int32_t[1]){0};
-    r.n_tokens = n;
-    send_msg(w, &r);
-    free(ids);
+    struct sched_event ev = {.id = j->m.id, .token = -1, .text = "", .finish = SCHED_CANCEL};
+    on_event(w, &ev);
+}
+
+static void job_free(void *user, void *job)
+{
+    (void)user;
+    struct job *j = job;
+    free(j->ids);
+    proto_msg_free(&j->m);
+    free(j);
+}
+
+static const struct intake_ops job_ops = {job_prepare, job_submit, job_canceled, job_free};
+
+/* Receive loop: hand a generate or tokenize request to the intake thread
+ * (the message moves into the job). */
+static void h_request(struct worker *w, struct proto_msg *m)
+{
+    if (m->type == PT_GENERATE && w->shutting) {
+        send_error(w, m->id, ERR_IO, "worker is shutting down");
+        return;
+    }
+    struct job *j = calloc(1, sizeof *j);
+    if (!j) {
+        send_error(w, m->id, ERR_INTERNAL, "out of memory");
+        return;
+    }
+    j->m = *m; /* the job owns the message from here */
+    proto_msg_init(m, PT_NONE);
+    if (intake_push(w->in, j->m.id, j)) {
+        send_error(w, j->m.id, ERR_INTERNAL, "out of memory");
+        job_free(w, j);
+    }
+}
+
+static int cancel_in_sched(void *ctx, uint64_t id) { return sched_cancel(ctx, id); }
+
+/* Refuse new requests, let those already received reach the scheduler,
+ * then let the scheduler finish what it holds. */
+static void begin_shutdown(struct worker *w)
+{
+    w->shutting = 1;
+    intake_flush(w->in);
+    sched_close(w->s);
+    w->drained = 1;
 }
 
 static void h_detokenize(struct worker *w, struct proto_msg *m)
@@ -561,6 +667,15 @@ int main(int argc, char **argv)
             w->chat_tmpl[ts.len] = 0;
         }
     }
+    w->span_max = tok_span_max(w->v);
+    if (intake_create(&w->in, &job_ops, w, &e)) {
+        logf_("%s", e.msg);
+        return EXIT_FATAL;
+    }
+    /* A fixed threshold (no dynamic raising): a request's megabytes (a long
+     * prompt's message, its text) go back to the system when freed instead
+     * of staying in the heap for the worker's life. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
     clock_gettime(CLOCK_MONOTONIC, &t1);
 
     int rv = nng_pair0_open(&w->sock);
@@ -597,10 +712,8 @@ int main(int argc, char **argv)
         return 1;
     }
     while (!w->quit) {
-        if (g_term && !w->shutting) { /* SIGTERM: finish what runs, then exit */
-            w->shutting = 1;
-            sched_close(w->s);
-        }
+        if (g_term && !w->shutting) /* SIGTERM: finish what runs, then exit */
+            begin_shutdown(w);
         if (getppid() == 1) /* the daemon is gone (and PDEATHSIG missed) */
             break;
         struct proto_msg m;
@@ -615,9 +728,9 @@ int main(int argc, char **argv)
             continue;
         }
         switch (m.type) {
-        case PT_GENERATE: h_generate(w, &m); break;
-        case PT_CANCEL: sched_cancel(w->s, m.id); break;
-        case PT_TOKENIZE: h_tokenize(w, &m); break;
+        case PT_GENERATE: h_request(w, &m); break;
+        case PT_CANCEL: intake_cancel(w->in, m.id, cancel_in_sched, w->s); break;
+        case PT_TOKENIZE: h_request(w, &m); break;
         case PT_DETOKENIZE: h_detokenize(w, &m); break;
         case PT_PING: {
             struct proto_msg p;
@@ -632,8 +745,8 @@ int main(int argc, char **argv)
             break;
         }
         case PT_SHUTDOWN:
-            w->shutting = 1;
-            sched_close(w->s);
+            if (!w->shutting)
+                begin_shutdown(w);
             break;
         default:
             logf_("unexpected '%s' message ignored", proto_type_name(m.type));
@@ -641,6 +754,7 @@ int main(int argc, char **argv)
         proto_msg_free(&m);
     }
     w->quit = 1;
+    intake_free(w->in); /* what it still holds ends canceled */
     sched_close(w->s);
     pthread_join(th, NULL);
     nng_close(w->sock);
