@@ -43,9 +43,11 @@ for lvl in $levels; do
         esac
         rc=$?
         p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^not ok - ' "$log"); s=$(grep -c '^skip - ' "$log")
-        if [ "$f" -gt 0 ] || [ "$rc" -ne 0 ] || [ "$p" -eq 0 ]; then
-            echo "not ok - $name: $f failed, $p ok, exit $rc"
+        if [ "$f" -gt 0 ] || [ "$rc" -ne 0 ] || [ $((p + s)) -eq 0 ]; then
+            echo "not ok - $name: $f failed, $p ok, exit $rc$([ $((p + f + s)) -eq 0 ] && echo ', no case ran')"
             grep -v '^ok - ' "$log" | grep -v '^skip - ' | tail -20 | sed 's/^/#   /'
+        elif [ "$p" -eq 0 ]; then
+            echo "skip - $name: all $s cases skipped ($(grep -m1 '^skip - ' "$log" | sed 's/^skip - //'))"
         else
             echo "ok - $name: $p ok, $s skipped"
         fi
