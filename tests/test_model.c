@@ -177,6 +177,47 @@ static void test_attn_simd(void)
     }
 }
 
+/* The V·p sum in llama.cpp's order (its f32 mul_mat of V by the probabilities): the reference as the
+ * plain x86-64 build (f32 products summed in double), AVX2 as the AVX2 build (8 FMA lanes along the
+ * cache, lane l = p mod 8, reduced ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))). Zero keys make every
+ * probability exactly 1/n, so the expected outputs follow bit for bit. One chain over p (the old
+ * sum) misses these by an ulp, which flipped a Q8_0 rounding tie in the iq4_nl MoE parity model. */
+static void test_attn_sum_order(void)
+{
+    enum { HD = 16, MAXKV = 45 };
+    static float k[MAXKV * HD], v[MAXKV * HD], q[HD], o[HD], sc[MAXKV + 8];
+    unsigned st = 4242u;
+    for (int i = 0; i < MAXKV * HD; i++)
+        v[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 2 - 1;
+    for (int i = 0; i < HD; i++)
+        q[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 2 - 1;
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    const int nkvs[] = { 1, 11, 37, 45 };
+    for (int ni = 0; ni < 4; ni++) {
+        const int n = nkvs[ni];
+        const float w = (float)(1.0 / n);
+        float ref[HD], lane[HD];
+        for (int d = 0; d < HD; d++) {
+            double s = 0.0;
+            float l[8] = { 0 };
+            for (int p = 0; p < n; p++) {
+                s += (double)(w * v[p * HD + d]);
+                l[p % 8] = fmaf(w, v[p * HD + d], l[p % 8]);
+            }
+            ref[d] = (float)s;
+            lane[d] = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+        }
+        ops_attn_ref(q, 1, HD, k, v, HD, n, 0.125f, NULL, o, sc);
+        CHECK(!memcmp(o, ref, sizeof o), "reference, %d cells: not the double-summed products", n);
+        if (avx2) {
+            ops_attn_avx2(q, 1, HD, k, v, HD, n, 0.125f, NULL, o, sc);
+            CHECK(!memcmp(o, lane, sizeof o), "avx2, %d cells: not the 8-lane sum", n);
+        }
+    }
+}
+
 /* SIMD softmax / SwiGLU against the references, extremes included. */
 static void test_softmax_swiglu_simd(void)
 {
@@ -1057,6 +1098,7 @@ int main(void)
     RUN(test_rope_vectors);
     RUN(test_small_ops);
     RUN(test_attn_simd);
+    RUN(test_attn_sum_order);
     RUN(test_softmax_swiglu_simd);
     RUN(test_stories_golden_f32);
     RUN(test_stories_golden_f16);

@@ -746,7 +746,25 @@ static void matmul_vs_vec_dot(void)
     matmul_scratch_free(&s);
 }
 
-/* Packed matmul (Q4_K, Q8_0): same results as per-row vec_dot up to float summation order. */
+/* Packed matmul, at one SIMD level (g_level; the cases run once per level, see run_levels): the
+ * level's packed kernel where it has one, else the scalar reference packed kernel, so the packing,
+ * matmul_packed_run's splitting and the arena are exercised on every CPU. The reference gives the
+ * same bits as the scalar vec_dot of each row; a SIMD kernel the same up to float summation order.
+ * Only a level the CPU lacks is skipped. */
+static int g_level;
+static const char *const g_level_name[3] = {"scalar", "avx2", "avx512"};
+static char g_level_skip[96];
+
+/* false (and the case marked skipped) when this CPU lacks level g_level */
+static bool level_present(void)
+{
+    if (quant_kernels_level(g_level))
+        return true;
+    snprintf(g_level_skip, sizeof g_level_skip, "SIMD level %s not on this CPU", g_level_name[g_level]);
+    check_g.skip_why = g_level_skip;
+    return false;
+}
+
 static void matmul_packed_one(enum qtype wt, int64_t n_in)
 {
     const int64_t outs[] = {16, 37, 300};
@@ -755,15 +773,27 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
     static float X[17 * 768], Y[17 * 300];
     struct matmul_scratch s = {0};
     size_t wr = qtype_row_size(wt, n_in), ar = qtype_row_size(qtype_get(wt)->vec_dot, n_in);
+    if (!level_present())
+        return;
     rnd_row(wt, W, n_in * 300, 8, 16);
-    struct matmul_packed *probe = matmul_pack(wt, W, n_in, 300, NULL);
+    struct matmul_packed *probe = matmul_pack_level(wt, W, n_in, 300, NULL, g_level);
+    CHECK(probe != NULL, "%s: no packed form at level %s", qtype_get(wt)->name, g_level_name[g_level]);
     if (!probe)
-        SKIP("no packed kernel on this CPU / SIMD level");
+        return;
+    const bool simd = matmul_packed_simd(probe);
+    CHECK(simd == (quant_kernels_level(g_level)->packed[wt] != NULL), "kernel choice");
+    printf("#   %s at level %s: %s packed kernel\n", qtype_get(wt)->name, g_level_name[g_level],
+           simd ? "SIMD" : "scalar reference");
     CHECK(matmul_packed_bytes(probe) >= 300 * wr, "packed size %zu", matmul_packed_bytes(probe));
-    CHECK(matmul_pack_size(wt, n_in, 300) >= matmul_packed_bytes(probe), "arena size %zu",
-          matmul_pack_size(wt, n_in, 300));
     matmul_packed_free(probe);
-    CHECK(matmul_pack(QT_Q4_K, W, 100, 4, NULL) == NULL, "n_in not a multiple of 256 must be refused");
+    /* the engine's entry packs exactly when the dispatcher's level has a fast packed kernel */
+    struct matmul_packed *eng = matmul_pack(wt, W, n_in, 300, NULL);
+    CHECK((eng != NULL) == (quant_kernels_get()->packed[wt] != NULL), "matmul_pack at level %s", quant_simd_name());
+    CHECK(matmul_pack_size(wt, n_in, 300) == (eng ? (matmul_packed_bytes(eng) + 63) / 64 * 64 : 0),
+          "arena size %zu", matmul_pack_size(wt, n_in, 300));
+    matmul_packed_free(eng);
+    CHECK(matmul_pack_level(QT_Q4_K, W, 100, 4, NULL, g_level) == NULL, "n_in not a multiple of 256 must be refused");
+    CHECK(matmul_pack_level(QT_Q8_K, W, 256, 4, NULL, g_level) == NULL, "type without packed form must be refused");
     CHECK(matmul_pack(QT_Q8_K, W, 256, 4, NULL) == NULL, "type without packed form must be refused");
     CHECK(matmul_pack_size(QT_Q8_K, 256, 4) == 0, "no arena bytes for a type without packed form");
     for (int nth = 1; nth <= 4; nth++) {
@@ -774,15 +804,19 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
             /* odd thread counts pack into an arena of exactly the matrix's size
              * (huge pages where allowed), even ones onto the heap */
             struct matmul_arena ar_ = {0};
-            if (nth % 2)
-                matmul_arena_reserve(&ar_, matmul_pack_size(wt, n_in, n_out));
-            struct matmul_packed *p = matmul_pack(wt, W, n_in, n_out, nth % 2 ? &ar_ : NULL);
+            size_t need = 0;
+            if (nth % 2) {
+                struct matmul_packed *q = matmul_pack_level(wt, W, n_in, n_out, NULL, g_level);
+                need = (matmul_packed_bytes(q) + 63) / 64 * 64;
+                matmul_packed_free(q);
+                matmul_arena_reserve(&ar_, need);
+            }
+            struct matmul_packed *p = matmul_pack_level(wt, W, n_in, n_out, nth % 2 ? &ar_ : NULL, g_level);
             CHECK(p != NULL, "pack failed");
             if (!p)
                 continue;
             if (nth % 2)
-                CHECK(ar_.base && ar_.used == matmul_pack_size(wt, n_in, n_out), "arena holds %zu of %zu",
-                      ar_.used, matmul_pack_size(wt, n_in, n_out));
+                CHECK(ar_.base && ar_.used == need, "arena holds %zu of %zu", ar_.used, need);
             for (int ki = 0; ki < 3; ki++) {
                 int n_tok = toks[ki];
                 for (int64_t i = 0; i < n_tok * n_in; i++)
@@ -799,7 +833,9 @@ static void matmul_packed_one(enum qtype wt, int64_t n_in)
                         dd_dot(wt, n_in, W + r * wr, A + tt * ar, &mag);
                         float want = vec_dot_ref(wt, n_in, W + r * wr, A + tt * ar);
                         float got = Y[tt * n_out + r];
-                        if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-30) && bad++ < 3)
+                        bool ok = simd ? fabs((double)got - want) <= 1e-5 * mag + 1e-30
+                                       : !memcmp(&got, &want, sizeof got); /* reference: same bits */
+                        if (!ok && bad++ < 3)
                             printf("#   threads=%d n_out=%lld n_tok=%d t=%d r=%lld: %.9g vs %.9g\n", nth,
                                    (long long)n_out, n_tok, tt, (long long)r, got, want);
                     }
@@ -819,6 +855,8 @@ static void matmul_packed_q4_k(void) { matmul_packed_one(QT_Q4_K, 768); }
  * matrix, with shared and separate inputs, row counts that are not multiples of 16, mixed types. */
 static void matmul_packed_group(void)
 {
+    if (!level_present())
+        return;
     static uint8_t W[3][300 * 768 * 2];
     static float X[2][768], Yg[3][300], Y1[3][300];
     const enum qtype types[3] = {QT_Q8_0, QT_Q8_0, QT_Q6_K};
@@ -826,9 +864,10 @@ static void matmul_packed_group(void)
     struct matmul_packed *p[3];
     for (int k = 0; k < 3; k++) {
         rnd_row(types[k], W[k], 768 * outs[k], 8, 16);
-        p[k] = matmul_pack(types[k], W[k], 768, outs[k], NULL);
+        p[k] = matmul_pack_level(types[k], W[k], 768, outs[k], NULL, g_level);
+        CHECK(p[k] != NULL, "no packed form");
         if (!p[k])
-            SKIP("no packed kernel on this CPU / SIMD level");
+            return;
     }
     for (int i = 0; i < 768; i++) {
         X[0][i] = rndf();
@@ -981,6 +1020,17 @@ static void quantize_round_trip(void)
     CHECK(!quant_weights_row(QT_IQ2_XXS, x, buf, 256), "iq2_xxs should have no quantizer");
 }
 
+/* A packed-matmul case once per SIMD level: "name[level]". */
+static void run_levels(const char *name, void (*fn)(void))
+{
+    for (g_level = 0; g_level < 3; g_level++) {
+        char full[96];
+        snprintf(full, sizeof full, "%s[%s]", name, g_level_name[g_level]);
+        check_run(full, fn);
+    }
+}
+#define RUN_LEVELS(fn) run_levels(#fn, fn)
+
 int main(void)
 {
     printf("# simd: %s\n", quant_simd_name());
@@ -993,12 +1043,12 @@ int main(void)
     RUN(dot_simd_vs_ref);
     RUN(dot_vs_dequant);
     RUN(matmul_vs_vec_dot);
-    RUN(matmul_packed_q4_k);
+    RUN_LEVELS(matmul_packed_q4_k);
     RUN(matmul_weight_paths);
-    RUN(matmul_packed_q5_k);
-    RUN(matmul_packed_q6_k);
-    RUN(matmul_packed_group);
-    RUN(matmul_packed_q8_0);
+    RUN_LEVELS(matmul_packed_q5_k);
+    RUN_LEVELS(matmul_packed_q6_k);
+    RUN_LEVELS(matmul_packed_group);
+    RUN_LEVELS(matmul_packed_q8_0);
     RUN(matmul_vs_llamacpp);
     RUN(quantize_round_trip);
     CHECK_EXIT();

@@ -50,6 +50,14 @@ struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, in
 void matmul_packed_run(struct tpool *tp, struct matmul_scratch *s, const struct matmul_packed *p, const float *X,
                        int64_t n_tok, float *Y);
 void matmul_packed_free(struct matmul_packed *p);
+/* Tests: the packed form with the kernel of SIMD level `level` (0 scalar, 1 AVX2, 2 AVX-512, as
+ * quant_kernels_level), or the scalar reference packed kernel (the same bits as the scalar vec_dot of
+ * each row) where that level has none, so the packing is exercised on every CPU. NULL when the CPU
+ * lacks the level or the type/shape has no packed form. The engine uses matmul_pack. */
+struct matmul_packed *matmul_pack_level(enum qtype wt, const void *W, int64_t n_in, int64_t n_out,
+                                        struct matmul_arena *a, int level);
+/* Whether p runs a SIMD packed kernel (false: the scalar reference). */
+bool matmul_packed_simd(const struct matmul_packed *p);
 /* Bytes the packed matrix holds (for memory accounting). */
 size_t matmul_packed_bytes(const struct matmul_packed *p);
 

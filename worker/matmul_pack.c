@@ -53,11 +53,16 @@ void matmul_arena_release(struct matmul_arena *a)
     *a = (struct matmul_arena){0};
 }
 
+static bool packable_shape(enum qtype wt, int64_t n_in, int64_t n_out)
+{
+    return (wt == QT_Q4_K || wt == QT_Q5_K || wt == QT_Q6_K || wt == QT_Q8_0) && n_in > 0 && n_out > 0 &&
+           n_in % qtype_get(wt)->blck == 0;
+}
+
+/* The engine packs only where the dispatcher's level has a fast packed kernel. */
 static bool packable(enum qtype wt, int64_t n_in, int64_t n_out)
 {
-    const struct quant_kernels *k = quant_kernels_get();
-    return (wt == QT_Q4_K || wt == QT_Q5_K || wt == QT_Q6_K || wt == QT_Q8_0) && k->packed[wt] && n_in > 0 &&
-           n_out > 0 && n_in % qtype_get(wt)->blck == 0;
+    return packable_shape(wt, n_in, n_out) && quant_kernels_get()->packed[wt];
 }
 
 static size_t group_bytes(enum qtype wt, int64_t n_in)
@@ -68,12 +73,15 @@ static size_t group_bytes(enum qtype wt, int64_t n_in)
                            : (size_t)(n_in / QK) * PQ8_SB;
 }
 
-size_t matmul_pack_size(enum qtype wt, int64_t n_in, int64_t n_out)
+static size_t pack_size(enum qtype wt, int64_t n_in, int64_t n_out)
 {
-    if (!packable(wt, n_in, n_out))
-        return 0;
     size_t total = (size_t)((n_out + PQ4K_ROWS - 1) / PQ4K_ROWS) * group_bytes(wt, n_in);
     return (total + 63) & ~(size_t)63;
+}
+
+size_t matmul_pack_size(enum qtype wt, int64_t n_in, int64_t n_out)
+{
+    return packable(wt, n_in, n_out) ? pack_size(wt, n_in, n_out) : 0;
 }
 
 /* Q4_K, and Q5_K (q5 != 0: same fields plus qh, PQ5K_SB per super-block). */
@@ -149,11 +157,9 @@ static void pack_q6_k_group(const uint8_t *W, size_t wrow, int64_t r0, int64_t n
     }
 }
 
-struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out, struct matmul_arena *a)
+static struct matmul_packed *pack_with(enum qtype wt, const void *W, int64_t n_in, int64_t n_out,
+                                       struct matmul_arena *a, qpacked_fn kernel)
 {
-    if (!packable(wt, n_in, n_out))
-        return NULL;
-    const struct quant_kernels *k = quant_kernels_get();
     struct matmul_packed *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
@@ -163,8 +169,8 @@ struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, in
     p->n_out = n_out;
     p->n_groups = (n_out + PQ4K_ROWS - 1) / PQ4K_ROWS;
     p->gbytes = group_bytes(wt, n_in);
-    p->kernel = k->packed[wt];
-    size_t size = matmul_pack_size(wt, n_in, n_out);
+    p->kernel = kernel;
+    size_t size = pack_size(wt, n_in, n_out);
     if (a && a->base && a->cap - a->used >= size) {
         p->data = a->base + a->used;
         p->in_arena = true;
@@ -188,6 +194,24 @@ struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, in
     }
     return p;
 }
+
+struct matmul_packed *matmul_pack(enum qtype wt, const void *W, int64_t n_in, int64_t n_out, struct matmul_arena *a)
+{
+    if (!packable(wt, n_in, n_out))
+        return NULL;
+    return pack_with(wt, W, n_in, n_out, a, quant_kernels_get()->packed[wt]);
+}
+
+struct matmul_packed *matmul_pack_level(enum qtype wt, const void *W, int64_t n_in, int64_t n_out,
+                                        struct matmul_arena *a, int level)
+{
+    const struct quant_kernels *k = quant_kernels_level(level);
+    if (!k || !packable_shape(wt, n_in, n_out))
+        return NULL;
+    return pack_with(wt, W, n_in, n_out, a, k->packed[wt] ? k->packed[wt] : quant_packed_ref(wt));
+}
+
+bool matmul_packed_simd(const struct matmul_packed *p) { return p && p->kernel != quant_packed_ref(p->wt); }
 
 void matmul_packed_free(struct matmul_packed *p)
 {

@@ -146,32 +146,22 @@ void ops_f16_table_init(float *tab)
         tab[i] = fp16_to_f32((uint16_t)i);
 }
 
-/* Dot products with 8 independent partial sums: vectorisable without
- * reassociation flags, and close to ggml's lane-wise accumulation. */
+/* Dot products as ggml's scalar vec_dot_f32 / vec_dot_f16 (the reference's model is llama.cpp's plain
+ * x86-64 build): each product rounded to f32, summed in double, the sum rounded to f32. */
 static float dot_f32(const float *a, const float *b, int n)
 {
-    float acc[8] = { 0 };
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += a[i + j] * b[i + j];
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += (double)(a[i] * b[i]);
+    return (float)s;
 }
 
 static float dot_f16(const float *a, const uint16_t *b, int n, const float *tab)
 {
-    float acc[8] = { 0 };
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += a[i + j] * tab[b[i + j]];
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++)
-        s += a[i] * tab[b[i]];
-    return s;
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += (double)(a[i] * tab[b[i]]);
+    return (float)s;
 }
 
 #define ATTN_MAX_HD 1024
@@ -196,14 +186,17 @@ void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V,
                 s[p] = dot_f32(qh, k + (size_t)p * stride, hd) * scale;
         }
         ops_softmax_ref(s, n_kv);
-        memset(oh, 0, sizeof(float) * (size_t)hd);
+        /* V·p as the dots above: f32 products summed in double per output (ggml's V·KQ mul_mat) */
+        double acc[ATTN_MAX_HD];
+        for (int d = 0; d < hd; d++)
+            acc[d] = 0.0;
         if (f16tab) {
             const uint16_t *v = V;
             for (int p = 0; p < n_kv; p++) {
                 const float w = f16tab[fp16_from_f32(s[p])]; /* probabilities go to f16 for V·p */
                 const uint16_t *vr = v + (size_t)p * stride;
                 for (int d = 0; d < hd; d++)
-                    oh[d] += w * f16tab[vr[d]];
+                    acc[d] += (double)(w * f16tab[vr[d]]);
             }
         } else {
             const float *v = V;
@@ -211,9 +204,11 @@ void ops_attn_ref(const float *q, int n_q, int hd, const void *K, const void *V,
                 const float w = s[p];
                 const float *vr = v + (size_t)p * stride;
                 for (int d = 0; d < hd; d++)
-                    oh[d] += w * vr[d];
+                    acc[d] += (double)(w * vr[d]);
             }
         }
+        for (int d = 0; d < hd; d++)
+            oh[d] = (float)acc[d];
     }
 }
 

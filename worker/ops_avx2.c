@@ -161,32 +161,35 @@ static inline void pf_row(const char *p, int rb)
         }                                                                                                 \
     }
 
-/* out[j][d] = Σ_p s[j][p]·V[p][d] for M queries over T 8-dim tiles at a time: each V chunk is loaded
- * once for all queries, and M·T independent accumulators hide the FMA latency. */
-#define DEF_PV(M, T)                                                                                      \
-    static void pv_##M##_##T(const float *s, int hd, const char *V, size_t rs, int P, bool f16,           \
-                             float *const *outs)                                                          \
-    {                                                                                                     \
-        for (int d = 0; d < hd; d += 8 * T) {                                                             \
-            __m256 acc[M][T];                                                                             \
-            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
-                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++) acc[j][c] = _mm256_setzero_ps();      \
-            const char *v = V;                                                                            \
-            for (int p = 0; p < P; p++, v += rs) {                                                        \
-                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++)                                       \
-                {                                                                                         \
-                    const __m256 vv = load8(v, d + 8 * c, f16);                                           \
-                    _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[j][c] = _mm256_fmadd_ps(      \
-                        _mm256_broadcast_ss(s + (size_t)j * P + p), vv, acc[j][c]);                       \
-                }                                                                                         \
-            }                                                                                             \
-            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++)                                           \
-                _Pragma("GCC unroll 8") for (int c = 0; c < T; c++)                                       \
-                    _mm256_storeu_ps(outs[j] + d + 8 * c, acc[j][c]);                                     \
-        }                                                                                                 \
+/* out[j][d] = Σ_p s[j][p]·V[p][d] for M queries. The sum over p is ggml's (its f32 mul_mat of V by
+ * the probabilities, 8 lanes along p): eight FMA chains, chain l over p ≡ l (mod 8), then
+ * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). A single chain rounds differently in the last bit, and a
+ * Q8_0 activation of the next matmul that sits on an exact .5 then rounds the other way (a logit
+ * error of ~1e-2 on the tiny parity models). The eight chains are independent, so they also keep
+ * the FMA pipes busy: per 8 dims and query, 8 accumulators over the cache rows. */
+static void pv_lanes(const float *s, int M, int hd, const char *V, size_t rs, int P, bool f16, float *const *outs)
+{
+    for (int d = 0; d < hd; d += 8) {
+        for (int j = 0; j < M; j++) {
+            const float *sj = s + (size_t)j * P;
+            __m256 a[8];
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) a[l] = _mm256_setzero_ps();
+            const char *v = V;
+            int p = 0;
+            for (; p + 8 <= P; p += 8, v += 8 * rs) {
+                _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) a[l] =
+                    _mm256_fmadd_ps(_mm256_broadcast_ss(sj + p + l), load8(v + (size_t)l * rs, d, f16), a[l]);
+            }
+            for (int l = 0; p < P; p++, l++, v += rs)
+                a[l] = _mm256_fmadd_ps(_mm256_broadcast_ss(sj + p), load8(v, d, f16), a[l]);
+            const __m256 x = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+            const __m256 y = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+            _mm256_storeu_ps(outs[j] + d, _mm256_add_ps(x, y));
+        }
     }
+}
 
-#define DEF_BOTH(M, T) DEF_SCORES(M, T) DEF_PV(M, T)
+#define DEF_BOTH(M, T) DEF_SCORES(M, T)
 DEF_BOTH(1, 1)
 DEF_BOTH(1, 2)
 DEF_BOTH(1, 4)
@@ -199,19 +202,12 @@ DEF_BOTH(4, 2)
 DEF_BOTH(8, 1)
 
 typedef void (*scores_fn)(const float *, int, const char *, const char *, size_t, int, bool, float, float *);
-typedef void (*pv_fn)(const float *, int, const char *, size_t, int, bool, float *const *);
 /* [log2 M][log2 T], M·T <= 8 */
 static const scores_fn g_scores[4][4] = {
     { scores_1_1, scores_1_2, scores_1_4, scores_1_8 },
     { scores_2_1, scores_2_2, scores_2_4, NULL },
     { scores_4_1, scores_4_2, NULL, NULL },
     { scores_8_1, NULL, NULL, NULL },
-};
-static const pv_fn g_pv[4][4] = {
-    { pv_1_1, pv_1_2, pv_1_4, pv_1_8 },
-    { pv_2_1, pv_2_2, pv_2_4, NULL },
-    { pv_4_1, pv_4_2, NULL, NULL },
-    { pv_8_1, NULL, NULL, NULL },
 };
 
 void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, const int *n_kv, int hd,
@@ -257,7 +253,7 @@ void ops_attn_multi_avx2(int m, const float *const *qs, float *const *outs, cons
             for (int p = nk; p < P; p++)
                 sj[p] = 0.0f; /* causal: later cells of the block's other tokens */
         }
-        g_pv[lm][lt](s, hd, V, rs, P, f16, outp);
+        pv_lanes(s, M, hd, V, rs, P, f16, outp);
     }
 }
 

@@ -169,6 +169,13 @@ void quant_ref_kernels(struct quant_kernels *k);
 void quant_avx2_kernels(struct quant_kernels *k);
 void quant_avx512_kernels(struct quant_kernels *k, int vnni);
 
+/* Scalar reference for a packed layout (Q4_K, Q5_K, Q6_K, Q8_0; else NULL):
+ * unpacks each row and takes the scalar dot, so on any CPU it gives the same
+ * bits as the scalar table's dot on the original rows. It is not in any
+ * level's table (a level packs only when it has a fast packed kernel); tests
+ * use it through matmul_pack_level to check the packing on every CPU. */
+qpacked_fn quant_packed_ref(enum qtype wt);
+
 /* The kernel table the dispatcher picked (initialised once). */
 const struct quant_kernels *quant_kernels_get(void);
 /* The table of one level (0 scalar, 1 AVX2, 2 AVX-512), or NULL when the CPU lacks it (tests, benches). */

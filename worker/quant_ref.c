@@ -5,6 +5,7 @@
  * loops over speed. Integer partial sums are exact; only the final float
  * combination per block follows ggml's generic order. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/fp16.h"
@@ -610,6 +611,111 @@ static float dot_iq4_xs(int64_t n, const void *w, const void *a)
         s += (y[i].d * F16(x[i].d)) * (float)isum;
     }
     return s;
+}
+
+/* ----------------------------------------------------- packed reference */
+
+/* Row r of one packed 16-row group (quant_internal.h layouts) back in the
+ * file's block format: the exact inverse of matmul_pack.c's packing, so the
+ * reference packed kernel below is the scalar dot of the original row. */
+static void unpack_k4_row(const uint8_t *g, int64_t nsb, int r, int q5, uint8_t *row)
+{
+    const size_t sb = q5 ? PQ5K_SB : PQ4K_SB, bb = q5 ? sizeof(struct blk_q5_k) : sizeof(struct blk_q4_k);
+    for (int64_t i = 0; i < nsb; i++, g += sb) {
+        uint8_t *B = row + (size_t)i * bb;
+        uint8_t sc[8], mn[8], *S = B + 4, *qs = B + (q5 ? 48 : 16);
+        memcpy(B, g + PQ4K_OFF_D + 2 * r, 2);
+        memcpy(B + 2, g + PQ4K_OFF_DMIN + 2 * r, 2);
+        for (int j = 0; j < 8; j++) {
+            int16_t m16;
+            memcpy(&m16, g + PQ4K_OFF_MN + (((j / 2) * PQ4K_ROWS + r) * 2 + j % 2) * 2, 2);
+            sc[j] = g[PQ4K_OFF_SC + j * PQ4K_ROWS + r];
+            mn[j] = (uint8_t)m16;
+        }
+        /* the 12-byte 6-bit encoding that k4_scale_min decodes */
+        for (int j = 0; j < 4; j++) {
+            S[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
+            S[j + 4] = (uint8_t)((mn[j] & 63) | (mn[j + 4] >> 4) << 6);
+            S[j + 8] = (uint8_t)((sc[j + 4] & 0xF) | (mn[j + 4] & 0xF) << 4);
+        }
+        for (int c = 0; c < 4; c++)
+            for (int k = 0; k < 8; k++)
+                memcpy(qs + 32 * c + 4 * k, g + ((c * 8 + k) * PQ4K_ROWS + r) * 4, 4);
+        if (q5)
+            for (int k = 0; k < 8; k++)
+                memcpy(B + 16 + 4 * k, g + PQ5K_OFF_QH + (k * PQ4K_ROWS + r) * 4, 4);
+    }
+}
+
+static void unpack_q6_k_row(const uint8_t *g, int64_t nsb, int r, uint8_t *row)
+{
+    struct blk_q6_k *b = (struct blk_q6_k *)row;
+    for (int64_t i = 0; i < nsb; i++, g += PQ6K_SB) {
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 8; k++) {
+                for (int c = 0; c < 2; c++)
+                    memcpy(b[i].ql + 64 * h + 32 * c + 4 * k, g + (((h * 2 + c) * 8 + k) * PQ4K_ROWS + r) * 4, 4);
+                memcpy(b[i].qh + 32 * h + 4 * k, g + PQ6K_OFF_QH + ((h * 8 + k) * PQ4K_ROWS + r) * 4, 4);
+            }
+        for (int gi = 0; gi < 16; gi++)
+            b[i].scales[gi] = (int8_t)g[PQ6K_OFF_SC + gi * PQ4K_ROWS + r];
+        memcpy(&b[i].d, g + PQ6K_OFF_D + 2 * r, 2);
+    }
+}
+
+static void unpack_q8_0_row(const uint8_t *g, int64_t nb, int r, uint8_t *row)
+{
+    struct blk_q8_0 *b = (struct blk_q8_0 *)row;
+    for (int64_t i = 0; i < nb; i++, g += PQ8_SB) {
+        for (int k = 0; k < 8; k++)
+            for (int c = 0; c < 4; c++)
+                b[i].qs[4 * k + c] = (int8_t)(g[(k * PQ4K_ROWS + r) * 4 + c] ^ 0x80);
+        memcpy(&b[i].d, g + PQ8_OFF_D + 2 * r, 2);
+    }
+}
+
+/* The packed-kernel contract on any CPU: each of the 16 rows unpacked, then
+ * the scalar dot with the ordinary activation row (aux is not needed). */
+static void packed_ref(enum qtype wt, int64_t n, const uint8_t *g, const void *a, size_t as, int nt, float *out)
+{
+    const size_t rb = qtype_row_size(wt, n);
+    uint8_t *row = malloc(rb);
+    for (int r = 0; r < PQ4K_ROWS; r++) {
+        if (row) {
+            if (wt == QT_Q4_K || wt == QT_Q5_K)
+                unpack_k4_row(g, n / QK_K, r, wt == QT_Q5_K, row);
+            else if (wt == QT_Q6_K)
+                unpack_q6_k_row(g, n / QK_K, r, row);
+            else
+                unpack_q8_0_row(g, n / QK, r, row);
+        }
+        const qdot_fn dot = wt == QT_Q4_K ? dot_q4_k : wt == QT_Q5_K ? dot_q5_k : wt == QT_Q6_K ? dot_q6_k : dot_q8_0;
+        for (int t = 0; t < nt; t++)
+            out[t * PQ4K_ROWS + r] = row ? dot(n, row, (const uint8_t *)a + (size_t)t * as) : NAN;
+    }
+    free(row);
+}
+
+#define PACKED_REF(name, T)                                                                                  \
+    static void name(int64_t n, const uint8_t *g, const void *a, size_t as, const void *aux, size_t auxs,    \
+                     int nt, float *out)                                                                     \
+    {                                                                                                        \
+        (void)aux;                                                                                           \
+        (void)auxs;                                                                                          \
+        packed_ref(T, n, g, a, as, nt, out);                                                                 \
+    }
+PACKED_REF(packed_ref_q4_k, QT_Q4_K)
+PACKED_REF(packed_ref_q5_k, QT_Q5_K)
+PACKED_REF(packed_ref_q6_k, QT_Q6_K)
+PACKED_REF(packed_ref_q8_0, QT_Q8_0)
+
+qpacked_fn quant_packed_ref(enum qtype wt)
+{
+    return wt == QT_Q4_K   ? packed_ref_q4_k
+           : wt == QT_Q5_K ? packed_ref_q5_k
+           : wt == QT_Q6_K ? packed_ref_q6_k
+           : wt == QT_Q8_0 ? packed_ref_q8_0
+                           : NULL;
 }
 
 /* ------------------------------------------------------------------ table */
