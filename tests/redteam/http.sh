@@ -30,7 +30,7 @@ free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0)
 now() { local t=$EPOCHREALTIME; echo "${t/./}"; } # microseconds
 HDR_TIMEOUT=3
 
-"$BIN/llm170d" --socket "ipc://$T/d.sock" --model "$MODEL" --threads 1 --slots 2 --ctx 256 2>"$T/d.log" &
+"$BIN/llm170d" --socket "ipc://$T/d.sock" --model "$MODEL" --threads 1 --slots 2 --ctx 2048 2>"$T/d.log" &
 pids+=($!)
 PORT=$(free_port)
 "$GW" --listen "127.0.0.1:$PORT" --daemon "ipc://$T/d.sock" --header-timeout "$HDR_TIMEOUT" 2>"$T/gw.log" &
@@ -179,5 +179,28 @@ if [ "$rc" -eq 1 ] && [ "$ms" -lt 1000 ] && grep -q 'Address already in use' "$T
     ok "http_serve_busy_port_fails ($ms ms: $(cat "$T/serve.log"))"
 else
     nok http_serve_busy_port_fails "rc $rc after $ms ms: $(head -3 "$T/serve.log")"
+fi
+
+# a worker killed mid-stream: the stream ends with an error event, then data: [DONE]
+echo "#   worker_killed sends: a streamed completion (2000 tokens, ignore_eos), then SIGKILL to the worker after 0.1 s"
+WPID=$(pgrep -P "${pids[0]}" llm170-worker | head -1)
+if [ -z "$WPID" ]; then
+    echo "skip - http_stream_worker_killed: no worker process found under llm170d"
+else
+    curl -s -N -m 20 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt":"Once upon a time","max_tokens":2000,"ignore_eos":true,"stream":true}' >"$T/killed.out" &
+    CPID=$!
+    sleep 0.1
+    kill -KILL "$WPID" 2>/dev/null
+    wait "$CPID"
+    chunks=$(grep -c '^data: {"id' "$T/killed.out")
+    last2=$(grep '^data: ' "$T/killed.out" | tail -2 | cut -c1-60 | tr '\n' '|')
+    if grep -q '"finish_reason":"length"' "$T/killed.out"; then
+        echo "skip - http_stream_worker_killed: the generation finished ($chunks chunks) before the worker was killed"
+    elif [[ "$last2" == 'data: {"error":'*'|data: [DONE]|' ]]; then
+        ok "http_stream_worker_killed ($chunks chunks, then an error event and [DONE])"
+    else
+        nok http_stream_worker_killed "$chunks chunks; the stream ended with: $last2"
+    fi
 fi
 exit 0
