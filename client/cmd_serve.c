@@ -2,10 +2,12 @@
  * gateway in the foreground, for trying things out without systemd. Ctrl-C
  * stops both (the daemon drains open requests first). */
 #include <errno.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -124,6 +126,34 @@ static void stop_child(pid_t pid, int grace_ms)
     waitpid(pid, NULL, 0);
 }
 
+/* Bind host:port once, as the gateway will (SO_REUSEADDR, as libmicrohttpd
+ * sets it), so a port in use fails before the model loads, in one line. */
+static int check_port(const char *host, const char *port)
+{
+    char h[256];
+    snprintf(h, sizeof h, "%s", host);
+    size_t hl = strlen(h);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        memmove(h, h + 1, hl - 2);
+        h[hl - 2] = 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int gai = getaddrinfo(h[0] ? h : NULL, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "llm170: serve: cannot resolve listen address '%s': %s\n", host, gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, rc = 0;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, ai->ai_addr, ai->ai_addrlen)) {
+        fprintf(stderr, "llm170: serve: cannot listen on %s:%s: %s\n", host, port, strerror(errno));
+        rc = -1;
+    }
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    return rc;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *host = "127.0.0.1", *port = "8080", *slots = "4", *backend = "cpu", *gpu = "0",
@@ -172,6 +202,8 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     snprintf(listen, sizeof listen, "%s:%s", host, port);
+    if (check_port(host, port)) /* before the model loads: a busy port fails at once */
+        return 1;
     sibling("llm170d", dbin, sizeof dbin);
     sibling("llm170-gateway", gbin, sizeof gbin);
     for (const char *b = dbin; b; b = b == dbin ? gbin : NULL)

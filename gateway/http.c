@@ -41,6 +41,8 @@ void gw_config_default(struct gw_config *c)
     c->timeout_s = 120;
     c->threads = 4;
     c->max_connections = 16384;
+    c->header_timeout_s = 10;
+    c->max_per_ip = 512;
 }
 
 /* Descriptors kept free of connections: listening socket, epoll and
@@ -73,6 +75,20 @@ enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_MODEL_ONE, R_HEALTH, R_METRICS
 
 struct gen_req;
 
+/* One open connection, for the header deadline: from accept (or the end of
+ * its previous response) until its next header block is complete it is
+ * "waiting"; the watcher shuts down the socket of one that waits too long.
+ * libmicrohttpd reports the connection's close (under s->cmu) before it
+ * closes the descriptor, so fd is always still this connection's. */
+struct hconn {
+    struct hconn *prev, *next;
+    int fd;
+    double t_wait; /* when it began waiting for a header block */
+    bool waiting, cut;
+};
+
+static void header_deadline_sweep(struct gw_server *s);
+
 struct gw_server {
     struct gw_config cfg;
     struct gw_backend be;
@@ -89,6 +105,9 @@ struct gw_server {
     char default_model[128]; /* last model name the daemon reported */
     int n_gen_alive;         /* gen_req structs not yet freed (backend events may still come) */
     pthread_cond_t gen_cv;
+    pthread_mutex_t cmu;     /* guards conns */
+    struct hconn *conns;     /* every open connection (header deadline) */
+    char nul_uri_mark;       /* its address: the URI log saw "%00" in the request line */
 };
 
 struct choice_user {
@@ -131,6 +150,8 @@ struct conn {
     char *body;
     size_t len, cap;
     bool too_large, responded;
+    bool streamed;               /* a 200 SSE response started: counted when it ends (200 or 499) */
+    bool close;                  /* answer with Connection: close */
     double t_start;              /* when the request's headers arrived */
     unsigned long long declared; /* Content-Length of a too-large body */
     struct gen_req *gen;
@@ -145,10 +166,34 @@ static double now_s(void)
 
 /* ---------------------------------------------------------------- responses */
 
-/* Browser front ends call the API cross-origin, as they do llama-server's. */
-static void common_headers(struct MHD_Response *r)
+/* Whether origin is one of the comma-separated list (exact match, no wildcard). */
+static bool origin_allowed(const char *list, const char *origin)
 {
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    size_t ol = strlen(origin);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        if (e > p && (size_t)(e - p) == ol && !strncmp(p, origin, ol))
+            return true;
+        p = e;
+    }
+    return false;
+}
+
+/* CORS is off unless --cors-origin names the browser origins that may call the
+ * API: a matching Origin is echoed back (never "*", so another site's page
+ * cannot read a local server's answers). */
+static void common_headers(struct gw_server *s, struct MHD_Connection *mc, struct MHD_Response *r)
+{
+    if (!s->cfg.cors_origins[0])
+        return;
+    const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+    if (origin && origin_allowed(s->cfg.cors_origins, origin))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, origin);
 }
 
 static enum MHD_Result respond(struct conn *c, struct MHD_Connection *mc, int status, const char *ctype, char *body,
@@ -162,9 +207,13 @@ static enum MHD_Result respond(struct conn *c, struct MHD_Connection *mc, int st
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    common_headers(r);
+    common_headers(c->srv, mc, r);
     if (status == 401)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 429) /* the queue is full: a slot frees within seconds */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (c->close) /* malformed framing: nothing after this request can be trusted */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     c->responded = true;
     gw_metrics_request(&c->srv->metrics, c->endpoint, status);
     enum MHD_Result ok = MHD_queue_response(mc, (unsigned)status, r);
@@ -338,21 +387,28 @@ static void on_event(void *user, const struct gw_event *ev)
                     g->out_done = true;
                 }
             }
-        } else if (!g->failed && ev->err_code != ERR_CANCELED) {
-            /* the first real error wins; the other choices are stopped */
+        } else if (!g->failed && !g->closed) {
+            /* The first error wins; the other choices are stopped. A cancel
+             * nobody here asked for (the client is still there: the daemon
+             * or its worker ended the stream) is an error too, so a client
+             * never takes a cut-off stream for a finished one. */
+            bool canceled = ev->err_code == ERR_CANCELED;
             g->failed = true;
-            g->err_code = ev->err_code;
-            g->err_status = gw_http_status(ev->err_code);
-            snprintf(g->err_msg, sizeof g->err_msg, "%s", ev->err_msg ? ev->err_msg : "generation failed");
+            g->err_code = canceled ? ERR_IO : ev->err_code;
+            g->err_status = gw_http_status(g->err_code);
+            snprintf(g->err_msg, sizeof g->err_msg, "%s",
+                     canceled ? "the generation was canceled by the server (worker stopped or restarted)"
+                              : ev->err_msg ? ev->err_msg : "generation failed");
             n_cancel = running_jobs(g, to_cancel);
             if (g->rq.stream && g->streaming && !g->out_done) {
-                /* the 200 and earlier chunks are already sent: report in-band */
-                oai_sse_error(g->err_status, g->err_code, g->err_msg, &g->out, &g->out_len);
+                /* the 200 and earlier chunks are already sent: report in-band,
+                 * then end the stream as every stream ends */
+                int rc = oai_sse_error(g->err_status, g->err_code, g->err_msg, &g->out, &g->out_len);
+                if (!rc)
+                    rc = oai_sse_done(&g->out, &g->out_len);
+                sse_fail(g, rc);
                 g->out_done = true;
             }
-        } else if (g->n_final == g->n && g->rq.stream && !g->out_done && !g->failed) {
-            /* canceled: end the stream cleanly */
-            g->out_done = true;
         }
     }
     wake(g);
@@ -437,6 +493,7 @@ static void *watcher_main(void *arg)
             pthread_mutex_unlock(&g->mu);
         }
         pthread_mutex_unlock(&s->mu);
+        header_deadline_sweep(s);
         int rc = poll(pf, (nfds_t)k, 100);
         if (k == 0 && rc == 0) {
             /* nothing to watch: poll(NULL, 0, 100) was the sleep */
@@ -553,9 +610,9 @@ static enum MHD_Result gen_progress(struct conn *c, struct MHD_Connection *mc)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
-        common_headers(r);
+        common_headers(c->srv, mc, r);
         c->responded = true;
-        gw_metrics_request(&c->srv->metrics, c->endpoint, 200);
+        c->streamed = true; /* counted in completed(): 200, or 499 when the client leaves mid-stream */
         enum MHD_Result ok = MHD_queue_response(mc, 200, r);
         MHD_destroy_response(r);
         return ok;
@@ -731,7 +788,7 @@ static enum MHD_Result handle_metrics(struct conn *c, struct MHD_Connection *mc)
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
-    common_headers(r);
+    common_headers(c->srv, mc, r);
     c->responded = true;
     enum MHD_Result ok = MHD_queue_response(mc, 200, r);
     MHD_destroy_response(r);
@@ -871,10 +928,13 @@ static enum MHD_Result handle_preflight(struct conn *c, struct MHD_Connection *m
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
-    common_headers(r);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, Content-Type");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "86400");
+    common_headers(c->srv, mc, r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST, OPTIONS");
+    if (c->srv->cfg.cors_origins[0]) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, Content-Type");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "86400");
+    }
     c->responded = true;
     enum MHD_Result ok = MHD_queue_response(mc, MHD_HTTP_NO_CONTENT, r);
     MHD_destroy_response(r);
@@ -942,20 +1002,175 @@ static bool auth_ok(struct gw_server *s, struct MHD_Connection *mc)
     return diff == 0;
 }
 
+/* ---------------------------------------------------------------- framing */
+
+/* libmicrohttpd 0.9.75 lets through framing that a proxy in front may read
+ * differently (request smuggling): it takes one of two Content-Lengths, takes
+ * a chunked body beside a Content-Length, keeps a bare CR inside a header
+ * value, and waits forever for a body in a transfer coding it cannot decode.
+ * The first call of the access handler sees every header as received, so the
+ * request is judged there, before a byte of its body is used. */
+struct framing {
+    int n_cl, n_te;
+    bool cl_bad, te_bad, bare_cr;
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (strchr(key, '\r') || (value && strchr(value, '\r')))
+        f->bare_cr = true;
+    if (!value)
+        value = "";
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        f->n_cl++;
+        const char *p = value;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p < '0' || *p > '9')
+            f->cl_bad = true; /* "-1", "+5", "": not a length */
+        while (*p >= '0' && *p <= '9')
+            p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p)
+            f->cl_bad = true;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->n_te++;
+        /* only "chunked" alone is decoded here; anything else is 501 */
+        const char *p = value;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t l = strlen(p);
+        while (l && (p[l - 1] == ' ' || p[l - 1] == '\t'))
+            l--;
+        if (l != 7 || strncasecmp(p, "chunked", 7))
+            f->te_bad = true;
+    }
+    return MHD_YES;
+}
+
+/* 0 when the request's framing is sound, else the status to answer (and *why). */
+static int framing_check(struct MHD_Connection *mc, bool nul_in_uri, const char **why)
+{
+    struct framing f = {0};
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, framing_header, &f);
+    if (nul_in_uri)
+        return *why = "the request path contains %00", 400;
+    if (f.bare_cr)
+        return *why = "a header contains a bare CR", 400;
+    if (f.n_cl > 1)
+        return *why = "more than one Content-Length header", 400;
+    if (f.cl_bad)
+        return *why = "Content-Length is not a non-negative decimal number", 400;
+    if (f.n_cl && f.n_te)
+        return *why = "both Content-Length and Transfer-Encoding", 400;
+    if (f.n_te > 1 || f.te_bad)
+        return *why = "unsupported Transfer-Encoding (only 'chunked' is understood)", 501;
+    return 0;
+}
+
+/* Called once the request line is in: the raw URI, before libmicrohttpd
+ * decodes %00 into a string end (GET /health%00.html would be GET /health).
+ * What it returns becomes the request's first *con_cls. */
+static void *uri_log(void *cls, const char *uri, struct MHD_Connection *mc)
+{
+    (void)mc;
+    struct gw_server *s = cls;
+    return uri && strstr(uri, "%00") ? &s->nul_uri_mark : NULL;
+}
+
+/* ---------------------------------------------------------------- header deadline */
+
+static void conn_notify(void *cls, struct MHD_Connection *mc, void **socket_context, enum MHD_ConnectionNotificationCode toe)
+{
+    struct gw_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct hconn *h = calloc(1, sizeof *h);
+        if (!h)
+            return; /* this one goes without a header deadline */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        h->fd = ci ? ci->connect_fd : -1;
+        h->t_wait = now_s();
+        h->waiting = true;
+        pthread_mutex_lock(&s->cmu);
+        h->next = s->conns;
+        if (s->conns)
+            s->conns->prev = h;
+        s->conns = h;
+        pthread_mutex_unlock(&s->cmu);
+        *socket_context = h;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        struct hconn *h = *socket_context;
+        if (!h)
+            return;
+        pthread_mutex_lock(&s->cmu);
+        if (h->prev)
+            h->prev->next = h->next;
+        else
+            s->conns = h->next;
+        if (h->next)
+            h->next->prev = h->prev;
+        pthread_mutex_unlock(&s->cmu);
+        *socket_context = NULL;
+        free(h);
+    }
+}
+
+/* The connection's header block is complete (waiting = false) or its
+ * response ended and it waits for the next one (waiting = true). */
+static void conn_waiting(struct gw_server *s, struct MHD_Connection *mc, bool waiting)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct hconn *h = ci ? ci->socket_context : NULL;
+    if (!h)
+        return;
+    pthread_mutex_lock(&s->cmu);
+    h->waiting = waiting;
+    h->t_wait = now_s();
+    pthread_mutex_unlock(&s->cmu);
+}
+
+/* Shut down the sockets of connections whose header block is overdue. The
+ * event loop then sees the end of the stream and closes the connection; a
+ * slow sender holds nothing beyond the deadline. */
+static void header_deadline_sweep(struct gw_server *s)
+{
+    if (!s->cfg.header_timeout_s)
+        return;
+    double now = now_s();
+    pthread_mutex_lock(&s->cmu);
+    for (struct hconn *h = s->conns; h; h = h->next)
+        if (h->waiting && !h->cut && h->fd >= 0 && now - h->t_wait > s->cfg.header_timeout_s) {
+            shutdown(h->fd, SHUT_RDWR);
+            h->cut = true;
+        }
+    pthread_mutex_unlock(&s->cmu);
+}
+
 static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                            const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
     (void)version;
     struct gw_server *s = cls;
     struct conn *c = *con_cls;
-    if (!c) {
+    if (!c || c == (void *)&s->nul_uri_mark) {
+        bool nul_in_uri = c != NULL;
         c = calloc(1, sizeof *c);
         if (!c)
             return MHD_NO;
         c->srv = s;
         *con_cls = c;
+        conn_waiting(s, mc, false);
         bool method_ok;
         c->route = route_of(url, method, &c->endpoint, &method_ok);
+        const char *why = NULL;
+        int bad = framing_check(mc, nul_in_uri, &why);
+        if (bad) {
+            c->close = true;
+            return respond_error(c, mc, bad, bad == 501 ? ERR_UNSUPPORTED : ERR_INVALID, why, NULL);
+        }
         if (c->route == R_NONE) {
             char m[300];
             snprintf(m, sizeof m, "unknown route: %.16s %.200s", method, url);
@@ -1042,12 +1257,16 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
 
 static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)mc;
+    struct gw_server *s = cls;
+    conn_waiting(s, mc, true); /* keep-alive: the next header block's deadline starts now */
     struct conn *c = *con_cls;
-    if (!c)
+    if (!c || c == (void *)&s->nul_uri_mark)
         return;
     *con_cls = NULL;
+    if (c->streamed) /* a stream is counted when it ends: 499 when the client left mid-stream */
+        gw_metrics_request(&s->metrics, c->endpoint, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? 200 : 499);
+    else if (!c->responded && !c->gen && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->endpoint)
+        gw_metrics_request(&s->metrics, c->endpoint, 499); /* left while sending its body */
     struct gen_req *g = c->gen;
     if (g) {
         struct gw_job *jobs[OAI_MAX_N];
@@ -1085,6 +1304,7 @@ int gw_server_start(struct gw_server **out, const struct gw_config *cfg, const s
     gw_metrics_init(&s->metrics);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->gen_cv, NULL);
+    pthread_mutex_init(&s->cmu, NULL);
 
     char host[256];
     snprintf(host, sizeof host, "%s", cfg->host);
@@ -1109,7 +1329,11 @@ int gw_server_start(struct gw_server **out, const struct gw_config *cfg, const s
                               MHD_OPTION_THREAD_POOL_SIZE, cfg->threads ? cfg->threads : 1u,
                               MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections,
                               MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                              MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+                              MHD_OPTION_NOTIFY_CONNECTION, conn_notify, s, MHD_OPTION_URI_LOG_CALLBACK, uri_log, s,
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip, MHD_OPTION_END);
+    /* No MHD_OPTION_LISTENING_ADDRESS_REUSE: with it (SO_REUSEPORT) a second
+     * gateway on the same port started fine and the kernel split the
+     * clients between the two; now it fails with EADDRINUSE. */
     int saved = errno;
     freeaddrinfo(ai);
     if (!s->mhd) {
@@ -1126,6 +1350,7 @@ int gw_server_start(struct gw_server **out, const struct gw_config *cfg, const s
     return 0;
 fail:
     gw_metrics_destroy(&s->metrics);
+    pthread_mutex_destroy(&s->cmu);
     pthread_cond_destroy(&s->gen_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -1194,6 +1419,7 @@ void gw_server_stop(struct gw_server *s)
     if (left)
         return;
     free(s->live);
+    pthread_mutex_destroy(&s->cmu);
     pthread_cond_destroy(&s->gen_cv);
     gw_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->mu);

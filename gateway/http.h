@@ -18,6 +18,9 @@ struct gw_config {
     unsigned timeout_s;      /* idle connection timeout (a client that stops sending) */
     unsigned threads;        /* MHD event-loop threads (epoll each) */
     unsigned max_connections;
+    unsigned header_timeout_s; /* a connection's whole header block must arrive within this (0 = no deadline) */
+    unsigned max_per_ip;       /* connections from one client address at most (0 = no cap) */
+    char cors_origins[512];    /* comma-separated origins allowed cross-origin; "" = CORS off */
 };
 
 void gw_config_default(struct gw_config *c);

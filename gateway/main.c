@@ -21,6 +21,7 @@
 static const char usage[] =
     "usage: llm170-gateway [--listen HOST:PORT] [--daemon URL] [--api-key KEY] [--config FILE]\n"
     "                      [--max-body BYTES] [--timeout SECONDS] [--threads N] [--max-connections N]\n"
+    "                      [--header-timeout SECONDS] [--max-conns-per-ip N] [--cors-origin ORIGINS]\n"
     "\n"
     "OpenAI-compatible HTTP API in front of llm170d:\n"
     "  POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize\n"
@@ -36,6 +37,13 @@ static const char usage[] =
     "  --timeout SECONDS    idle connection timeout (default 120)\n"
     "  --threads N          HTTP event-loop threads (default 4)\n"
     "  --max-connections N  open connections at most (default 16384)\n"
+    "  --header-timeout S   a request's whole header block must arrive within S seconds of the\n"
+    "                       connection opening (or of its previous response), else the connection\n"
+    "                       is closed; bounds slow-header clients (default 10; 0 = no deadline)\n"
+    "  --max-conns-per-ip N connections from one client address at most; more are closed at once\n"
+    "                       (default 512; 0 = no cap; behind a local proxy every client is one address)\n"
+    "  --cors-origin LIST   browser origins allowed to call the API cross-origin, comma-separated\n"
+    "                       (e.g. http://localhost:3000); default none: CORS off. '*' is refused\n"
     "  --drain-timeout S    on SIGTERM/SIGINT, let requests in flight finish this long (default 25;\n"
     "                       a second signal stops at once)\n"
     "  --version            version, commit and backends built in\n"
@@ -109,6 +117,21 @@ static int apply(struct gw_config *cfg, char *daemon_url, size_t url_cap, const 
         if (parse_uint(val, 3600, &x))
             return fprintf(stderr, "llm170-gateway: %s: bad drain timeout '%s'\n", where, val), -1;
         drain_timeout = (unsigned)x;
+    } else if (!strcmp(key, "header_timeout") || !strcmp(key, "header-timeout")) {
+        if (parse_uint(val, 3600, &x))
+            return fprintf(stderr, "llm170-gateway: %s: bad header timeout '%s'\n", where, val), -1;
+        cfg->header_timeout_s = (unsigned)x;
+    } else if (!strcmp(key, "max_conns_per_ip") || !strcmp(key, "max-conns-per-ip")) {
+        if (parse_uint(val, 1000000, &x))
+            return fprintf(stderr, "llm170-gateway: %s: bad per-address connection cap '%s'\n", where, val), -1;
+        cfg->max_per_ip = (unsigned)x;
+    } else if (!strcmp(key, "cors_origin") || !strcmp(key, "cors-origin")) {
+        /* "*" would let any web page read the answers of a server on this
+         * machine or network: name the origins instead */
+        if (strchr(val, '*') || strlen(val) >= sizeof cfg->cors_origins)
+            return fprintf(stderr, "llm170-gateway: %s: bad CORS origin list '%s' (name the origins, e.g. "
+                                   "http://localhost:3000; '*' is not allowed)\n", where, val), -1;
+        snprintf(cfg->cors_origins, sizeof cfg->cors_origins, "%s", val);
     } else if (!strcmp(key, "max_connections") || !strcmp(key, "max-connections")) {
         if (parse_uint(val, 1000000, &x) || x == 0)
             return fprintf(stderr, "llm170-gateway: %s: bad connection limit '%s'\n", where, val), -1;

@@ -302,6 +302,61 @@ static int parse_prompt(struct pctx *P, struct oai_request *rq)
     return parse_token_array(P, rq, v);
 }
 
+/* What chat templates are written for: a role they do not know is dropped
+ * or rendered as garbage by some templates, so it is refused here. */
+static const char *const chat_roles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+
+/* Roles and content presence (chat_check_messages checks the shapes): every
+ * message names a known role and carries `content`; only an assistant message
+ * that makes tool calls may leave it out (or null), as the OpenAI API allows. */
+static int check_roles(struct pctx *P, json_t *msgs)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (!json_is_object(m))
+            continue; /* chat_check_messages names it */
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!role)
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < sizeof chat_roles / sizeof *chat_roles; k++)
+            known |= !strcmp(role, chat_roles[k]);
+        snprintf(P->param, P->param_cap, "messages");
+        if (!known)
+            return err_set(P->e, ERR_INVALID,
+                           "messages[%zu].role '%.40s' is not one of system, developer, user, assistant, tool", i, role);
+        json_t *c = json_object_get(m, "content");
+        json_t *calls = json_object_get(m, "tool_calls");
+        bool calls_tools = !strcmp(role, "assistant") &&
+                           ((json_is_array(calls) && json_array_size(calls)) || json_is_object(json_object_get(m, "function_call")));
+        if ((!c || json_is_null(c)) && !calls_tools)
+            return err_set(P->e, ERR_INVALID, "messages[%zu] (%s) has no 'content'", i, role);
+    }
+    P->param[0] = 0;
+    return 0;
+}
+
+/* `tools`: an array of {"type": "function", "function": {"name": "...", ...}}. */
+static int check_tools(struct pctx *P, json_t *tools)
+{
+    if (!json_is_array(tools))
+        return bad(P, "tools", "'%s' must be an array", NULL);
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        const char *type = json_string_value(json_object_get(t, "type"));
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (!json_is_object(t) || !type || strcmp(type, "function") || !json_is_object(fn) || !name || !*name) {
+            snprintf(P->param, P->param_cap, "tools");
+            return err_set(P->e, ERR_INVALID,
+                           "tools[%zu] must be a function object: {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
+        }
+    }
+    return 0;
+}
+
 int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *param, size_t param_cap, struct err *e)
 {
     memset(rq, 0, sizeof *rq);
@@ -332,9 +387,11 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
             snprintf(param, param_cap, "messages");
             return rc;
         }
+        if ((rc = check_roles(&P, msgs)))
+            return rc;
         json_t *tools = field(&P, "tools");
-        if (tools && !json_is_array(tools))
-            return bad(&P, "tools", "'%s' must be an array", NULL);
+        if (tools && (rc = check_tools(&P, tools)))
+            return rc;
         if (tools && json_array_size(tools))
             rq->tools = json_incref(tools);
         json_t *kw = field(&P, "chat_template_kwargs");

@@ -6,7 +6,9 @@
  *   4 tokens unless max_tokens says otherwise; stop strings cut the text;
  *   prompt/last message containing QUEUE_FULL → 429 at submit, TOO_LONG (or
  *   longer than 4000 bytes) → a context error event, SLOW → tokens at 20 ms each
- *  (500 unless max_tokens says otherwise) (for disconnect tests); model other than "" / "fake-model" → 404. */
+ *  (500 unless max_tokens says otherwise) (for disconnect tests); FAIL_MID → an error event after 2
+ *  tokens, CANCEL_MID → a cancel after 2 tokens that nobody asked for (as when the worker dies);
+ *  model other than "" / "fake-model" → 404. */
 #ifndef LLM170_TESTS_FAKE_BACKEND_H
 #define LLM170_TESTS_FAKE_BACKEND_H
 
@@ -57,6 +59,14 @@ static void *fake_job_main(void *arg)
     int n = 0;
     bool stopped = false, canceled = false;
     for (int i = 0; i < j->max_tokens; i++) {
+        if (i == 2 && (strstr(j->prompt, "FAIL_MID") || strstr(j->prompt, "CANCEL_MID"))) {
+            bool c = strstr(j->prompt, "CANCEL_MID") != NULL;
+            usleep(20000); /* the first chunks reach the client as a started stream */
+            struct gw_event ev = {.kind = GW_EV_ERROR, .err_code = c ? ERR_CANCELED : ERR_INTERNAL,
+                                  .err_msg = c ? "canceled" : "the worker crashed"};
+            j->fn(j->user, &ev);
+            goto out;
+        }
         if (atomic_load(&j->cancel)) {
             canceled = true;
             break;

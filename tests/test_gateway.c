@@ -554,15 +554,339 @@ static void api_keys(void)
     r = http(port_key, "GET", "/v1/models", NULL, NULL);
     CHECK(r.status == 401, "models without key: %d", r.status);
     resp_free(&r);
-    r = http(port_key, "OPTIONS", "/v1/chat/completions", "Access-Control-Request-Method: POST\r\n", NULL);
-    CHECK(r.status == 204 && strcasestr(r.headers, "Access-Control-Allow-Origin: *") &&
+    /* srv_key allows two origins (--cors-origin) */
+    r = http(port_key, "OPTIONS", "/v1/chat/completions",
+             "Origin: http://ui.example\r\nAccess-Control-Request-Method: POST\r\n", NULL);
+    CHECK(r.status == 204 && strcasestr(r.headers, "Access-Control-Allow-Origin: http://ui.example\r") &&
               strcasestr(r.headers, "Access-Control-Allow-Headers: Authorization"),
           "CORS preflight (no key needed): %d %s", r.status, r.headers);
     resp_free(&r);
-    r = http(port_key, "GET", "/health", NULL, NULL); /* load balancers probe without keys */
-    CHECK(strcasestr(r.headers, "Access-Control-Allow-Origin: *") != NULL, "CORS header: %s", r.headers);
+    r = http(port_key, "GET", "/health", "Origin: http://localhost:3000\r\n", NULL); /* load balancers probe without keys */
+    CHECK(strcasestr(r.headers, "Access-Control-Allow-Origin: http://localhost:3000\r") != NULL, "CORS header: %s", r.headers);
     CHECK(r.status == 200, "health without key: %d", r.status);
     resp_free(&r);
+}
+
+/* CORS is off unless origins are configured, and never "*" */
+static void cors(void)
+{
+    struct resp r = http(port_open, "GET", "/health", "Origin: http://evil.example\r\n", NULL);
+    CHECK(r.status == 200 && !strcasestr(r.headers, "Access-Control-Allow-Origin"), "CORS off by default: %s", r.headers);
+    resp_free(&r);
+    r = http(port_open, "OPTIONS", "/v1/chat/completions",
+             "Origin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n", NULL);
+    CHECK(!strcasestr(r.headers, "Access-Control-Allow-"), "preflight with CORS off: %s", r.headers);
+    resp_free(&r);
+    r = http(port_key, "GET", "/health", "Origin: http://evil.example\r\n", NULL);
+    CHECK(r.status == 200 && !strcasestr(r.headers, "Access-Control-Allow-Origin") && strcasestr(r.headers, "Vary: Origin"),
+          "an origin not in the list: %s", r.headers);
+    resp_free(&r);
+}
+
+/* 429 tells the client when to come back */
+static void retry_after(void)
+{
+    struct resp r = http(port_open, "POST", "/v1/completions", NULL, "{\"prompt\":\"QUEUE_FULL\"}");
+    CHECK(r.status == 429 && strcasestr(r.headers, "\r\nRetry-After: 1"), "429 headers: %d %s", r.status, r.headers);
+    resp_free(&r);
+}
+
+/* Raw bytes on a fresh connection; read until the server closes (at most
+ * 3 s). Returns how many status lines came; *status is the first one's,
+ * *closed whether the server closed the connection. */
+static int raw_exchange(int port, const char *bytes, int *status, bool *closed)
+{
+    *status = 0;
+    *closed = false;
+    int fd = dial(port);
+    if (fd < 0)
+        return 0;
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    send_all(fd, bytes, strlen(bytes));
+    char buf[16384];
+    size_t n = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        if (k == 0 || (k < 0 && errno == ECONNRESET)) {
+            *closed = true;
+            break;
+        }
+        if (k < 0 || (n += (size_t)k) >= sizeof buf - 1)
+            break;
+    }
+    close(fd);
+    buf[n] = 0;
+    int count = 0;
+    for (char *p = buf; (p = strstr(p, "HTTP/1.1 ")); p += 9)
+        if (p == buf || p[-1] == '\n' || p[-1] == '}' || p[-1] == '>') {
+            if (!count++)
+                *status = atoi(p + 9);
+        }
+    return count;
+}
+
+/* Framing that a proxy in front could read differently: one answer, then the
+ * connection is closed, so nothing after it is taken for a request. */
+static void strict_framing(void)
+{
+    const char *B = "{\"prompt\":\"a\",\"max_tokens\":1}"; /* 29 bytes, valid */
+    char req[1024];
+    struct { const char *name, *fmt; int want; } cases[] = {
+        {"valid control", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 29\r\n\r\n%s", 200},
+        {"duplicate Content-Length", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 29\r\nContent-Length: 29\r\n\r\n%s", 400},
+        {"conflicting Content-Length",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 29\r\nContent-Length: 60\r\n\r\n%sGET /health HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"Content-Length with chunked",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 34\r\nTransfer-Encoding: chunked\r\n\r\n1d\r\n%s\r\n0\r\n\r\n"
+         "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"bare CR in a header", "GET /health HTTP/1.1\r\nHost: x\r\nX-Note: a\rX-Injected: b\r\n\r\n%s", 400},
+        {"%00 in the path", "GET /health%%00.html HTTP/1.1\r\nHost: x\r\n\r\n%s", 400},
+        {"%00 in a model id", "GET /v1/models/fake-model%%00x HTTP/1.1\r\nHost: x\r\n\r\n%s", 400},
+        {"unknown Transfer-Encoding", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n%s", 501},
+        {"chunked, gzip", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n1d\r\n%s\r\n0\r\n\r\n", 501},
+        {"two Transfer-Encodings",
+         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n1d\r\n%s\r\n0\r\n\r\n", 501},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(req, sizeof req, cases[i].fmt, cases[i].want == 200 || strstr(cases[i].fmt, "POST") ? B : "");
+        int st;
+        bool closed;
+        double t0 = now_s();
+        int n = raw_exchange(port_open, req, &st, &closed);
+        CHECK(st == cases[i].want && n == 1 && closed, "%s: status %d (want %d), %d responses, %s after %.1f s",
+              cases[i].name, st, cases[i].want, n, closed ? "closed" : "still open", now_s() - t0);
+    }
+    /* libmicrohttpd itself answers a negative Content-Length 400 and closes */
+    int st;
+    bool closed;
+    raw_exchange(port_open, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", &st, &closed);
+    CHECK(st == 400 && closed, "negative Content-Length: %d, %s", st, closed ? "closed" : "open");
+    struct resp r = http(port_open, "GET", "/health", NULL, NULL);
+    CHECK(r.status == 200, "served after the malformed requests: %d", r.status);
+    resp_free(&r);
+}
+
+/* A second server on a port in use fails (no SO_REUSEPORT sharing) */
+static void port_in_use(void)
+{
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    cfg.port = port_open;
+    struct gw_server *s2 = NULL;
+    struct err e;
+    err_clear(&e);
+    int rc = gw_server_start(&s2, &cfg, &fake, &e);
+    CHECK(rc != 0 && strstr(e.msg, "Address already in use"), "second server on port %d: rc %d '%s'", port_open, rc, e.msg);
+    if (!rc)
+        gw_server_stop(s2);
+}
+
+static int dial_from(int port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&d, sizeof d)) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* Whether the server closed fd within ms (EOF or reset). */
+static bool closed_within(int fd, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    double end = now_s() + ms / 1000.0;
+    while (now_s() < end) {
+        if (poll(&p, 1, 50) > 0) {
+            char b[256];
+            ssize_t k = recv(fd, b, sizeof b, MSG_DONTWAIT);
+            if (k == 0 || (k < 0 && errno != EAGAIN))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Slow headers: a header block must be complete within the header deadline
+ * however the bytes trickle in; a body or a stream after it is not cut. One
+ * client address holds at most max_per_ip connections; others are served. */
+static void header_deadline_and_per_ip(void)
+{
+    struct gw_config cfg;
+    gw_config_default(&cfg);
+    cfg.port = 0;
+    cfg.threads = 1;
+    cfg.header_timeout_s = 1;
+    cfg.max_per_ip = 4;
+    struct gw_server *s = NULL;
+    struct err e;
+    if (gw_server_start(&s, &cfg, &fake, &e)) {
+        CHECK(0, "server: %s", e.msg);
+        return;
+    }
+    int port = gw_server_port(s);
+    /* a slowloris: a header line every 300 ms, never the blank line */
+    double t0 = now_s();
+    int fd = dial(port);
+    const char *line = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    send_all(fd, line, strlen(line));
+    bool closed = false;
+    for (int i = 0; i < 20 && !closed; i++) {
+        usleep(300000);
+        send_all(fd, "X-Slow: y\r\n", 11);
+        CHECK(!closed_within(fd, 1) || now_s() - t0 >= 0.9, "closed before the deadline");
+        closed = closed_within(fd, 1);
+    }
+    double took = now_s() - t0;
+    CHECK(closed && took >= 0.9 && took < 3.0, "slow header block: %s after %.1f s (deadline 1 s)",
+          closed ? "closed" : "still open", took);
+    close(fd);
+    /* a stream that runs past the header deadline is not cut (SLOW: 20 ms a token, 100 tokens = 2 s) */
+    struct resp r = http(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"SLOW\",\"max_tokens\":100,\"stream\":true}");
+    bool done = false;
+    json_t *ev = sse_events(r.body ? r.body : "", &done);
+    CHECK(r.status == 200 && done && json_array_size(ev) >= 100, "2 s stream under a 1 s header deadline: %d, %zu events, done %d",
+          r.status, json_array_size(ev), done);
+    json_decref(ev);
+    resp_free(&r);
+    /* a body that trickles in after complete headers is not cut by it either */
+    fd = dial(port);
+    const char *head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 29\r\n\r\n";
+    const char *body = "{\"prompt\":\"a\",\"max_tokens\":1}";
+    send_all(fd, head, strlen(head));
+    for (int i = 0; i < 29; i += 8) {
+        usleep(400000);
+        send_all(fd, body + i, i + 8 <= 29 ? 8 : (size_t)(29 - i));
+    }
+    struct resp rr;
+    read_response(fd, &rr);
+    CHECK(rr.status == 200, "body sent over 1.6 s after the headers: %d", rr.status);
+    resp_free(&rr);
+    close(fd);
+    /* per address: 4 idle connections from 127.0.0.1 fill its share ... */
+    int idle[4], extra;
+    for (int i = 0; i < 4; i++)
+        idle[i] = dial(port);
+    usleep(100000);
+    extra = dial(port);
+    CHECK(extra >= 0 && closed_within(extra, 1000), "a 5th connection from one address is closed at once");
+    close(extra);
+    /* ... and 127.0.0.2 is still served */
+    int other = dial_from(port, "127.0.0.2");
+    if (other < 0) {
+        CHECK(0, "cannot connect from 127.0.0.2");
+    } else {
+        send_request(other, "GET", "/health", NULL, NULL, 0);
+        read_response(other, &rr);
+        CHECK(rr.status == 200, "another address beside a full one: %d", rr.status);
+        resp_free(&rr);
+        close(other);
+    }
+    /* the idle ones are closed by the header deadline too */
+    bool all = true;
+    for (int i = 0; i < 4; i++) {
+        all &= idle[i] >= 0 && closed_within(idle[i], 2500);
+        close(idle[i]);
+    }
+    CHECK(all, "idle connections without a request outlived the header deadline");
+    gw_server_stop(s);
+}
+
+/* tools, roles, content */
+static void chat_fields(void)
+{
+    const char *chat = "/v1/chat/completions";
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[1]}", 400,
+                 "invalid_request_error", "tools[0] must be a function object");
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{}}]}",
+                 400, "invalid_request_error", "tools[0] must be a function object");
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"web\",\"function\":{\"name\":\"f\"}}]}",
+                 400, "invalid_request_error", "tools[0] must be a function object");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":{}}", 400,
+                 "invalid_request_error", "'tools' must be an array");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", 400,
+                 "invalid_request_error", "messages[0].role 'wizard' is not one of");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\"}]}", 400,
+                 "invalid_request_error", "messages[1] (user) has no 'content'");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", 400,
+                 "invalid_request_error", "has no 'content'");
+    /* still accepted: an assistant turn that only calls tools, a tool result, a real tool list */
+    struct resp r = http(port_open, "POST", chat, NULL,
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},"
+                         "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                         "\"function\":{\"name\":\"get\",\"arguments\":\"{}\"}}]},"
+                         "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"sunny\"}],"
+                         "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\",\"parameters\":{}}}],\"max_tokens\":1}");
+    CHECK(r.status == 200, "tool round trip: %d %s", r.status, r.body);
+    resp_free(&r);
+}
+
+/* A stream the backend ends with an error, or a cancel the client did not
+ * ask for (a worker that died), ends with an error event and [DONE]. */
+static void stream_failure_ends_stream(void)
+{
+    const char *prompts[] = {"FAIL_MID", "CANCEL_MID"};
+    for (int k = 0; k < 2; k++) {
+        char body[200];
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":10,\"stream\":true}", prompts[k]);
+        struct resp r = http(port_open, "POST", "/v1/completions", NULL, body);
+        bool done = false;
+        json_t *ev = sse_events(r.body ? r.body : "", &done);
+        size_t n = json_array_size(ev);
+        json_t *last = n ? json_object_get(json_array_get(ev, n - 1), "error") : NULL;
+        CHECK(r.status == 200 && n >= 2 && json_is_object(last) && json_is_string(json_object_get(last, "message")) && done,
+              "%s: %d, %zu events, last is an error: %d, ends with [DONE]: %d; %s", prompts[k], r.status, n,
+              json_is_object(last), done, r.body);
+        json_decref(ev);
+        resp_free(&r);
+    }
+}
+
+/* Metric value of one labelled series in /metrics text (0 when absent). */
+static long long metric(const char *text, const char *series)
+{
+    const char *p = strstr(text, series);
+    return p ? atoll(p + strlen(series)) : 0;
+}
+
+static bool wait_canceled(int before, int ms);
+
+/* A client that leaves mid-stream is counted 499, not 200 */
+static void stream_disconnect_is_499(void)
+{
+    const char *series = "llm170_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"} ";
+    struct resp m = http(port_open, "GET", "/metrics", NULL, NULL);
+    long long before = metric(m.body, series);
+    resp_free(&m);
+    int canceled = atomic_load(&fake_canceled);
+    int fd = dial(port_open);
+    const char *body = "{\"prompt\":\"SLOW\",\"stream\":true}";
+    send_request(fd, "POST", "/v1/completions", NULL, body, strlen(body));
+    char buf[512];
+    CHECK(recv(fd, buf, sizeof buf, 0) > 0, "no stream bytes");
+    close(fd);
+    wait_canceled(canceled, 3000);
+    long long after = before;
+    for (int i = 0; i < 50 && after == before; i++) {
+        usleep(20000);
+        m = http(port_open, "GET", "/metrics", NULL, NULL);
+        after = metric(m.body, series);
+        resp_free(&m);
+    }
+    CHECK(after == before + 1, "499 count %lld -> %lld after a client left mid-stream", before, after);
 }
 
 static bool wait_canceled(int before, int ms)
@@ -646,7 +970,7 @@ static void metrics_text(void)
     CHECK(strcasestr(r.headers, "Content-Type: text/plain") != NULL, "headers %s", r.headers);
     const char *want[] = {
         "llm170_http_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} ",
-        "llm170_http_requests_total{endpoint=\"/v1/completions\",status=\"429\"} 1\n",
+        "llm170_http_requests_total{endpoint=\"/v1/completions\",status=\"429\"} 2\n", /* backend_errors, retry_after */
         "llm170_completion_tokens_total ",
         "llm170_prompt_tokens_total ",
         "# TYPE llm170_time_to_first_token_seconds histogram",
@@ -920,6 +1244,7 @@ int main(void)
     }
     port_open = gw_server_port(srv_open);
     snprintf(cfg.api_key, sizeof cfg.api_key, "sk-test-123");
+    snprintf(cfg.cors_origins, sizeof cfg.cors_origins, "http://ui.example, http://localhost:3000");
     if (gw_server_start(&srv_key, &cfg, &fake, &e)) {
         printf("not ok - server_start (key): %s\n", e.msg);
         return 1;
@@ -938,7 +1263,15 @@ int main(void)
     RUN(logit_bias_forms);
     RUN(limits);
     RUN(api_keys);
+    RUN(cors);
+    RUN(retry_after);
+    RUN(strict_framing);
+    RUN(port_in_use);
+    RUN(header_deadline_and_per_ip);
+    RUN(chat_fields);
+    RUN(stream_failure_ends_stream);
     RUN(client_disconnect_cancels);
+    RUN(stream_disconnect_is_499);
     RUN(idle_connections);
     RUN(concurrent_clients);
     RUN(tokenize_endpoints);

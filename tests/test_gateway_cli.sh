@@ -23,6 +23,10 @@ check gateway_help "[ \$? -eq 0 ] && grep -q -- '--listen HOST:PORT' '$T/help' &
 check gateway_unknown_flag "[ $rc -eq 2 ] && grep -q \"unknown option '--frobnicate'\" '$T/err'"
 "$GW" --listen nonsense >/dev/null 2>"$T/err"; rc=$?
 check gateway_bad_listen "[ $rc -eq 2 ] && grep -q 'bad listen address' '$T/err'"
+"$GW" --cors-origin '*' >/dev/null 2>"$T/err"; rc=$?
+check gateway_cors_star_refused "[ $rc -eq 2 ] && grep -q \"'\\*' is not allowed\" '$T/err' && [ \$(wc -l <'$T/err') -eq 1 ]"
+grep -q -- '--header-timeout' "$T/help" && grep -q -- '--max-conns-per-ip' "$T/help" && grep -q -- '--cors-origin' "$T/help"
+check gateway_help_strict_flags "[ $? -eq 0 ]"
 "$GW" --config "$T/missing.conf" >/dev/null 2>"$T/err"; rc=$?
 check gateway_missing_config "[ $rc -eq 1 ] && grep -q 'cannot open config' '$T/err'"
 
