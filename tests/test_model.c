@@ -192,8 +192,7 @@ static void test_attn_sum_order(void)
     for (int i = 0; i < HD; i++)
         q[i] = (float)((st = st * 1103515245u + 12345u) >> 8) / 16777216.0f * 2 - 1;
     __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     const int nkvs[] = { 1, 11, 37, 45 };
     for (int ni = 0; ni < 4; ni++) {
         const int n = nkvs[ni];
