@@ -1469,15 +1469,23 @@ int main(void)
     const char *bin = getenv("LLM170_BIN"), *build = getenv("LLM170_BUILD");
     snprintf(daemon_bin, sizeof daemon_bin, "%s/llm170d", bin ? bin : "bin");
     snprintf(fake, sizeof fake, "%s/tests/tools/fake_worker", build ? build : "build");
-    /* the fake loads nothing, but llm170d checks that the model file exists */
-    const char *shared = check_shared_dir();
-    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared ? shared : "../shared/data");
-    if (access(model, R_OK) != 0)
-        snprintf(model, sizeof model, "%s", daemon_bin); /* any readable file will do */
     snprintf(tmpdir, sizeof tmpdir, "/tmp/llm170-test-daemon.XXXXXX");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         return 1;
+    }
+    /* the fake loads nothing, but llm170d checks that the model file exists and names the
+       model after it: without ../shared/data an empty stand-in of the same name will do */
+    const char *shared = check_shared_dir();
+    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared ? shared : "../shared/data");
+    if (access(model, R_OK) != 0) {
+        snprintf(model, sizeof model, "%s/stories260K.gguf", tmpdir);
+        FILE *mf = fopen(model, "w");
+        if (!mf) {
+            perror(model);
+            return 1;
+        }
+        fclose(mf);
     }
     snprintf(sockurl, sizeof sockurl, "ipc://%s/d.sock", tmpdir);
     signal(SIGPIPE, SIG_IGN);

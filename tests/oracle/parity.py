@@ -147,6 +147,12 @@ class Models:
     def _synth(self, args):
         key = json.dumps(args, sort_keys=True)
         if key not in self.cache:
+            # synth.py runs the writer from ../shared/tools: without it this case cannot run (a skip)
+            if not self.a.shared:
+                return None, ("skip", "needs ../shared/tools/synth_dense.py (../shared/data absent)")
+            tool = os.path.join(self.a.shared, "..", "tools", "synth_dense.py")
+            if not os.path.exists(tool):
+                return None, ("skip", "needs %s (absent)" % os.path.normpath(tool))
             if not self.a.pynp:
                 return None, ("skip", "no python3 with numpy to run ../shared/tools/synth_dense.py")
             path = os.path.join(self.tmp, "m%d.gguf" % len(self.cache))
@@ -161,7 +167,7 @@ class Models:
         """(path, None) or (None, (verdict, why))"""
         if m["kind"] == "shared":
             if not self.a.shared:
-                return None, ("skip", "no ../shared/data")
+                return None, ("skip", "needs ../shared/data/%s (../shared/data absent)" % m["path"])
             path = os.path.join(self.a.shared, m["path"])
             if not os.path.exists(path):
                 return None, ("skip", "no %s" % path)
