@@ -303,8 +303,8 @@ extern "C" __global__ void argmax_split(const float *x, int n, int stride, int *
  * the kept ones are at least k, and with their ties: the k first (value desc, index asc) are among
  * them whatever the order of ids/vals, which the atomic compaction leaves unspecified. cnt[row] =
  * how many (≤ cap), or −1 (the host then reads the whole row) when kk[row] ≤ 0, the row holds +inf,
- * fewer than k finite values or one value only, or more than cap would be kept. NaN and −inf are
- * never kept. Three passes over the row (range, histogram in shared memory, compaction) instead of
+ * NaN or −inf (the host's finite check then ends that request with an error: a model's raw logits are
+ * never legitimately non-finite), one value only, or more than cap would be kept. Three passes over the row (range, histogram in shared memory, compaction) instead of
  * the copy of a whole row to the host: 152k floats a row. Grid: rows; block 1024. */
 #define TOPK_BINS 2048
 
@@ -341,7 +341,8 @@ extern "C" __global__ void __launch_bounds__(1024) topk_cut(const float *x, int 
     mx = block_max(mx, red);
     mn = -block_max(-mn, red);
     nf = block_sum(nf, red);
-    if (!(mx > mn) || !(mx < INF_F) || nf < (float)k) { /* uniform: every thread has the same three */
+    /* nf < n: a NaN or −inf somewhere; nf < k: a row shorter than k. Uniform: every thread has the same three. */
+    if (!(mx > mn) || !(mx < INF_F) || nf < (float)n || nf < (float)k) {
         if (tid == 0)
             cnt[row] = -1;
         return;

@@ -1330,7 +1330,7 @@ static int topk_cut_ref(const float *r, int n, int k, int cap, unsigned char *ke
             nf++;
         }
     }
-    if (!(mx > mn) || !(mx < INFINITY) || nf < k)
+    if (!(mx > mn) || !(mx < INFINITY) || nf < n || nf < k) /* +inf, NaN or −inf: the whole row */
         return -1;
     const float scale = (float)TOPK_BINS_REF / (mx - mn);
     static int hist[TOPK_BINS_REF];
@@ -1419,8 +1419,9 @@ static void topk_cut_rows(void)
             CHECK(ref >= kk[r] && hi_out < lo, "n %d row %d: %d kept for k %d, left out up to %g, kept from %g", N, r,
                   ref, kk[r], (double)hi_out, (double)lo);
         }
-        CHECK(cnt[0] > 0 && cnt[1] > 0 && cnt[5] > 0 && cnt[6] >= 100, "n %d: the ordinary rows are served", N);
-        CHECK(cnt[4] == -1 && cnt[7] == -1 && cnt[8] == -1, "n %d: +inf, k 0 and too few finite values give up", N);
+        CHECK(cnt[0] > 0 && cnt[5] > 0 && cnt[6] >= 100, "n %d: the ordinary rows are served", N);
+        CHECK(cnt[1] == -1 && cnt[4] == -1 && cnt[7] == -1 && cnt[8] == -1,
+              "n %d: NaN / -inf, +inf, k 0 and too few finite values give the whole row back", N);
         hip_rt_free(g_rt, da), hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dcnt), hip_rt_free(g_rt, dids);
         hip_rt_free(g_rt, dvals);
         free(a), free(keep), free(ids), free(vals);
