@@ -1283,6 +1283,7 @@ static void foreign_stream_ids(void)
     CHECK_EQ_INT(fin, PF_LENGTH);
     CHECK_EQ_INT(n_tok, 30);
     CHECK(!gap, "no chunk lost");
+    pc_stream_free(s);
     pc_close(c);
     CHECK_EQ_INT(stop_daemon(d), 0);
 }
