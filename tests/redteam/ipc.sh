@@ -124,7 +124,10 @@ for who in uid65534 root; do
     if ! wait_ready; then notok "worker ready before the fake-worker ($who) case" "$(ps_out | tail -2)"; continue; fi
     wsock=$(find "$T/run" -name '*.sock' ! -name llm170d.sock | head -1)
     wpid=$(worker_pid)
-    "${RUN[@]}" "$POKE" fakeworker "ipc://$wsock" 5 >"$T/fake-$who" 2>&1 &
+    # leak checks off for the fake alone: under the asan build nng still holds the READY messages that
+    # refused connections never took when the fake exits (the test tool's, not the daemon's); the case is
+    # judged by what the daemon did and the fake's result line
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 "${RUN[@]}" "$POKE" fakeworker "ipc://$wsock" 5 >"$T/fake-$who" 2>&1 &
     FPID=$!
     BG+=($FPID)
     sleep 0.3
@@ -133,7 +136,7 @@ for who in uid65534 root; do
     psl=$(ps_out | tail -n +3 | head -1 | tr -s ' ')
     gen=$("$POKE" gen "$SOCK" 2>&1)
     wait "$FPID" 2>/dev/null
-    fake=$(tail -1 "$T/fake-$who")
+    fake=$(grep 'got [0-9]* messages' "$T/fake-$who" | tail -1)
     c=1
     [ -n "$wpid" ] || c=0 # no worker pid, no kill: the restart this case is about never happened
     [[ "$psl" == *FAKE* || "$psl" == *" 99 "* ]] && c=0
