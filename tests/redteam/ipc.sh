@@ -25,11 +25,13 @@ done
 if [ ! -r "$MODEL" ]; then echo "skip - $P: $MODEL absent"; exit 0; fi
 if ! command -v setpriv >/dev/null; then echo "skip - $P: setpriv not installed"; exit 0; fi
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-if ! "${NOBODY[@]}" test -x "$POKE"; then echo "skip - $P: uid 65534 cannot run $POKE"; exit 0; fi
 MODEL=$(readlink -f "$MODEL")
 
 T=$(mktemp -d /tmp/llm170-redteam-ipc.XXXXXX)
 chmod 755 "$T" # like /run: anyone may look in; the daemon's own directory decides the rest
+# the attacker's tool from a copy uid 65534 can run wherever the checkout sits (under /root, say)
+cp "$POKE" "$T/ipcpoke" && chmod 755 "$T/ipcpoke" && POKE=$T/ipcpoke
+if ! "${NOBODY[@]}" test -x "$POKE"; then echo "skip - $P: uid 65534 cannot run $POKE"; rm -rf "$T"; exit 0; fi
 SOCK="ipc://$T/run/llm170d.sock"
 DPID=
 BG=()
