@@ -31,8 +31,11 @@ BINDIR  ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 DESTDIR ?=
 
-LIB_SRC  := $(wildcard common/*.c) $(filter-out worker/worker_main.c,$(wildcard worker/*.c)) $(wildcard proto/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# worker/: the program (worker_main.c) and one folder per layer of the engine (docs/architecture.md)
+LIB_SRC  := $(wildcard common/*.c) $(wildcard worker/*/*.c) $(wildcard proto/*.c)
+# generated sources live in the build tree (Makefile.gpu.inc)
+KERNELS_GEN := $(BUILD)/gen/hip_kernels_gen.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(KERNELS_GEN:%.c=%.o)
 LIB      := $(BUILD)/libllm170.a
 
 CLI_SRC  := $(wildcard client/*.c)

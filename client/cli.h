@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
-#include "../worker/engine.h"
+#include "../worker/engine/engine.h"
 
 #define EXIT_USAGE 2
 

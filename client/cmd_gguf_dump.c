@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../worker/gguf.h"
-#include "../worker/gguf_dump.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/gguf/gguf_dump.h"
 #include "cli.h"
 
 static const char *USAGE =

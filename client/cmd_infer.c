@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../worker/model_chat.h"
-#include "../worker/sampling.h"
+#include "../worker/chat/model_chat.h"
+#include "../worker/serve/sampling.h"
 #include "cli.h"
 
 static const char *USAGE =

@@ -1,5 +1,5 @@
 /* args.h — kernel argument blocks, shared by the kernels (compiled at run
- * time) and the host (worker/forward_hip.c). Each kernel takes one struct by
+ * time) and the host (worker/hip/hip_engine.c). Each kernel takes one struct by
  * value; device pointers are 64-bit on both sides (DP), so the layout is the
  * same for the host C compiler and NVRTC/hipRTC. Keep fields 8-byte ones
  * first, then 4-byte ones, and an even count of 4-byte fields. */

@@ -3,7 +3,7 @@
  * recurrence (gates and q/k L2 norm fused in), the gated output norm, the
  * gated-attention query/gate split and sigmoid gate, and the shared expert's
  * gated add. Math: shared spec arch-qwen35.md §6; CPU references in
- * worker/ops_gdn.c and worker/forward_hybrid.c. */
+ * worker/num/ops_gdn.c and worker/forward_hybrid.c. */
 #include "qtypes.h"
 #include "gdn_args.h"
 
@@ -582,7 +582,7 @@ static __device__ __forceinline__ void gdn_rec(const struct gdn_rec_args &a)
     }
 }
 
-/* blockDim = WARP · NW with NW = max(1, d_k / 32) (worker/forward_hip_hybrid.c) */
+/* blockDim = WARP · NW with NW = max(1, d_k / 32) (worker/hip/hip_hybrid.c) */
 extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_16(const struct gdn_rec_args a) { gdn_rec<16, 1>(a); }
 extern "C" __global__ void __launch_bounds__(WARP) gdn_rec_32(const struct gdn_rec_args a) { gdn_rec<32, 1>(a); }
 extern "C" __global__ void __launch_bounds__(2 * WARP) gdn_rec_64(const struct gdn_rec_args a) { gdn_rec<64, 2>(a); }

@@ -1,5 +1,5 @@
 /* gdn_args.h — argument blocks of the hybrid-layer kernels (kernels/gdn.cu),
- * shared with the host (worker/forward_hip_hybrid.c) like args.h: 8-byte
+ * shared with the host (worker/hip/hip_hybrid.c) like args.h: 8-byte
  * fields first, then an even count of 4-byte ones. */
 #ifndef LLM170_KERNEL_GDN_ARGS_H
 #define LLM170_KERNEL_GDN_ARGS_H

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "../worker/engine.h"
+#include "../worker/engine/engine.h"
 
 /* ‖a − b‖₂ / ‖b‖₂ */
 static inline double rel_l2(const float *a, const float *b, size_t n)

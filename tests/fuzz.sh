@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 OUT=build/fuzz
 RUNS=${FUZZ_RUNS:-200000}
 SECS=${FUZZ_SECONDS:-60}
-SRC="worker/gguf.c worker/gguf_dump.c worker/qtypes.c common/err.c"
+SRC="worker/gguf/gguf.c worker/gguf/gguf_dump.c worker/num/qtype.c common/err.c"
 mkdir -p "$OUT"
 
 if ! command -v clang >/dev/null 2>&1; then
@@ -30,7 +30,7 @@ if ! clang $CFLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=und
     echo "not ok - fuzz_gguf (build failed)"
     exit 1
 fi
-if ! clang $CFLAGS -DGGUF_FUZZ_MKSEEDS tests/fuzz_gguf.c $SRC worker/gguf_write.c \
+if ! clang $CFLAGS -DGGUF_FUZZ_MKSEEDS tests/fuzz_gguf.c $SRC worker/gguf/gguf_write.c \
         -o "$OUT/mkseeds" >>"$OUT/build.log" 2>&1; then
     sed 's/^/# /' "$OUT/build.log" | tail -20
     echo "not ok - fuzz_gguf (seed writer build failed)"

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../worker/gguf.h"
-#include "../worker/gguf_dump.h"
-#include "../worker/quant.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/gguf/gguf_dump.h"
+#include "../worker/num/quant.h"
 
 #define FUZZ_ASSERT(c)                                                              \
     do {                                                                            \
@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef GGUF_FUZZ_MKSEEDS
-#include "../worker/gguf_write.h"
+#include "../worker/gguf/gguf_write.h"
 
 /* Small valid files covering every value type, several tensor types, a
  * non-default alignment, v2 and a split part. */

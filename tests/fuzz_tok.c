@@ -4,8 +4,8 @@
  * stay in range and that every stream chunk ends on a character boundary;
  * the sanitizers check the rest. The first input byte picks the vocabulary
  * and flags. Vocabularies come from ../shared/data (LLM170_SHARED). */
-#include "../worker/gguf.h"
-#include "../worker/tokenizer.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/tok/tok.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@ if ! clang -fsanitize=fuzzer,address,undefined "$probe" -o "$OUT/probe" >/dev/nu
     echo "skip - fuzz_tok: clang with libFuzzer not installed"
     exit 0
 fi
-SRC="$(ls worker/tok_*.c) worker/gguf.c worker/qtypes.c common/err.c"
+SRC="$(ls worker/tok/tok_*.c) worker/gguf/gguf.c worker/num/qtype.c common/err.c"
 CFLAGS="-std=c17 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -fno-omit-frame-pointer"
 if ! clang $CFLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         tests/fuzz_tok.c $SRC -lutf8proc -o "$OUT/fuzz_tok" >"$OUT/build.log" 2>&1; then

@@ -1,6 +1,6 @@
 #!/bin/bash
 # simd_levels.sh — the CPU-kernel tests once per SIMD level this machine has (LLM170_SIMD=scalar,
-# avx2, avx512: worker/quant.c, ops.c and ops_gdn.c read it), so a box with AVX-512 also checks what
+# avx2, avx512: worker/num/quant.c, ops.c and ops_gdn.c read it), so a box with AVX-512 also checks what
 # an AVX2-only or a plain x86-64 box runs, and no result depends on which box CI lands on.
 # One case line per level and test; a level the CPU lacks is a skip line that names it.
 # Runs: test_quant, test_model, parity_logits.sh, parity_greedy.sh, parity_hybrid.sh (~1.5 min on
@@ -18,7 +18,7 @@ if grep -q __asan_init "$BUILD/tests/test_quant" 2>/dev/null; then
     exit 0
 fi
 
-# The levels as worker/quant.c decides them: AVX2 needs avx2+fma+f16c, AVX-512 adds f/bw/vl/dq.
+# The levels as worker/num/quant.c decides them: AVX2 needs avx2+fma+f16c, AVX-512 adds f/bw/vl/dq.
 flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
 has() { for f in "$@"; do case "$flags" in *" $f "*) ;; *) return 1;; esac; done; }
 levels="scalar"

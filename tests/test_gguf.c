@@ -15,10 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../worker/gguf.h"
-#include "../worker/gguf_dump.h"
-#include "../worker/gguf_write.h"
-#include "../worker/quant.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/gguf/gguf_dump.h"
+#include "../worker/gguf/gguf_write.h"
+#include "../worker/num/quant.h"
 #include "check.h"
 
 static char g_dir[256]; /* per-run temp dir */

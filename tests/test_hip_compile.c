@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../worker/hip_rt.h"
+#include "../worker/hip/hip_rt.h"
 #include "check.h"
 
 static void embedded_sources_current(void)

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../worker/backend_hip.h"
-#include "../worker/engine.h"
-#include "../worker/hip_rt.h"
-#include "../worker/sampling.h"
+#include "../worker/hip/hip_engine.h"
+#include "../worker/engine/engine.h"
+#include "../worker/hip/hip_rt.h"
+#include "../worker/serve/sampling.h"
 #include "check.h"
 
 #define TOL 1e-3

@@ -1,5 +1,5 @@
 /* test_hip_fit — the `hip` engine's device-memory requirement and its
- * refusal message (worker/hip_fit.c), on the CPU: a model with the shapes of
+ * refusal message (worker/hip/hip_fit.c), on the CPU: a model with the shapes of
  * qwen3-30b-a3b (q4_K layers, q6_K output) is described by hand, no file and
  * no GPU, and the expected byte counts are written out from those shapes. */
 #include <stdint.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../worker/hip_fit.h"
+#include "../worker/hip/hip_fit.h"
 #include "check.h"
 
 #define NL 48

@@ -1,5 +1,5 @@
-/* test_hip_kernels — every GPU kernel against its CPU reference (worker/ops.h,
- * worker/quant.h), on fresh random inputs (never zeros), with outputs
+/* test_hip_kernels — every GPU kernel against its CPU reference (worker/num/ops.h,
+ * worker/num/quant.h), on fresh random inputs (never zeros), with outputs
  * poisoned first so an unwritten element fails. SKIPs without a GPU. */
 #include <math.h>
 #include <stdint.h>
@@ -9,10 +9,10 @@
 
 #include "../kernels/args.h"
 #include "../kernels/gdn_args.h"
-#include "../worker/hip_rt.h"
-#include "../worker/ops.h"
-#include "../worker/ops_gdn.h"
-#include "../worker/quant.h"
+#include "../worker/hip/hip_rt.h"
+#include "../worker/num/ops.h"
+#include "../worker/num/ops_gdn.h"
+#include "../worker/num/quant.h"
 #include "check.h"
 
 static struct hip_rt *g_rt;
@@ -496,7 +496,7 @@ static void gemv_q8_activations(void)
         check_mmq(qt[i].t, qt[i].name, 96, 768, 5, 2, 8, 32);
         check_mmq(qt[i].t, qt[i].name, 64, 2048, 3, 2, 4, 64);
         /* the engine's shapes for rows of 5120 (160 units: 5 warps, one pass) and 17408 (544 units:
-         * 8 warps, 2 rows a block) — forward_hip.c's gemv_threads */
+         * 8 warps, 2 rows a block) — hip_engine.c's gemv_threads */
         check_mmq(qt[i].t, qt[i].name, 70, 5120, 1, 1, 4, 160);
         check_mmq(qt[i].t, qt[i].name, 38, 17408, 2, 1, 2, 256);
     }

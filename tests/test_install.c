@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "../common/version.h"
-#include "../worker/hip_rt.h"
+#include "../worker/hip/hip_rt.h"
 #include "check.h"
 
 static void set_env(const char *cache_directory, const char *xdg, const char *home)

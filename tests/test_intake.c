@@ -1,5 +1,5 @@
 /* test_intake.c — what keeps a worker's request intake from stalling it:
- * the intake thread (worker/intake.h) prepares requests while the
+ * the intake thread (worker/serve/intake.h) prepares requests while the
  * scheduler keeps stepping the running ones, hands them over in arrival
  * order, and a cancel reaches a request still being prepared; and
  * tok_count_min (the floor under a prompt's token count that lets an
@@ -9,11 +9,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "../worker/engine.h"
-#include "../worker/gguf.h"
-#include "../worker/intake.h"
-#include "../worker/sched.h"
-#include "../worker/tokenizer.h"
+#include "../worker/engine/engine.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/serve/intake.h"
+#include "../worker/serve/sched.h"
+#include "../worker/tok/tok.h"
 #include "check.h"
 
 /* ---------------------------------------------------------------- intake */

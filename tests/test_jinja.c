@@ -1,4 +1,4 @@
-/* test_jinja.c — the Jinja subset (common/jinja.h) and chat rendering
+/* test_jinja.c — the Jinja subset (worker/chat/jinja.h) and chat rendering
  * (common/chat.h).
  *
  * Language cases: expected outputs are what Jinja2 (Python semantics,
@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "../common/chat.h"
-#include "../common/jinja.h"
+#include "../worker/chat/chat_render.h"
+#include "../worker/chat/jinja.h"
 #include "check.h"
 
 /* 2025-03-05 12:00:00 UTC, rendered with TZ=UTC */

@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "../common/fp16.h"
-#include "../worker/engine.h"
-#include "../worker/gguf_write.h"
-#include "../worker/model.h"
-#include "../worker/ops.h"
+#include "../worker/engine/engine.h"
+#include "../worker/gguf/gguf_write.h"
+#include "../worker/model/model.h"
+#include "../worker/num/ops.h"
 #include "check.h"
 #include "engine_util.h"
 

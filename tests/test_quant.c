@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../worker/matmul.h"
-#include "../worker/quant.h"
-#include "../worker/quant_internal.h"
-#include "../worker/threadpool.h"
+#include "../worker/num/matmul.h"
+#include "../worker/num/quant.h"
+#include "../worker/num/quant_internal.h"
+#include "../common/threadpool.h"
 #include "check.h"
 #include "golden/quant_gen.h"
 

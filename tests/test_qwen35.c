@@ -14,10 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../worker/engine.h"
-#include "../worker/gguf_write.h"
-#include "../worker/model.h"
-#include "../worker/ops_gdn.h"
+#include "../worker/engine/engine.h"
+#include "../worker/gguf/gguf_write.h"
+#include "../worker/model/model.h"
+#include "../worker/num/ops_gdn.h"
 #include "check.h"
 #include "engine_util.h"
 

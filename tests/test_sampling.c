@@ -6,9 +6,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../worker/gguf.h"
-#include "../worker/gguf_write.h"
-#include "../worker/sampling.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/gguf/gguf_write.h"
+#include "../worker/serve/sampling.h"
 #include "check.h"
 
 /* A chain with only the given samplers between logit-bias and dist. */

@@ -9,10 +9,10 @@
 #include <wchar.h>
 #include <unistd.h>
 
-#include "../worker/engine.h"
-#include "../worker/gguf.h"
-#include "../worker/sched.h"
-#include "../worker/tokenizer.h"
+#include "../worker/engine/engine.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/serve/sched.h"
+#include "../worker/tok/tok.h"
 #include "check.h"
 
 #define MAXR 64

@@ -3,7 +3,7 @@
  * reaches the stream, possible prefixes and unfinished UTF-8 are held back. */
 #include <stdint.h>
 
-#include "../worker/stop.h"
+#include "../worker/serve/stop.h"
 #include "check.h"
 
 /* Everything a stream produced: the emitted bytes concatenated. */

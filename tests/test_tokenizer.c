@@ -12,10 +12,10 @@
  * LLM170_TOK_WRITE_VOCABS=DIR to keep those GGUFs). The Qwen3
  * vocab is used when a vocab GGUF built by tests/scripts/tok_qwen3_vocab.sh
  * exists (LLM170_BUILD/tok/). Every case SKIPs when its data is absent. */
-#include "../worker/gguf.h"
-#include "../worker/gguf_write.h"
-#include "../worker/tok_internal.h"
-#include "../worker/tokenizer.h"
+#include "../worker/gguf/gguf.h"
+#include "../worker/gguf/gguf_write.h"
+#include "../worker/tok/tok_internal.h"
+#include "../worker/tok/tok.h"
 #include "check.h"
 
 #include <jansson.h>

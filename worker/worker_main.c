@@ -24,16 +24,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/chat.h"
+#include "chat/chat_render.h"
 #include "../common/clock.h"
 #include "../common/version.h"
 #include "../proto/wire.h"
-#include "engine.h"
-#include "gguf.h"
-#include "intake.h"
-#include "sampling.h"
-#include "sched.h"
-#include "tokenizer.h"
+#include "engine/engine.h"
+#include "gguf/gguf.h"
+#include "serve/intake.h"
+#include "serve/sampling.h"
+#include "serve/sched.h"
+#include "tok/tok.h"
 
 #define EXIT_FATAL 3
 #define BATCH_SEND_BYTES (1u << 20) /* a batch this large goes out whatever its age */

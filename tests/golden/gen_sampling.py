@@ -21,7 +21,7 @@ implementation-defined).
 Also skipped: typical_p < 1 while some candidate has p == 0 (a -inf bias, or
 greedy temperature before typ_p). llama.cpp then computes the entropy as NaN
 (0 * ln 0) and its result depends on how std::sort orders NaN scores; we
-use 0 * ln 0 = 0 instead (see worker/sampling.c)."""
+use 0 * ln 0 = 0 instead (see worker/serve/sampling.c)."""
 import ctypes, math, os, random, sys
 
 libdir = sys.argv[1]

@@ -7,7 +7,7 @@
                                   tensor order, so two writers of the same weights agree
   gguf_info.py tensors FILE       one line per tensor: name type dims
 
-Written for the tests (independent of worker/gguf.c, which is under test)."""
+Written for the tests (independent of worker/gguf/gguf.c, which is under test)."""
 import hashlib
 import struct
 import sys

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../worker/engine.h"
+#include "../../worker/engine/engine.h"
 
 static double now(void)
 {

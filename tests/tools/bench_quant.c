@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../worker/matmul.h"
-#include "../../worker/quant.h"
+#include "../../worker/num/matmul.h"
+#include "../../worker/num/quant.h"
 
 static double cpu_now(void)
 {

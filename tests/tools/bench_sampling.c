@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../worker/sampling.h"
+#include "../../worker/serve/sampling.h"
 
 static double now_s(void)
 {

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../worker/backend_hip.h"
-#include "../../worker/engine.h"
-#include "../../worker/hip_rt.h"
+#include "../../worker/hip/hip_engine.h"
+#include "../../worker/engine/engine.h"
+#include "../../worker/hip/hip_rt.h"
 
 static double now(void)
 {

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../worker/gguf_write.h"
-#include "../../worker/quant.h"
+#include "../../worker/gguf/gguf_write.h"
+#include "../../worker/num/quant.h"
 
 enum { N_EMBD = 64, N_LAYER = 2, N_HEAD = 4, N_HEAD_KV = 2, N_FF = 128 };
 

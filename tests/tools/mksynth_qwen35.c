@@ -1,5 +1,5 @@
 /* mksynth_qwen35.c — write a random-weight qwen35 / qwen35moe GGUF with the
- * project's GGUF writer (worker/gguf_write.h), following the stored
+ * project's GGUF writer (worker/gguf/gguf_write.h), following the stored
  * conventions of shared spec arch-qwen35.md §2, §5, §10 (norm weights
  * already 1 + w, ssm_a = −exp(A_log), tiled V heads — random weights need
  * no reordering).
@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "../../common/err.h"
-#include "../../worker/gguf_write.h"
-#include "../../worker/quant.h"
+#include "../../worker/gguf/gguf_write.h"
+#include "../../worker/num/quant.h"
 
 struct cfg {
     const char *arch, *out, *name;

@@ -22,9 +22,9 @@
 #include <strings.h>
 
 #include "../../common/err.h"
-#include "../../worker/gguf.h"
-#include "../../worker/gguf_write.h"
-#include "../../worker/quant.h"
+#include "../../worker/gguf/gguf.h"
+#include "../../worker/gguf/gguf_write.h"
+#include "../../worker/num/quant.h"
 
 static const struct {
     const char *name;

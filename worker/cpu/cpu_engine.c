@@ -1,0 +1,804 @@
+/* cpu_engine.c — the CPU backend: engine_create / engine_decode /
+ * engine_seq_* (engine.h, as cpu_engine_* behind the dispatch of engine.c)
+ * for every architecture of arch.c.
+ *
+ * One engine_decode runs a batch that may mix sequences: every weight
+ * product is one matmul over all batch tokens (so prefill chunks and decode
+ * tokens share the weight reads), attention runs per token over its own
+ * sequence's cache (threaded over blocks of consecutive tokens × KV head, so
+ * a block's queries share each K/V row read), and only the rows that asked
+ * for logits get the final norm and the output matmul. Weights with a packed
+ * form are repacked once at engine_create for multi-token products. All
+ * scratch is sized at engine_create; decode does no allocation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu_engine.h"
+#include "../engine/engine.h"
+#include "cpu_hybrid.h"
+#include "kv_cache.h"
+#include "../num/matmul.h"
+#include "../model/model.h"
+#include "../num/ops.h"
+
+struct cpu_engine {
+    const struct model *m;
+    struct engine_params p;   /* resolved: n_ctx, n_batch, n_threads filled in */
+    struct tpool *tp;
+    struct matmul_scratch ms;
+    struct kv_cache kv;
+    /* weights repacked for the row-interleaved kernels (matmul_pack), found by their data pointer */
+    const void **pk_keys;     /* [pk_cap] open addressing, NULL = empty */
+    struct matmul_packed **pk_vals; /* [pk_cap] */
+    size_t pk_cap;
+    struct matmul_arena pk_arena; /* the packed matrices' memory (huge pages where allowed) */
+    float *f16tab;            /* [65536] f16 → f32, for the f16 cache */
+
+    /* per-batch scratch, B = n_batch rows */
+    float *x;                 /* [B][n_embd] residual stream */
+    float *h;                 /* [B][n_embd] normed input of a block */
+    float *q;                 /* [B][n_head_max·hd] */
+    float *k;                 /* [B][n_head_kv_max·hd] */
+    float *v;                 /* [B][n_head_kv_max·hd] */
+    float *qkv;               /* [B][(n_head_max + 2·n_head_kv_max)·hd] fused projection output */
+    float *o;                 /* [B][n_head_max·hd] attention output */
+    float *a;                 /* [B][n_embd] block output before the residual add */
+    float *fg;                /* [B][n_ff_max or n_ff_exp] gate */
+    float *fu;                /* [B][n_ff_max or n_ff_exp] up */
+    float *cs;                /* [B][n_rot] rope cos/sin per token */
+    float *att;               /* [n_threads][att_per] attention scores */
+    size_t att_per;           /* 8 · n_ctx: scores of up to 8 queries sharing a KV head */
+    void *gact;               /* [4][gact_slot] quantized activations for mm_group (64-byte aligned) */
+    size_t gact_slot;         /* bytes per slot: 2 bytes × the widest input row, rounded to 64 */
+    int *blk0;                /* [B] first batch row of each attention block */
+    int *blkn;                /* [B] rows in it (consecutive positions of one sequence) */
+    /* MoE */
+    float *rl;                /* [B][n_expert] router logits → probabilities */
+    int *sel;                 /* [B][n_expert_used] selected experts */
+    float *sw;                /* [B][n_expert_used] their weights */
+    float *ey;                /* [B][n_expert_used][n_embd] expert outputs, in selection order */
+    float *ex;                /* [B][n_embd] gathered inputs of one expert */
+    int *etok;                /* [B] (token·n_expert_used + k) slots routed to one expert */
+    /* batch bookkeeping */
+    int *seq_next;            /* [n_seq] next position per sequence during validation */
+    int *out_rows;            /* [B] batch rows that asked for logits */
+    struct hybrid *hy;        /* GDN / gated-attention layers and their state (qwen35*), else NULL */
+};
+
+void cpu_engine_free(struct cpu_engine *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->pk_cap; i++)
+        matmul_packed_free(c->pk_vals[i]);
+    free(c->pk_keys);
+    free(c->pk_vals);
+    matmul_arena_release(&c->pk_arena);
+    tpool_destroy(c->tp);
+    matmul_scratch_free(&c->ms);
+    kv_free(&c->kv);
+    hybrid_free(c->hy);
+    void *bufs[] = { c->f16tab, c->x, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
+                     c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows, c->blk0, c->blkn, c->gact };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(c);
+}
+
+int cpu_engine_n_ctx(const struct cpu_engine *c) { return c->p.n_ctx; }
+
+struct tpool *cpu_engine_pool(struct cpu_engine *c) { return c->tp; }
+
+static size_t pk_slot(const struct cpu_engine *c, const void *key)
+{
+    size_t h = ((uintptr_t)key >> 5) * 0x9E3779B97F4A7C15ull;
+    return h & (c->pk_cap - 1);
+}
+
+static const struct matmul_packed *pk_get(const struct cpu_engine *c, const void *key)
+{
+    if (!c->pk_cap)
+        return NULL;
+    for (size_t i = pk_slot(c, key);; i = (i + 1) & (c->pk_cap - 1)) {
+        if (c->pk_keys[i] == key)
+            return c->pk_vals[i];
+        if (!c->pk_keys[i])
+            return NULL;
+    }
+}
+
+/* Repack one matrix (once per data pointer); types without a packed form keep the file layout.
+ */
+static void pk_add(struct cpu_engine *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out)
+{
+    if (!W || pk_get(c, W))
+        return;
+    struct matmul_packed *p = matmul_pack(t, W, n_in, n_out, &c->pk_arena);
+    if (!p)
+        return;
+    size_t i = pk_slot(c, W);
+    while (c->pk_keys[i])
+        i = (i + 1) & (c->pk_cap - 1);
+    c->pk_keys[i] = W;
+    c->pk_vals[i] = p;
+}
+
+/* Pack a weight's matrices, or with sizes != NULL only add up their packed bytes
+ * (an upper bound: a tensor shared by two fields is counted twice). */
+static void pk_add_wt(struct cpu_engine *c, const struct wt *w, size_t *sizes)
+{
+    if (!w->data)
+        return;
+    for (int64_t e = 0; e < w->ne[2]; e++) { /* 3-D expert tensors: one matrix per expert */
+        if (sizes)
+            *sizes += matmul_pack_size(w->type, w->ne[0], w->ne[1]);
+        else
+            pk_add(c, w->type, (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes, w->ne[0],
+                   w->ne[1]);
+    }
+}
+
+#define LAYER_MATRICES 17
+
+/* The matrices of a layer that products multiply through (absent ones have no data): dense and MoE
+ * FFNs, attention, and the hybrids' (cpu_hybrid.c multiplies through mm_wt). */
+static void layer_matrices(const struct layer *ly, const struct wt *ws[LAYER_MATRICES])
+{
+    const struct wt *all[LAYER_MATRICES] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate,
+                                             &ly->ffn_up, &ly->ffn_down, &ly->gate_exps, &ly->up_exps,
+                                             &ly->down_exps, &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out,
+                                             &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp };
+    memcpy(ws, all, sizeof all);
+}
+
+/* Bytes of all layer matrices and the output (an upper bound of what packing copies). */
+static uint64_t matrix_bytes(const struct model *m)
+{
+    uint64_t b = (uint64_t)m->output.row_bytes * (uint64_t)m->output.ne[1];
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct wt *ws[LAYER_MATRICES];
+        layer_matrices(&m->layers[il], ws);
+        for (int i = 0; i < LAYER_MATRICES; i++)
+            if (ws[i]->data)
+                b += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->ne[1] * (uint64_t)ws[i]->ne[2];
+    }
+    return b;
+}
+
+static int pack_weights(struct cpu_engine *c, struct err *e)
+{
+    const struct model *m = c->m;
+    /* Single-token decode reads the file layout for types whose packed form is not the faster one there
+     * (matmul_packed_one_token), so packed copies add to the resident set:
+     * only pack when that stays a modest part of the machine's memory. */
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && matrix_bytes(m) > (uint64_t)pages * (uint64_t)psz / 4)
+        return 0;
+    size_t n = 1;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        n += 14 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
+    c->pk_cap = 16;
+    while (c->pk_cap < 2 * n)
+        c->pk_cap *= 2;
+    c->pk_keys = calloc(c->pk_cap, sizeof *c->pk_keys);
+    c->pk_vals = calloc(c->pk_cap, sizeof *c->pk_vals);
+    if (!c->pk_keys || !c->pk_vals)
+        return err_set(e, ERR_NOMEM, "engine: out of memory for the packed-weight table");
+    size_t bytes = 0;
+    for (int pass = 0; pass < 2; pass++) { /* sizes, then the matrices into one arena */
+        if (pass == 1)
+            matmul_arena_reserve(&c->pk_arena, bytes);
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            const struct wt *ws[LAYER_MATRICES];
+            layer_matrices(&m->layers[il], ws);
+            for (int i = 0; i < LAYER_MATRICES; i++)
+                pk_add_wt(c, ws[i], pass == 0 ? &bytes : NULL);
+        }
+        pk_add_wt(c, &m->output, pass == 0 ? &bytes : NULL);
+    }
+    return 0;
+}
+
+static void *alloc_f(size_t n, bool *ok)
+{
+    void *p = calloc(n ? n : 1, sizeof(float));
+    if (!p)
+        *ok = false;
+    return p;
+}
+
+static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y);
+
+int cpu_engine_create(struct cpu_engine **out, const struct model *m, const struct engine_params *pin,
+                  struct err *e)
+{
+    *out = NULL;
+    struct engine_params p;
+    int rc0 = engine_params_resolve(m, pin, &p, e);
+    if (rc0)
+        return rc0;
+    if (p.backend != BACKEND_CPU)
+        return err_set(e, ERR_UNSUPPORTED, "engine: backend %d is not built into this engine", (int)p.backend);
+    const struct hparams *hp = &m->hp;
+    if (p.n_threads <= 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        p.n_threads = nc > 0 ? (int)nc : 1;
+    }
+    if (p.n_threads > 1024)
+        return err_set(e, ERR_RANGE, "engine: n_threads %d too large", p.n_threads);
+
+    struct cpu_engine *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(e, ERR_NOMEM, "engine: out of memory");
+    c->m = m;
+    c->p = p;
+    c->tp = tpool_create(p.n_threads);
+    if (!c->tp) {
+        cpu_engine_free(c);
+        return err_set(e, ERR_NOMEM, "engine: cannot start %d threads", p.n_threads);
+    }
+    c->p.n_threads = tpool_size(c->tp);
+    if (!p.no_pack) {
+        int prc = pack_weights(c, e);
+        if (prc) {
+            cpu_engine_free(c);
+            return prc;
+        }
+    }
+
+    int nkvl = m->n_kv_layers;
+    int *dk = calloc((size_t)nkvl + 1, sizeof(int));
+    if (!dk) {
+        cpu_engine_free(c);
+        return err_set(e, ERR_NOMEM, "engine: out of memory");
+    }
+    for (int il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].kv_index >= 0)
+            dk[m->layers[il].kv_index] = m->layers[il].n_head_kv * hp->head_dim;
+    int rc = kv_init(&c->kv, nkvl, dk, dk, p.n_seq, p.n_ctx, !p.kv_f32, e);
+    free(dk);
+    if (rc) {
+        cpu_engine_free(c);
+        return rc;
+    }
+
+    const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
+    const size_t nq = (size_t)hp->n_head_max * hd, nkv = (size_t)hp->n_head_kv_max * hd;
+    size_t nff = (size_t)hp->n_ff_max;
+    if ((size_t)hp->n_ff_exp > nff)
+        nff = (size_t)hp->n_ff_exp;
+    const size_t K = (size_t)hp->n_expert_used, X = (size_t)hp->n_expert;
+    bool ok = true;
+    if (!p.kv_f32) {
+        c->f16tab = alloc_f(65536, &ok);
+        if (ok)
+            ops_f16_table_init(c->f16tab);
+    }
+    c->x = alloc_f(B * E, &ok);
+    c->h = alloc_f(B * E, &ok);
+    c->q = alloc_f(B * nq, &ok);
+    c->k = alloc_f(B * nkv, &ok);
+    c->v = alloc_f(B * nkv, &ok);
+    c->qkv = alloc_f(B * (nq + 2 * nkv), &ok);
+    c->o = alloc_f(B * nq, &ok);
+    c->a = alloc_f(B * E, &ok);
+    c->fg = alloc_f(B * nff, &ok);
+    c->fu = alloc_f(B * nff, &ok);
+    c->cs = alloc_f(B * (size_t)hp->n_rot, &ok);
+    c->att_per = 8 * (size_t)p.n_ctx;
+    c->att = alloc_f((size_t)c->p.n_threads * c->att_per, &ok);
+    if (X) {
+        c->rl = alloc_f(B * X, &ok);
+        c->sel = calloc(B * K, sizeof(int));
+        c->sw = alloc_f(B * K, &ok);
+        c->ey = alloc_f(B * K * E, &ok);
+        c->ex = alloc_f(B * E, &ok);
+        c->etok = calloc(B * K, sizeof(int));
+        if (!c->sel || !c->etok)
+            ok = false;
+    }
+    c->seq_next = calloc((size_t)p.n_seq, sizeof(int));
+    c->out_rows = calloc(B, sizeof(int));
+    size_t widest = E > nq ? E : nq;
+    if (nff > widest)
+        widest = nff;
+    c->gact_slot = (2 * widest + 1024 + 63) & ~(size_t)63; /* any vec_dot type is <= 2 bytes/element + block headers */
+    c->gact = aligned_alloc(64, 4 * c->gact_slot);
+    /* matmul's activation scratch at its largest (B rows of the widest input, any activation type, plus the
+     * packed kernels' per-block sums), so that it never grows during decode */
+    c->ms.cap = (B * (c->gact_slot + widest / 4 + 64) + 127) & ~(size_t)63;
+    c->ms.buf = aligned_alloc(64, c->ms.cap);
+    if (!c->gact || !c->ms.buf)
+        ok = false;
+    c->blk0 = calloc(B, sizeof(int));
+    c->blkn = calloc(B, sizeof(int));
+    if (!ok || !c->seq_next || !c->out_rows || !c->blk0 || !c->blkn) {
+        cpu_engine_free(c);
+        return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
+    }
+    if (m->arch->hybrid && (rc = hybrid_create(&c->hy, m, &c->p, c->tp, mm_wt, c, e))) {
+        cpu_engine_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* ---- blocks ---- */
+
+/* Y = W·X for the matrix at W (a weight or an expert slice): the packed form when there is one. */
+static void mm_at(struct cpu_engine *c, enum qtype t, const void *W, int64_t n_in, int64_t n_out, const float *X,
+                  int n, float *Y)
+{
+    /* one token: the file layout's single-row kernels unless the packed form is the faster there too */
+    const struct matmul_packed *pk = pk_get(c, W);
+    if (n == 1 && !matmul_packed_one_token(pk))
+        pk = NULL;
+    if (pk)
+        matmul_packed_run(c->tp, &c->ms, pk, X, n, Y);
+    else
+        matmul(c->tp, &c->ms, t, W, n_in, n_out, X, n, Y);
+}
+
+static void mm(struct cpu_engine *c, const struct wt *w, const float *X, int n, float *Y)
+{
+    mm_at(c, w->type, w->data, w->ne[0], w->ne[1], X, n, Y);
+}
+
+/* mm for cpu_hybrid.c (packed weights included) */
+static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y) { mm(c, w, X, n, Y); }
+
+/* Several weight products that could run at once (Q/K/V, gate/up). A single-token batch (decode)
+ * runs them as one parallel loop over the rows of all of them, so the pool wakes once instead of once
+ * per matrix; each row is the same vec_dot matmul() uses for one token, so results are identical.
+ * Larger batches use matmul() per product (its multi-token kernels win there). */
+struct mm_item {
+    const struct wt *w;
+    const void *W;       /* weight data (an expert slice, or w->data) */
+    int64_t n_in, n_out;
+    const float *X;      /* [n_in] */
+    float *Y;            /* [n_out] */
+};
+
+struct mmg_job {
+    const struct mm_item *it;
+    const void *act[4];  /* activation row in each item's vec_dot type */
+    int64_t chunk[4];    /* rows per task */
+    int64_t first[5];    /* first task index of each item */
+    int n;
+};
+
+static void mmg_task(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    const struct mmg_job *j = ctx;
+    int k = 0;
+    while (i >= j->first[k + 1])
+        k++;
+    const struct mm_item *it = &j->it[k];
+    int64_t r0 = (i - j->first[k]) * j->chunk[k], r1 = r0 + j->chunk[k];
+    if (r1 > it->n_out)
+        r1 = it->n_out;
+    const size_t rb = it->w->row_bytes;
+    for (int64_t r = r0; r < r1; r++)
+        it->Y[r] = vec_dot(it->w->type, it->n_in, (const char *)it->W + (size_t)r * rb, j->act[k]);
+}
+
+static void mm_group(struct cpu_engine *c, int n_tok, const struct mm_item *it, int n)
+{
+    if (n_tok != 1 || n > 4) {
+        for (int k = 0; k < n; k++)
+            mm_at(c, it[k].w->type, it[k].W, it[k].n_in, it[k].n_out, it[k].X, n_tok, it[k].Y);
+        return;
+    }
+    /* all packed forms that are the faster for one token: one dispatch through them */
+    const struct matmul_packed *pk[4];
+    int n_pk = 0;
+    for (int k = 0; k < n; k++)
+        if (matmul_packed_one_token(pk[k] = pk_get(c, it[k].W)))
+            n_pk++;
+    if (n_pk == n) {
+        const float *xs[4];
+        float *ys[4];
+        for (int k = 0; k < n; k++) {
+            xs[k] = it[k].X;
+            ys[k] = it[k].Y;
+        }
+        matmul_packed_run_group(c->tp, &c->ms, pk, xs, ys, n);
+        return;
+    }
+    struct mmg_job j = { .it = it, .n = n };
+    const int nth = tpool_size(c->tp);
+    j.first[0] = 0;
+    for (int k = 0; k < n; k++) {
+        const enum qtype vd = qtype_get((uint32_t)it[k].w->type)->vec_dot;
+        j.act[k] = NULL;
+        if (vd == QT_F32) {
+            j.act[k] = it[k].X;
+        } else {
+            for (int p = 0; p < k; p++) /* same input, same activation type: quantize once */
+                if (it[p].X == it[k].X && qtype_get((uint32_t)it[p].w->type)->vec_dot == vd)
+                    j.act[k] = j.act[p];
+            if (!j.act[k]) {
+                void *dst = (char *)c->gact + (size_t)k * c->gact_slot;
+                quant_act_row(it[k].w->type, it[k].X, dst, it[k].n_in);
+                j.act[k] = dst;
+            }
+        }
+        int64_t chunk = it[k].n_out / ((int64_t)nth * 16);
+        j.chunk[k] = chunk < 16 ? 16 : chunk;
+        j.first[k + 1] = j.first[k] + (it[k].n_out + j.chunk[k] - 1) / j.chunk[k];
+    }
+    tpool_run(c->tp, mmg_task, &j, j.first[n]);
+}
+
+/* One expert's slice (ne2 = e) of a 3-D expert tensor. */
+static const void *expert_slice(const struct wt *w, int e)
+{
+    return (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
+}
+
+static void add_bias(float *y, const struct vec *b, int n_rows, int64_t stride)
+{
+    if (!b->data)
+        return;
+    for (int t = 0; t < n_rows; t++)
+        ops_add(y + (size_t)t * (size_t)stride, b->data, (int)b->n);
+}
+
+/* Row-wise work (norms, q/k norm + RoPE + cache store, residual adds, SwiGLU) split over the pool
+ * in chunks of rows; a single chunk (decode) runs inline without waking the pool. */
+enum row_op {
+    ROW_ATTN_NORM, /* h = rms_norm(x) · attn_norm */
+    ROW_QK_STORE,  /* q/k head norms, RoPE, store K and V in the cache */
+    ROW_ADD_NORM,  /* x += a; h = rms_norm(x) · ffn_norm */
+    ROW_ADD,       /* x += a */
+    ROW_SWIGLU,    /* fg = silu(fg) ⊙ fu over rows of `width` */
+};
+
+struct row_job {
+    struct cpu_engine *c;
+    const struct layer *ly;
+    const struct engine_tok *toks;
+    int n;
+    enum row_op op;
+    int width;
+};
+
+#define ROW_CHUNK 8
+
+static void qk_store_row(struct cpu_engine *c, const struct layer *ly, const struct engine_tok *tk, int t)
+{
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const int hd = hp->head_dim, nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
+    float *q = c->q + (size_t)t * nq, *k = c->k + (size_t)t * nkv;
+    const float *cs = c->cs + (size_t)t * hp->n_rot;
+    for (int h = 0; h < ly->n_head; h++) {
+        if (ly->q_norm.data)
+            ops_rms_norm(q + h * hd, q + h * hd, ly->q_norm.data, hd, hp->rms_eps);
+        ops_rope_apply(q + h * hd, hp->n_rot, m->arch->rope, cs);
+    }
+    for (int h = 0; h < ly->n_head_kv; h++) {
+        if (ly->k_norm.data)
+            ops_rms_norm(k + h * hd, k + h * hd, ly->k_norm.data, hd, hp->rms_eps);
+        ops_rope_apply(k + h * hd, hp->n_rot, m->arch->rope, cs);
+    }
+    kv_store(&c->kv, ly->kv_index, tk->seq, tk->pos, k, c->v + (size_t)t * nkv);
+}
+
+static void row_task(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    const struct row_job *j = ctx;
+    struct cpu_engine *c = j->c;
+    const int E = c->m->hp.n_embd;
+    const float eps = c->m->hp.rms_eps;
+    const int t1 = (int)((i + 1) * ROW_CHUNK < j->n ? (i + 1) * ROW_CHUNK : j->n);
+    for (int t = (int)(i * ROW_CHUNK); t < t1; t++) {
+        float *x = c->x + (size_t)t * E, *h = c->h + (size_t)t * E, *a = c->a + (size_t)t * E;
+        switch (j->op) {
+        case ROW_ATTN_NORM:
+            ops_rms_norm(h, x, j->ly->attn_norm.data, E, eps);
+            break;
+        case ROW_QK_STORE:
+            qk_store_row(c, j->ly, &j->toks[t], t);
+            break;
+        case ROW_ADD_NORM:
+            ops_add(x, a, E);
+            ops_rms_norm(h, x, j->ly->ffn_norm.data, E, eps);
+            break;
+        case ROW_ADD:
+            ops_add(x, a, E);
+            break;
+        case ROW_SWIGLU:
+            ops_swiglu(c->fg + (size_t)t * j->width, c->fu + (size_t)t * j->width, j->width);
+            break;
+        }
+    }
+}
+
+static void par_rows(struct cpu_engine *c, const struct layer *ly, const struct engine_tok *toks, int n,
+                     enum row_op op, int width)
+{
+    struct row_job j = { .c = c, .ly = ly, .toks = toks, .n = n, .op = op, .width = width };
+    const int64_t chunks = (n + ROW_CHUNK - 1) / ROW_CHUNK;
+    if (chunks == 1)
+        row_task(&j, 0, 0);
+    else
+        tpool_run(c->tp, row_task, &j, chunks);
+}
+
+struct attn_job {
+    struct cpu_engine *c;
+    const struct engine_tok *toks;
+    int il;       /* kv layer index */
+    int n_head, n_head_kv;
+};
+
+#define ATTN_MAXQ 64 /* query vectors per ops_attn_multi call */
+
+/* Item = (block, KV head): the block's tokens are consecutive positions of one sequence, so all their
+ * GQA heads of this KV head read the same K/V rows; one ops_attn_multi call does them together. */
+static void attn_task(void *ctx, int64_t i, int worker)
+{
+    const struct attn_job *j = ctx;
+    struct cpu_engine *c = j->c;
+    const int hd = c->m->hp.head_dim;
+    const int b = (int)(i / j->n_head_kv), g = (int)(i % j->n_head_kv);
+    const int n_gqa = j->n_head / j->n_head_kv;
+    const int t0 = c->blk0[b], nt = c->blkn[b];
+    const int seq = j->toks[t0].seq;
+    const size_t nq = (size_t)j->n_head * (size_t)hd;
+    const size_t off = (size_t)g * (size_t)hd * c->kv.elt;
+    const char *K = (const char *)kv_k(&c->kv, j->il, seq, 0) + off;
+    const char *V = (const char *)kv_v(&c->kv, j->il, seq, 0) + off;
+    const float *qs[ATTN_MAXQ];
+    float *outs[ATTN_MAXQ];
+    int nk[ATTN_MAXQ];
+    int m = 0;
+    for (int t = t0; t < t0 + nt; t++)
+        for (int h = g * n_gqa; h < (g + 1) * n_gqa; h++) {
+            qs[m] = c->q + (size_t)t * nq + (size_t)h * hd;
+            outs[m] = c->o + (size_t)t * nq + (size_t)h * hd;
+            nk[m] = j->toks[t].pos + 1;
+            if (++m == ATTN_MAXQ) {
+                ops_attn_multi(m, qs, outs, nk, hd, K, V, (size_t)c->kv.dim_k[j->il], c->m->hp.kq_scale, c->f16tab,
+                               c->att + (size_t)worker * c->att_per);
+                m = 0;
+            }
+        }
+    if (m)
+        ops_attn_multi(m, qs, outs, nk, hd, K, V, (size_t)c->kv.dim_k[j->il], c->m->hp.kq_scale, c->f16tab,
+                       c->att + (size_t)worker * c->att_per);
+}
+
+static void attn_block(struct cpu_engine *c, const struct layer *ly, const struct engine_tok *toks, int n)
+{
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const int E = hp->n_embd, hd = hp->head_dim;
+    const int nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
+
+    par_rows(c, ly, toks, n, ROW_ATTN_NORM, 0);
+
+    if (ly->wqkv.data) {
+        const int w = nq + 2 * nkv;
+        mm(c, &ly->wqkv, c->h, n, c->qkv);
+        add_bias(c->qkv, &ly->bqkv, n, w);
+        for (int t = 0; t < n; t++) {
+            const float *r = c->qkv + (size_t)t * w;
+            memcpy(c->q + (size_t)t * nq, r, sizeof(float) * (size_t)nq);
+            memcpy(c->k + (size_t)t * nkv, r + nq, sizeof(float) * (size_t)nkv);
+            memcpy(c->v + (size_t)t * nkv, r + nq + nkv, sizeof(float) * (size_t)nkv);
+        }
+    } else {
+        const struct mm_item it[3] = {
+            { &ly->wq, ly->wq.data, E, nq, c->h, c->q },
+            { &ly->wk, ly->wk.data, E, nkv, c->h, c->k },
+            { &ly->wv, ly->wv.data, E, nkv, c->h, c->v },
+        };
+        mm_group(c, n, it, 3);
+        add_bias(c->q, &ly->bq, n, nq);
+        add_bias(c->k, &ly->bk, n, nkv);
+        add_bias(c->v, &ly->bv, n, nkv);
+    }
+
+    par_rows(c, ly, toks, n, ROW_QK_STORE, 0);
+
+    /* every token's K/V is stored before attention, so a token sees its sequence's earlier batch tokens */
+    /* blocks of consecutive positions of one sequence, sized so a block has ~8 queries per KV head */
+    const int n_gqa = ly->n_head / ly->n_head_kv;
+    const int bt = n_gqa >= 8 ? 1 : 8 / n_gqa;
+    int nb = 0;
+    for (int t = 0; t < n; t++) {
+        if (nb && c->blkn[nb - 1] < bt && toks[t].seq == toks[t - 1].seq && toks[t].pos == toks[t - 1].pos + 1) {
+            c->blkn[nb - 1]++;
+        } else {
+            c->blk0[nb] = t;
+            c->blkn[nb++] = 1;
+        }
+    }
+    struct attn_job job = { .c = c, .toks = toks, .il = ly->kv_index, .n_head = ly->n_head,
+                            .n_head_kv = ly->n_head_kv };
+    tpool_run(c->tp, attn_task, &job, (int64_t)nb * ly->n_head_kv);
+
+    mm(c, &ly->wo, c->o, n, c->a);
+    add_bias(c->a, &ly->bo, n, E);
+    /* the residual add is fused with the FFN's input norm (ffn_block) */
+}
+
+static void ffn_dense(struct cpu_engine *c, const struct layer *ly, int n)
+{
+    const int E = c->m->hp.n_embd, F = ly->n_ff;
+    const struct mm_item it[2] = {
+        { &ly->ffn_gate, ly->ffn_gate.data, E, F, c->h, c->fg },
+        { &ly->ffn_up, ly->ffn_up.data, E, F, c->h, c->fu },
+    };
+    mm_group(c, n, it, 2);
+    add_bias(c->fg, &ly->b_gate, n, F);
+    add_bias(c->fu, &ly->b_up, n, F);
+    par_rows(c, ly, NULL, n, ROW_SWIGLU, F);
+    mm(c, &ly->ffn_down, c->fg, n, c->a);
+    add_bias(c->a, &ly->b_down, n, E);
+}
+
+static void ffn_moe(struct cpu_engine *c, const struct layer *ly, int n)
+{
+    const struct hparams *hp = &c->m->hp;
+    const int E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
+
+    mm(c, &ly->gate_inp, c->h, n, c->rl);
+    for (int t = 0; t < n; t++) {
+        float *pr = c->rl + (size_t)t * X;
+        int *sel = c->sel + (size_t)t * K;
+        float *w = c->sw + (size_t)t * K;
+        ops_softmax(pr, X);
+        ops_topk(pr, X, K, sel);
+        double sum = 0.0; /* ggml sum_rows accumulates in double */
+        for (int k = 0; k < K; k++) {
+            w[k] = pr[sel[k]];
+            sum += (double)w[k];
+        }
+        float s = (float)sum;
+        if (s < 6.103515625e-5f)
+            s = 6.103515625e-5f;
+        for (int k = 0; k < K; k++)
+            w[k] = w[k] / s;
+        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+            for (int k = 0; k < K; k++)
+                w[k] *= hp->expert_weights_scale;
+    }
+    /* run each expert once over the tokens routed to it */
+    for (int ex = 0; ex < X; ex++) {
+        int cnt = 0;
+        for (int t = 0; t < n; t++)
+            for (int k = 0; k < K; k++)
+                if (c->sel[(size_t)t * K + k] == ex) {
+                    c->etok[cnt] = t * K + k;
+                    memcpy(c->ex + (size_t)cnt * E, c->h + (size_t)t * E, sizeof(float) * (size_t)E);
+                    cnt++;
+                }
+        if (!cnt)
+            continue;
+        const struct mm_item it[2] = {
+            { &ly->gate_exps, expert_slice(&ly->gate_exps, ex), E, F, c->ex, c->fg },
+            { &ly->up_exps, expert_slice(&ly->up_exps, ex), E, F, c->ex, c->fu },
+        };
+        mm_group(c, cnt, it, 2);
+        ops_swiglu(c->fg, c->fu, cnt * F);
+        mm_at(c, ly->down_exps.type, expert_slice(&ly->down_exps, ex), F, E, c->fg, cnt, c->a);
+        for (int r = 0; r < cnt; r++)
+            memcpy(c->ey + (size_t)c->etok[r] * E, c->a + (size_t)r * E, sizeof(float) * (size_t)E);
+    }
+    /* weighted sum in selection order: ((w0·y0) + w1·y1) + … as ggml's mul + add chain */
+    for (int t = 0; t < n; t++) {
+        float *dst = c->a + (size_t)t * E;
+        const float *w = c->sw + (size_t)t * K;
+        const float *y = c->ey + (size_t)t * K * E;
+        for (int i = 0; i < E; i++)
+            dst[i] = w[0] * y[i];
+        for (int k = 1; k < K; k++)
+            for (int i = 0; i < E; i++) {
+                float p = w[k] * y[(size_t)k * E + i];
+                dst[i] = dst[i] + p;
+            }
+    }
+}
+
+/* x += a (the attention output), then the FFN on rms_norm(x), then x += its output */
+static void ffn_block(struct cpu_engine *c, const struct layer *ly, int n)
+{
+    par_rows(c, ly, NULL, n, ROW_ADD_NORM, 0);
+    if (ly->ffn == FFN_MOE)
+        ffn_moe(c, ly, n);
+    else
+        ffn_dense(c, ly, n);
+    if (ly->down_shexp.data)
+        hybrid_shexp(c->hy, ly, c->h, c->a, n);
+    par_rows(c, ly, NULL, n, ROW_ADD, 0);
+}
+
+static int validate(struct cpu_engine *c, const struct engine_tok *toks, int n, struct err *e)
+{
+    return engine_check_batch(toks, n, c->p.n_batch, c->p.n_seq, c->p.n_ctx, c->m->hp.n_vocab, c->kv.len,
+                              c->seq_next, e);
+}
+
+int cpu_engine_decode(struct cpu_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
+{
+    int rc = validate(c, toks, n, e);
+    if (rc)
+        return rc;
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const int E = hp->n_embd;
+    int n_out = 0;
+    for (int t = 0; t < n; t++)
+        if (toks[t].logits)
+            c->out_rows[n_out++] = t;
+    if (n_out && !logits)
+        return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
+
+    for (int t = 0; t < n; t++) {
+        const void *row = (const char *)m->tok_embd.data + (size_t)toks[t].token * m->tok_embd.row_bytes;
+        dequant_row(m->tok_embd.type, row, c->x + (size_t)t * E, E);
+        ops_rope_cache(c->cs + (size_t)t * hp->n_rot, toks[t].pos, hp->n_rot, hp->freq_base, m->rope_freqs.data,
+                       hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct layer *ly = &m->layers[il];
+        switch (ly->kind) {
+        case LAYER_ATTN:
+            attn_block(c, ly, toks, n);
+            break;
+        case LAYER_GDN:
+        case LAYER_GATED_ATTN:
+            hybrid_layer(c->hy, ly, toks, n, c->x, c->a, c->cs, &c->kv, c->f16tab);
+            break;
+        }
+        ffn_block(c, ly, n);
+    }
+    for (int s = 0; s < c->p.n_seq; s++)
+        c->kv.len[s] = c->seq_next[s];
+
+    if (n_out) {
+        for (int r = 0; r < n_out; r++)
+            ops_rms_norm(c->h + (size_t)r * E, c->x + (size_t)c->out_rows[r] * E, m->output_norm.data, E,
+                         hp->rms_eps);
+        mm(c, &m->output, c->h, n_out, logits);
+        add_bias(logits, &m->output_bias, n_out, hp->n_vocab);
+    }
+    return 0;
+}
+
+int cpu_engine_seq_truncate(struct cpu_engine *c, int seq, int pos)
+{
+    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, NULL);
+}
+
+int cpu_engine_seq_len(const struct cpu_engine *c, int seq)
+{
+    if (seq < 0 || seq >= c->kv.n_seq)
+        return 0;
+    return c->kv.len[seq];
+}
+
+int cpu_engine_seq_copy(struct cpu_engine *c, int src, int dst, int n, struct err *e)
+{
+    return hybrid_seq_copy(c->hy, &c->kv, src, dst, n, e);
+}
+
+int cpu_engine_seq_snapshot(struct cpu_engine *c, int seq, struct err *e) { return hybrid_seq_snapshot(c->hy, &c->kv, seq, e); }
+
+int cpu_engine_seq_restore(struct cpu_engine *c, int seq, int pos, struct err *e)
+{
+    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, e);
+}
+
+int cpu_engine_seq_restorable(const struct cpu_engine *c, int seq, int pos)
+{
+    return hybrid_seq_restorable(c->hy, &c->kv, seq, pos);
+}

@@ -1,0 +1,49 @@
+/* cpu_hybrid.h — the CPU layers of the Gated DeltaNet hybrids (qwen35,
+ * qwen35moe; shared spec arch-qwen35.md §6) and the per-sequence recurrent
+ * state they own. cpu_engine.c calls in here for LAYER_GDN and
+ * LAYER_GATED_ATTN layers, for the shared expert of a MoE FFN, and for the
+ * sequence operations (truncate / copy / snapshot / restore).
+ *
+ * State rule. A GDN layer keeps, per sequence, a conv state (the last
+ * d_conv−1 inputs) and a recurrent state (H_v matrices d_v × d_k) that fold
+ * in every position so far; they cannot be rolled back to an arbitrary
+ * earlier position. A sequence can therefore only be cut back to 0, to its
+ * own length (no-op), or to a position where a snapshot was taken
+ * (engine_seq_snapshot); anything else is ERR_UNSUPPORTED. A snapshot at
+ * position p stays valid until the sequence is cut back below p. The
+ * recurrent state of a sequence is zeroed whenever it decodes position 0. */
+#ifndef LLM170_FORWARD_HYBRID_H
+#define LLM170_FORWARD_HYBRID_H
+
+#include "../engine/engine.h"
+#include "kv_cache.h"
+#include "../num/matmul.h"
+#include "../model/model.h"
+
+struct hybrid;
+
+/* p->gdn_chunk_min: a sequence's run of at least this many tokens in one call uses the chunked
+ * delta rule (<= 0: never — token by token is the faster form on the CPU); p->n_snap: snapshots
+ * kept per sequence (<= 0: 4). */
+typedef void (*hybrid_mm_fn)(void *ctx, const struct wt *w, const float *X, int n, float *Y);
+/* mm(mm_ctx, w, X, n, Y): the engine's Y[n][ne1] = X[n][ne0]·wᵀ (its packed weights included). */
+int hybrid_create(struct hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,
+                  hybrid_mm_fn mm, void *mm_ctx, struct err *e);
+void hybrid_free(struct hybrid *hy);
+
+/* The mixer of one trunk layer (LAYER_GDN or LAYER_GATED_ATTN) over n batch tokens:
+ * a[n][n_embd] = mixer(attn_norm(x)); the caller adds it to the residual x.
+ * cs: [n][n_rot] the tokens' plain RoPE cos/sin (ops_rope_cache); f16tab for an f16 KV cache. */
+void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
+                  float *a, const float *cs, struct kv_cache *kv, const float *f16tab);
+
+/* a[n][n_embd] += sigmoid(gate_inp_shexp·h) · shared_expert(h) (qwen35moe). */
+void hybrid_shexp(struct hybrid *hy, const struct layer *ly, const float *h, float *a, int n);
+
+/* Sequence operations; hy may be NULL (plain transformer: any position is reachable). */
+int hybrid_seq_truncate(struct hybrid *hy, struct kv_cache *kv, int seq, int pos, struct err *e);
+int hybrid_seq_copy(struct hybrid *hy, struct kv_cache *kv, int src, int dst, int n, struct err *e);
+int hybrid_seq_snapshot(struct hybrid *hy, struct kv_cache *kv, int seq, struct err *e);
+int hybrid_seq_restorable(const struct hybrid *hy, const struct kv_cache *kv, int seq, int pos);
+
+#endif

@@ -1,0 +1,143 @@
+/* engine.h — the inference API every front end uses (CLI, worker scheduler).
+ *
+ * A `struct model` is the loaded GGUF: hyperparameters, the vocabulary and
+ * the weight tensors (still in the mapping for the CPU backend). A
+ * `struct engine_ctx` holds what one backend needs to run it: KV cache /
+ * recurrent state for n_seq sequences of up to n_ctx positions, scratch, the
+ * thread pool. One call to engine_decode runs a batch of tokens that may mix
+ * sequences (prefill chunks and single decode tokens together) and returns
+ * logits for the tokens that asked for them. */
+#ifndef LLM170_ENGINE_H
+#define LLM170_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+#include "../gguf/gguf.h"
+#include "../tok/tok.h"
+
+struct model;
+struct engine_ctx;
+
+enum backend_kind { BACKEND_CPU = 0, BACKEND_HIP = 1, BACKEND_VULKAN = 2 };
+
+struct model_info {
+    const char *arch;     /* general.architecture */
+    const char *name;     /* general.name or the file's base name */
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    uint64_t n_params;    /* elements over all tensors */
+    uint64_t n_bytes;     /* bytes of tensor data */
+};
+
+/* Load and validate a model (GGUF + hyperparameters + every required tensor
+ * with its expected shape). Errors name the file and the tensor or key. */
+int model_load(struct model **out, const char *path, struct err *e);
+void model_free(struct model *m);
+const struct model_info *model_info(const struct model *m);
+const struct tok_vocab *model_vocab(const struct model *m);
+const struct gguf *model_gguf(const struct model *m);
+
+struct engine_params {
+    enum backend_kind backend;
+    int n_ctx;      /* positions per sequence; 0 = min(n_ctx_train, 4096) */
+    int n_seq;      /* sequences that may be live at once (1 for a single stream) */
+    int n_batch;    /* most tokens per engine_decode call; 0 = 512 */
+    int n_threads;  /* CPU threads; 0 = all cores */
+    bool kv_f32;    /* f32 KV cache instead of the default f16 */
+    bool no_pack;   /* CPU: keep weights in the file layout instead of repacking them for the
+                       faster multi-token kernels (saves a copy of the packable weights in memory;
+                       packing is also skipped when the weights exceed a quarter of the RAM) */
+    /* recurrent hybrids (qwen35*) */
+    int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
+    int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
+                           Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
+                           backend's faster choice (CPU: token by token for every run) */
+};
+void engine_params_default(struct engine_params *p);
+/* *out = *in (or the defaults when in is NULL) with n_ctx (min(train, 4096)), n_batch (512) and n_seq (1)
+ * filled in where 0, every backend's common resolution; ERR_RANGE when one is beyond what the engines
+ * index (n_ctx 2^24, n_batch and n_seq 2^16). Backend-specific fields are left to the backend. */
+int engine_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
+                          struct err *e);
+
+int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *p,
+                  struct err *e);
+void engine_free(struct engine_ctx *c);
+int engine_n_ctx(const struct engine_ctx *c);
+/* fn(ctx, i, worker) for i in [0, n) on the CPU engine's threads (the caller's included), or on a GPU
+ * engine's host threads (n_threads of them, else up to 8); for independent per-sequence host work
+ * between steps (sampling), which otherwise leaves those threads idle or, on a GPU, takes longer than
+ * the decode. Not reentrant with engine_decode. */
+void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int worker), void *ctx, int64_t n);
+
+/* One token of a batch. */
+struct engine_tok {
+    int32_t token;  /* vocabulary id */
+    int32_t pos;    /* position in its sequence (0-based, contiguous after the cached ones) */
+    int32_t seq;    /* sequence id in [0, n_seq) */
+    bool logits;    /* return logits for this token */
+};
+
+/* Run n tokens (n <= n_batch). Logits rows are written to `logits` in batch
+ * order, one n_vocab row per token that asked. Tokens of a sequence must come
+ * in position order; a sequence's first new position must equal its cached
+ * length. */
+int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, float *logits,
+                  struct err *e);
+
+/* Host memory for n floats of logits rows (NULL when out of memory): page-locked on a GPU engine, so
+ * the device copies rows straight into it (pageable memory goes through a staging copy, and a
+ * 152k-token row is 600 KB); LLM170_HIP_PINNED=0 at engine_create gives plain memory (A/B runs).
+ * Free it with engine_logits_free, before engine_free. */
+float *engine_logits_alloc(struct engine_ctx *c, size_t n);
+void engine_logits_free(struct engine_ctx *c, float *p);
+
+/* Most candidates one row's top-k pre-selection hands back (engine_decode_topk). */
+#define ENGINE_CAND_CAP 256
+
+/* engine_decode, with each logits row's top-k pre-selection made where the logits are when the engine
+ * can (a GPU's: then only the candidates cross to the host, not 152k floats a row). For the r-th row
+ * that asked for logits, with k[r] > 0: n_cands[r] ≥ k[r] candidates in ids/vals[r·ENGINE_CAND_CAP …],
+ * in no particular order, every logit of the row left out below every one given (ties go in together;
+ * NaN and −inf never given): what smp_sample_cands takes. Otherwise (k[r] ≤ 0, a row the cut does not
+ * serve, or an engine without it) n_cands[r] = −1 and the whole row is in logits[r·n_vocab]. */
+int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
+                       float *vals, int32_t *n_cands, float *logits, struct err *e);
+/* Whether engine_decode_topk pre-selects on this engine (else it is engine_decode). */
+bool engine_has_topk(const struct engine_ctx *c);
+
+/* Sequence state: forget all positions >= pos (pos 0 clears it). Returns 0, or ERR_UNSUPPORTED
+ * when the model has recurrent layers (qwen35*) and pos is neither 0, the current length, nor a
+ * snapshot position of the sequence: a recurrent state folds in every position and cannot be
+ * rolled back to an arbitrary one (see engine_seq_snapshot). */
+int engine_seq_truncate(struct engine_ctx *c, int seq, int pos);
+/* Cached length of a sequence. */
+int engine_seq_len(const struct engine_ctx *c, int seq);
+/* Copy the first n positions of src's state into dst (prefix reuse / n > 1). With recurrent layers
+ * n must be 0, src's length or one of src's snapshot positions (else ERR_UNSUPPORTED); dst also
+ * inherits src's snapshots at positions <= n. */
+int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e);
+
+/* Prefix reuse for recurrent hybrids (a no-op for plain transformers, whose cells are their state).
+ * engine_seq_snapshot keeps the sequence's recurrent state at its current length (the scheduler
+ * takes one at each prefill chunk boundary); up to engine_params.n_snap per sequence are kept, the
+ * oldest replaced first, and a snapshot dies when the sequence is cut back below it.
+ * engine_seq_restore cuts the sequence back to `pos` (0, its length or a snapshot position; else
+ * ERR_UNSUPPORTED). engine_seq_restorable says the largest position <= pos the sequence can be cut
+ * back to (any position for plain transformers). */
+int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e);
+int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e);
+int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos);
+
+/* For backends: check a batch against the engine_decode contract (sizes, ids,
+ * contiguous positions per sequence, context room). len[n_seq] are the cached
+ * lengths; seq_next[n_seq] receives each sequence's length after the batch. */
+int engine_check_batch(const struct engine_tok *toks, int n, int n_batch, int n_seq, int n_ctx, int32_t n_vocab,
+                       const int *len, int *seq_next, struct err *e);
+
+#endif

@@ -1,0 +1,71 @@
+/* hip_fit.c — the device memory a model needs on the `hip` engine, and the
+ * refusal with the numbers when the device has less free (hip_fit.h). */
+#include "hip_fit.h"
+
+#include <stdio.h>
+
+#include "hip_engine.h"
+#include "hip_hybrid.h"
+
+static uint64_t wt_bytes(const struct wt *w)
+{
+    if (!w->data)
+        return 0;
+    const uint64_t ne1 = w->ne[1] > 0 ? (uint64_t)w->ne[1] : 1, ne2 = w->ne[2] > 0 ? (uint64_t)w->ne[2] : 1;
+    return (uint64_t)w->row_bytes * ne1 * ne2;
+}
+
+static uint64_t vec_bytes(const struct vec *v) { return v->data ? 4u * (uint64_t)v->n : 0; }
+
+void hip_fit_need(const struct model *m, const struct engine_params *p, struct hip_fit *f)
+{
+    const struct hparams *hp = &m->hp;
+    /* the tensors hip_engine_create uploads: the output is uploaded on its own even when tied */
+    uint64_t w = wt_bytes(&m->tok_embd) + wt_bytes(&m->output) + vec_bytes(&m->output_norm) +
+                 vec_bytes(&m->output_bias);
+    uint64_t kv = 0;
+    const uint64_t elt = p->kv_f32 ? 4 : 2;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct layer *ly = &m->layers[il];
+        /* the hybrids' GDN and shared-expert tensors are uploaded by hip_hybrid.c */
+        const struct wt *ws[] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate, &ly->ffn_up,
+                                  &ly->ffn_down, &ly->gate_inp, &ly->gate_exps, &ly->up_exps, &ly->down_exps,
+                                  &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_beta, &ly->ssm_alpha, &ly->ssm_out,
+                                  &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp };
+        const struct vec *vs[] = { &ly->attn_norm, &ly->ffn_norm, &ly->q_norm, &ly->k_norm, &ly->bq, &ly->bk,
+                                   &ly->bv, &ly->bqkv, &ly->bo, &ly->b_gate, &ly->b_up, &ly->b_down,
+                                   &ly->ssm_conv, &ly->ssm_dt, &ly->ssm_a, &ly->ssm_norm, &ly->gate_inp_shexp };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            w += wt_bytes(ws[i]);
+        for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
+            w += vec_bytes(vs[i]);
+        if (ly->kv_index >= 0)
+            kv += 2 * (uint64_t)p->n_seq * (uint64_t)p->n_ctx * (uint64_t)ly->n_head_kv * (uint64_t)hp->head_dim * elt;
+    }
+    f->weights = w;
+    f->kv = kv;
+    f->act = hip_engine_scratch_bytes(m, p);
+    f->state = hip_hybrid_device_bytes(m, p);
+    f->reserve = HIP_FIT_RESERVE;
+}
+
+uint64_t hip_fit_total(const struct hip_fit *f) { return f->weights + f->kv + f->act + f->state + f->reserve; }
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+int hip_fit_check(const struct hip_fit *f, uint64_t free_bytes, const char *device, const struct engine_params *p,
+                  struct err *e)
+{
+    const uint64_t need = hip_fit_total(f);
+    if (need <= free_bytes)
+        return 0;
+    char st[64] = "";
+    if (f->state)
+        snprintf(st, sizeof st, " + recurrent state %.0f", mib(f->state));
+    return err_set(e, ERR_NOMEM,
+                   "hip: model does not fit on %s: needs %.0f MiB (weights %.0f + KV cache %.0f for %d x %d "
+                   "positions + activations %.0f%s + reserve %.0f) but %.0f MiB are free; lower the context "
+                   "(n_ctx %d) or the sequences (n_seq %d), or use a smaller quantization",
+                   device ? device : "the device", mib(need), mib(f->weights), mib(f->kv), p->n_seq, p->n_ctx,
+                   mib(f->act), st, mib(f->reserve), mib(free_bytes), p->n_ctx, p->n_seq);
+}

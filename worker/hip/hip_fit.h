@@ -1,0 +1,37 @@
+/* hip_fit.h — how much device memory the `hip` engine needs for a model,
+ * and the refusal when the device does not have it.
+ *
+ * The engine asks before it uploads anything (hip_engine_create), so a
+ * model that does not fit fails at once with the numbers instead of after
+ * minutes of uploads with a bare "out of memory". The arithmetic needs no
+ * GPU and is tested on the CPU (tests/test_hip_fit.c). */
+#ifndef LLM170_HIP_FIT_H
+#define LLM170_HIP_FIT_H
+
+#include <stdint.h>
+
+#include "../../common/err.h"
+#include "../engine/engine.h"
+#include "../model/model.h"
+
+/* Device bytes, by what holds them. */
+struct hip_fit {
+    uint64_t weights;  /* every tensor the engine uploads (an untied output counted once more) */
+    uint64_t kv;       /* K and V caches: layers with a cache · 2 · n_seq · n_ctx · kv_dim · element size */
+    uint64_t act;      /* activations and step buffers for n_batch tokens (hip_engine.c's scratch) */
+    uint64_t state;    /* hybrids: n_seq recurrent states + their step scratch (hip_hybrid.c) */
+    uint64_t reserve;  /* headroom: kernel modules, graphs, allocation rounding (HIP_FIT_RESERVE) */
+};
+
+#define HIP_FIT_RESERVE (256ull << 20)
+
+/* The requirement of model m with params p, whose n_ctx / n_batch / n_seq are already resolved
+ * (> 0; hip_engine_create resolves the defaults first). */
+void hip_fit_need(const struct model *m, const struct engine_params *p, struct hip_fit *f);
+uint64_t hip_fit_total(const struct hip_fit *f);
+/* 0 when total <= free_bytes, else ERR_NOMEM with one line naming each part, the total and the
+ * free memory of `device` (in MiB), and what to lower. */
+int hip_fit_check(const struct hip_fit *f, uint64_t free_bytes, const char *device, const struct engine_params *p,
+                  struct err *e);
+
+#endif

@@ -1,0 +1,106 @@
+/* hip_rt.h — the GPU runtime layer of the `hip` backend.
+ *
+ * Loads the vendor's driver API and run-time compiler with dlopen (CUDA
+ * driver + NVRTC on NVIDIA, HIP runtime + hipRTC on AMD) into one function
+ * table, so building needs no GPU toolchain and a machine without GPU
+ * libraries only gets a clear "unavailable" error. Kernel sources are
+ * embedded (hip_kernels_gen.c, from kernels/ by scripts/embed_kernels.sh),
+ * compiled at first use for the device's architecture and cached on disk
+ * (hip_cache_dir), keyed
+ * by a hash of the sources, the architecture and the driver/compiler
+ * versions. All work goes to one stream; device pointers are uint64_t. */
+#ifndef LLM170_HIP_RT_H
+#define LLM170_HIP_RT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+
+/* Where compiled kernels are cached: $CACHE_DIRECTORY/kernels (the system
+ * service's CacheDirectory=, /var/cache/llm170), else
+ * $XDG_CACHE_HOME/llm170/kernels, else ~/.cache/llm170/kernels, else
+ * /tmp/llm170-kernels. */
+void hip_cache_dir(char *dir, size_t n);
+
+/* One embedded kernel source file (kernels/NAME). */
+struct hip_src {
+    const char *name; /* "gemv.cu", "prelude.h" */
+    const char *text;
+};
+extern const struct hip_src hip_kernel_srcs[];
+extern const int hip_kernel_n_srcs;
+
+/* ---- the run-time compiler alone (CI compiles every kernel with it, no GPU needed) ---- */
+struct hip_rtc;
+/* Load NVRTC (CUDA) or hipRTC (amd = true). ERR_UNSUPPORTED with a clear message when absent. */
+int hip_rtc_open(struct hip_rtc **out, bool amd, struct err *e);
+void hip_rtc_close(struct hip_rtc *c);
+/* "NVRTC 13.0" */
+const char *hip_rtc_version(const struct hip_rtc *c);
+/* Compile embedded source `name` for `arch` ("sm_90", "gfx942") into device code (cubin / code
+ * object; malloc'd, caller frees). On failure the compiler log is in e->msg (truncated) and,
+ * when log is not NULL, in *log (malloc'd). */
+int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void **code, size_t *size, char **log,
+                    struct err *e);
+
+/* ---- the device ---- */
+struct hip_rt;
+typedef void *hip_fn;     /* a kernel */
+typedef void *hip_graph;  /* an instantiated graph */
+
+/* Open device 0 (LLM170_HIP_DEVICE overrides): load the driver and compiler, make a context and a
+ * stream, compile (or load from the cache) every embedded kernel module. */
+int hip_rt_open(struct hip_rt **out, struct err *e);
+void hip_rt_close(struct hip_rt *rt);
+/* "NVIDIA H200 (sm_90, 132 SMs, driver 13.0, NVRTC 13.0)" */
+const char *hip_rt_describe(const struct hip_rt *rt);
+int hip_rt_sm_count(const struct hip_rt *rt);
+size_t hip_rt_free_mem(struct hip_rt *rt);
+
+int hip_rt_fn(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e);
+/* The same, and marks the kernel for programmatic dependent launch: when PDL is on (hip_rt_pdl) its
+ * launches may overlap the kernel before them on the stream, so the kernel MUST run PDL_WAIT() in every
+ * thread path before it exits and before touching anything but weights (kernels/prelude.h). Only
+ * kernels written that way may be looked up here; every other handle launches plainly. */
+int hip_rt_fn_pdl(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e);
+/* Whether marked kernels launch programmatically: NVIDIA sm_90+ with cuLaunchKernelEx, and not
+ * LLM170_HIP_PDL=0. */
+bool hip_rt_pdl(const struct hip_rt *rt);
+int hip_rt_malloc(struct hip_rt *rt, size_t n, uint64_t *out, struct err *e);
+void hip_rt_free(struct hip_rt *rt, uint64_t p);
+int hip_rt_host_alloc(struct hip_rt *rt, size_t n, void **out, struct err *e); /* pinned */
+void hip_rt_host_free(struct hip_rt *rt, void *p);
+/* Stream-ordered copies and fills; host memory of async copies should be pinned. */
+int hip_rt_h2d(struct hip_rt *rt, uint64_t dst, const void *src, size_t n, struct err *e);
+int hip_rt_d2h(struct hip_rt *rt, void *dst, uint64_t src, size_t n, struct err *e);
+int hip_rt_d2d(struct hip_rt *rt, uint64_t dst, uint64_t src, size_t n, struct err *e);
+int hip_rt_memset32(struct hip_rt *rt, uint64_t dst, uint32_t v, size_t count, struct err *e);
+/* params: an array of pointers to each kernel argument, as cuLaunchKernel takes them. */
+int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **params,
+                  struct err *e);
+int hip_rt_sync(struct hip_rt *rt, struct err *e);
+/* Make the device current on the calling thread (call first in every entry
+ * point that may run on another thread than hip_rt_open's). */
+int hip_rt_bind(struct hip_rt *rt, struct err *e);
+/* Graphs: everything launched on the stream between begin and end is recorded, not run. */
+int hip_rt_capture_begin(struct hip_rt *rt, struct err *e);
+int hip_rt_capture_end(struct hip_rt *rt, hip_graph *out, struct err *e);
+int hip_rt_graph_launch(struct hip_rt *rt, hip_graph g, struct err *e);
+void hip_rt_graph_free(struct hip_rt *rt, hip_graph g);
+/* Kernel timing (decode profiles; not during graph capture): while on, every launch is followed by
+ * an event; hip_rt_profile_report syncs, adds each kernel's time (between its launch's events) by
+ * kernel name into the table and returns the number of names (at most max). */
+struct hip_prof_row {
+    char name[48];
+    int calls;
+    double ms;
+};
+int hip_rt_profile(struct hip_rt *rt, bool on, struct err *e);
+int hip_rt_profile_report(struct hip_rt *rt, struct hip_prof_row *rows, int max, struct err *e);
+
+/* Warp width of the device's kernels (32 on NVIDIA, 64 on AMD CDNA). */
+int hip_rt_warp(const struct hip_rt *rt);
+
+#endif
