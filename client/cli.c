@@ -178,18 +178,7 @@ char *cli_read_file(const char *path, size_t *len, struct err *e)
     return buf;
 }
 
-bool cli_parse_backend(const char *s, enum backend_kind *out)
-{
-    if (!strcmp(s, "cpu"))
-        *out = BACKEND_CPU;
-    else if (!strcmp(s, "hip") || !strcmp(s, "cuda"))
-        *out = BACKEND_HIP;
-    else if (!strcmp(s, "vulkan"))
-        *out = BACKEND_VULKAN;
-    else
-        return false;
-    return true;
-}
+bool cli_parse_backend(const char *s, enum backend_kind *out) { return engine_backend_parse(s, out); }
 
 double cli_now(void)
 {

@@ -190,7 +190,7 @@ int cmd_bench(int argc, char **argv)
     }
 
     double gib = (double)mi->n_bytes / (1024.0 * 1024.0 * 1024.0);
-    const char *backend = ep.backend == BACKEND_CPU ? "cpu" : ep.backend == BACKEND_HIP ? "hip" : "vulkan";
+    const char *backend = engine_backend_name(ep.backend);
     int threads = ep.n_threads > 0 ? ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (!json) {
         printf("| model | size | params | backend | threads | test | t/s |\n");

@@ -96,7 +96,7 @@ int cmd_infer(int argc, char **argv)
                 return cli_usage_error("infer", "--n-predict wants a count, got '%s'", v);
         } else if (!missing && cli_opt(argc, argv, &i, "--backend", &v, &missing) && !missing) {
             if (!cli_parse_backend(v, &ep.backend))
-                return cli_usage_error("infer", "unknown backend '%s' (cpu, hip, vulkan)", v);
+                return cli_usage_error("infer", "unknown backend '%s' (" ENGINE_BACKEND_NAMES ")", v);
         } else if (!missing && cli_opt(argc, argv, &i, "--threads", &v, &missing) && !missing) {
             if (!cli_parse_int(v, 1, 1024, &n_threads))
                 return cli_usage_error("infer", "--threads wants 1..1024, got '%s'", v);

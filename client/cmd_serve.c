@@ -188,8 +188,9 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "llm170: cannot open model '%s': %s\n", model, strerror(errno));
         return 1;
     }
-    if (strcmp(backend, "cpu") && strcmp(backend, "hip") && strcmp(backend, "vulkan")) {
-        fprintf(stderr, "llm170: serve: unknown backend '%s' (cpu, hip, vulkan)\n", backend);
+    enum backend_kind bk;
+    if (!engine_backend_parse(backend, &bk)) {
+        fprintf(stderr, "llm170: serve: unknown backend '%s' (" ENGINE_BACKEND_NAMES ")\n", backend);
         return 2;
     }
     char sock[600], listen[300], dbin[1100], gbin[1100];

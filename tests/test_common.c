@@ -1,7 +1,7 @@
 /* test_common.c — err and fp16 helpers. */
 #include "../common/err.h"
 #include "../common/fp16.h"
-#include "../worker/engine/snap.h"
+#include "../worker/backend/snap.h"
 #include "../common/threadpool.h"
 
 #include <stdatomic.h>
@@ -103,7 +103,7 @@ static void threadpool_jobs_never_mix(void)
     tpool_destroy(tp);
 }
 
-/* The hybrids' snapshot slots (worker/engine/snap.h): a snapshot reuses its position's slot, else an
+/* The hybrids' snapshot slots (worker/backend/snap.h): a snapshot reuses its position's slot, else an
  * empty one, else the oldest; a cut empties the slots past it; restorable is the largest position ≤. */
 static void snap_slot_rule(void)
 {

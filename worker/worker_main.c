@@ -634,10 +634,8 @@ int main(int argc, char **argv)
     w->v = model_vocab(w->m);
     struct engine_params ep;
     engine_params_default(&ep);
-    ep.backend = !strcmp(backend, "cpu") ? BACKEND_CPU : !strcmp(backend, "hip") ? BACKEND_HIP
-                 : !strcmp(backend, "vulkan") ? BACKEND_VULKAN : -1;
-    if ((int)ep.backend < 0) {
-        logf_("unknown backend '%s' (cpu, hip, vulkan)", backend);
+    if (!engine_backend_parse(backend, &ep.backend)) {
+        logf_("unknown backend '%s' (" ENGINE_BACKEND_NAMES ")", backend);
         return EXIT_FATAL;
     }
     ep.n_seq = slots;

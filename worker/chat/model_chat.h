@@ -6,7 +6,7 @@
 #include <jansson.h>
 
 #include "../../common/err.h"
-#include "../engine/engine.h"
+#include "../model/model.h"
 
 /* messages: OpenAI array; tools / extra_vars may be NULL. *out is malloc'ed
  * text ready for tok_encode(add_special = true, parse_special = true). */

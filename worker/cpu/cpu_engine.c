@@ -1,6 +1,6 @@
-/* cpu_engine.c — the CPU backend: engine_create / engine_decode /
- * engine_seq_* (engine.h, as cpu_engine_* behind the dispatch of engine.c)
- * for every architecture of arch.c.
+/* cpu_engine.c — the CPU backend (`cpu_backend`, backend/backend.h): the
+ * layer-kind operations of the shared layer loop (model/forward.h) and the
+ * engine around it, for every architecture of arch.c.
  *
  * One engine_decode runs a batch that may mix sequences: every weight
  * product is one matmul over all batch tokens (so prefill chunks and decode
@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "cpu_engine.h"
-#include "../engine/engine.h"
+#include "../backend/backend.h"
+#include "../model/forward.h"
 #include "cpu_hybrid.h"
 #include "kv_cache.h"
 #include "../num/matmul.h"
@@ -64,10 +65,13 @@ struct cpu_engine {
     /* batch bookkeeping */
     int *seq_next;            /* [n_seq] next position per sequence during validation */
     int *out_rows;            /* [B] batch rows that asked for logits */
-    struct hybrid *hy;        /* GDN / gated-attention layers and their state (qwen35*), else NULL */
+    /* the step in progress (cpu_engine_decode → the layer ops) */
+    const struct engine_tok *toks; /* [n] the batch */
+    float *logits;            /* [n_out][n_vocab] the caller's rows */
+    struct cpu_hybrid *hy;        /* GDN / gated-attention layers and their state (qwen35*), else NULL */
 };
 
-void cpu_engine_free(struct cpu_engine *c)
+static void cpu_engine_free(struct cpu_engine *c)
 {
     if (!c)
         return;
@@ -79,17 +83,13 @@ void cpu_engine_free(struct cpu_engine *c)
     tpool_destroy(c->tp);
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
-    hybrid_free(c->hy);
+    cpu_hybrid_free(c->hy);
     void *bufs[] = { c->f16tab, c->x, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
                      c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows, c->blk0, c->blkn, c->gact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(c);
 }
-
-int cpu_engine_n_ctx(const struct cpu_engine *c) { return c->p.n_ctx; }
-
-struct tpool *cpu_engine_pool(struct cpu_engine *c) { return c->tp; }
 
 static size_t pk_slot(const struct cpu_engine *c, const void *key)
 {
@@ -211,7 +211,7 @@ static void *alloc_f(size_t n, bool *ok)
 
 static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y);
 
-int cpu_engine_create(struct cpu_engine **out, const struct model *m, const struct engine_params *pin,
+static int cpu_engine_create(struct cpu_engine **out, const struct model *m, const struct engine_params *pin,
                   struct err *e)
 {
     *out = NULL;
@@ -219,8 +219,6 @@ int cpu_engine_create(struct cpu_engine **out, const struct model *m, const stru
     int rc0 = engine_params_resolve(m, pin, &p, e);
     if (rc0)
         return rc0;
-    if (p.backend != BACKEND_CPU)
-        return err_set(e, ERR_UNSUPPORTED, "engine: backend %d is not built into this engine", (int)p.backend);
     const struct hparams *hp = &m->hp;
     if (p.n_threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -318,7 +316,7 @@ int cpu_engine_create(struct cpu_engine **out, const struct model *m, const stru
         cpu_engine_free(c);
         return err_set(e, ERR_NOMEM, "engine: out of memory for scratch (n_batch %d, n_ctx %d)", p.n_batch, p.n_ctx);
     }
-    if (m->arch->hybrid && (rc = hybrid_create(&c->hy, m, &c->p, c->tp, mm_wt, c, e))) {
+    if (m->arch->hybrid && (rc = cpu_hybrid_create(&c->hy, m, &c->p, c->tp, mm_wt, c, e))) {
         cpu_engine_free(c);
         return rc;
     }
@@ -717,88 +715,160 @@ static void ffn_block(struct cpu_engine *c, const struct layer *ly, int n)
     else
         ffn_dense(c, ly, n);
     if (ly->down_shexp.data)
-        hybrid_shexp(c->hy, ly, c->h, c->a, n);
+        cpu_hybrid_shexp(c->hy, ly, c->h, c->a, n);
     par_rows(c, ly, NULL, n, ROW_ADD, 0);
 }
 
 static int validate(struct cpu_engine *c, const struct engine_tok *toks, int n, struct err *e)
 {
-    return engine_check_batch(toks, n, c->p.n_batch, c->p.n_seq, c->p.n_ctx, c->m->hp.n_vocab, c->kv.len,
+    return backend_check_batch(toks, n, c->p.n_batch, c->p.n_seq, c->p.n_ctx, c->m->hp.n_vocab, c->kv.len,
                               c->seq_next, e);
 }
 
-int cpu_engine_decode(struct cpu_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
+/* ---- the layer-kind operations of the shared loop (model/forward.h) ---- */
+
+static int op_embed(void *b, int n, struct err *e)
 {
-    int rc = validate(c, toks, n, e);
-    if (rc)
-        return rc;
+    (void)e;
+    struct cpu_engine *c = b;
     const struct model *m = c->m;
     const struct hparams *hp = &m->hp;
     const int E = hp->n_embd;
+    for (int t = 0; t < n; t++) {
+        const void *row = (const char *)m->tok_embd.data + (size_t)c->toks[t].token * m->tok_embd.row_bytes;
+        dequant_row(m->tok_embd.type, row, c->x + (size_t)t * E, E);
+        ops_rope_cache(c->cs + (size_t)t * hp->n_rot, c->toks[t].pos, hp->n_rot, hp->freq_base, m->rope_freqs.data,
+                       hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
+    }
+    return 0;
+}
+
+/* the mixers leave their output in a; the FFN op adds it into x (fused with its input norm) */
+static int op_attention(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    (void)e;
+    struct cpu_engine *c = b;
+    attn_block(c, s->ly, c->toks, n);
+    return 0;
+}
+
+static int op_hybrid_mixer(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    (void)e;
+    struct cpu_engine *c = b;
+    cpu_hybrid_layer(c->hy, s->ly, c->toks, n, c->x, c->a, c->cs, &c->kv, c->f16tab);
+    return 0;
+}
+
+static int op_ffn(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    (void)e;
+    ffn_block(b, s->ly, n);
+    return 0;
+}
+
+static int op_output(void *b, int n, int n_out, struct err *e)
+{
+    (void)n;
+    (void)e;
+    struct cpu_engine *c = b;
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const int E = hp->n_embd;
+    for (int r = 0; r < n_out; r++)
+        ops_rms_norm(c->h + (size_t)r * E, c->x + (size_t)c->out_rows[r] * E, m->output_norm.data, E, hp->rms_eps);
+    mm(c, &m->output, c->h, n_out, c->logits);
+    add_bias(c->logits, &m->output_bias, n_out, hp->n_vocab);
+    return 0;
+}
+
+static const struct layer_ops cpu_layer_ops = {
+    .embed = op_embed,
+    .mixer = { [LAYER_ATTN] = op_attention, [LAYER_GDN] = op_hybrid_mixer, [LAYER_GATED_ATTN] = op_hybrid_mixer },
+    .ffn = { [FFN_DENSE] = op_ffn, [FFN_MOE] = op_ffn },
+    .output = op_output,
+};
+
+static int cpu_engine_decode(void *b, const struct engine_tok *toks, int n, float *logits, struct err *e)
+{
+    struct cpu_engine *c = b;
+    int rc = validate(c, toks, n, e);
+    if (rc)
+        return rc;
     int n_out = 0;
     for (int t = 0; t < n; t++)
         if (toks[t].logits)
             c->out_rows[n_out++] = t;
     if (n_out && !logits)
         return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
-
-    for (int t = 0; t < n; t++) {
-        const void *row = (const char *)m->tok_embd.data + (size_t)toks[t].token * m->tok_embd.row_bytes;
-        dequant_row(m->tok_embd.type, row, c->x + (size_t)t * E, E);
-        ops_rope_cache(c->cs + (size_t)t * hp->n_rot, toks[t].pos, hp->n_rot, hp->freq_base, m->rope_freqs.data,
-                       hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
-    }
-    for (int il = 0; il < hp->n_layer; il++) {
-        const struct layer *ly = &m->layers[il];
-        switch (ly->kind) {
-        case LAYER_ATTN:
-            attn_block(c, ly, toks, n);
-            break;
-        case LAYER_GDN:
-        case LAYER_GATED_ATTN:
-            hybrid_layer(c->hy, ly, toks, n, c->x, c->a, c->cs, &c->kv, c->f16tab);
-            break;
-        }
-        ffn_block(c, ly, n);
-    }
+    c->toks = toks;
+    c->logits = logits;
+    rc = model_forward(c->m, &cpu_layer_ops, c, n, n_out, e);
+    c->toks = NULL;
+    c->logits = NULL;
+    if (rc)
+        return rc;
     for (int s = 0; s < c->p.n_seq; s++)
         c->kv.len[s] = c->seq_next[s];
-
-    if (n_out) {
-        for (int r = 0; r < n_out; r++)
-            ops_rms_norm(c->h + (size_t)r * E, c->x + (size_t)c->out_rows[r] * E, m->output_norm.data, E,
-                         hp->rms_eps);
-        mm(c, &m->output, c->h, n_out, logits);
-        add_bias(logits, &m->output_bias, n_out, hp->n_vocab);
-    }
     return 0;
 }
 
-int cpu_engine_seq_truncate(struct cpu_engine *c, int seq, int pos)
+static int cpu_engine_seq_len(const void *b, int seq)
 {
-    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, NULL);
-}
-
-int cpu_engine_seq_len(const struct cpu_engine *c, int seq)
-{
+    const struct cpu_engine *c = b;
     if (seq < 0 || seq >= c->kv.n_seq)
         return 0;
     return c->kv.len[seq];
 }
 
-int cpu_engine_seq_copy(struct cpu_engine *c, int src, int dst, int n, struct err *e)
+static int cpu_engine_seq_copy(void *b, int src, int dst, int n, struct err *e)
 {
-    return hybrid_seq_copy(c->hy, &c->kv, src, dst, n, e);
+    struct cpu_engine *c = b;
+    return cpu_hybrid_seq_copy(c->hy, &c->kv, src, dst, n, e);
 }
 
-int cpu_engine_seq_snapshot(struct cpu_engine *c, int seq, struct err *e) { return hybrid_seq_snapshot(c->hy, &c->kv, seq, e); }
-
-int cpu_engine_seq_restore(struct cpu_engine *c, int seq, int pos, struct err *e)
+static int cpu_engine_seq_snapshot(void *b, int seq, struct err *e)
 {
-    return hybrid_seq_truncate(c->hy, &c->kv, seq, pos, e);
+    struct cpu_engine *c = b;
+    return cpu_hybrid_seq_snapshot(c->hy, &c->kv, seq, e);
 }
 
-int cpu_engine_seq_restorable(const struct cpu_engine *c, int seq, int pos)
+static int cpu_engine_seq_restore(void *b, int seq, int pos, struct err *e)
 {
-    return hybrid_seq_restorable(c->hy, &c->kv, seq, pos);
+    struct cpu_engine *c = b;
+    return cpu_hybrid_seq_truncate(c->hy, &c->kv, seq, pos, e);
 }
+
+static int cpu_engine_seq_restorable(const void *b, int seq, int pos)
+{
+    const struct cpu_engine *c = b;
+    return cpu_hybrid_seq_restorable(c->hy, &c->kv, seq, pos);
+}
+
+static int cpu_create(void **out, const struct model *m, const struct engine_params *p, struct err *e)
+{
+    struct cpu_engine *c = NULL;
+    int rc = model_forward_check(m, &cpu_layer_ops, "cpu", e);
+    if (!rc)
+        rc = cpu_engine_create(&c, m, p, e);
+    *out = c;
+    return rc;
+}
+
+static void cpu_free(void *b) { cpu_engine_free(b); }
+static int cpu_n_ctx(const void *b) { return ((const struct cpu_engine *)b)->p.n_ctx; }
+static struct tpool *cpu_pool(void *b) { return ((struct cpu_engine *)b)->tp; }
+
+const struct backend_ops cpu_backend = {
+    .name = "cpu",
+    .create = cpu_create,
+    .free = cpu_free,
+    .n_ctx = cpu_n_ctx,
+    .pool = cpu_pool,
+    .decode = cpu_engine_decode,
+    .seq_len = cpu_engine_seq_len,
+    .seq_restore = cpu_engine_seq_restore,
+    .seq_copy = cpu_engine_seq_copy,
+    .seq_snapshot = cpu_engine_seq_snapshot,
+    .seq_restorable = cpu_engine_seq_restorable,
+};

@@ -17,15 +17,15 @@
 
 #include "../num/ops.h"
 #include "../num/ops_gdn.h"
-#include "../engine/snap.h"
+#include "../backend/snap.h"
 #include "../../common/threadpool.h"
 
 #define CONV_BLOCK 256 /* channels per conv task */
 
-struct hybrid {
+struct cpu_hybrid {
     const struct model *m;
     struct tpool *tp;
-    hybrid_mm_fn mm;          /* the engine's weight product */
+    cpu_hybrid_mm_fn mm;          /* the engine's weight product */
     void *mm_ctx;
     int n_seq, n_batch, n_ctx, n_threads;
     int chunk_min;            /* runs this long use the chunked delta rule */
@@ -72,7 +72,7 @@ static void *alloc_z(size_t n, size_t sz, bool *ok)
     return p;
 }
 
-void hybrid_free(struct hybrid *hy)
+void cpu_hybrid_free(struct cpu_hybrid *hy)
 {
     if (!hy)
         return;
@@ -87,12 +87,12 @@ void hybrid_free(struct hybrid *hy)
     free(hy);
 }
 
-int hybrid_create(struct hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,
-                  hybrid_mm_fn mm, void *mm_ctx, struct err *e)
+int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,
+                  cpu_hybrid_mm_fn mm, void *mm_ctx, struct err *e)
 {
     *out = NULL;
     const struct hparams *hp = &m->hp;
-    struct hybrid *hy = calloc(1, sizeof *hy);
+    struct cpu_hybrid *hy = calloc(1, sizeof *hy);
     if (!hy)
         return err_set(e, ERR_NOMEM, "engine: out of memory");
     hy->m = m;
@@ -149,7 +149,7 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
     hy->grp_start = alloc_z(B, sizeof(int), &ok);
     hy->grp_len = alloc_z(B, sizeof(int), &ok);
     if (!ok) {
-        hybrid_free(hy);
+        cpu_hybrid_free(hy);
         return err_set(e, ERR_NOMEM, "engine: out of memory for the recurrent state (%d sequences × %zu floats)",
                        p->n_seq, hy->per_seq);
     }
@@ -167,18 +167,18 @@ int hybrid_create(struct hybrid **out, const struct model *m, const struct engin
     return 0;
 }
 
-static void mm(struct hybrid *hy, const struct wt *w, const float *X, int n, float *Y)
+static void mm(struct cpu_hybrid *hy, const struct wt *w, const float *X, int n, float *Y)
 {
     hy->mm(hy->mm_ctx, w, X, n, Y);
 }
 
-static float *seq_state(struct hybrid *hy, int seq, int gdn_index)
+static float *seq_state(struct cpu_hybrid *hy, int seq, int gdn_index)
 {
     return hy->state + (size_t)seq * hy->per_seq + (size_t)gdn_index * (hy->conv_per + hy->ssm_per);
 }
 
 /* Group the batch rows by sequence, keeping batch order inside a group. */
-static void group_rows(struct hybrid *hy, const struct engine_tok *toks, int n)
+static void group_rows(struct cpu_hybrid *hy, const struct engine_tok *toks, int n)
 {
     hy->n_grp = 0;
     int filled = 0;
@@ -201,7 +201,7 @@ static void group_rows(struct hybrid *hy, const struct engine_tok *toks, int n)
 }
 
 /* Per-token work: inline for a few tokens (decode), else over the pool. */
-static void rows_run(struct hybrid *hy, tpool_fn fn, void *ctx, int n)
+static void rows_run(struct cpu_hybrid *hy, tpool_fn fn, void *ctx, int n)
 {
     if (n < 8) {
         for (int t = 0; t < n; t++)
@@ -212,7 +212,7 @@ static void rows_run(struct hybrid *hy, tpool_fn fn, void *ctx, int n)
 }
 
 struct norm_job {
-    struct hybrid *hy;
+    struct cpu_hybrid *hy;
     const struct layer *ly;
     const float *x;
 };
@@ -229,7 +229,7 @@ static void norm_task(void *ctx, int64_t t, int worker)
 /* ---- Gated DeltaNet ---- */
 
 struct gdn_job {
-    struct hybrid *hy;
+    struct cpu_hybrid *hy;
     const struct layer *ly;
     int n_blocks;   /* conv channel blocks */
 };
@@ -238,7 +238,7 @@ static void conv_task(void *ctx, int64_t i, int worker)
 {
     (void)worker;
     const struct gdn_job *j = ctx;
-    struct hybrid *hy = j->hy;
+    struct cpu_hybrid *hy = j->hy;
     const int g = (int)(i / j->n_blocks), blk = (int)(i % j->n_blocks);
     const int c0 = blk * CONV_BLOCK, c1 = c0 + CONV_BLOCK < hy->conv_dim ? c0 + CONV_BLOCK : hy->conv_dim;
     float *st = seq_state(hy, hy->grp_seq[g], j->ly->gdn_index);
@@ -250,7 +250,7 @@ static void l2_task(void *ctx, int64_t t, int worker)
 {
     (void)worker;
     const struct gdn_job *j = ctx;
-    struct hybrid *hy = j->hy;
+    struct cpu_hybrid *hy = j->hy;
     const struct hparams *hp = &hy->m->hp;
     float *r = hy->y + (size_t)t * (size_t)hy->conv_dim;
     for (int h = 0; h < 2 * hp->n_k_heads; h++) /* q heads then k heads */
@@ -260,7 +260,7 @@ static void l2_task(void *ctx, int64_t t, int worker)
 static void delta_task(void *ctx, int64_t i, int worker)
 {
     const struct gdn_job *j = ctx;
-    struct hybrid *hy = j->hy;
+    struct cpu_hybrid *hy = j->hy;
     const struct hparams *hp = &hy->m->hp;
     const int HV = hp->n_v_heads, dk = hp->d_state;
     const int g = (int)(i / HV), vh = (int)(i % HV), kh = vh % hp->n_k_heads; /* tiled head map (§6.4 step 6) */
@@ -294,7 +294,7 @@ static void gnorm_task(void *ctx, int64_t t, int worker)
 {
     (void)worker;
     const struct gdn_job *j = ctx;
-    struct hybrid *hy = j->hy;
+    struct cpu_hybrid *hy = j->hy;
     const struct hparams *hp = &hy->m->hp;
     const int dv = hp->d_state;
     for (int h = 0; h < hp->n_v_heads; h++) {
@@ -306,7 +306,7 @@ static void gnorm_task(void *ctx, int64_t t, int worker)
     }
 }
 
-static void gdn_block(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *out)
+static void gdn_block(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *out)
 {
     const struct hparams *hp = &hy->m->hp;
     const int HV = hp->n_v_heads;
@@ -340,7 +340,7 @@ static void gdn_block(struct hybrid *hy, const struct layer *ly, const struct en
 /* ---- gated full attention ---- */
 
 struct attn_job {
-    struct hybrid *hy;
+    struct cpu_hybrid *hy;
     const struct engine_tok *toks;
     const struct kv_cache *kv;
     const float *f16tab;
@@ -350,7 +350,7 @@ struct attn_job {
 static void attn_task(void *ctx, int64_t i, int worker)
 {
     const struct attn_job *j = ctx;
-    struct hybrid *hy = j->hy;
+    struct cpu_hybrid *hy = j->hy;
     const int hd = hy->m->hp.head_dim;
     const int t = (int)(i / j->n_head_kv), g = (int)(i % j->n_head_kv);
     const int n_gqa = j->n_head / j->n_head_kv;
@@ -365,7 +365,7 @@ static void attn_task(void *ctx, int64_t i, int worker)
              hy->att + (size_t)worker * hy->att_per);
 }
 
-static void gated_attn_block(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
+static void gated_attn_block(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
                              const float *cs_all, struct kv_cache *kv, const float *f16tab, float *out)
 {
     const struct hparams *hp = &hy->m->hp;
@@ -408,7 +408,7 @@ static void gated_attn_block(struct hybrid *hy, const struct layer *ly, const st
     mm(hy, &ly->wo, hy->o, n, out);
 }
 
-void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
+void cpu_hybrid_layer(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
                   float *a, const float *cs, struct kv_cache *kv, const float *f16tab)
 {
     struct norm_job nj = { .hy = hy, .ly = ly, .x = x };
@@ -419,7 +419,7 @@ void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine
         gated_attn_block(hy, ly, toks, n, cs, kv, f16tab, a);
 }
 
-void hybrid_shexp(struct hybrid *hy, const struct layer *ly, const float *h, float *a, int n)
+void cpu_hybrid_shexp(struct cpu_hybrid *hy, const struct layer *ly, const float *h, float *a, int n)
 {
     const int E = hy->m->hp.n_embd, F = hy->m->hp.n_ff_shexp;
     mm(hy, &ly->gate_shexp, h, n, hy->sg);
@@ -442,8 +442,8 @@ void hybrid_shexp(struct hybrid *hy, const struct layer *ly, const float *h, flo
 /* ---- sequence state ---- */
 
 /* Sequence seq's snapshot slots, and the state of its slot i. */
-static struct snap_slot *slots_of(const struct hybrid *hy, int seq) { return hy->slots + (size_t)seq * hy->n_snap; }
-static float **snap_state_of(const struct hybrid *hy, int seq, int i)
+static struct snap_slot *slots_of(const struct cpu_hybrid *hy, int seq) { return hy->slots + (size_t)seq * hy->n_snap; }
+static float **snap_state_of(const struct cpu_hybrid *hy, int seq, int i)
 {
     return &hy->snap_state[(size_t)seq * hy->n_snap + (size_t)i];
 }
@@ -451,9 +451,9 @@ static float **snap_state_of(const struct hybrid *hy, int seq, int i)
 static bool seq_ok(const struct kv_cache *kv, int seq) { return seq >= 0 && seq < kv->n_seq; }
 
 /* A hybrid whose trunk has no GDN layer keeps no recurrent state: cut anywhere like a transformer. */
-static const struct hybrid *stateful(const struct hybrid *hy) { return hy && hy->per_seq ? hy : NULL; }
+static const struct cpu_hybrid *stateful(const struct cpu_hybrid *hy) { return hy && hy->per_seq ? hy : NULL; }
 
-int hybrid_seq_restorable(const struct hybrid *hy, const struct kv_cache *kv, int seq, int pos)
+int cpu_hybrid_seq_restorable(const struct cpu_hybrid *hy, const struct kv_cache *kv, int seq, int pos)
 {
     if (!seq_ok(kv, seq) || pos <= 0)
         return 0;
@@ -465,7 +465,7 @@ int hybrid_seq_restorable(const struct hybrid *hy, const struct kv_cache *kv, in
     return snap_restorable(slots_of(hy, seq), hy->n_snap, pos);
 }
 
-int hybrid_seq_truncate(struct hybrid *hy, struct kv_cache *kv, int seq, int pos, struct err *e)
+int cpu_hybrid_seq_truncate(struct cpu_hybrid *hy, struct kv_cache *kv, int seq, int pos, struct err *e)
 {
     if (!seq_ok(kv, seq))
         return err_set(e, ERR_INVALID, "engine: sequence %d out of range [0, %d)", seq, kv->n_seq);
@@ -490,7 +490,7 @@ int hybrid_seq_truncate(struct hybrid *hy, struct kv_cache *kv, int seq, int pos
     return 0;
 }
 
-int hybrid_seq_snapshot(struct hybrid *hy, struct kv_cache *kv, int seq, struct err *e)
+int cpu_hybrid_seq_snapshot(struct cpu_hybrid *hy, struct kv_cache *kv, int seq, struct err *e)
 {
     if (!seq_ok(kv, seq))
         return err_set(e, ERR_INVALID, "engine: sequence %d out of range [0, %d)", seq, kv->n_seq);
@@ -507,7 +507,7 @@ int hybrid_seq_snapshot(struct hybrid *hy, struct kv_cache *kv, int seq, struct 
     return 0;
 }
 
-int hybrid_seq_copy(struct hybrid *hy, struct kv_cache *kv, int src, int dst, int n, struct err *e)
+int cpu_hybrid_seq_copy(struct cpu_hybrid *hy, struct kv_cache *kv, int src, int dst, int n, struct err *e)
 {
     if (!seq_ok(kv, src) || !seq_ok(kv, dst))
         return err_set(e, ERR_INVALID, "engine: sequence %d or %d out of range [0, %d)", src, dst, kv->n_seq);
@@ -528,7 +528,7 @@ int hybrid_seq_copy(struct hybrid *hy, struct kv_cache *kv, int src, int dst, in
         from = *snap_state_of(hy, src, i);
     }
     if (src == dst) /* a copy onto itself is a cut back */
-        return hybrid_seq_truncate(hy, kv, src, n, e);
+        return cpu_hybrid_seq_truncate(hy, kv, src, n, e);
     int rc = kv_copy(kv, src, dst, n, e);
     if (rc)
         return rc;

@@ -12,38 +12,38 @@
  * (engine_seq_snapshot); anything else is ERR_UNSUPPORTED. A snapshot at
  * position p stays valid until the sequence is cut back below p. The
  * recurrent state of a sequence is zeroed whenever it decodes position 0. */
-#ifndef LLM170_FORWARD_HYBRID_H
-#define LLM170_FORWARD_HYBRID_H
+#ifndef LLM170_CPU_HYBRID_H
+#define LLM170_CPU_HYBRID_H
 
-#include "../engine/engine.h"
+#include "../backend/backend.h"
 #include "kv_cache.h"
 #include "../num/matmul.h"
 #include "../model/model.h"
 
-struct hybrid;
+struct cpu_hybrid;
 
 /* p->gdn_chunk_min: a sequence's run of at least this many tokens in one call uses the chunked
  * delta rule (<= 0: never — token by token is the faster form on the CPU); p->n_snap: snapshots
  * kept per sequence (<= 0: 4). */
-typedef void (*hybrid_mm_fn)(void *ctx, const struct wt *w, const float *X, int n, float *Y);
+typedef void (*cpu_hybrid_mm_fn)(void *ctx, const struct wt *w, const float *X, int n, float *Y);
 /* mm(mm_ctx, w, X, n, Y): the engine's Y[n][ne1] = X[n][ne0]·wᵀ (its packed weights included). */
-int hybrid_create(struct hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,
-                  hybrid_mm_fn mm, void *mm_ctx, struct err *e);
-void hybrid_free(struct hybrid *hy);
+int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,
+                  cpu_hybrid_mm_fn mm, void *mm_ctx, struct err *e);
+void cpu_hybrid_free(struct cpu_hybrid *hy);
 
 /* The mixer of one trunk layer (LAYER_GDN or LAYER_GATED_ATTN) over n batch tokens:
  * a[n][n_embd] = mixer(attn_norm(x)); the caller adds it to the residual x.
  * cs: [n][n_rot] the tokens' plain RoPE cos/sin (ops_rope_cache); f16tab for an f16 KV cache. */
-void hybrid_layer(struct hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
+void cpu_hybrid_layer(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
                   float *a, const float *cs, struct kv_cache *kv, const float *f16tab);
 
 /* a[n][n_embd] += sigmoid(gate_inp_shexp·h) · shared_expert(h) (qwen35moe). */
-void hybrid_shexp(struct hybrid *hy, const struct layer *ly, const float *h, float *a, int n);
+void cpu_hybrid_shexp(struct cpu_hybrid *hy, const struct layer *ly, const float *h, float *a, int n);
 
 /* Sequence operations; hy may be NULL (plain transformer: any position is reachable). */
-int hybrid_seq_truncate(struct hybrid *hy, struct kv_cache *kv, int seq, int pos, struct err *e);
-int hybrid_seq_copy(struct hybrid *hy, struct kv_cache *kv, int src, int dst, int n, struct err *e);
-int hybrid_seq_snapshot(struct hybrid *hy, struct kv_cache *kv, int seq, struct err *e);
-int hybrid_seq_restorable(const struct hybrid *hy, const struct kv_cache *kv, int seq, int pos);
+int cpu_hybrid_seq_truncate(struct cpu_hybrid *hy, struct kv_cache *kv, int seq, int pos, struct err *e);
+int cpu_hybrid_seq_copy(struct cpu_hybrid *hy, struct kv_cache *kv, int src, int dst, int n, struct err *e);
+int cpu_hybrid_seq_snapshot(struct cpu_hybrid *hy, struct kv_cache *kv, int seq, struct err *e);
+int cpu_hybrid_seq_restorable(const struct cpu_hybrid *hy, const struct kv_cache *kv, int seq, int pos);
 
 #endif

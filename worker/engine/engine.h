@@ -15,55 +15,18 @@
 #include <stdint.h>
 
 #include "../../common/err.h"
+#include "../backend/backend.h"
 #include "../gguf/gguf.h"
+#include "../model/model.h"
 #include "../tok/tok.h"
 
-struct model;
 struct engine_ctx;
 
-enum backend_kind { BACKEND_CPU = 0, BACKEND_HIP = 1, BACKEND_VULKAN = 2 };
-
-struct model_info {
-    const char *arch;     /* general.architecture */
-    const char *name;     /* general.name or the file's base name */
-    int32_t n_vocab;
-    int32_t n_ctx_train;
-    int32_t n_embd;
-    int32_t n_layer;
-    uint64_t n_params;    /* elements over all tensors */
-    uint64_t n_bytes;     /* bytes of tensor data */
-};
-
-/* Load and validate a model (GGUF + hyperparameters + every required tensor
- * with its expected shape). Errors name the file and the tensor or key. */
-int model_load(struct model **out, const char *path, struct err *e);
-void model_free(struct model *m);
-const struct model_info *model_info(const struct model *m);
-const struct tok_vocab *model_vocab(const struct model *m);
-const struct gguf *model_gguf(const struct model *m);
-
-struct engine_params {
-    enum backend_kind backend;
-    int n_ctx;      /* positions per sequence; 0 = min(n_ctx_train, 4096) */
-    int n_seq;      /* sequences that may be live at once (1 for a single stream) */
-    int n_batch;    /* most tokens per engine_decode call; 0 = 512 */
-    int n_threads;  /* CPU threads; 0 = all cores */
-    bool kv_f32;    /* f32 KV cache instead of the default f16 */
-    bool no_pack;   /* CPU: keep weights in the file layout instead of repacking them for the
-                       faster multi-token kernels (saves a copy of the packable weights in memory;
-                       packing is also skipped when the weights exceed a quarter of the RAM) */
-    /* recurrent hybrids (qwen35*) */
-    int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
-    int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
-                           Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
-                           backend's faster choice (CPU: token by token for every run) */
-};
-void engine_params_default(struct engine_params *p);
-/* *out = *in (or the defaults when in is NULL) with n_ctx (min(train, 4096)), n_batch (512) and n_seq (1)
- * filled in where 0, every backend's common resolution; ERR_RANGE when one is beyond what the engines
- * index (n_ctx 2^24, n_batch and n_seq 2^16). Backend-specific fields are left to the backend. */
-int engine_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
-                          struct err *e);
+/* The name of a backend (its --backend value), and the backend of a name ("cuda" is hip's other name);
+ * false for a name no backend has. ENGINE_BACKEND_NAMES lists them for usage and error messages. */
+const char *engine_backend_name(enum backend_kind k);
+bool engine_backend_parse(const char *name, enum backend_kind *out);
+#define ENGINE_BACKEND_NAMES "cpu, hip, vulkan"
 
 int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *p,
                   struct err *e);
@@ -74,14 +37,6 @@ int engine_n_ctx(const struct engine_ctx *c);
  * between steps (sampling), which otherwise leaves those threads idle or, on a GPU, takes longer than
  * the decode. Not reentrant with engine_decode. */
 void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int worker), void *ctx, int64_t n);
-
-/* One token of a batch. */
-struct engine_tok {
-    int32_t token;  /* vocabulary id */
-    int32_t pos;    /* position in its sequence (0-based, contiguous after the cached ones) */
-    int32_t seq;    /* sequence id in [0, n_seq) */
-    bool logits;    /* return logits for this token */
-};
 
 /* Run n tokens (n <= n_batch). Logits rows are written to `logits` in batch
  * order, one n_vocab row per token that asked. Tokens of a sequence must come
@@ -96,9 +51,6 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
  * Free it with engine_logits_free, before engine_free. */
 float *engine_logits_alloc(struct engine_ctx *c, size_t n);
 void engine_logits_free(struct engine_ctx *c, float *p);
-
-/* Most candidates one row's top-k pre-selection hands back (engine_decode_topk). */
-#define ENGINE_CAND_CAP 256
 
 /* engine_decode, with each logits row's top-k pre-selection made where the logits are when the engine
  * can (a GPU's: then only the candidates cross to the host, not 152k floats a row). For the r-th row
@@ -133,11 +85,5 @@ int engine_seq_copy(struct engine_ctx *c, int src, int dst, int n, struct err *e
 int engine_seq_snapshot(struct engine_ctx *c, int seq, struct err *e);
 int engine_seq_restore(struct engine_ctx *c, int seq, int pos, struct err *e);
 int engine_seq_restorable(const struct engine_ctx *c, int seq, int pos);
-
-/* For backends: check a batch against the engine_decode contract (sizes, ids,
- * contiguous positions per sequence, context room). len[n_seq] are the cached
- * lengths; seq_next[n_seq] receives each sequence's length after the batch. */
-int engine_check_batch(const struct engine_tok *toks, int n, int n_batch, int n_seq, int n_ctx, int32_t n_vocab,
-                       const int *len, int *seq_next, struct err *e);
 
 #endif

@@ -59,6 +59,7 @@ struct hip_engine {
     struct engine_params p;
     struct hip_rt *rt;
     int warp;
+    bool pinned;              /* host_alloc page-locks (LLM170_HIP_PINNED=0: plain memory, for A/B runs) */
     bool graphs;
     /* kernels */
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
@@ -479,6 +480,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         return err_set(e, ERR_NOMEM, "hip: out of memory");
     c->m = m;
     c->p = p;
+    const char *pne = getenv("LLM170_HIP_PINNED");
+    c->pinned = !(pne && !strcmp(pne, "0"));
     const char *ge = getenv("LLM170_HIP_GRAPH");
     c->graphs = !(ge && !strcmp(ge, "0"));
     const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
@@ -1105,7 +1108,7 @@ static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct e
 
 static int validate(struct hip_engine *c, const struct engine_tok *toks, int n, struct err *e)
 {
-    return engine_check_batch(toks, n, c->p.n_batch, c->p.n_seq, c->p.n_ctx, c->m->hp.n_vocab, c->len,
+    return backend_check_batch(toks, n, c->p.n_batch, c->p.n_seq, c->p.n_ctx, c->m->hp.n_vocab, c->len,
                               c->seq_next, e);
 }
 
@@ -1395,3 +1398,65 @@ bool hipe_want_q8(const struct hip_engine *c, int k, int t)
 {
     return want_q8(c, k) && (t < 0 || c->gemvq[t]);
 }
+
+/* ---- the backend's ops table (backend/backend.h) ---- */
+
+static int hb_create(void **out, const struct model *m, const struct engine_params *p, struct err *e)
+{
+    struct hip_engine *c = NULL;
+    int rc = hip_engine_create(&c, m, p, e);
+    *out = c;
+    return rc;
+}
+
+static void hb_free(void *b) { hip_engine_free(b); }
+static int hb_n_ctx(const void *b) { return hip_engine_n_ctx(b); }
+static int hb_decode(void *b, const struct engine_tok *toks, int n, float *logits, struct err *e)
+{
+    return hip_engine_decode(b, toks, n, logits, e);
+}
+static int hb_decode_topk(void *b, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
+                          float *vals, int32_t *n_cands, float *logits, struct err *e)
+{
+    return hip_engine_decode_topk(b, toks, n, k, ids, vals, n_cands, logits, e);
+}
+static int hb_host_alloc(void *b, size_t n, void **out, struct err *e)
+{
+    struct hip_engine *c = b;
+    if (!c->pinned) {
+        *out = malloc(n);
+        return *out ? 0 : err_set(e, ERR_NOMEM, "hip: out of host memory");
+    }
+    return hip_engine_host_alloc(c, n, out, e);
+}
+static void hb_host_free(void *b, void *p)
+{
+    struct hip_engine *c = b;
+    if (!c->pinned)
+        free(p);
+    else
+        hip_engine_host_free(c, p);
+}
+static int hb_seq_len(const void *b, int seq) { return hip_engine_seq_len(b, seq); }
+static int hb_seq_restore(void *b, int seq, int pos, struct err *e) { return hip_engine_seq_restore(b, seq, pos, e); }
+static int hb_seq_copy(void *b, int src, int dst, int n, struct err *e) { return hip_engine_seq_copy(b, src, dst, n, e); }
+static int hb_seq_snapshot(void *b, int seq, struct err *e) { return hip_engine_seq_snapshot(b, seq, e); }
+static int hb_seq_restorable(const void *b, int seq, int pos) { return hip_engine_seq_restorable(b, seq, pos); }
+static const char *hb_describe(const void *b) { return hip_engine_device(b); }
+
+const struct backend_ops hip_backend = {
+    .name = "hip",
+    .create = hb_create,
+    .free = hb_free,
+    .n_ctx = hb_n_ctx,
+    .decode = hb_decode,
+    .decode_topk = hb_decode_topk,
+    .host_alloc = hb_host_alloc,
+    .host_free = hb_host_free,
+    .seq_len = hb_seq_len,
+    .seq_restore = hb_seq_restore,
+    .seq_copy = hb_seq_copy,
+    .seq_snapshot = hb_seq_snapshot,
+    .seq_restorable = hb_seq_restorable,
+    .describe = hb_describe,
+};

@@ -3,10 +3,13 @@
  * uploaded once, the KV cache and every activation live on the device, a
  * decode step of a shape seen before is replayed as a captured graph, and
  * logits leave the device only for the rows that asked for them. */
-#ifndef LLM170_BACKEND_HIP_H
-#define LLM170_BACKEND_HIP_H
+#ifndef LLM170_HIP_ENGINE_H
+#define LLM170_HIP_ENGINE_H
 
-#include "../engine/engine.h"
+#include "../backend/backend.h"
+
+/* The backend's ops table, for the table of backends (engine/engine_backends.c). */
+extern const struct backend_ops hip_backend;
 
 struct hip_engine;
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "../../common/err.h"
-#include "../engine/engine.h"
+#include "../backend/backend.h"
 #include "../model/model.h"
 
 /* Device bytes, by what holds them. */

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "../../kernels/gdn_args.h"
-#include "../engine/snap.h"
+#include "../backend/snap.h"
 
 struct hlayer {       /* a GDN layer's device weights (and any layer's shared expert) */
     struct dw qkv, z, beta, alpha, out; /* ssm_qkv [E→conv_dim], ssm_z [E→value_dim], β/α [E→H_v], [value_dim→E] */

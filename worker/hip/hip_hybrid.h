@@ -6,7 +6,7 @@
 #ifndef LLM170_FORWARD_HIP_HYBRID_H
 #define LLM170_FORWARD_HIP_HYBRID_H
 
-#include "../engine/engine.h"
+#include "../backend/backend.h"
 #include "hip_engine_int.h"
 
 struct hip_hybrid;

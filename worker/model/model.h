@@ -15,12 +15,31 @@
 #include <stdint.h>
 
 #include "../../common/err.h"
-#include "../engine/engine.h"
 #include "../gguf/gguf.h"
 #include "../num/quant.h"
 #include "../tok/tok.h"
 
 #define MODEL_MAX_LAYERS 512
+
+struct model_info {
+    const char *arch;     /* general.architecture */
+    const char *name;     /* general.name or the file's base name */
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    uint64_t n_params;    /* elements over all tensors */
+    uint64_t n_bytes;     /* bytes of tensor data */
+};
+
+struct model;
+/* Load and validate a model (GGUF + hyperparameters + every required tensor
+ * with its expected shape). Errors name the file and the tensor or key. */
+int model_load(struct model **out, const char *path, struct err *e);
+void model_free(struct model *m);
+const struct model_info *model_info(const struct model *m);
+const struct tok_vocab *model_vocab(const struct model *m);
+const struct gguf *model_gguf(const struct model *m);
 
 enum rope_mode {
     ROPE_NORM = 0, /* adjacent pairs (x[2i], x[2i+1]) — llama */
@@ -38,11 +57,13 @@ enum layer_kind {
     LAYER_ATTN = 0, /* softmax self-attention with a KV cache */
     LAYER_GDN = 1,        /* qwen35*: Gated DeltaNet, per-sequence conv + recurrent state (cpu_hybrid.c) */
     LAYER_GATED_ATTN = 2, /* qwen35*: attention with a sigmoid output gate, q/k norm and IMROPE (cpu_hybrid.c) */
+    LAYER_KINDS
 };
 
 enum ffn_kind {
     FFN_DENSE = 0, /* SwiGLU: down(silu(gate·h) ⊙ up·h) */
     FFN_MOE = 1,   /* softmax router → top-k → renormalised weighted sum of SwiGLU experts */
+    FFN_KINDS
 };
 
 /* What an architecture has; one static row per arch in arch.c. */

@@ -1,0 +1,94 @@
+/* backend.h — the seam between the engine (engine/engine.c) and a backend
+ * (cpu/, hip/, …): the batch and parameter types every backend takes, and
+ * the ops table a backend fills in. engine.c calls a backend only through
+ * its table; nothing outside a backend's folder names the backend's own
+ * symbols except the table of backends (engine/engine_backends.c).
+ *
+ * Modelled on ggml's `struct ggml_backend_i` and nng's transport ops: the
+ * table is data, optional entries are NULL and engine.c supplies the
+ * fallback. Each backend's layer loop is shared (model/forward.h); the table
+ * below is what a backend adds around it (memory, sequences, the step). */
+#ifndef LLM170_BACKEND_H
+#define LLM170_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+#include "../model/model.h"
+
+enum backend_kind { BACKEND_CPU = 0, BACKEND_HIP = 1, BACKEND_VULKAN = 2, BACKEND_KINDS };
+
+struct engine_params {
+    enum backend_kind backend;
+    int n_ctx;      /* positions per sequence; 0 = min(n_ctx_train, 4096) */
+    int n_seq;      /* sequences that may be live at once (1 for a single stream) */
+    int n_batch;    /* most tokens per engine_decode call; 0 = 512 */
+    int n_threads;  /* CPU threads; 0 = all cores */
+    bool kv_f32;    /* f32 KV cache instead of the default f16 */
+    bool no_pack;   /* CPU: keep weights in the file layout instead of repacking them for the
+                       faster multi-token kernels (saves a copy of the packable weights in memory;
+                       packing is also skipped when the weights exceed a quarter of the RAM) */
+    /* recurrent hybrids (qwen35*) */
+    int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
+    int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
+                           Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
+                           backend's faster choice (CPU: token by token for every run) */
+};
+void engine_params_default(struct engine_params *p);
+/* *out = *in (or the defaults when in is NULL) with n_ctx (min(train, 4096)), n_batch (512) and n_seq (1)
+ * filled in where 0, every backend's common resolution; ERR_RANGE when one is beyond what the engines
+ * index (n_ctx 2^24, n_batch and n_seq 2^16). Backend-specific fields are left to the backend. */
+int engine_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
+                          struct err *e);
+
+/* One token of a batch. */
+struct engine_tok {
+    int32_t token;  /* vocabulary id */
+    int32_t pos;    /* position in its sequence (0-based, contiguous after the cached ones) */
+    int32_t seq;    /* sequence id in [0, n_seq) */
+    bool logits;    /* return logits for this token */
+};
+
+/* Most candidates one row's top-k pre-selection hands back (engine_decode_topk). */
+#define ENGINE_CAND_CAP 256
+
+struct tpool;
+
+/* A backend. `b` is the backend's own engine object (create's *out). Entries marked optional may be
+ * NULL; every other one is required. The contracts are engine.h's engine_* calls of the same name. */
+struct backend_ops {
+    const char *name;   /* the --backend value: "cpu", "hip", … */
+    /* p is resolved by the backend itself (engine_params_resolve) and not checked for p->backend */
+    int (*create)(void **out, const struct model *m, const struct engine_params *p, struct err *e);
+    void (*free)(void *b);
+    int (*n_ctx)(const void *b);
+    /* optional: the backend's own thread pool, for host work between steps (engine_parallel);
+     * NULL: engine.c starts host threads of its own */
+    struct tpool *(*pool)(void *b);
+    int (*decode)(void *b, const struct engine_tok *toks, int n, float *logits, struct err *e);
+    /* optional: top-k pre-selection where the logits are (engine_decode_topk); NULL: whole rows */
+    int (*decode_topk)(void *b, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids, float *vals,
+                       int32_t *n_cands, float *logits, struct err *e);
+    /* optional: host memory the backend copies rows into fastest (page-locked); NULL: malloc */
+    int (*host_alloc)(void *b, size_t n, void **out, struct err *e);
+    void (*host_free)(void *b, void *p);
+    /* sequences: cached length, cut back (0, the length or a restorable position), copy a prefix,
+     * snapshot the recurrent state, and the largest position <= pos a cut can reach */
+    int (*seq_len)(const void *b, int seq);
+    int (*seq_restore)(void *b, int seq, int pos, struct err *e);
+    int (*seq_copy)(void *b, int src, int dst, int n, struct err *e);
+    int (*seq_snapshot)(void *b, int seq, struct err *e);
+    int (*seq_restorable)(const void *b, int seq, int pos);
+    /* optional: the device in words ("NVIDIA H200 (sm_90, …)"); NULL: the backend's name */
+    const char *(*describe)(const void *b);
+};
+
+/* For backends: check a batch against the engine_decode contract (sizes, ids, contiguous positions per
+ * sequence, context room). len[n_seq] are the cached lengths; seq_next[n_seq] receives each sequence's
+ * length after the batch. */
+int backend_check_batch(const struct engine_tok *toks, int n, int n_batch, int n_seq, int n_ctx, int32_t n_vocab,
+                        const int *len, int *seq_next, struct err *e);
+
+#endif
