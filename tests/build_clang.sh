@@ -13,6 +13,8 @@ make -s -B -n --no-print-directory -C "$ROOT" CC=clang BUILD="$T/b" BIN="$T/b/bi
     grep -E '^clang .* -c ' | sed -E -e 's/ -o [^ ]+//' -e 's/ -MMD -MP//' -e 's/$/ -fsyntax-only/' >"$T/cmds"
 n=$(wc -l <"$T/cmds")
 if [ "$n" -lt 20 ]; then echo "#   only $n compile commands from make -n"; echo "not ok - make CC=clang"; exit 0; fi
+# generated sources: make -n names them but writes none
+"$ROOT/scripts/embed_kernels.sh" "$T/b/gen/hip_kernels_gen.c"
 (cd "$ROOT" && xargs -P 2 -I{} sh -c '{} 2>&1 || echo "FAILED: {}"' <"$T/cmds") >"$T/log"
 if grep -q '^FAILED: ' "$T/log"; then
     grep -E 'error:|^FAILED' "$T/log" | head -20 | sed 's/^/#   /'
