@@ -33,6 +33,7 @@ struct model_info {
 };
 
 struct model;
+struct loader;
 /* Load and validate a model (GGUF + hyperparameters + every required tensor
  * with its expected shape). Errors name the file and the tensor or key. */
 int model_load(struct model **out, const char *path, struct err *e);
@@ -66,6 +67,8 @@ enum ffn_kind {
     FFN_KINDS
 };
 
+struct loader;
+
 /* What an architecture has; one static row per arch in arch.c. */
 struct arch_desc {
     const char *name;       /* general.architecture */
@@ -78,7 +81,9 @@ struct arch_desc {
     bool rope_freqs;        /* may carry rope_freqs.weight (llama 3.1+) */
     bool q_is_square;       /* requires head_dim·n_head == n_embd (qwen2 declares Wq/Wo square) */
     bool n_ff_exp_key;      /* n_ff_exp from {A}.expert_feed_forward_length (else n_ff) */
-    bool hybrid;            /* qwen35*: GDN + gated-attention stack, loaded by model_hybrid.c */
+    bool hybrid;            /* qwen35*: GDN + gated-attention stack, loaded by arch_qwen35.c */
+    /* binds the file's hyperparameters and tensors and sets each layer's kinds (arch_*.c) */
+    int (*load)(struct loader *L, struct err *e);
 };
 
 const struct arch_desc *arch_find(const char *name);

@@ -1,8 +1,8 @@
-/* model_loader.h — the GGUF binding helpers of model.c, shared with the
- * loaders of architectures that live in their own file (model_hybrid.c).
- * Internal to the model loader; front ends use engine.h. */
-#ifndef LLM170_MODEL_LOADER_H
-#define LLM170_MODEL_LOADER_H
+/* mload.h — the GGUF binding helpers (mload.c) the loader of each
+ * architecture (arch_*.c) is written with, and those loaders, which the
+ * rows of arch.c name. Internal to model/; front ends use engine.h. */
+#ifndef LLM170_MLOAD_H
+#define LLM170_MLOAD_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -27,10 +27,14 @@ int mload_float(struct loader *L, const char *suffix, bool required, float def, 
 int mload_wt(struct loader *L, struct wt *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
              struct err *e);
 int mload_vec(struct loader *L, struct vec *v, const char *name, int64_t n, bool required, struct err *e);
-/* The vocabulary size as model.c resolves it (token list, else {A}.vocab_size). */
+/* The vocabulary size as every loader resolves it (token list, else {A}.vocab_size). */
 int mload_n_vocab(struct loader *L, struct err *e);
 
-/* model_hybrid.c: hparams and tensors of a qwen35 / qwen35moe file. */
-int model_hybrid_load(struct loader *L, struct err *e);
+/* the key "{A}.suffix" written into buf */
+const char *mload_key(char *buf, size_t cap, const char *A, const char *suffix);
+
+/* The loaders of the architectures: hparams and tensors of m's file, layer kinds set. */
+int arch_dense_load(struct loader *L, struct err *e);  /* arch_dense.c: llama, qwen2, qwen3, qwen3moe */
+int arch_qwen35_load(struct loader *L, struct err *e); /* arch_qwen35.c: qwen35, qwen35moe */
 
 #endif

@@ -1,4 +1,4 @@
-/* model_hybrid.c — hyperparameters and tensors of the Gated DeltaNet hybrids
+/* arch_qwen35.c — hyperparameters and tensors of the Gated DeltaNet hybrids
  * `qwen35` (dense FFN) and `qwen35moe` (routed experts + sigmoid-gated shared
  * expert), shared spec arch-qwen35.md §2–§5. The trunk is n_layer =
  * block_count − nextn_predict_layers layers of kind LAYER_GDN or
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_loader.h"
+#include "mload.h"
 #include "../num/quant.h"
 
 /* Which trunk/MTP blocks are recurrent: attention.recurrent_layers (array of
@@ -357,7 +357,7 @@ static int load_layer(struct loader *L, int il, struct err *e)
     return 0;
 }
 
-int model_hybrid_load(struct loader *L, struct err *e)
+int arch_qwen35_load(struct loader *L, struct err *e)
 {
     struct model *m = L->m;
     bool *rec = calloc(MODEL_MAX_LAYERS, sizeof(bool));
