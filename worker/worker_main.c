@@ -701,8 +701,9 @@ int main(int argc, char **argv)
     r.worker.mem = mi->n_bytes + (uint64_t)mi->n_layer * (uint64_t)n_ctx * (uint64_t)slots * 2u *
                                      (uint64_t)mi->n_embd * 2u;
     send_msg(w, &r);
-    logf_("%s loaded in %.2f s (%s, %d slots, ctx %d)", name ? name : mi->name,
-          (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, backend, slots, n_ctx);
+    logf_("%s loaded in %.2f s (%s: %s, %d slots, ctx %d)", name ? name : mi->name,
+          (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, backend, engine_device(w->eng),
+          slots, n_ctx);
 
     pthread_t th;
     if (pthread_create(&th, NULL, sched_main, w)) {
