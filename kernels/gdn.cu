@@ -3,7 +3,7 @@
  * recurrence (gates and q/k L2 norm fused in), the gated output norm, the
  * gated-attention query/gate split and sigmoid gate, and the shared expert's
  * gated add. Math: shared spec arch-qwen35.md §6; CPU references in
- * worker/num/ops_gdn.c and worker/forward_hybrid.c. */
+ * worker/num/gdn.c and worker/forward_hybrid.c. */
 #include "qtypes.h"
 #include "gdn_args.h"
 

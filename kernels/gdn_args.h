@@ -25,7 +25,7 @@ struct gdn_groups {
 };
 
 #define GDN_GRP_INTS(B) (1 + 9 * (B)) /* ints of the host's group table for a batch of B rows */
-#define GDN_CK 64                     /* steps per chunk of the chunked delta rule (ops_gdn.h GDN_CHUNK) */
+#define GDN_CK 64                     /* steps per chunk of the chunked delta rule (gdn.h GDN_CHUNK) */
 
 /* Causal depthwise conv + SiLU over each group's rows, carrying the last d_conv − 1 inputs.
  * gdn_conv: grid (n, ceil(conv_dim / blockDim)), one thread per channel walking its group's steps

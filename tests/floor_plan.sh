@@ -72,7 +72,6 @@ BUILD_INCLUDES="common/version.c:version_gen.h"
 # its case ("remove it").
 # include_layers, "from -> to  # reason":
 KNOWN_INCLUDES='
-worker/num/ops.h -> worker/model/model.h  # only for enum rope_mode (ops_rope_apply): move the enum to num/ops.h, model.h includes it
 '
 # no_call_cycles: call edges that close a cycle between two files of one
 # folder, "from -> to  # reason"; the case drops them before tsort and an
@@ -80,9 +79,6 @@ worker/num/ops.h -> worker/model/model.h  # only for enum rope_mode (ops_rope_ap
 KNOWN_CALL_CYCLES='
 worker/hip/hip_fit -> worker/hip/hip_engine  # hip_engine_scratch_bytes; hip_engine calls hip_fit_check/need back
 worker/hip/hip_hybrid -> worker/hip/hip_engine  # the hipe_* helpers hip_engine_int.h shares; hip_engine drives hip_hybrid_*: a hip_helpers.c under both
-worker/model/model_hybrid -> worker/model/model  # the mload_* binders (model_loader.h); model_load calls model_hybrid_load: a model_loader.c under both
-worker/chat/jinja_builtins -> worker/chat/jinja_eval  # jbuf_put(s), jerr, jfailed; jinja_eval calls the jb_*/jv_* builtins: the value/buffer helpers in a file under both
-worker/num/ops_avx2 -> worker/num/ops  # ops_attn_ref as the AVX2 kernels fallback while ops.c dispatches to them: the reference ops in a file under both
 '
 # file_prefix: permanent exceptions, "object symbol  # reason" ...
 PREFIX_EXCEPTIONS='
@@ -93,16 +89,13 @@ worker/worker_main main  # the program entry point
 KNOWN_PREFIX='
 worker/backend/backend engine_params_*  # the seam resolves the engine parameters: backend_params_* (callers in engine/, client/)
 worker/model/forward model_forward*  # rename the file model/model_forward.c
-worker/model/model mload_*  # the loader helpers of model_loader.h: model_load_* or a model_loader.c
 worker/hip/hip_engine hipe_*  # the helpers hip_engine_int.h shares with hip_hybrid: hip_engine_*
 worker/chat/jinja_builtins jb_*  # the builtins: jinja_builtin_*
 worker/chat/jinja_builtins jv_*  # the value helpers: jinja_value_* (or their own jinja_value.c)
 worker/chat/jinja_builtins utf8_len  # jinja_utf8_len
-worker/chat/jinja_eval jbuf_*  # jinja_buf_*
-worker/chat/jinja_eval jerr  # jinja_err
-worker/chat/jinja_eval jfailed  # jinja_failed
-worker/num/ops_gdn gdn_*  # ops_gdn_*
-worker/num/ops_gdn_avx2 gdn_*  # ops_gdn_*_avx2
+worker/chat/jinja_buf jbuf_*  # jinja_buf_*
+worker/chat/jinja_buf jerr  # jinja_err
+worker/chat/jinja_buf jfailed  # jinja_failed
 worker/num/quant dequant_row  # quant_dequant_row
 worker/num/quant vec_dot*  # quant_vec_dot*
 worker/num/quantize quant_weights_row  # quantize_weights_row
@@ -190,7 +183,10 @@ grep '^worker/' "$T/inc_edges" | awk '$2 ~ /^worker\//' >"$T/inc_wedges"
 report no_include_cycles "$(loops "$T/inc_wedges")"
 
 # ---------------------------------------------------------------- objects
-mapfile -t OBJS < <(cd "$BUILD" 2>/dev/null && find worker common proto gen client daemon gateway -name '*.o' 2>/dev/null | sort)
+# only objects of sources in this tree (a moved or deleted source leaves its old object behind in a build
+# folder that make never cleans) and the generated sources of gen/
+mapfile -t OBJS < <(cd "$BUILD" 2>/dev/null && find worker common proto gen client daemon gateway -name '*.o' 2>/dev/null |
+    sort | while read -r o; do case $o in gen/*) echo "$o" ;; *) [ -f "$ROOT/${o%.o}.c" ] && echo "$o" ;; esac; done)
 nworker=0
 for o in "${OBJS[@]}"; do case $o in worker/*) nworker=$((nworker + 1)) ;; esac; done
 why=""

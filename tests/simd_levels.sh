@@ -1,6 +1,6 @@
 #!/bin/bash
 # simd_levels.sh — the CPU-kernel tests once per SIMD level this machine has (LLM170_SIMD=scalar,
-# avx2, avx512: worker/num/quant.c, ops.c and ops_gdn.c read it), so a box with AVX-512 also checks what
+# avx2, avx512: worker/num/quant.c, ops.c and gdn.c read it), so a box with AVX-512 also checks what
 # an AVX2-only or a plain x86-64 box runs, and no result depends on which box CI lands on.
 # One case line per level and test; a level the CPU lacks is a skip line that names it.
 # Runs: test_quant, test_model, parity_logits.sh, parity_greedy.sh, parity_hybrid.sh (~1.5 min on

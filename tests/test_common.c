@@ -2,7 +2,7 @@
 #include "../common/err.h"
 #include "../common/fp16.h"
 #include "../worker/backend/snap.h"
-#include "../common/threadpool.h"
+#include "../common/tpool.h"
 
 #include <stdatomic.h>
 #include <time.h>

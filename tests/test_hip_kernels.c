@@ -11,7 +11,7 @@
 #include "../kernels/gdn_args.h"
 #include "../worker/hip/hip_rt.h"
 #include "../worker/num/ops.h"
-#include "../worker/num/ops_gdn.h"
+#include "../worker/num/gdn.h"
 #include "../worker/num/quant.h"
 #include "check.h"
 
@@ -1553,7 +1553,7 @@ static struct gdn_groups hb_dev_groups(uint64_t d, int B)
                                 .len = d + 4 + 12 * b, .fresh = d + 4 + 16 * b };
 }
 
-/* conv + SiLU with its state, then the delta rule (gates and q/k L2 norm fused) against ops_gdn.c's
+/* conv + SiLU with its state, then the delta rule (gates and q/k L2 norm fused) against gdn.c's
  * gdn_conv, gdn_l2_norm and gdn_recurrent_ref; the carried states too */
 static void gdn_conv_and_delta_rule(void)
 {
@@ -1705,7 +1705,7 @@ static void gdn_conv_and_delta_rule(void)
 /* The prefill kernels: token-parallel conv (gdn_conv_tok, gdn_conv_state) and the chunked delta rule
  * (gdn_chunk_prep, gdn_chunk_scan) on 4 sequences interleaved in one batch: 150 rows (chunk
  * boundaries at 64 and 128 inside it) and 64 rows (exactly one chunk) continuing random states, 70
- * rows starting fresh over a garbage state, 5 rows continuing. Against ops_gdn.c's gdn_conv,
+ * rows starting fresh over a garbage state, 5 rows continuing. Against gdn.c's gdn_conv,
  * gdn_l2_norm and gdn_chunked_ref (the chunk algebra in double); then a second batch continues
  * every sequence from the states the first one left (a chunk boundary across calls). */
 #define PF_NSEQ 4

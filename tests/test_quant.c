@@ -14,7 +14,7 @@
 #include "../worker/num/matmul.h"
 #include "../worker/num/quant.h"
 #include "../worker/num/quant_internal.h"
-#include "../common/threadpool.h"
+#include "../common/tpool.h"
 #include "check.h"
 #include "golden/quant_gen.h"
 

@@ -17,7 +17,7 @@
 #include "../worker/engine/engine.h"
 #include "../worker/gguf/gguf_write.h"
 #include "../worker/model/model.h"
-#include "../worker/num/ops_gdn.h"
+#include "../worker/num/gdn.h"
 #include "check.h"
 #include "engine_util.h"
 

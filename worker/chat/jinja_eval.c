@@ -17,41 +17,6 @@
 
 #define MAX_MACRO_DEPTH 64
 
-json_t *jerr(struct jctx *c, int code, const char *fmt, ...)
-{
-    if (c->e->code)
-        return NULL; /* the first failure is the one worth reporting */
-    char m[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    err_set(c->e, code, "chat template line %d: %s", c->line, m);
-    return NULL;
-}
-
-bool jfailed(const struct jctx *c) { return c->e->code != 0; }
-
-int jbuf_put(struct jbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return ERR_NOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
-}
-
-int jbuf_puts(struct jbuf *b, const char *s) { return jbuf_put(b, s, strlen(s)); }
-
 /* ---- scopes ---- */
 
 static json_t *lookup(struct jctx *c, const char *name)

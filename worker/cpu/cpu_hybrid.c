@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "../num/ops.h"
-#include "../num/ops_gdn.h"
+#include "../num/gdn.h"
 #include "../backend/snap.h"
-#include "../../common/threadpool.h"
+#include "../../common/tpool.h"
 
 #define CONV_BLOCK 256 /* channels per conv task */
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../common/threadpool.h"
+#include "../../common/tpool.h"
 #include "engine.h"
 #include "engine_backends.h"
 

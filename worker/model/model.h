@@ -16,6 +16,7 @@
 
 #include "../../common/err.h"
 #include "../gguf/gguf.h"
+#include "../num/ops.h"
 #include "../num/quant.h"
 #include "../tok/tok.h"
 
@@ -41,11 +42,6 @@ void model_free(struct model *m);
 const struct model_info *model_info(const struct model *m);
 const struct tok_vocab *model_vocab(const struct model *m);
 const struct gguf *model_gguf(const struct model *m);
-
-enum rope_mode {
-    ROPE_NORM = 0, /* adjacent pairs (x[2i], x[2i+1]) — llama */
-    ROPE_NEOX = 2, /* pairs (x[i], x[i + n_rot/2]) — qwen* ("rotate_half") */
-};
 
 enum rope_scaling {
     ROPE_SCALING_NONE = 0,

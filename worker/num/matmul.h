@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "quant.h"
-#include "../../common/threadpool.h"
+#include "../../common/tpool.h"
 
 /* Reusable scratch for the quantized activations; zero-initialise, free with matmul_scratch_free. */
 struct matmul_scratch {

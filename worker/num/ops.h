@@ -8,11 +8,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/model.h"
-
 /* y[i] = (x[i] * scale) * w[i], scale = 1/sqrtf((float)(Σ (double)(x·x) / n) + eps).
  * w may be NULL (no weight); y may alias x. */
 void ops_rms_norm(float *y, const float *x, const float *w, int n, float eps);
+
+/* How RoPE pairs the elements of a head (fixed per architecture, model/arch.c). */
+enum rope_mode {
+    ROPE_NORM = 0, /* adjacent pairs (x[2i], x[2i+1]) — llama */
+    ROPE_NEOX = 2, /* pairs (x[i], x[i + n_rot/2]) — qwen* ("rotate_half") */
+};
 
 /* YaRN correction range [low, high] (ggml_rope_yarn_corr_dims). */
 void ops_rope_corr_dims(int n_rot, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow,

@@ -1,10 +1,10 @@
-/* ops_gdn_avx2.c — AVX2/FMA form of the token-by-token delta rule (ops_gdn.h), chosen at run
- * time by ops_gdn.c when d_k is a multiple of 8. Same math as gdn_recurrent_ref; the d_k dot
+/* gdn_avx2.c — AVX2/FMA form of the token-by-token delta rule (gdn.h), chosen at run
+ * time by gdn.c when d_k is a multiple of 8. Same math as gdn_recurrent_ref; the d_k dot
  * products are summed in 8 lanes, so results differ from the reference by f32 rounding only. */
 #include <immintrin.h>
 #include <math.h>
 
-#include "ops_gdn.h"
+#include "gdn.h"
 
 static inline float hsum(__m256 v)
 {

@@ -1,5 +1,5 @@
-/* ops_gdn.c — Gated DeltaNet ops (see ops_gdn.h). */
-#include "ops_gdn.h"
+/* gdn.c — Gated DeltaNet ops (see gdn.h). */
+#include "gdn.h"
 
 #include <math.h>
 #include <pthread.h>

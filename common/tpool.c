@@ -1,4 +1,4 @@
-#include "threadpool.h"
+#include "tpool.h"
 
 #include <pthread.h>
 #include <sched.h>

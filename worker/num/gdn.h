@@ -1,4 +1,4 @@
-/* ops_gdn.h — CPU ops of the Gated DeltaNet layer (shared spec
+/* gdn.h — CPU ops of the Gated DeltaNet layer (shared spec
  * arch-qwen35.md §6.4, §8): gate activations, the causal depthwise conv with
  * its carried state, the q/k L2 norm, and the delta-rule recurrence of one
  * value head in two exact forms — token by token (what llama.cpp 80fb11a's
@@ -8,8 +8,8 @@
  *
  * Recurrent state of one value head: S[d_v][d_k] f32, element (key a,
  * value b) at b·d_k + a (llama.cpp's layout, §6.4.2). */
-#ifndef LLM170_OPS_GDN_H
-#define LLM170_OPS_GDN_H
+#ifndef LLM170_GDN_H
+#define LLM170_GDN_H
 
 #include <stdbool.h>
 #include <stddef.h>

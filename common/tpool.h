@@ -1,10 +1,10 @@
-/* threadpool.h — a fixed set of worker threads for data-parallel loops.
+/* tpool.h — a fixed set of worker threads for data-parallel loops.
  *
  * tpool_run(tp, fn, ctx, n) calls fn(ctx, i, worker) for i in [0, n) spread
  * over the pool and the caller's own thread, and returns when all are done.
  * `worker` is in [0, tpool_size(tp)) and lets tasks use per-thread scratch. */
-#ifndef LLM170_THREADPOOL_H
-#define LLM170_THREADPOOL_H
+#ifndef LLM170_TPOOL_H
+#define LLM170_TPOOL_H
 
 #include <stdint.h>
 
