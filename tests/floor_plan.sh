@@ -10,8 +10,9 @@
 # → worker/backend/ (the seam: ops table + types) → worker/model/ →
 # worker/tok/ → worker/gguf/ → worker/num/ → common/; proto/ serves the
 # programs only. The table LAYERS is the rule, folder by folder ("prog" is a
-# program's own files); a folder may always use itself, and a folder missing
-# from the table (a new worker/vulkan/) is a failure until it is placed.
+# program's own files); a folder may always use itself. The backends' rows
+# come from the table of backends (a folder whose header it includes); any
+# other folder missing from the table is a failure until it is placed.
 #
 # Decisions taken against the code as it is (each one a dependency that is
 # legitimate, not a convenience):
@@ -53,8 +54,6 @@ prog    serve engine backend model chat tok gguf num common proto
 serve   engine backend model chat tok gguf num common
 chat    model tok gguf common
 engine  backend model tok gguf common
-cpu     backend model num gguf tok common
-hip     backend model num gguf tok common kernels
 backend model num gguf tok common
 model   num gguf tok common
 tok     gguf num common
@@ -63,8 +62,14 @@ num     common
 common
 proto   common
 '
-BACKENDS="cpu hip"
 BACKEND_TABLE=worker/engine/engine_backends
+# The backends are the folders whose header the table of backends includes, so a new backend needs no
+# edit here: each one may use what the seam may, plus its device code (kernels/ for hip, shaders/ for
+# a Vulkan backend).
+BACKENDS=$(grep -o '^#include "\.\./[a-z0-9_]*/' "$ROOT/$BACKEND_TABLE.c" | sed 's|.*\.\./||; s|/$||' |
+    grep -vxE 'backend|model|engine' | sort -u | tr '\n' ' ')
+for b in $BACKENDS; do LAYERS="$LAYERS$b backend model num gguf tok common kernels shaders
+"; done
 BUILD_INCLUDES="common/version.c:version_gen.h"
 
 # ---- Today's known violations, for the integrator to fix and then delete
