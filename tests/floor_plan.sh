@@ -93,8 +93,6 @@ worker/worker_main main  # the program entry point
 # ... and today's offenders, "object symbol-or-prefix*  # reason", each a
 # family to rename (or a file to rename after its family)
 KNOWN_PREFIX='
-worker/backend/backend engine_params_*  # the seam resolves the engine parameters: backend_params_* (callers in engine/, client/)
-worker/model/forward model_forward*  # rename the file model/model_forward.c
 worker/hip/hip_engine hipe_*  # the helpers hip_engine_int.h shares with hip_hybrid: hip_engine_*
 worker/chat/jinja_builtins jb_*  # the builtins: jinja_builtin_*
 worker/chat/jinja_builtins jv_*  # the value helpers: jinja_value_* (or their own jinja_value.c)

@@ -4,20 +4,20 @@
 
 #include <string.h>
 
-void engine_params_default(struct engine_params *p)
+void backend_params_default(struct engine_params *p)
 {
     memset(p, 0, sizeof *p);
     p->backend = BACKEND_CPU;
     p->n_seq = 1;
 }
 
-int engine_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
-                          struct err *e)
+int backend_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
+                           struct err *e)
 {
     if (in)
         *out = *in;
     else
-        engine_params_default(out);
+        backend_params_default(out);
     const struct hparams *hp = &m->hp;
     if (out->n_ctx <= 0)
         out->n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;

@@ -6,7 +6,7 @@
  *
  * Modelled on ggml's `struct ggml_backend_i` and nng's transport ops: the
  * table is data, optional entries are NULL and engine.c supplies the
- * fallback. Each backend's layer loop is shared (model/forward.h); the table
+ * fallback. Each backend's layer loop is shared (model/model_forward.h); the table
  * below is what a backend adds around it (memory, sequences, the step). */
 #ifndef LLM170_BACKEND_H
 #define LLM170_BACKEND_H
@@ -36,12 +36,13 @@ struct engine_params {
                            Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
                            backend's faster choice (CPU: token by token for every run) */
 };
-void engine_params_default(struct engine_params *p);
+/* The defaults: the CPU backend, one sequence, every size 0 (resolved by backend_params_resolve). */
+void backend_params_default(struct engine_params *p);
 /* *out = *in (or the defaults when in is NULL) with n_ctx (min(train, 4096)), n_batch (512) and n_seq (1)
  * filled in where 0, every backend's common resolution; ERR_RANGE when one is beyond what the engines
  * index (n_ctx 2^24, n_batch and n_seq 2^16). Backend-specific fields are left to the backend. */
-int engine_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
-                          struct err *e);
+int backend_params_resolve(const struct model *m, const struct engine_params *in, struct engine_params *out,
+                           struct err *e);
 
 /* One token of a batch. */
 struct engine_tok {
@@ -60,7 +61,7 @@ struct tpool;
  * NULL; every other one is required. The contracts are engine.h's engine_* calls of the same name. */
 struct backend_ops {
     const char *name;   /* the --backend value: "cpu", "hip", … */
-    /* p is resolved by the backend itself (engine_params_resolve) and not checked for p->backend */
+    /* p is resolved by the backend itself (backend_params_resolve) and not checked for p->backend */
     int (*create)(void **out, const struct model *m, const struct engine_params *p, struct err *e);
     void (*free)(void *b);
     int (*n_ctx)(const void *b);

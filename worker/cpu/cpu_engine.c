@@ -1,5 +1,5 @@
 /* cpu_engine.c — the CPU backend (`cpu_backend`, backend/backend.h): the
- * layer-kind operations of the shared layer loop (model/forward.h) and the
+ * layer-kind operations of the shared layer loop (model/model_forward.h) and the
  * engine around it, for every architecture of arch.c.
  *
  * One engine_decode runs a batch that may mix sequences: every weight
@@ -17,7 +17,7 @@
 
 #include "cpu_engine.h"
 #include "../backend/backend.h"
-#include "../model/forward.h"
+#include "../model/model_forward.h"
 #include "cpu_hybrid.h"
 #include "kv_cache.h"
 #include "../num/matmul.h"
@@ -216,7 +216,7 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
 {
     *out = NULL;
     struct engine_params p;
-    int rc0 = engine_params_resolve(m, pin, &p, e);
+    int rc0 = backend_params_resolve(m, pin, &p, e);
     if (rc0)
         return rc0;
     const struct hparams *hp = &m->hp;
@@ -725,7 +725,7 @@ static int validate(struct cpu_engine *c, const struct engine_tok *toks, int n, 
                               c->seq_next, e);
 }
 
-/* ---- the layer-kind operations of the shared loop (model/forward.h) ---- */
+/* ---- the layer-kind operations of the shared loop (model/model_forward.h) ---- */
 
 static int op_embed(void *b, int n, struct err *e)
 {

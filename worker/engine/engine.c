@@ -20,6 +20,8 @@ struct engine_ctx {
     struct tpool *host_tp;
 };
 
+void engine_params_default(struct engine_params *p) { backend_params_default(p); }
+
 int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *p, struct err *e)
 {
     *out = NULL;

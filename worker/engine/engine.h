@@ -28,6 +28,9 @@ const char *engine_backend_name(enum backend_kind k);
 bool engine_backend_parse(const char *name, enum backend_kind *out);
 #define ENGINE_BACKEND_NAMES "cpu, hip, vulkan"
 
+/* engine_params with the defaults: the CPU backend, one sequence, every size left to the backend. */
+void engine_params_default(struct engine_params *p);
+
 int engine_create(struct engine_ctx **out, const struct model *m, const struct engine_params *p,
                   struct err *e);
 void engine_free(struct engine_ctx *c);

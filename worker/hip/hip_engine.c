@@ -463,7 +463,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 {
     *out = NULL;
     struct engine_params p;
-    int rc0 = engine_params_resolve(m, pin, &p, e);
+    int rc0 = backend_params_resolve(m, pin, &p, e);
     if (rc0)
         return rc0;
     const struct hparams *hp = &m->hp;

@@ -3,7 +3,7 @@
  * hyperparameters and tensors. An architecture that fits the dense/MoE
  * transformer template is one row here; one with other tensors or layer
  * kinds known to the backends is one loader file (arch_*.c) and its row;
- * anything new in the math is a new layer kind (model/forward.h). */
+ * anything new in the math is a new layer kind (model/model_forward.h). */
 #include <string.h>
 
 #include "mload.h"

@@ -1,5 +1,5 @@
-/* forward.c — the shared layer loop (forward.h). */
-#include "forward.h"
+/* model_forward.c — the shared layer loop (model_forward.h). */
+#include "model_forward.h"
 
 static const char *const mixer_names[LAYER_KINDS] = { "attention", "Gated DeltaNet", "gated attention" };
 static const char *const ffn_names[FFN_KINDS] = { "dense FFN", "MoE FFN" };

@@ -1,4 +1,4 @@
-/* forward.h — the layer loop every backend runs, described once.
+/* model_forward.h — the layer loop every backend runs, described once.
  *
  * A model is data (model.h): per layer a mixer kind (attention, gated
  * attention, Gated DeltaNet) and an FFN kind (dense, MoE), with the tensors
