@@ -21,6 +21,7 @@
 #include "hip_engine_int.h"
 #include "hip_fit.h"
 #include "hip_rt.h"
+#include "../model/forward.h"
 #include "../model/model.h"
 #include "../num/ops.h"
 
@@ -160,6 +161,10 @@ struct hip_engine {
     struct graph_slot gs[N_GRAPHS];
     int n_gs;
     struct hip_hybrid *hy; /* qwen35* layers and their recurrent state (hip_hybrid.c), else NULL */
+    /* the step model_forward is running (enqueue sets them before the walk) */
+    int step_n_out;        /* rows that asked for logits */
+    bool step_greedy;      /* the output op ends in the device argmax */
+    bool step_dn;          /* defer_ok(c, n): the sublayer norms after the first are deferred to their GEMVs */
 };
 
 /* ---- setup ---- */
@@ -300,10 +305,9 @@ void hip_engine_free(struct hip_engine *c)
     free(c);
 }
 
-int hip_engine_n_ctx(const struct hip_engine *c) { return c->p.n_ctx; }
+static int hip_engine_n_ctx(const struct hip_engine *c) { return c->p.n_ctx; }
 const char *hip_engine_device(const struct hip_engine *c) { return hip_rt_describe(c->rt); }
 void hip_engine_set_graphs(struct hip_engine *c, bool on) { c->graphs = on; }
-void hip_engine_set_q8(struct hip_engine *c, bool on) { c->q8 = on; }
 
 int hip_engine_profile(struct hip_engine *c, bool on, struct err *e)
 {
@@ -458,6 +462,8 @@ uint64_t hip_engine_scratch_bytes(const struct model *m, const struct engine_par
     return s;
 }
 
+static const struct layer_ops hip_layer_ops;
+
 int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *pin,
                       struct err *e)
 {
@@ -474,6 +480,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     for (int il = 0; il < hp->n_layer; il++)
         if (m->layers[il].kind != LAYER_ATTN && !m->arch->hybrid)
             return err_set(e, ERR_UNSUPPORTED, "hip: layer %d has a kind the GPU backend does not run yet", il);
+    if ((rc0 = model_forward_check(m, &hip_layer_ops, "hip", e)))
+        return rc0;
 
     struct hip_engine *c = calloc(1, sizeof *c);
     if (!c)
@@ -1050,60 +1058,98 @@ static bool defer_ok(const struct hip_engine *c, int n)
     return c->defer_norm && n == 1 && !c->hy && want_q8(c, c->m->hp.n_embd);
 }
 
-/* Every kernel of one step, enqueued (or captured) on the stream. */
-static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct err *e)
+/* ---- the layer operations model_forward walks (model/forward.h) ---- */
+
+static int hop_embed(void *b, int n, struct err *e)
 {
-    const struct model *m = c->m;
-    const struct hparams *hp = &m->hp;
-    const int E = hp->n_embd, V = hp->n_vocab, B = c->p.n_batch;
+    struct hip_engine *c = b;
     int rc;
     {
         uint64_t tab = c->tok_embd.d, tok = c->io, x = c->x;
         int64_t rb = (int64_t)c->tok_embd.row_bytes;
-        int type = c->tok_embd.type, ne = E;
+        int type = c->tok_embd.type, ne = c->m->hp.n_embd;
         void *p[] = { &tab, &rb, &type, &tok, &x, &ne };
         TRY(hip_rt_launch(c->rt, c->k_embed, (unsigned)n, cdiv((size_t)c->m->hp.n_embd, 256), 1, 256, p, e));
     }
     c->h_def = false;
-    /* the first sublayer's norm stays an rms_norm launch; each later one is deferred to its GEMVs by the
-     * residual GEMV before it where defer_ok allows. Hybrids norm inside their own layers and add the
-     * shared expert after the FFN: nothing deferred there. */
-    const bool dn = defer_ok(c, n);
-    for (int il = 0; il < hp->n_layer; il++) {
-        const struct layer *ly = &m->layers[il];
-        const struct dlayer *d = &c->L[il];
-        const bool last = il + 1 == hp->n_layer;
-        /* the next sublayer's norm: this layer's FFN, then the next layer's attention or the output
-         * (rows = tokens only when every token has logits); a norm without weight keeps rms_norm */
-        const uint64_t fn = dn ? d->ffn_norm : 0;
-        const uint64_t an = !dn ? 0 : !last ? c->L[il + 1].attn_norm : n_out == n ? c->output_norm : 0;
-        if (ly->kind == LAYER_ATTN)
-            TRY(attn_layer(c, ly, d, n, fn, e));
+    return 0;
+}
+
+/* the next sublayer's norm (this layer's FFN) deferred by the residual GEMV; a norm without weight keeps
+ * rms_norm */
+static int hop_attn(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    struct hip_engine *c = b;
+    const struct dlayer *d = &c->L[s->il];
+    return attn_layer(c, s->ly, d, n, c->step_dn ? d->ffn_norm : 0, e);
+}
+
+static int hop_hybrid(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    struct hip_engine *c = b;
+    return hip_hybrid_layer(c->hy, s->ly, s->il, n, e);
+}
+
+/* the next sublayer's norm: the next layer's attention, or the output (rows = tokens only when every
+ * token has logits). Hybrids add the shared expert after the FFN. */
+static int hop_ffn(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    struct hip_engine *c = b;
+    const struct dlayer *d = &c->L[s->il];
+    const uint64_t an = !c->step_dn         ? 0
+                        : s->next_il >= 0   ? c->L[s->next_il].attn_norm
+                        : c->step_n_out == n ? c->output_norm
+                                             : 0;
+    int rc;
+    TRY(ffn_layer(c, s->ly, d, n, an, e));
+    if (c->hy)
+        TRY(hip_hybrid_shexp(c->hy, s->ly, s->il, n, e));
+    return 0;
+}
+
+static int hop_output(void *b, int n, int n_out, struct err *e)
+{
+    struct hip_engine *c = b;
+    const int E = c->m->hp.n_embd, V = c->m->hp.n_vocab, B = c->p.n_batch;
+    int rc;
+    (void)n;
+    const uint64_t rows = c->io + 12u * (uint64_t)B;
+    const int qh = c->h_def ? 3 : want_q8(c, E); /* deferred: n_out == n, so rows[r] == r */
+    if (!c->h_def)
+        TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
+    TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
+    if (c->step_greedy) {
+        /* AMAX_SLICES blocks a row; the last one of a row picks among the slices */
+        uint64_t lg = c->logits, am = c->amax, pv = c->amx, pi = pv + 4u * (uint64_t)B * AMAX_SLICES;
+        uint64_t cn = pi + 4u * (uint64_t)B * AMAX_SLICES;
+        int vv = V;
+        void *p[] = { &lg, &vv, &vv, &am, &pv, &pi, &cn };
+        if (c->amax_split)
+            TRY(hip_rt_launch(c->rt, c->k_argmax, AMAX_SLICES, (unsigned)n_out, 1, 256, p, e));
         else
-            TRY(hip_hybrid_layer(c->hy, ly, il, n, e));
-        TRY(ffn_layer(c, ly, d, n, an, e));
-        if (c->hy)
-            TRY(hip_hybrid_shexp(c->hy, ly, il, n, e));
-    }
-    if (n_out) {
-        const uint64_t rows = c->io + 12u * (uint64_t)B;
-        const int qh = c->h_def ? 3 : want_q8(c, E); /* deferred: n_out == n, so rows[r] == r */
-        if (!c->h_def)
-            TRY(rms(c, c->h, c->x, c->output_norm, rows, n_out, E, E, E, qh, e));
-        TRY(mm(c, &c->output, NULL, c->h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
-        if (greedy) {
-            /* AMAX_SLICES blocks a row; the last one of a row picks among the slices */
-            uint64_t lg = c->logits, am = c->amax, pv = c->amx, pi = pv + 4u * (uint64_t)B * AMAX_SLICES;
-            uint64_t cn = pi + 4u * (uint64_t)B * AMAX_SLICES;
-            int vv = V;
-            void *p[] = { &lg, &vv, &vv, &am, &pv, &pi, &cn };
-            if (c->amax_split)
-                TRY(hip_rt_launch(c->rt, c->k_argmax, AMAX_SLICES, (unsigned)n_out, 1, 256, p, e));
-            else
-                TRY(hip_rt_launch(c->rt, c->k_argmax1, (unsigned)n_out, 1, 1, 1024, p, e));
-        }
+            TRY(hip_rt_launch(c->rt, c->k_argmax1, (unsigned)n_out, 1, 1, 1024, p, e));
     }
     return 0;
+}
+
+/* The hip backend's sublayers: attention in attn_layer, the qwen35 mixers in hip_hybrid.c, both FFN kinds
+ * in ffn_layer (the hybrids' shared expert after it). */
+static const struct layer_ops hip_layer_ops = {
+    .embed = hop_embed,
+    .mixer = { [LAYER_ATTN] = hop_attn, [LAYER_GDN] = hop_hybrid, [LAYER_GATED_ATTN] = hop_hybrid },
+    .ffn = { [FFN_DENSE] = hop_ffn, [FFN_MOE] = hop_ffn },
+    .output = hop_output,
+};
+
+/* Every kernel of one step, enqueued (or captured) on the stream: model_forward over hip_layer_ops. The
+ * first sublayer's norm stays an rms_norm launch; each later one is deferred to its GEMVs by the residual
+ * GEMV before it where defer_ok allows. Hybrids norm inside their own layers: nothing deferred there. */
+static int enqueue(struct hip_engine *c, int n, int n_out, bool greedy, struct err *e)
+{
+    c->step_n_out = n_out;
+    c->step_greedy = greedy;
+    c->step_dn = defer_ok(c, n);
+    return model_forward(c->m, &hip_layer_ops, c, n, n_out, e);
 }
 
 static int validate(struct hip_engine *c, const struct engine_tok *toks, int n, struct err *e)
@@ -1245,7 +1291,7 @@ int hip_engine_decode(struct hip_engine *c, const struct engine_tok *toks, int n
     return run(c, toks, n, logits, NULL, NULL, e);
 }
 
-int hip_engine_decode_topk(struct hip_engine *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
+static int hip_engine_decode_topk(struct hip_engine *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
                            float *vals, int32_t *n_cands, float *logits, struct err *e)
 {
     const struct topk_io tk = { k, ids, vals, n_cands };
@@ -1258,13 +1304,13 @@ int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks
     return run(c, toks, n, NULL, tokens, NULL, e);
 }
 
-int hip_engine_host_alloc(struct hip_engine *c, size_t n, void **out, struct err *e)
+static int hip_engine_host_alloc(struct hip_engine *c, size_t n, void **out, struct err *e)
 {
     int rc = hip_rt_bind(c->rt, e);
     return rc ? rc : hip_rt_host_alloc(c->rt, n, out, e);
 }
 
-void hip_engine_host_free(struct hip_engine *c, void *p)
+static void hip_engine_host_free(struct hip_engine *c, void *p)
 {
     if (p && !hip_rt_bind(c->rt, NULL))
         hip_rt_host_free(c->rt, p);
@@ -1282,7 +1328,7 @@ void hip_engine_seq_truncate(struct hip_engine *c, int seq, int pos)
         c->len[seq] = pos;
 }
 
-int hip_engine_seq_restore(struct hip_engine *c, int seq, int pos, struct err *e)
+static int hip_engine_seq_restore(struct hip_engine *c, int seq, int pos, struct err *e)
 {
     if (c->hy)
         return hip_hybrid_truncate(c->hy, c->len, seq, pos, e);
@@ -1290,12 +1336,12 @@ int hip_engine_seq_restore(struct hip_engine *c, int seq, int pos, struct err *e
     return 0;
 }
 
-int hip_engine_seq_snapshot(struct hip_engine *c, int seq, struct err *e)
+static int hip_engine_seq_snapshot(struct hip_engine *c, int seq, struct err *e)
 {
     return c->hy ? hip_hybrid_snapshot(c->hy, c->len, seq, e) : 0;
 }
 
-int hip_engine_seq_restorable(const struct hip_engine *c, int seq, int pos)
+static int hip_engine_seq_restorable(const struct hip_engine *c, int seq, int pos)
 {
     return c->hy ? hip_hybrid_restorable(c->hy, c->len, seq, pos) : pos;
 }
