@@ -31,7 +31,6 @@
                             take the product; larger batches then take the tiled GEMM */
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
 #define AMAX_SLICES 128 /* blocks a row of the greedy argmax takes (argmax_split) */
-#define MMA_WAVES 85    /* default of LLM170_HIP_MMA_WAVES (mma_wave_split) */
 #define DEC_SPLIT 32   /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 /* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
  * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
@@ -57,6 +56,7 @@ struct graph_slot {
 
 struct hip_engine {
     const struct model *m;
+    struct hip_knobs k;       /* the settings it was created with (hip_knobs.h); the fields below copy them */
     struct engine_params p;
     struct hip_rt *rt;
     int warp;
@@ -465,7 +465,7 @@ uint64_t hip_engine_scratch_bytes(const struct model *m, const struct engine_par
 static const struct layer_ops hip_layer_ops;
 
 int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *pin,
-                      struct err *e)
+                      const struct hip_knobs *k, struct err *e)
 {
     *out = NULL;
     struct engine_params p;
@@ -488,46 +488,34 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         return err_set(e, ERR_NOMEM, "hip: out of memory");
     c->m = m;
     c->p = p;
-    const char *pne = getenv("LLM170_HIP_PINNED");
-    c->pinned = !(pne && !strcmp(pne, "0"));
-    const char *ge = getenv("LLM170_HIP_GRAPH");
-    c->graphs = !(ge && !strcmp(ge, "0"));
-    const char *q8e = getenv("LLM170_HIP_Q8"), *mmae = getenv("LLM170_HIP_MMA");
-    c->q8 = !(q8e && !strcmp(q8e, "0"));
-    const char *dne = getenv("LLM170_HIP_DEFER_NORM"), *fre = getenv("LLM170_HIP_FUSE_ROUTE");
-    c->defer_norm = !(dne && !strcmp(dne, "0"));
-    c->fuse_route = fre && !strcmp(fre, "1");
-    const char *qke = getenv("LLM170_HIP_QKV");
-    c->join_qkv = !(qke && !strcmp(qke, "0"));
-    const char *fte = getenv("LLM170_HIP_FUSE_ATTN");
-    c->fuse_attn = fte && !strcmp(fte, "1");
-    const char *ase = getenv("LLM170_HIP_ARGMAX_SPLIT");
-    c->amax_split = !(ase && !strcmp(ase, "0"));
-    const char *gre = getenv("LLM170_HIP_GEMV_R");
-    c->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
-    const char *gwe = getenv("LLM170_HIP_GEMV_WARPS");
-    c->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
-    c->use_mma = !(mmae && !strcmp(mmae, "0"));
-    const char *gbe = getenv("LLM170_HIP_GEMVB");
-    c->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
-    const char *gme = getenv("LLM170_HIP_GEMVBM_MIN");
-    c->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 5;
-    const char *mte = getenv("LLM170_HIP_MMA_T");
-    c->mma_t = mte ? atoi(mte) : 0;
-    c->dec_ns = DEC_SPLIT;
-    const char *sbe = getenv("LLM170_HIP_SPLIT_BUCKETS");
-    c->split_buckets = !(sbe && !strcmp(sbe, "0"));
-    const char *mwe = getenv("LLM170_HIP_MMA_WAVES");
-    c->mma_waves = mwe && atoi(mwe) >= 0 && atoi(mwe) <= 100 ? atoi(mwe) : MMA_WAVES;
-    const char *fae = getenv("LLM170_HIP_FA");
-    c->use_fa = !(fae && !strcmp(fae, "0"));
-    const char *gqe = getenv("LLM170_HIP_GQA");
-    c->gqa = gqe && !strcmp(gqe, "1");
-    int rc = hip_rt_open(&c->rt, e);
-    if (!rc) {
-        const char *pfe = getenv("LLM170_HIP_PDL_PREFETCH");
-        c->pf = hip_rt_pdl(c->rt) && !(pfe && !strcmp(pfe, "0"));
+    struct hip_knobs kenv;
+    if (!k) {
+        hip_knobs_from_env(&kenv);
+        k = &kenv;
     }
+    c->k = *k;
+    c->pinned = k->pinned;
+    c->graphs = k->graphs;
+    c->q8 = k->q8;
+    c->defer_norm = k->defer_norm;
+    c->fuse_route = k->fuse_route;
+    c->join_qkv = k->join_qkv;
+    c->fuse_attn = k->fuse_attn;
+    c->amax_split = k->amax_split;
+    c->gemv_r = k->gemv_r;
+    c->gemv_warps = k->gemv_warps;
+    c->use_mma = k->use_mma;
+    c->gemvb_t = k->gemvb_t;
+    c->gemvbm_min = k->gemvbm_min;
+    c->mma_t = k->mma_t;
+    c->dec_ns = DEC_SPLIT;
+    c->split_buckets = k->split_buckets;
+    c->mma_waves = k->mma_waves;
+    c->use_fa = k->use_fa;
+    c->gqa = k->gqa;
+    int rc = hip_rt_open(&c->rt, e);
+    if (!rc)
+        c->pf = hip_rt_pdl(c->rt) && k->pdl_prefetch;
     if (!rc)
         rc = get_kernels(c, e);
     c->L = calloc((size_t)hp->n_layer, sizeof *c->L);
@@ -1393,7 +1381,7 @@ void hipe_lend(const struct hip_engine *c, struct hip_lend *out)
 {
     *out = (struct hip_lend){
         .rt = c->rt, .warp = c->warp, .n_ctx = c->p.n_ctx, .n_batch = c->p.n_batch, .n_seq = c->p.n_seq,
-        .W = c->W, .gemv_max = GEMV_MAX, .split_tokens = SPLIT_TOKENS, .dec_split = DEC_SPLIT, .kv_elt = c->kv_elt, .x = c->x, .h = c->h,
+        .knobs = &c->k, .W = c->W, .gemv_max = GEMV_MAX, .split_tokens = SPLIT_TOKENS, .dec_split = DEC_SPLIT, .kv_elt = c->kv_elt, .x = c->x, .h = c->h,
         .qkv = c->qkv, .o = c->o, .part = c->part, .io = c->io, .xq = c->xq, .xqd = c->xqd,
     };
 }
@@ -1450,7 +1438,9 @@ bool hipe_want_q8(const struct hip_engine *c, int k, int t)
 static int hb_create(void **out, const struct model *m, const struct engine_params *p, struct err *e)
 {
     struct hip_engine *c = NULL;
-    int rc = hip_engine_create(&c, m, p, e);
+    struct hip_knobs k;
+    hip_knobs_from_env(&k); /* the environment read once, here */
+    int rc = hip_engine_create(&c, m, p, &k, e);
     *out = c;
     return rc;
 }

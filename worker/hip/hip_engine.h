@@ -7,6 +7,7 @@
 #define LLM170_HIP_ENGINE_H
 
 #include "../backend/backend.h"
+#include "hip_knobs.h"
 
 /* The backend's ops table, for the table of backends (engine/engine_backends.c): its public face.
  * The hip_engine_* calls below are what the GPU tests and tools (tests/test_hip_engine.c,
@@ -16,8 +17,10 @@ extern const struct backend_ops hip_backend;
 struct hip_engine;
 
 /* ERR_UNSUPPORTED with a clear message when no GPU runtime is present or the model uses a weight
- * type the kernels do not cover. p->backend is not checked. */
-int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *p, struct err *e);
+ * type the kernels do not cover. p->backend is not checked. k: the tuning settings (hip_knobs.h);
+ * NULL reads them from the environment (hip_knobs_from_env). */
+int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *p,
+                      const struct hip_knobs *k, struct err *e);
 void hip_engine_free(struct hip_engine *c);
 /* Device bytes of the engine's activations and step buffers for m with resolved params p (n_ctx,
  * n_batch, n_seq > 0); needs no GPU (the fit check, hip_fit.h). */
@@ -32,7 +35,7 @@ int hip_engine_seq_len(const struct hip_engine *c, int seq);
 int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct err *e);
 /* "NVIDIA H200 (sm_90, …)" */
 const char *hip_engine_device(const struct hip_engine *c);
-/* Replay decode steps as graphs (default on; LLM170_HIP_GRAPH=0 turns it off). */
+/* Replay decode steps as graphs (default: hip_knobs.graphs). */
 void hip_engine_set_graphs(struct hip_engine *c, bool on);
 /* Time every kernel of the following decode calls (turns graphs off while on). */
 struct hip_prof_row;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../../common/err.h"
+#include "hip_knobs.h"
 #include "hip_rt.h"
 #include "../model/model.h"
 
@@ -31,6 +32,7 @@ struct stager {
 /* The engine's buffers and settings a hybrid layer reads or writes, B = n_batch. */
 struct hip_lend {
     struct hip_rt *rt;
+    const struct hip_knobs *knobs; /* the engine's settings */
     int warp;
     int n_ctx, n_batch, n_seq;
     int W;                 /* width of a qkv row: nq_max + 2·nkv_max */

@@ -51,7 +51,7 @@ struct hip_hybrid {
     hip_fn k_conv, k_rec, k_gnorm, k_split, k_gate, k_shexp, k_rope, k_attn, k_comb, k_swiglu;
     hip_fn k_conv_tok, k_conv_state, k_cprep, k_cscan; /* prefill: token-parallel conv, chunked delta rule */
     int chunk_min;           /* a step whose longest group has this many rows takes the chunked delta rule
-                                (batches over GEMV size only); 0: never (LLM170_HIP_GDN_CHUNK) */
+                                (batches over GEMV size only); 0: never (hip_knobs.gdn_chunk) */
     int n_grp, n_chunk, max_len; /* of the step hip_hybrid_prepare grouped */
     /* scratch (device), B = n_batch */
     uint64_t mix;            /* [B][max(conv_dim, 2·nq_max)] GDN projection / gated query+gate */
@@ -210,8 +210,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
         if (i < n_fixed || m->n_gdn_layers)
             rc = hip_rt_fn(l.rt, ks[i].n, ks[i].f, e);
     /* chunked delta rule for a step whose longest sequence run has at least this many rows */
-    const char *ce = getenv("LLM170_HIP_GDN_CHUNK");
-    hy->chunk_min = ce ? atoi(ce) : 16;
+    hy->chunk_min = l.knobs->gdn_chunk;
     if (p->n_batch <= HB_GEMV_MAX || hy->chunk_min < 0)
         hy->chunk_min = 0;
 
