@@ -22,9 +22,6 @@ struct hip_engine;
 int hip_engine_create(struct hip_engine **out, const struct model *m, const struct engine_params *p,
                       const struct hip_knobs *k, struct err *e);
 void hip_engine_free(struct hip_engine *c);
-/* Device bytes of the engine's activations and step buffers for m with resolved params p (n_ctx,
- * n_batch, n_seq > 0); needs no GPU (the fit check, hip_fit.h). */
-uint64_t hip_engine_scratch_bytes(const struct model *m, const struct engine_params *p);
 int hip_engine_decode(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e);
 /* As hip_engine_decode, but only the argmax token id of each row that asked for logits leaves the
  * device (greedy sampling on the device). */

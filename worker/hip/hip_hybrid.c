@@ -2,7 +2,7 @@
  * hip_hybrid.h; math in shared spec arch-qwen35.md §6, CPU mirror in
  * cpu_hybrid.c).
  *
- * Weight products go through hip_engine.c's launch helpers (hipe_mm: GEMV
+ * Weight products go through hip_ops.c's launch helpers (hip_ops_mm: GEMV
  * for decode-sized batches, tiled GEMM otherwise); the conv, the delta rule,
  * the gated norm and the gates are kernels/gdn.cu. A step's launches depend
  * only on the batch size (the grouping of rows by sequence is data the host
@@ -35,7 +35,7 @@ struct hlayer {       /* a GDN layer's device weights (and any layer's shared ex
 };
 
 struct hip_hybrid {
-    struct hip_engine *c;
+    struct hip_ops *o;     /* the engine's launch core (hip_ops.h) */
     const struct model *m;
     struct hlayer *L;        /* [n_layer] */
     int n_seq, n_batch, n_snap;
@@ -69,6 +69,12 @@ struct hip_hybrid {
     int32_t *grp_h;          /* pinned mirror of grp */
 };
 
+/* whether GEMVs over k inputs run on a q8 copy, and weight type t (t < 0: any) has such a kernel */
+static bool want_q8_t(const struct hip_ops *o, int k, int t)
+{
+    return hip_ops_want_q8(o, k) && (t < 0 || o->gemvq[t]);
+}
+
 static struct gdn_groups groups_of(const struct hip_hybrid *hy)
 {
     const uint64_t B = (uint64_t)hy->n_batch, g = hy->grp;
@@ -82,9 +88,8 @@ void hip_hybrid_free(struct hip_hybrid *hy)
     if (!hy)
         return;
     if (hy->grp_h) {
-        struct hip_lend l;
-        hipe_lend(hy->c, &l);
-        hip_rt_host_free(l.rt, hy->grp_h);
+        const struct hip_ops *l = hy->o;
+        hip_rt_host_free(l->rt, hy->grp_h);
     }
     free(hy->L);
     free(hy->slots);
@@ -148,7 +153,7 @@ uint64_t hip_hybrid_device_bytes(const struct model *m, const struct engine_para
     return t;
 }
 
-int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struct model *m,
+int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct model *m,
                       const struct engine_params *p, struct stager *s, struct err *e)
 {
     *out = NULL;
@@ -161,7 +166,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
     struct hip_hybrid *hy = calloc(1, sizeof *hy);
     if (!hy)
         return err_set(e, ERR_NOMEM, "hip: out of memory");
-    hy->c = c;
+    hy->o = c;
     hy->m = m;
     hy->n_seq = p->n_seq;
     hy->n_batch = p->n_batch;
@@ -191,8 +196,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
         hy->pe_pair[i] = !(hh || w || t);
     }
 
-    struct hip_lend l;
-    hipe_lend(c, &l);
+    const struct hip_ops *l = c;
     char nm[32], nprep[32], nscan[32];
     snprintf(nm, sizeof nm, "gdn_rec_%d", hp->d_state);
     snprintf(nprep, sizeof nprep, "gdn_chunk_prep_%d", hp->d_state);
@@ -208,9 +212,9 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
     int rc = 0;
     for (size_t i = 0; i < sizeof ks / sizeof ks[0] && !rc; i++)
         if (i < n_fixed || m->n_gdn_layers)
-            rc = hip_rt_fn(l.rt, ks[i].n, ks[i].f, e);
+            rc = hip_rt_fn(l->rt, ks[i].n, ks[i].f, e);
     /* chunked delta rule for a step whose longest sequence run has at least this many rows */
-    hy->chunk_min = l.knobs->gdn_chunk;
+    hy->chunk_min = l->k.gdn_chunk;
     if (p->n_batch <= HB_GEMV_MAX || hy->chunk_min < 0)
         hy->chunk_min = 0;
 
@@ -221,11 +225,11 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
                                   &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp };
         struct dw *dws[] = { &d->qkv, &d->z, &d->beta, &d->alpha, &d->out, &d->sh_gate, &d->sh_up, &d->sh_down };
         for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++)
-            rc = hipe_up_wt(c, s, ws[i], dws[i], e);
+            rc = hip_ops_up_wt(c, s, ws[i], dws[i], e);
         const struct vec *vs[] = { &ly->ssm_conv, &ly->ssm_dt, &ly->ssm_a, &ly->ssm_norm, &ly->gate_inp_shexp };
         uint64_t *dvs[] = { &d->conv, &d->dt, &d->A, &d->norm, &d->sh_inp };
         for (size_t i = 0; i < sizeof vs / sizeof vs[0] && !rc; i++)
-            rc = hipe_up_vec(c, s, vs[i], dvs[i], e);
+            rc = hip_ops_up_vec(c, s, vs[i], dvs[i], e);
         if (!rc && ly->kind == LAYER_GDN && (!d->qkv.d || !d->z.d || !d->beta.d || !d->alpha.d || !d->out.d ||
                                             !d->conv || !d->dt || !d->A || !d->norm))
             rc = err_set(e, ERR_FORMAT, "hip: GDN layer %d lacks a tensor", il);
@@ -241,11 +245,11 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
         { &hy->p, sz[HB_P] }, { &hy->sc, sz[HB_SC] }, { &hy->grp, sz[HB_GRP] },
     };
     for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
-        rc = hipe_dalloc(c, sc[i].n, sc[i].d, e);
+        rc = hip_ops_dalloc(c, sc[i].n, sc[i].d, e);
     if (!rc && state_n)
-        rc = hip_rt_memset32(l.rt, hy->state, 0, state_n, e);
+        rc = hip_rt_memset32(l->rt, hy->state, 0, state_n, e);
     if (!rc)
-        rc = hip_rt_host_alloc(l.rt, sz[HB_GRP], (void **)&hy->grp_h, e);
+        rc = hip_rt_host_alloc(l->rt, sz[HB_GRP], (void **)&hy->grp_h, e);
     if (rc) {
         hip_hybrid_free(hy);
         return rc;
@@ -299,9 +303,8 @@ int hip_hybrid_prepare(struct hip_hybrid *hy, const struct engine_tok *toks, int
     hy->n_grp = n_grp;
     hy->n_chunk = n_chunk;
     hy->max_len = max_len;
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
-    return hip_rt_h2d(l.rt, hy->grp, h, GDN_GRP_INTS((size_t)B) * 4, e);
+    const struct hip_ops *l = hy->o;
+    return hip_rt_h2d(l->rt, hy->grp, h, GDN_GRP_INTS((size_t)B) * 4, e);
 }
 
 #define TRY(x)               \
@@ -317,24 +320,23 @@ static bool same_shape(const struct dw *a, const struct dw *b)
     return a->type == b->type && a->ne0 == b->ne0 && a->ne1 == b->ne1;
 }
 
-static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_lend *l,
+static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_ops *l,
                      struct err *e)
 {
     const struct hparams *hp = &hy->m->hp;
     const struct hlayer *d = &hy->L[il];
-    struct hipe_layer at;
-    hipe_layer_of(hy->c, il, &at);
+    const struct hip_ops_layer *at = &hy->o->L[il];
     const int E = hp->n_embd, cd = hy->conv_dim, vd = hy->value_dim, HV = hp->n_v_heads, dv = hp->d_state;
     int rc;
-    const int qh = hipe_want_q8(hy->c, E, -1);
-    TRY(hipe_rms(hy->c, l->h, l->x, at.attn_norm, n, E, qh, e));
-    TRY(hipe_mm(hy->c, &d->qkv, NULL, l->h, E, 1, n, hy->mix, cd, 0, 0, 0, 0, qh, e));
-    TRY(hipe_mm(hy->c, &d->z, NULL, l->h, E, 1, n, hy->z, vd, 0, 0, 0, 0, qh, e));
-    if (n <= l->gemv_max && same_shape(&d->beta, &d->alpha)) {
-        TRY(hipe_mm_dual(hy->c, &d->beta, &d->alpha, l->h, E, n, hy->b, hy->a, HV, qh, e));
+    const int qh = want_q8_t(hy->o, E, -1);
+    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, 0, n, E, E, E, qh, e));
+    TRY(hip_ops_mm(hy->o, &d->qkv, NULL, l->h, E, 1, n, hy->mix, cd, 0, 0, 0, 0, qh, e));
+    TRY(hip_ops_mm(hy->o, &d->z, NULL, l->h, E, 1, n, hy->z, vd, 0, 0, 0, 0, qh, e));
+    if (n <= HIP_GEMV_MAX && same_shape(&d->beta, &d->alpha)) {
+        TRY(hip_ops_mm_dual(hy->o, &d->beta, &d->alpha, l->h, E, n, hy->b, hy->a, HV, 0, 0, qh, e));
     } else {
-        TRY(hipe_mm(hy->c, &d->beta, NULL, l->h, E, 1, n, hy->b, HV, 0, 0, 0, 0, qh, e));
-        TRY(hipe_mm(hy->c, &d->alpha, NULL, l->h, E, 1, n, hy->a, HV, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &d->beta, NULL, l->h, E, 1, n, hy->b, HV, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &d->alpha, NULL, l->h, E, 1, n, hy->a, HV, 0, 0, 0, 0, qh, e));
     }
     const int64_t seq_stride = (int64_t)hy->per_seq;
     const uint64_t st = hy->state + 4u * (uint64_t)ly->gdn_index * (uint64_t)(hy->conv_per + hy->ssm_per);
@@ -345,7 +347,7 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
     void *cp[] = { &ca };
     /* a prompt: conv outputs token-parallel, then the state rolled forward; decode: one thread per
      * channel walking its group (fewer launches, and the step's graph stays as it was) */
-    const bool prompt = n > l->gemv_max && hy->chunk_min > 0;
+    const bool prompt = n > HIP_GEMV_MAX && hy->chunk_min > 0;
     if (prompt) {
         TRY(hip_rt_launch(l->rt, hy->k_conv_tok, (unsigned)n, cdiv((size_t)cd, 128), 1, 128, cp, e));
         TRY(hip_rt_launch(l->rt, hy->k_conv_state, (unsigned)hy->n_grp, cdiv((size_t)cd, 128), 1, 128, cp, e));
@@ -369,7 +371,7 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
                           (unsigned)(nw * l->warp), rp, e));
     }
     /* the gated norm also writes the q8 copy of its output for the out-projection GEMV */
-    const int qo = n <= l->gemv_max && dv % l->warp == 0 && hipe_want_q8(hy->c, vd, d->out.type);
+    const int qo = n <= HIP_GEMV_MAX && dv % l->warp == 0 && want_q8_t(hy->o, vd, d->out.type);
     {
         uint64_t o = hy->og, z = hy->z, w = d->norm, q = qo ? l->xq : 0, qd = qo ? l->xqd : 0;
         int vdd = vd, dvv = dv;
@@ -378,28 +380,27 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
         TRY(hip_rt_launch(l->rt, hy->k_gnorm, (unsigned)n, (unsigned)HV, 1,
                           cdiv((size_t)dv, (size_t)l->warp) * (unsigned)l->warp, gp, e));
     }
-    return hipe_mm(hy->c, &d->out, NULL, hy->og, vd, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
+    return hip_ops_mm(hy->o, &d->out, NULL, hy->og, vd, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
 }
 
-static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_lend *l,
+static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_ops *l,
                             struct err *e)
 {
     const struct hparams *hp = &hy->m->hp;
-    struct hipe_layer at;
-    hipe_layer_of(hy->c, il, &at);
-    const int E = hp->n_embd, hd = hp->head_dim, W = l->W, B = l->n_batch;
+    const struct hip_ops_layer *at = &hy->o->L[il];
+    const int E = hp->n_embd, hd = hp->head_dim, W = l->W, B = l->p.n_batch;
     const int nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
     const uint64_t pos = l->io + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B, cs = l->io + 16u * (uint64_t)B;
     int rc;
-    const int qh = hipe_want_q8(hy->c, E, -1);
-    TRY(hipe_rms(hy->c, l->h, l->x, at.attn_norm, n, E, qh, e));
-    TRY(hipe_mm(hy->c, at.wq, NULL, l->h, E, 1, n, hy->mix, 2 * nq, 0, 0, 0, 0, qh, e));
+    const int qh = want_q8_t(hy->o, E, -1);
+    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, 0, n, E, E, E, qh, e));
+    TRY(hip_ops_mm(hy->o, &at->wq, NULL, l->h, E, 1, n, hy->mix, 2 * nq, 0, 0, 0, 0, qh, e));
     const uint64_t yk = l->qkv + 4u * (uint64_t)nq, yv = l->qkv + 4u * (uint64_t)(nq + nkv);
-    if (n <= l->gemv_max && same_shape(at.wk, at.wv)) {
-        TRY(hipe_mm_dual(hy->c, at.wk, at.wv, l->h, E, n, yk, yv, W, qh, e));
+    if (n <= HIP_GEMV_MAX && same_shape(&at->wk, &at->wv)) {
+        TRY(hip_ops_mm_dual(hy->o, &at->wk, &at->wv, l->h, E, n, yk, yv, W, 0, 0, qh, e));
     } else {
-        TRY(hipe_mm(hy->c, at.wk, NULL, l->h, E, 1, n, yk, W, 0, 0, 0, 0, qh, e));
-        TRY(hipe_mm(hy->c, at.wv, NULL, l->h, E, 1, n, yv, W, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &at->wk, NULL, l->h, E, 1, n, yk, W, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &at->wv, NULL, l->h, E, 1, n, yv, W, 0, 0, 0, 0, qh, e));
     }
     {
         uint64_t mix = hy->mix, q = l->qkv, g = hy->gate;
@@ -407,19 +408,19 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
         void *sp[] = { &mix, &q, &qs, &g, &nh, &hdd };
         TRY(hip_rt_launch(l->rt, hy->k_split, (unsigned)n, cdiv((size_t)(ly->n_head * hd), 256), 1, 256, sp, e));
     }
-    const uint64_t seq_stride = (uint64_t)l->n_ctx * (uint64_t)nkv;
+    const uint64_t seq_stride = (uint64_t)l->p.n_ctx * (uint64_t)nkv;
     struct rope_args ra = {
-        .q = l->qkv, .k = yk, .v = yv, .q_norm = at.q_norm, .k_norm = at.k_norm, .cs = cs, .kc = at.kc,
-        .vc = at.vc, .pos = pos, .seq = seq, .seq_stride = (int64_t)seq_stride, .q_stride = W, .kv_stride = W,
+        .q = l->qkv, .k = yk, .v = yv, .q_norm = at->q_norm, .k_norm = at->k_norm, .cs = cs, .kc = at->kc,
+        .vc = at->vc, .pos = pos, .seq = seq, .seq_stride = (int64_t)seq_stride, .q_stride = W, .kv_stride = W,
         .hd = hd, .n_rot = hp->n_rot, .n_head = ly->n_head, .n_head_kv = ly->n_head_kv, .neox = 1,
         .kv_f16 = l->kv_elt == 2, .eps = hp->rms_eps,
     };
     void *rp[] = { &ra };
     const unsigned rb = (unsigned)((hd + l->warp - 1) / l->warp * l->warp);
     TRY(hip_rt_launch(l->rt, hy->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
-    const int nsplit = n <= l->split_tokens ? l->dec_split : 1;
+    const int nsplit = n <= HIP_SPLIT_TOKENS ? HIP_DEC_SPLIT : 1;
     struct attn_args aa = {
-        .q = l->qkv, .o = l->o, .k = at.kc, .v = at.vc, .pos = pos, .seq = seq, .part = l->part,
+        .q = l->qkv, .o = l->o, .k = at->kc, .v = at->vc, .pos = pos, .seq = seq, .part = l->part,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
         .n_head_kv = ly->n_head_kv, .q_stride = W, .o_stride = nq, .nsplit = nsplit, .kv_f16 = l->kv_elt == 2,
         .scale = hp->kq_scale,
@@ -430,24 +431,23 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
     if (nsplit > 1)
         TRY(hip_rt_launch(l->rt, hy->k_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
     /* the gate also writes the q8 copy of o for the output-projection GEMV */
-    const int qo = n <= l->gemv_max && hipe_want_q8(hy->c, nq, at.wo->type);
+    const int qo = n <= HIP_GEMV_MAX && want_q8_t(hy->o, nq, at->wo.type);
     {
         uint64_t o = l->o, g = hy->gate, q = qo ? l->xq : 0, qd = qo ? l->xqd : 0;
         int cnt = n * nq, nqq = nq;
         void *gp[] = { &o, &g, &cnt, &nqq, &q, &qd };
         TRY(hip_rt_launch(l->rt, hy->k_gate, cdiv((size_t)cnt, 256), 1, 1, 256, gp, e));
     }
-    return hipe_mm(hy->c, at.wo, NULL, l->o, nq, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
+    return hip_ops_mm(hy->o, &at->wo, NULL, l->o, nq, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
 }
 
 int hip_hybrid_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, struct err *e)
 {
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
+    const struct hip_ops *l = hy->o;
     if (ly->kind == LAYER_GDN)
-        return gdn_layer(hy, ly, il, n, &l, e);
+        return gdn_layer(hy, ly, il, n, l, e);
     if (ly->kind == LAYER_GATED_ATTN)
-        return gated_attn_layer(hy, ly, il, n, &l, e);
+        return gated_attn_layer(hy, ly, il, n, l, e);
     return err_set(e, ERR_INTERNAL, "hip: layer %d is no hybrid layer", il);
 }
 
@@ -457,29 +457,28 @@ int hip_hybrid_shexp(struct hip_hybrid *hy, const struct layer *ly, int il, int 
     if (!d->sh_down.d)
         return 0;
     (void)ly;
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
+    const struct hip_ops *l = hy->o;
     const int E = hy->m->hp.n_embd, F = hy->m->hp.n_ff_shexp;
     int rc = 0;
     /* f32 activations: the routed experts' launches overwrote the q8 copy of h, and at the shared
      * expert's width (qwen35moe: 512) a second quantization launch costs more than it saves */
     const int qh = 0;
-    if (n <= l.gemv_max && same_shape(&d->sh_gate, &d->sh_up)) {
-        TRY(hipe_mm(hy->c, &d->sh_gate, &d->sh_up, l.h, E, 1, n, hy->sg, F, 0, 0, 0, 2, qh, e));
+    if (n <= HIP_GEMV_MAX && same_shape(&d->sh_gate, &d->sh_up)) {
+        TRY(hip_ops_mm(hy->o, &d->sh_gate, &d->sh_up, l->h, E, 1, n, hy->sg, F, 0, 0, 0, 2, qh, e));
     } else {
-        TRY(hipe_mm(hy->c, &d->sh_gate, NULL, l.h, E, 1, n, hy->sg, F, 0, 0, 0, 0, qh, e));
-        TRY(hipe_mm(hy->c, &d->sh_up, NULL, l.h, E, 1, n, hy->su, F, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &d->sh_gate, NULL, l->h, E, 1, n, hy->sg, F, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &d->sh_up, NULL, l->h, E, 1, n, hy->su, F, 0, 0, 0, 0, qh, e));
         uint64_t g = hy->sg, u = hy->su;
         int cnt = n * F;
         void *sp[] = { &g, &u, &cnt };
-        TRY(hip_rt_launch(l.rt, hy->k_swiglu, cdiv((size_t)cnt, 256), 1, 1, 256, sp, e));
+        TRY(hip_rt_launch(l->rt, hy->k_swiglu, cdiv((size_t)cnt, 256), 1, 1, 256, sp, e));
     }
     const int qf = 0;
-    TRY(hipe_mm(hy->c, &d->sh_down, NULL, hy->sg, F, 1, n, hy->sy, E, 0, 0, 0, 0, qf, e));
-    uint64_t x = l.x, y = hy->sy, h = l.h, w = d->sh_inp;
+    TRY(hip_ops_mm(hy->o, &d->sh_down, NULL, hy->sg, F, 1, n, hy->sy, E, 0, 0, 0, 0, qf, e));
+    uint64_t x = l->x, y = hy->sy, h = l->h, w = d->sh_inp;
     int ee = E;
     void *p[] = { &x, &y, &h, &w, &ee };
-    return hip_rt_launch(l.rt, hy->k_shexp, (unsigned)n, cdiv((size_t)E, 256), 1, 256, p, e);
+    return hip_rt_launch(l->rt, hy->k_shexp, (unsigned)n, cdiv((size_t)E, 256), 1, 256, p, e);
 }
 
 /* ---- sequence state (cpu_hybrid.c's rules, device copies) ---- */
@@ -502,13 +501,12 @@ static uint64_t seq_state(const struct hip_hybrid *hy, int seq)
 
 static int d2d(struct hip_hybrid *hy, uint64_t dst, uint64_t src, struct err *e)
 {
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
-    int rc = hip_rt_bind(l.rt, e);
+    const struct hip_ops *l = hy->o;
+    int rc = hip_rt_bind(l->rt, e);
     if (!rc)
-        rc = hip_rt_d2d(l.rt, dst, src, hy->per_seq * 4, e);
+        rc = hip_rt_d2d(l->rt, dst, src, hy->per_seq * 4, e);
     if (!rc)
-        rc = hip_rt_sync(l.rt, e);
+        rc = hip_rt_sync(l->rt, e);
     return rc;
 }
 
@@ -516,7 +514,7 @@ static int snap_alloc(struct hip_hybrid *hy, uint64_t *state, struct err *e)
 {
     if (*state)
         return 0;
-    return hipe_dalloc(hy->c, hy->per_seq * 4, state, e);
+    return hip_ops_dalloc(hy->o, hy->per_seq * 4, state, e);
 }
 
 int hip_hybrid_restorable(const struct hip_hybrid *hy, const int *len, int seq, int pos)
@@ -596,13 +594,12 @@ int hip_hybrid_copy(struct hip_hybrid *hy, const int *len, int src, int dst, int
     if (from) {
         rc = d2d(hy, seq_state(hy, dst), from, e);
     } else {
-        struct hip_lend l;
-        hipe_lend(hy->c, &l);
-        rc = hip_rt_bind(l.rt, e);
+        const struct hip_ops *l = hy->o;
+        rc = hip_rt_bind(l->rt, e);
         if (!rc)
-            rc = hip_rt_memset32(l.rt, seq_state(hy, dst), 0, hy->per_seq, e);
+            rc = hip_rt_memset32(l->rt, seq_state(hy, dst), 0, hy->per_seq, e);
         if (!rc)
-            rc = hip_rt_sync(l.rt, e);
+            rc = hip_rt_sync(l->rt, e);
     }
     if (rc)
         return rc;
