@@ -61,30 +61,30 @@ struct hip_engine {
                               slower at depth than the per-head kernel, equal at short context: opt-in) */
     /* weights */
     struct dw tok_embd, output;
-    uint64_t output_norm, output_bias;
+    struct hip_dptr output_norm, output_bias; /* f32 [E], [V] or none */
     /* state */
     int *len;              /* [n_seq] cached positions */
     int *seq_next;         /* [n_seq] */
     /* scratch (device) the engine's layers alone use, B = n_batch (the shared ones are in ops) */
-    uint64_t fg, fu;       /* [B·K or B][F] */
-    uint64_t logits;       /* [B][V] */
-    uint64_t rl;           /* [B][X] router logits */
-    uint64_t sel;          /* [B][K] int */
-    uint64_t sw;           /* [B][K] */
-    uint64_t ey;           /* [B·K][E] */
-    uint64_t amax;         /* [B] int argmax results */
-    uint64_t amx;          /* argmax_split's slices: f32 [B][AMAX_SLICES] values, int [B][AMAX_SLICES] indices,
+    struct hip_dptr fg, fu; /* [B·K or B][F] */
+    struct hip_dptr logits; /* [B][V] */
+    struct hip_dptr rl;    /* [B][X] router logits */
+    struct hip_dptr sel;   /* [B][K] int */
+    struct hip_dptr sw;    /* [B][K] */
+    struct hip_dptr ey;    /* [B·K][E] */
+    struct hip_dptr amax;  /* [B] int argmax results */
+    struct hip_dptr amx;   /* argmax_split's slices: f32 [B][AMAX_SLICES] values, int [B][AMAX_SLICES] indices,
                               int [B] counters (zero between launches) */
-    uint64_t fcnt;         /* [GEMV_MAX·Kq][F/32] int counters of the gate/up GEMV (zero between launches) */
+    struct hip_dptr fcnt;  /* [GEMV_MAX·Kq][F/32] int counters of the gate/up GEMV (zero between launches) */
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
-    uint64_t topk;         /* topk_cut's arrays: int k [B], int cnt [B], int ids [B][CAP], f32 vals [B][CAP],
+    struct hip_dptr topk;  /* topk_cut's arrays: int k [B], int cnt [B], int ids [B][CAP], f32 vals [B][CAP],
                               CAP = ENGINE_CAND_CAP (TOPK_BYTES(B)) */
     int32_t *topk_h;       /* pinned mirror of topk */
     hip_fn k_topk;         /* topk_cut */
     int nq_max, nkv_max, F;
     int Kq;                /* rows of fq per token: n_expert_used for MoE (one per slot), else 1 */
-    uint64_t acnt;         /* [SPLIT_TOKENS][n_head] int split counters of the merge fused into attn (zero between
+    struct hip_dptr acnt;  /* [SPLIT_TOKENS][n_head] int split counters of the merge fused into attn (zero between
                               launches) */
     bool join_qkv;         /* Q, K and V uploaded as one [Q | K | V] matrix where they can be (up_qkv;
                               hip_knobs.join_qkv) */
@@ -138,7 +138,7 @@ static int up_qkv(struct hip_engine *c, struct stager *s, const struct layer *ly
     uint64_t off = 0;
     for (int i = 0; i < 3 && !rc; i++) {
         const size_t n = w[i]->row_bytes * (size_t)w[i]->ne[1];
-        rc = hip_ops_upload(&c->ops, s, d->d + off, w[i]->data, n, e);
+        rc = hip_ops_upload(&c->ops, s, hip_dptr_off(d->d, off), w[i]->data, n, e);
         off += n;
     }
     return rc;
@@ -367,8 +367,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
             rc = hip_ops_up_wt(&c->ops, &s, ws[i], dws[i], e);
         const struct vec *vs[] = { &ly->attn_norm, &ly->ffn_norm, &ly->q_norm, &ly->k_norm, &ly->bq, &ly->bk,
                                    &ly->bv, &ly->bqkv, &ly->bo, &ly->b_gate, &ly->b_up, &ly->b_down };
-        uint64_t *dvs[] = { &d->attn_norm, &d->ffn_norm, &d->q_norm, &d->k_norm, &d->bq, &d->bk,
-                            &d->bv, &d->bqkv, &d->bo, &d->b_gate, &d->b_up, &d->b_down };
+        struct hip_dptr *dvs[] = { &d->attn_norm, &d->ffn_norm, &d->q_norm, &d->k_norm, &d->bq, &d->bk,
+                                   &d->bv, &d->bqkv, &d->bo, &d->b_gate, &d->b_up, &d->b_down };
         for (size_t i = 0; i < sizeof vs / sizeof vs[0] && !rc; i++)
             rc = hip_ops_up_vec(&c->ops, &s, vs[i], dvs[i], e);
     }
@@ -403,7 +403,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.W = sp.W;
     c->F = sp.F;
     c->Kq = sp.Kq;
-    uint64_t *const dst[HIP_SCR_COUNT] = {
+    struct hip_dptr *const dst[HIP_SCR_COUNT] = {
         [HIP_SCR_IO] = &c->ops.io, [HIP_SCR_X] = &c->ops.x, [HIP_SCR_H] = &c->ops.h, [HIP_SCR_QKV] = &c->ops.qkv,
         [HIP_SCR_O] = &c->ops.o, [HIP_SCR_FG] = &c->fg, [HIP_SCR_FU] = &c->fu, [HIP_SCR_LOGITS] = &c->logits,
         [HIP_SCR_PART] = &c->ops.part, [HIP_SCR_RL] = &c->rl, [HIP_SCR_SEL] = &c->sel, [HIP_SCR_SW] = &c->sw,
@@ -450,39 +450,41 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     } while (0)
 
 /* next_norm: the RMSNorm weight of the sublayer after this one, deferred by the residual GEMV (defer_ok), or 0 */
-static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n, uint64_t next_norm,
+static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n, struct hip_dptr next_norm,
                       struct err *e)
 {
     const struct model *m = c->ops.m;
     const struct hparams *hp = &m->hp;
     const int E = hp->n_embd, hd = hp->head_dim, W = c->ops.W, B = c->ops.p.n_batch;
     const int nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
-    const uint64_t tok = c->ops.io, pos = tok + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B;
-    const uint64_t cs = c->ops.io + 16u * (uint64_t)B;
+    const uint64_t tok = c->ops.io.a, pos = tok + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B;
+    const uint64_t cs = c->ops.io.a + 16u * (uint64_t)B;
     int rc;
     /* the input: normed in h (+ q8 in xq), or x∘w in hq with its norm deferred to these GEMVs */
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E);
     if (!c->ops.h_def)
-        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->attn_norm, 0, n, E, E, E, qh, e));
+        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
     c->ops.h_def = false;
-    if (d->wqkv.d) { /* rows of nq + 2·nkv, as rope_store and attn read them (qs below) */
-        TRY(hip_ops_mm(&c->ops, &d->wqkv, NULL, c->ops.h, E, 1, n, c->ops.qkv, nq + 2 * nkv, d->bqkv, 0, 0, 0, qh, e));
+    if (!hip_dptr_null(d->wqkv.d)) { /* rows of nq + 2·nkv, as rope_store and attn read them (qs below) */
+        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wqkv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = nq + 2 * nkv, .bias = d->bqkv, .q = qh }, e));
     } else {
-        TRY(hip_ops_mm(&c->ops, &d->wq, NULL, c->ops.h, E, 1, n, c->ops.qkv, W, d->bq, 0, 0, 0, qh, e));
-        const uint64_t yk = c->ops.qkv + 4u * (uint64_t)nq, yv = c->ops.qkv + 4u * (uint64_t)(nq + nkv);
+        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wq, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = W, .bias = d->bq, .q = qh }, e));
+        const struct hip_dptr yk = hip_dptr_off(c->ops.qkv, 4u * (uint64_t)nq);
+        const struct hip_dptr yv = hip_dptr_off(c->ops.qkv, 4u * (uint64_t)(nq + nkv));
         if (n <= GEMV_MAX && d->wk.type == d->wv.type && d->wk.ne0 == d->wv.ne0 && d->wk.ne1 == d->wv.ne1) {
-            TRY(hip_ops_mm_dual(&c->ops, &d->wk, &d->wv, c->ops.h, E, n, yk, yv, W, d->bk, d->bv, qh, e));
+            TRY(hip_ops_mm_dual(&c->ops, &(struct hip_mm){ .w = &d->wk, .w2 = &d->wv, .x = c->ops.h, .x_stride = E, .nz = n, .y = yk, .y2 = yv, .y_stride = W, .bias = d->bk, .bias2 = d->bv, .q = qh }, e));
         } else {
-            TRY(hip_ops_mm(&c->ops, &d->wk, NULL, c->ops.h, E, 1, n, yk, W, d->bk, 0, 0, 0, qh, e));
-            TRY(hip_ops_mm(&c->ops, &d->wv, NULL, c->ops.h, E, 1, n, yv, W, d->bv, 0, 0, 0, qh, e));
+            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wk, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yk, .y_stride = W, .bias = d->bk, .q = qh }, e));
+            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yv, .y_stride = W, .bias = d->bv, .q = qh }, e));
         }
     }
     /* the fused projection lays out [Q | K | V] per row with its own width */
-    const int qs = d->wqkv.d ? nq + 2 * nkv : W;
+    const int qs = !hip_dptr_null(d->wqkv.d) ? nq + 2 * nkv : W;
     const uint64_t seq_stride = (uint64_t)c->ops.p.n_ctx * (uint64_t)nkv;
     struct rope_args ra = {
-        .q = c->ops.qkv, .k = c->ops.qkv + 4u * (uint64_t)nq, .v = c->ops.qkv + 4u * (uint64_t)(nq + nkv), .q_norm = d->q_norm,
-        .k_norm = d->k_norm, .cs = cs, .kc = d->kc, .vc = d->vc, .pos = pos, .seq = seq,
+        .q = c->ops.qkv.a, .k = hip_dptr_off(c->ops.qkv, 4u * (uint64_t)nq).a,
+        .v = hip_dptr_off(c->ops.qkv, 4u * (uint64_t)(nq + nkv)).a, .q_norm = d->q_norm.a, .k_norm = d->k_norm.a,
+        .cs = cs, .kc = d->kc.a, .vc = d->vc.a, .pos = pos, .seq = seq,
         .seq_stride = (int64_t)seq_stride, .q_stride = qs, .kv_stride = qs, .hd = hd, .n_rot = hp->n_rot,
         .n_head = ly->n_head, .n_head_kv = ly->n_head_kv, .neox = m->arch->rope == ROPE_NEOX,
         .kv_f16 = c->ops.kv_elt == 2, .eps = hp->rms_eps,
@@ -493,7 +495,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : 1;
     struct attn_args aa = {
-        .q = c->ops.qkv, .o = c->ops.o, .k = d->kc, .v = d->vc, .pos = pos, .seq = seq, .part = c->ops.part,
+        .q = c->ops.qkv.a, .o = c->ops.o.a, .k = d->kc.a, .v = d->vc.a, .pos = pos, .seq = seq, .part = c->ops.part.a,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
         .n_head_kv = ly->n_head_kv, .q_stride = qs, .o_stride = nq, .nsplit = nsplit, .kv_f16 = c->ops.kv_elt == 2,
         .scale = hp->kq_scale,
@@ -505,10 +507,10 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
      * with one thread per element */
     const bool fuse = qo && hd % 32 == 0 && hd % c->ops.warp == 0 && (nsplit == 1 || (int)rb == hd);
     if (fuse)
-        aa.oq = c->ops.xq, aa.oqd = c->ops.xqd;
+        aa.oq = c->ops.xq.a, aa.oqd = c->ops.xqd.a;
     /* the head's last split block merges the splits (counted in acnt): one launch fewer a layer */
     if (nsplit > 1 && c->fuse_attn)
-        aa.cnt = c->acnt;
+        aa.cnt = c->acnt.a;
     void *ap[] = { &aa };
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
@@ -531,10 +533,10 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     if (qo && !fuse)
         TRY(hip_ops_quant(&c->ops, c->ops.o, n, nq, nq, e));
     c->ops.next_norm = next_norm;
-    return hip_ops_mm(&c->ops, &d->wo, NULL, c->ops.o, nq, 1, n, c->ops.x, E, d->bo, 0, 0, 1, qo, e);
+    return hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wo, .x = c->ops.o, .x_stride = nq, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->bo, .mode = 1, .q = qo }, e);
 }
 
-static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n, uint64_t next_norm,
+static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n, struct hip_dptr next_norm,
                      struct err *e)
 {
     const struct hparams *hp = &c->ops.m->hp;
@@ -542,24 +544,24 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     int rc;
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E);
     if (!c->ops.h_def)
-        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->ffn_norm, 0, n, E, E, E, qh, e));
+        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->ffn_norm, HIP_DNULL, n, E, E, E, qh, e));
     c->ops.h_def = false;
-    const uint64_t nn = next_norm;
+    const struct hip_dptr nn = next_norm;
     if (ly->ffn == FFN_MOE) {
         const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
         float scale = hp->expert_weights_scale;
-        uint64_t rl = c->rl, sel = c->sel, sw = c->sw;
+        uint64_t rl = c->rl.a, sel = c->sel.a, sw = c->sw.a;
         int xx = X, kk = K;
         if (c->fuse_route && n <= GEMV_MAX) {
             /* the router GEMV's last block routes (expert ids and weights stay on the device) */
             struct gemv_args ra = {
-                .w = d->gate_inp.d, .x = c->ops.h, .y = c->rl, .rsel = c->sel, .rw = c->sw, .ncnt = c->ops.ncnt,
+                .w = d->gate_inp.d.a, .x = c->ops.h.a, .y = c->rl.a, .rsel = c->sel.a, .rw = c->sw.a, .ncnt = c->ops.ncnt.a,
                 .row_bytes = (int64_t)d->gate_inp.row_bytes, .n_rows = X, .k = (int)d->gate_inp.ne0,
                 .x_stride = E, .y_stride = X, .x_div = 1, .nz = n, .mode = 0, .nslot = K, .rscale = scale,
             };
             TRY(hip_ops_launch_mm(&c->ops, &ra, &d->gate_inp, NULL, qh, e));
         } else {
-            TRY(hip_ops_mm(&c->ops, &d->gate_inp, NULL, c->ops.h, E, 1, n, c->rl, X, 0, 0, 0, 0, qh, e));
+            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->gate_inp, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->rl, .y_stride = X, .q = qh }, e));
             void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
             TRY(hip_rt_launch(c->ops.rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->ops.warp, rp, e));
         }
@@ -568,8 +570,8 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         const bool qf = n <= GEMV_MAX && hip_ops_want_q8(&c->ops, F) && c->ops.gemvq[d->down_exps.type] && qh &&
                         c->ops.gemvq[d->gate_exps.type] && d->gate_exps.type == d->up_exps.type;
         struct gemv_args ga = {
-            .w = d->gate_exps.d, .w2 = d->up_exps.d, .x = c->ops.h, .y = c->fg, .sel = c->sel,
-            .yq = qf ? c->ops.fq : 0, .yqd = qf ? c->ops.fqd : 0, .cnt = qf ? c->fcnt : 0,
+            .w = d->gate_exps.d.a, .w2 = d->up_exps.d.a, .x = c->ops.h.a, .y = c->fg.a, .sel = c->sel.a,
+            .yq = qf ? c->ops.fq.a : 0, .yqd = qf ? c->ops.fqd.a : 0, .cnt = qf ? c->fcnt.a : 0,
             .row_bytes = (int64_t)d->gate_exps.row_bytes,
             .expert_bytes = (int64_t)(d->gate_exps.row_bytes * (size_t)d->gate_exps.ne1), .n_rows = F,
             .k = (int)d->gate_exps.ne0, .x_stride = E, .y_stride = F, .x_div = K, .nz = n * K, .mode = 2,
@@ -578,7 +580,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         if (n <= GEMV_MAX) {
             /* down projection of every slot with the weighted combine, added into x (mode 4) */
             struct gemv_args da = {
-                .w = d->down_exps.d, .x = c->fg, .y = c->ops.x, .sel = c->sel, .sw = c->sw,
+                .w = d->down_exps.d.a, .x = c->fg.a, .y = c->ops.x.a, .sel = c->sel.a, .sw = c->sw.a,
                 .row_bytes = (int64_t)d->down_exps.row_bytes,
                 .expert_bytes = (int64_t)(d->down_exps.row_bytes * (size_t)d->down_exps.ne1), .n_rows = E,
                 .k = (int)d->down_exps.ne0, .x_stride = F, .y_stride = E, .x_div = 1, .nz = n, .mode = 4,
@@ -590,8 +592,8 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         const bool qd = hip_ops_want_q8(&c->ops, F) && c->ops.gemvq[d->down_exps.type];
         if (qd)
             TRY(hip_ops_quant(&c->ops, c->fg, n * K, F, F, e));
-        TRY(hip_ops_mm(&c->ops, &d->down_exps, NULL, c->fg, F, 1, n * K, c->ey, E, 0, 0, c->sel, 0, qd, e));
-        uint64_t x = c->ops.x, ey = c->ey;
+        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->down_exps, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n * K, .y = c->ey, .y_stride = E, .sel = c->sel, .q = qd }, e));
+        uint64_t x = c->ops.x.a, ey = c->ey.a;
         int ee = E;
         void *cp[] = { &x, &ey, &sw, &ee, &kk };
         return hip_rt_launch(c->ops.rt, c->k_combine, (unsigned)n, 1, 1, 256, cp, e);
@@ -602,22 +604,22 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         /* SwiGLU in the GEMV's epilogue, which also writes the q8 copy for the down GEMV (into fq: the
          * GEMV itself still reads xq) */
         struct gemv_args a = {
-            .w = d->gate.d, .w2 = d->up.d, .x = c->ops.h, .y = c->fg, .bias = d->b_gate, .bias2 = d->b_up,
-            .yq = qf ? c->ops.fq : 0, .yqd = qf ? c->ops.fqd : 0, .cnt = qf ? c->fcnt : 0,
+            .w = d->gate.d.a, .w2 = d->up.d.a, .x = c->ops.h.a, .y = c->fg.a, .bias = d->b_gate.a, .bias2 = d->b_up.a,
+            .yq = qf ? c->ops.fq.a : 0, .yqd = qf ? c->ops.fqd.a : 0, .cnt = qf ? c->fcnt.a : 0,
             .row_bytes = (int64_t)d->gate.row_bytes, .n_rows = F, .k = (int)d->gate.ne0, .x_stride = E,
             .y_stride = F, .x_div = 1, .nz = n, .mode = 2,
         };
         TRY(hip_ops_launch_mm(&c->ops, &a, &d->gate, &d->up, qh, e));
         c->ops.next_norm = nn;
-        return hip_ops_mm(&c->ops, &d->down, NULL, c->fg, F, 1, n, c->ops.x, E, d->b_down, 0, 0, 1, qf ? 2 : 0, e);
+        return hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->down, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->b_down, .mode = 1, .q = qf ? 2 : 0 }, e);
     }
-    TRY(hip_ops_mm(&c->ops, &d->gate, NULL, c->ops.h, E, 1, n, c->fg, F, d->b_gate, 0, 0, 0, qh, e));
-    TRY(hip_ops_mm(&c->ops, &d->up, NULL, c->ops.h, E, 1, n, c->fu, F, d->b_up, 0, 0, 0, qh, e));
+    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->gate, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fg, .y_stride = F, .bias = d->b_gate, .q = qh }, e));
+    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->up, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fu, .y_stride = F, .bias = d->b_up, .q = qh }, e));
     TRY(hip_ops_ew(&c->ops, c->k_swiglu, c->fg, c->fu, n * F, e));
     if (qf)
         TRY(hip_ops_quant(&c->ops, c->fg, n, F, F, e));
     c->ops.next_norm = nn;
-    return hip_ops_mm(&c->ops, &d->down, NULL, c->fg, F, 1, n, c->ops.x, E, d->b_down, 0, 0, 1, qf, e);
+    return hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->down, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->b_down, .mode = 1, .q = qf }, e);
 }
 
 /* Whether a step's sublayer norms may be deferred to their GEMVs (kernels/gemv.cu norm_group_tail): one
@@ -635,7 +637,7 @@ static int hop_embed(void *b, int n, struct err *e)
     struct hip_engine *c = b;
     int rc;
     {
-        uint64_t tab = c->tok_embd.d, tok = c->ops.io, x = c->ops.x;
+        uint64_t tab = c->tok_embd.d.a, tok = c->ops.io.a, x = c->ops.x.a;
         int64_t rb = (int64_t)c->tok_embd.row_bytes;
         int type = c->tok_embd.type, ne = c->ops.m->hp.n_embd;
         void *p[] = { &tab, &rb, &type, &tok, &x, &ne };
@@ -651,7 +653,7 @@ static int hop_attn(void *b, const struct fwd_sub *s, int n, struct err *e)
 {
     struct hip_engine *c = b;
     const struct hip_ops_layer *d = &c->ops.L[s->il];
-    return attn_layer(c, s->ly, d, n, c->step_dn ? d->ffn_norm : 0, e);
+    return attn_layer(c, s->ly, d, n, c->step_dn ? d->ffn_norm : HIP_DNULL, e);
 }
 
 static int hop_hybrid(void *b, const struct fwd_sub *s, int n, struct err *e)
@@ -666,10 +668,10 @@ static int hop_ffn(void *b, const struct fwd_sub *s, int n, struct err *e)
 {
     struct hip_engine *c = b;
     const struct hip_ops_layer *d = &c->ops.L[s->il];
-    const uint64_t an = !c->step_dn         ? 0
-                        : s->next_il >= 0   ? c->ops.L[s->next_il].attn_norm
-                        : c->step_n_out == n ? c->output_norm
-                                             : 0;
+    const struct hip_dptr an = !c->step_dn          ? HIP_DNULL
+                               : s->next_il >= 0    ? c->ops.L[s->next_il].attn_norm
+                               : c->step_n_out == n ? c->output_norm
+                                                    : HIP_DNULL;
     int rc;
     TRY(ffn_layer(c, s->ly, d, n, an, e));
     if (c->hy)
@@ -683,14 +685,14 @@ static int hop_output(void *b, int n, int n_out, struct err *e)
     const int E = c->ops.m->hp.n_embd, V = c->ops.m->hp.n_vocab, B = c->ops.p.n_batch;
     int rc;
     (void)n;
-    const uint64_t rows = c->ops.io + 12u * (uint64_t)B;
+    const struct hip_dptr rows = hip_dptr_off(c->ops.io, 12u * (uint64_t)B);
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E); /* deferred: n_out == n, so rows[r] == r */
     if (!c->ops.h_def)
         TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, c->output_norm, rows, n_out, E, E, E, qh, e));
-    TRY(hip_ops_mm(&c->ops, &c->output, NULL, c->ops.h, E, 1, n_out, c->logits, V, c->output_bias, 0, 0, 0, qh, e));
+    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &c->output, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n_out, .y = c->logits, .y_stride = V, .bias = c->output_bias, .q = qh }, e));
     if (c->step_greedy) {
         /* AMAX_SLICES blocks a row; the last one of a row picks among the slices */
-        uint64_t lg = c->logits, am = c->amax, pv = c->amx, pi = pv + 4u * (uint64_t)B * AMAX_SLICES;
+        uint64_t lg = c->logits.a, am = c->amax.a, pv = c->amx.a, pi = pv + 4u * (uint64_t)B * AMAX_SLICES;
         uint64_t cn = pi + 4u * (uint64_t)B * AMAX_SLICES;
         int vv = V;
         void *p[] = { &lg, &vv, &vv, &am, &pv, &pi, &cn };
@@ -753,13 +755,13 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     const int B = c->ops.p.n_batch, V = c->ops.m->hp.n_vocab, cap = ENGINE_CAND_CAP;
     int32_t *kh = c->topk_h, *cnt = kh + B, *ids = kh + 2 * B;
     float *vals = (float *)(kh + 2 * B + (size_t)B * cap);
-    const uint64_t dk = c->topk, dcnt = dk + 4u * (uint64_t)B, dids = dk + 8u * (uint64_t)B;
-    const uint64_t dvals = dids + 4u * (uint64_t)B * (uint64_t)cap;
+    const struct hip_dptr dk = c->topk, dcnt = hip_dptr_off(dk, 4u * (uint64_t)B), dids = hip_dptr_off(dk, 8u * (uint64_t)B);
+    const struct hip_dptr dvals = hip_dptr_off(dids, 4u * (uint64_t)B * (uint64_t)cap);
     memcpy(kh, tk->k, (size_t)n_out * 4);
     TRY(hip_rt_h2d(c->ops.rt, dk, kh, (size_t)n_out * 4, e));
-    uint64_t lg = c->logits;
+    uint64_t lg = c->logits.a, ka = dk.a, cna = dcnt.a, ida = dids.a, va = dvals.a;
     int vv = V, cp = cap;
-    void *p[] = { &lg, &vv, &vv, (void *)&dk, &cp, (void *)&dcnt, (void *)&dids, (void *)&dvals };
+    void *p[] = { &lg, &vv, &vv, &ka, &cp, &cna, &ida, &va };
     TRY(hip_rt_launch(c->ops.rt, c->k_topk, (unsigned)n_out, 1, 1, 1024, p, e));
     TRY(hip_rt_d2h(c->ops.rt, cnt, dcnt, (size_t)n_out * 4, e));
     TRY(hip_rt_d2h(c->ops.rt, ids, dids, (size_t)n_out * (size_t)cap * 4, e));
@@ -773,7 +775,7 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
             memcpy(tk->vals + o, vals + o, (size_t)cnt[r] * 4);
             continue;
         }
-        TRY(hip_rt_d2h(c->ops.rt, logits + (size_t)r * (size_t)V, c->logits + 4u * (uint64_t)r * (uint64_t)V,
+        TRY(hip_rt_d2h(c->ops.rt, logits + (size_t)r * (size_t)V, hip_dptr_off(c->logits, 4u * (uint64_t)r * (uint64_t)V),
                        (size_t)V * 4, e));
     }
     return 0;
@@ -808,7 +810,7 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     if (c->hy)
         TRY(hip_hybrid_prepare(c->hy, toks, n, csh, e));
     TRY(hip_rt_h2d(c->ops.rt, c->ops.io, ih, 4 * (size_t)B * 4, e));
-    TRY(hip_rt_h2d(c->ops.rt, c->ops.io + 16u * (uint64_t)B, csh, (size_t)n * (size_t)hp->n_rot * 4, e));
+    TRY(hip_rt_h2d(c->ops.rt, hip_dptr_off(c->ops.io, 16u * (uint64_t)B), csh, (size_t)n * (size_t)hp->n_rot * 4, e));
     const bool greedy = greedy_out != NULL;
     int max_kv = 0;
     for (int t = 0; t < n; t++)
@@ -943,13 +945,13 @@ int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct er
         TRY(hip_hybrid_copy(c->hy, c->len, src, dst, n, e));
     for (int il = 0; il < c->ops.m->hp.n_layer; il++) {
         const struct hip_ops_layer *d = &c->ops.L[il];
-        if (!d->kc)
+        if (hip_dptr_null(d->kc))
             continue;
         const size_t row = (size_t)c->ops.m->layers[il].n_head_kv * (size_t)c->ops.m->hp.head_dim * c->ops.kv_elt;
         const size_t seqb = (size_t)c->ops.p.n_ctx * row;
         if (n) {
-            TRY(hip_rt_d2d(c->ops.rt, d->kc + dst * seqb, d->kc + src * seqb, (size_t)n * row, e));
-            TRY(hip_rt_d2d(c->ops.rt, d->vc + dst * seqb, d->vc + src * seqb, (size_t)n * row, e));
+            TRY(hip_rt_d2d(c->ops.rt, hip_dptr_off(d->kc, dst * seqb), hip_dptr_off(d->kc, src * seqb), (size_t)n * row, e));
+            TRY(hip_rt_d2d(c->ops.rt, hip_dptr_off(d->vc, dst * seqb), hip_dptr_off(d->vc, src * seqb), (size_t)n * row, e));
         }
     }
     TRY(hip_rt_sync(c->ops.rt, e));

@@ -16,11 +16,11 @@
 
 /* ---- setup ---- */
 
-static int track(struct hip_ops *c, uint64_t p, struct err *e)
+static int track(struct hip_ops *c, struct hip_dptr p, struct err *e)
 {
     if (c->n_allocs == c->cap_allocs) {
         int cap = c->cap_allocs ? 2 * c->cap_allocs : 256;
-        uint64_t *a = realloc(c->allocs, sizeof *a * (size_t)cap);
+        struct hip_dptr *a = realloc(c->allocs, sizeof *a * (size_t)cap);
         if (!a) {
             hip_rt_free(c->rt, p);
             return err_set(e, ERR_NOMEM, "hip: out of memory");
@@ -32,7 +32,7 @@ static int track(struct hip_ops *c, uint64_t p, struct err *e)
     return 0;
 }
 
-int hip_ops_dalloc(struct hip_ops *c, size_t n, uint64_t *out, struct err *e)
+int hip_ops_dalloc(struct hip_ops *c, size_t n, struct hip_dptr *out, struct err *e)
 {
     int rc = hip_rt_malloc(c->rt, n, out, e);
     if (rc)
@@ -40,12 +40,12 @@ int hip_ops_dalloc(struct hip_ops *c, size_t n, uint64_t *out, struct err *e)
     return track(c, *out, e);
 }
 
-int hip_ops_upload(struct hip_ops *c, struct stager *s, uint64_t dst, const void *src, size_t n, struct err *e)
+int hip_ops_upload(struct hip_ops *c, struct stager *s, struct hip_dptr dst, const void *src, size_t n, struct err *e)
 {
     for (size_t off = 0; off < n; off += s->cap) {
         size_t k = n - off < s->cap ? n - off : s->cap;
         memcpy(s->buf, (const char *)src + off, k);
-        int rc = hip_rt_h2d(c->rt, dst + off, s->buf, k, e);
+        int rc = hip_rt_h2d(c->rt, hip_dptr_off(dst, off), s->buf, k, e);
         if (!rc)
             rc = hip_rt_sync(c->rt, e);
         if (rc)
@@ -83,9 +83,9 @@ int hip_ops_up_wt(struct hip_ops *c, struct stager *s, const struct wt *w, struc
     return rc;
 }
 
-int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, uint64_t *d, struct err *e)
+int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, struct hip_dptr *d, struct err *e)
 {
-    *d = 0;
+    *d = HIP_DNULL;
     if (!v->data)
         return 0;
     int rc = hip_ops_dalloc(c, sizeof(float) * (size_t)v->n, d, e);
@@ -152,8 +152,8 @@ static bool launch_gemvb(struct hip_ops *c, struct gemv_args *a, const struct dw
     hip_fn fm = a->nz >= c->gemvbm_min && a->k % 256 == 0 ? c->gemvbm[dual][w->type] : NULL;
     if (!f && !fm)
         return false;
-    a->x = q == 2 ? c->fq : c->xq;
-    a->xd = q == 2 ? c->fqd : c->xqd;
+    a->x = (q == 2 ? c->fq : c->xq).a;
+    a->xd = (q == 2 ? c->fqd : c->xqd).a;
     a->x_stride = (int)w->ne0;
     a->pf = c->pf;
     void *params[] = { a };
@@ -194,8 +194,8 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
                      struct err *e)
 {
     void *params[] = { a };
-    const uint64_t next_norm = c->next_norm;
-    c->next_norm = 0; /* asked of this launch only */
+    const struct hip_dptr next_norm = c->next_norm;
+    c->next_norm = HIP_DNULL; /* asked of this launch only */
     int brc;
     if (launch_gemvb(c, a, w, w2, q, &brc, e))
         return brc;
@@ -204,11 +204,11 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         int R = GEMV_R;
         if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
             f = c->gemvq[w->type], fdn = c->gemvq_dn[0][w->type];
-            a->x = q == 2 ? c->fq : q == 3 ? c->hq : c->xq;
-            a->xd = q == 2 ? c->fqd : q == 3 ? c->hqd : c->xqd;
+            a->x = (q == 2 ? c->fq : q == 3 ? c->hq : c->xq).a;
+            a->xd = (q == 2 ? c->fqd : q == 3 ? c->hqd : c->xqd).a;
             a->x_stride = (int)w->ne0;
             if (q == 3) /* every output scaled by its token's 1/sqrt(mean x² + eps) */
-                a->rsp = c->hsp, a->eps = c->m->hp.rms_eps;
+                a->rsp = c->hsp.a, a->eps = c->m->hp.rms_eps;
             /* more rows per block keep more weight loads in flight per thread and make fewer, longer
              * blocks: 4 when that still leaves two blocks per multiprocessor (measured faster than 2 and
              * 8 on qwen3-8b q4_K, docs/benchmarks.md), else 2 */
@@ -222,7 +222,7 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
             if (c->gemvq_r[ri][w->type])
                 f = c->gemvq_r[ri][w->type], fdn = c->gemvq_dn[ri][w->type], R = r;
         } else if (q == 3) { /* f32 activations: x is c->h, which holds x∘w then */
-            a->rsp = c->hsp, a->eps = c->m->hp.rms_eps;
+            a->rsp = c->hsp.a, a->eps = c->m->hp.rms_eps;
         }
         if (q == 3) /* the kernel that scales by the input's norm */
             f = fdn;
@@ -230,9 +230,10 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
             return err_set(e, ERR_INTERNAL, "hip: no GEMV kernel for a deferred RMSNorm's input");
         /* the next sublayer's RMSNorm deferred: this grid writes its input x∘w, its q8 copy and Σ x² per
          * 32-group (h, hq, hsp) */
-        if (next_norm && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd &&
+        if (!hip_dptr_null(next_norm) && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd &&
             a->n_rows % 32 == 0) {
-            a->nw = next_norm, a->ny = c->h, a->nq = c->hq, a->nqd = c->hqd, a->nsp = c->hsp, a->ncnt = c->ncnt;
+            a->nw = next_norm.a, a->ny = c->h.a, a->nq = c->hq.a, a->nqd = c->hqd.a, a->nsp = c->hsp.a,
+            a->ncnt = c->ncnt.a;
             c->h_def = true;
         }
         const size_t nt = gemv_threads(c, a, NULL);
@@ -274,55 +275,54 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
 }
 
 /* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args. */
-int hip_ops_mm(struct hip_ops *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int x_div,
-              int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, int q,
-              struct err *e)
+int hip_ops_mm(struct hip_ops *c, const struct hip_mm *m, struct err *e)
 {
+    const struct dw *w = m->w, *w2 = m->w2;
     struct gemv_args a = {
-        .w = w->d, .w2 = w2 ? w2->d : 0, .x = x, .y = y, .bias = bias, .bias2 = bias2, .sel = sel,
-        .row_bytes = (int64_t)w->row_bytes, .expert_bytes = (int64_t)(w->row_bytes * (size_t)w->ne1),
-        .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride, .y_stride = y_stride, .x_div = x_div,
-        .nz = nz, .mode = mode,
+        .w = w->d.a, .w2 = w2 ? w2->d.a : 0, .x = m->x.a, .y = m->y.a, .bias = m->bias.a, .bias2 = m->bias2.a,
+        .sel = m->sel.a, .row_bytes = (int64_t)w->row_bytes, .expert_bytes = (int64_t)(w->row_bytes * (size_t)w->ne1),
+        .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = m->x_stride, .y_stride = m->y_stride, .x_div = m->x_div,
+        .nz = m->nz, .mode = m->mode,
     };
-    return hip_ops_launch_mm(c, &a, w, w2, q, e);
+    return hip_ops_launch_mm(c, &a, w, w2, m->q, e);
 }
 
-/* y = W·x + b and y2 = W2·x + b2 in one pass over x (K and V projections of a decode step) */
-int hip_ops_mm_dual(struct hip_ops *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int nz,
-                   uint64_t y, uint64_t y2, int y_stride, uint64_t bias, uint64_t bias2, int q, struct err *e)
+int hip_ops_mm_dual(struct hip_ops *c, const struct hip_mm *m, struct err *e)
 {
+    const struct dw *w = m->w, *w2 = m->w2;
     struct gemv_args a = {
-        .w = w->d, .w2 = w2->d, .x = x, .y = y, .y2 = y2, .bias = bias, .bias2 = bias2,
-        .row_bytes = (int64_t)w->row_bytes, .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride,
-        .y_stride = y_stride, .x_div = 1, .nz = nz, .mode = 3,
+        .w = w->d.a, .w2 = w2->d.a, .x = m->x.a, .y = m->y.a, .y2 = m->y2.a, .bias = m->bias.a, .bias2 = m->bias2.a,
+        .row_bytes = (int64_t)w->row_bytes, .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = m->x_stride,
+        .y_stride = m->y_stride, .x_div = 1, .nz = m->nz, .mode = 3,
     };
-    return hip_ops_launch_mm(c, &a, w, w2, q, e);
+    return hip_ops_launch_mm(c, &a, w, w2, m->q, e);
 }
 
 /* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
-int hip_ops_quant(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct err *e)
+int hip_ops_quant(struct hip_ops *c, struct hip_dptr x, int rows, int k, int x_stride, struct err *e)
 {
-    uint64_t q = c->xq, qd = c->xqd;
-    void *p[] = { &x, &k, &x_stride, &q, &qd };
+    uint64_t xa = x.a, q = c->xq.a, qd = c->xqd.a;
+    void *p[] = { &xa, &k, &x_stride, &q, &qd };
     return hip_rt_launch(c->rt, c->k_quant, cdiv((size_t)k, 256), (unsigned)rows, 1, 256, p, e);
 }
 
 /* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w; also its q8 copy into xq/xqd when q */
-int hip_ops_rms(struct hip_ops *c, uint64_t y, uint64_t x, uint64_t w, uint64_t rows, int nr, int n, int xs, int ys,
-               bool q, struct err *e)
+int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
+                int nr, int n, int xs, int ys, bool q, struct err *e)
 {
     float eps = c->m->hp.rms_eps;
-    uint64_t qq = q ? c->xq : 0, qd = q ? c->xqd : 0;
-    void *params[] = { &y, &x, &w, &rows, &n, &eps, &xs, &ys, &qq, &qd };
+    uint64_t ya = y.a, xa = x.a, wa = w.a, ra = rows.a, qq = q ? c->xq.a : 0, qd = q ? c->xqd.a : 0;
+    void *params[] = { &ya, &xa, &wa, &ra, &n, &eps, &xs, &ys, &qq, &qd };
     /* about 4 elements a thread, up to 1024 threads: the row stays in registers (kernels/misc.cu) */
     size_t nt = cdiv(cdiv((size_t)n, 4), (size_t)c->warp) * (size_t)c->warp;
     nt = nt > 1024 ? 1024 : nt;
     return hip_rt_launch(c->rt, c->k_rms, (unsigned)nr, 1, 1, (unsigned)nt, params, e);
 }
 
-int hip_ops_ew(struct hip_ops *c, hip_fn f, uint64_t a, uint64_t b, int n, struct err *e)
+int hip_ops_ew(struct hip_ops *c, hip_fn f, struct hip_dptr a, struct hip_dptr b, int n, struct err *e)
 {
-    void *params[] = { &a, &b, &n };
+    uint64_t aa = a.a, ba = b.a;
+    void *params[] = { &aa, &ba, &n };
     return hip_rt_launch(c->rt, f, cdiv((size_t)n, 256), 1, 1, 256, params, e);
 }
 

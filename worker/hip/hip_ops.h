@@ -22,7 +22,7 @@
 #include "hip_scratch.h"
 
 struct dw {                /* a weight on the device */
-    uint64_t d;            /* 0 when absent */
+    struct hip_dptr d;     /* none when absent */
     int type;              /* ggml type id */
     int64_t ne0, ne1, ne2; /* elements per row, rows, experts */
     size_t row_bytes;
@@ -37,9 +37,9 @@ struct stager {
  * its KV cache. */
 struct hip_ops_layer {
     struct dw wq, wk, wv, wqkv, wo, gate, up, down, gate_inp, gate_exps, up_exps, down_exps;
-    uint64_t attn_norm, ffn_norm, q_norm, k_norm;                   /* f32 vectors or 0 */
-    uint64_t bq, bk, bv, bqkv, bo, b_gate, b_up, b_down;            /* f32 biases or 0 */
-    uint64_t kc, vc;       /* [n_seq][n_ctx][kv_dim] cache, 0 without a KV slab */
+    struct hip_dptr attn_norm, ffn_norm, q_norm, k_norm;            /* f32 vectors or none */
+    struct hip_dptr bq, bk, bv, bqkv, bo, b_gate, b_up, b_down;     /* f32 biases or none */
+    struct hip_dptr kc, vc; /* [n_seq][n_ctx][kv_dim] cache, none without a KV slab */
 };
 
 /* The launch core: what the helpers below read, and what every layer shares. B = n_batch, E = n_embd. */
@@ -73,41 +73,41 @@ struct hip_ops {
                               before the wait (gemv_args.pf) */
     /* weights */
     struct hip_ops_layer *L; /* [n_layer] */
-    uint64_t *allocs;      /* every device allocation, freed by hip_ops_release */
+    struct hip_dptr *allocs; /* every device allocation, freed by hip_ops_release */
     int n_allocs, cap_allocs;
     size_t kv_elt;         /* bytes of a KV cache element (2: f16, 4: f32) */
     int W;                 /* width of a qkv row: nq_max + 2·nkv_max */
     /* the step buffers the layers share (device) */
-    uint64_t x;            /* [B][E] residual stream */
-    uint64_t h;            /* [B][E] normed input (x∘w, unnormed, while h_def) */
-    uint64_t qkv;          /* [B][W] Q | K | V */
-    uint64_t o;            /* [B][nq_max] attention output */
-    uint64_t part;         /* [SPLIT_TOKENS][n_head][DEC_SPLIT][hd + 2] attention partials */
-    uint64_t io;           /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
-    uint64_t xq, xqd;      /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
-    uint64_t fq, fqd;      /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F], [..][F/32][2] */
-    uint64_t hq, hqd;      /* the deferred RMSNorm's input rows x∘w (in h) as q8, written by the residual GEMV
+    struct hip_dptr x;     /* [B][E] residual stream */
+    struct hip_dptr h;     /* [B][E] normed input (x∘w, unnormed, while h_def) */
+    struct hip_dptr qkv;   /* [B][W] Q | K | V */
+    struct hip_dptr o;     /* [B][nq_max] attention output */
+    struct hip_dptr part;  /* [SPLIT_TOKENS][n_head][DEC_SPLIT][hd + 2] attention partials */
+    struct hip_dptr io;    /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
+    struct hip_dptr xq, xqd;/* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
+    struct hip_dptr fq, fqd;/* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F], [..][F/32][2] */
+    struct hip_dptr hq, hqd;/* the deferred RMSNorm's input rows x∘w (in h) as q8, written by the residual GEMV
                               before (norm_group_tail): int8 [GEMV_MAX][E], (d, d·Σq) [GEMV_MAX][E/32][2]. Not xq:
                               Wo, which writes it, reads o's q8 copy from there */
-    uint64_t hsp;          /* Σ x² of those rows per 32-group [GEMV_MAX][E/32] */
-    uint64_t ncnt;         /* int counters of that tail [GEMV_MAX][E/32] (and [0] the routing tail's), zero between
+    struct hip_dptr hsp;   /* Σ x² of those rows per 32-group [GEMV_MAX][E/32] */
+    struct hip_dptr ncnt;  /* int counters of that tail [GEMV_MAX][E/32] (and [0] the routing tail's), zero between
                               launches */
     /* the step being enqueued */
-    uint64_t next_norm;    /* the next sublayer's RMSNorm weight the coming residual GEMV defers, or 0 */
+    struct hip_dptr next_norm; /* the next sublayer's RMSNorm weight the coming residual GEMV defers, or none */
     bool h_def;            /* h / hq / hsp hold the coming sublayer's input with its norm deferred (not xq) */
 };
 
 /* Frees every tracked device allocation and the list (the runtime stays open). */
 void hip_ops_release(struct hip_ops *c);
 /* Device memory of n bytes, tracked for hip_ops_release. */
-int hip_ops_dalloc(struct hip_ops *c, size_t n, uint64_t *out, struct err *e);
+int hip_ops_dalloc(struct hip_ops *c, size_t n, struct hip_dptr *out, struct err *e);
 /* n bytes from src to the device at dst through the pinned stager (synchronous). */
-int hip_ops_upload(struct hip_ops *c, struct stager *s, uint64_t dst, const void *src, size_t n, struct err *e);
+int hip_ops_upload(struct hip_ops *c, struct stager *s, struct hip_dptr dst, const void *src, size_t n, struct err *e);
 /* Whether the kernels cover weight type t. */
 bool hip_ops_type_ok(int t);
 /* d = w on the device (zeroed when w is absent); ERR_UNSUPPORTED for a type the kernels lack. */
 int hip_ops_up_wt(struct hip_ops *c, struct stager *s, const struct wt *w, struct dw *d, struct err *e);
-int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, uint64_t *d, struct err *e);
+int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, struct hip_dptr *d, struct err *e);
 
 /* whether GEMVs over k inputs run on a q8 copy */
 bool hip_ops_want_q8(const struct hip_ops *c, int k);
@@ -117,20 +117,31 @@ bool hip_ops_want_q8(const struct hip_ops *c, int k);
  * deferred (c->hsp), which only the per-token GEMV takes. Consumes c->next_norm. */
 int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
                       struct err *e);
-/* y[z] (op)= W · x[z / x_div] (+ bias), z < nz; expert slices by sel when set. mode as gemv_args (0 store,
- * 1 add, 2 SwiGLU of W and W2). */
-int hip_ops_mm(struct hip_ops *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int x_div,
-               int nz, uint64_t y, int y_stride, uint64_t bias, uint64_t bias2, uint64_t sel, int mode, int q,
-               struct err *e);
-/* y = W·x + b and y2 = W2·x + b2 in one pass over x (same shape and type, GEMV-sized batches) */
-int hip_ops_mm_dual(struct hip_ops *c, const struct dw *w, const struct dw *w2, uint64_t x, int x_stride, int nz,
-                    uint64_t y, uint64_t y2, int y_stride, uint64_t bias, uint64_t bias2, int q, struct err *e);
+/* A weight product y[z] (op)= W · x[z / x_div] (+ bias), z < nz (hip_ops_mm, hip_ops_mm_dual). */
+struct hip_mm {
+    const struct dw *w, *w2;      /* the weight; the second one of modes 2 and 3 (else NULL) */
+    struct hip_dptr x;            /* f32 input rows, x_stride floats apart */
+    int x_stride;
+    int x_div;                    /* output row z reads input row z / x_div (1: one input row per output row) */
+    int nz;                       /* output rows */
+    struct hip_dptr y, y2;        /* f32 outputs [nz][y_stride] (y2: hip_ops_mm_dual's second) */
+    int y_stride;
+    struct hip_dptr bias, bias2;  /* f32 [rows of w] / [rows of w2] added, or none */
+    struct hip_dptr sel;          /* int [nz] expert of each output row (expert slices), or none */
+    int mode;                     /* as gemv_args: 0 store, 1 add, 2 SwiGLU of W and W2 */
+    int q;                        /* where the input's q8 copy is, as hip_ops_launch_mm */
+};
+/* y (op)= W·x (+ bias) by a->mode, expert slices by a->sel when set. */
+int hip_ops_mm(struct hip_ops *c, const struct hip_mm *a, struct err *e);
+/* y = W·x + bias and y2 = W2·x + bias2 in one pass over x (same shape and type, GEMV-sized batches; x_div 1,
+ * a->mode ignored: gemv_args mode 3) */
+int hip_ops_mm_dual(struct hip_ops *c, const struct hip_mm *a, struct err *e);
 /* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
-int hip_ops_quant(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct err *e);
+int hip_ops_quant(struct hip_ops *c, struct hip_dptr x, int rows, int k, int x_stride, struct err *e);
 /* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w for nr rows of n; also its q8 copy into xq/xqd when q */
-int hip_ops_rms(struct hip_ops *c, uint64_t y, uint64_t x, uint64_t w, uint64_t rows, int nr, int n, int xs, int ys,
-                bool q, struct err *e);
+int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
+                int nr, int n, int xs, int ys, bool q, struct err *e);
 /* an elementwise kernel f(a, b, n) over n elements */
-int hip_ops_ew(struct hip_ops *c, hip_fn f, uint64_t a, uint64_t b, int n, struct err *e);
+int hip_ops_ew(struct hip_ops *c, hip_fn f, struct hip_dptr a, struct hip_dptr b, int n, struct err *e);
 
 #endif
