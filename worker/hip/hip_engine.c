@@ -450,7 +450,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     } while (0)
 
 /* next_norm: the RMSNorm weight of the sublayer after this one, deferred by the residual GEMV (defer_ok), or 0 */
-static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n, struct hip_dptr next_norm,
+static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n,
+                      struct hip_dptr next_norm,
                       struct err *e)
 {
     const struct model *m = c->ops.m;
@@ -466,16 +467,31 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
     c->ops.h_def = false;
     if (!hip_dptr_null(d->wqkv.d)) { /* rows of nq + 2·nkv, as rope_store and attn read them (qs below) */
-        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wqkv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = nq + 2 * nkv, .bias = d->bqkv, .q = qh }, e));
+        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+            .w = &d->wqkv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = nq + 2 * nkv,
+            .bias = d->bqkv, .q = qh,
+        }, e));
     } else {
-        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wq, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = W, .bias = d->bq, .q = qh }, e));
+        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+            .w = &d->wq, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = W,
+            .bias = d->bq, .q = qh,
+        }, e));
         const struct hip_dptr yk = hip_dptr_off(c->ops.qkv, 4u * (uint64_t)nq);
         const struct hip_dptr yv = hip_dptr_off(c->ops.qkv, 4u * (uint64_t)(nq + nkv));
         if (n <= GEMV_MAX && d->wk.type == d->wv.type && d->wk.ne0 == d->wv.ne0 && d->wk.ne1 == d->wv.ne1) {
-            TRY(hip_ops_mm_dual(&c->ops, &(struct hip_mm){ .w = &d->wk, .w2 = &d->wv, .x = c->ops.h, .x_stride = E, .nz = n, .y = yk, .y2 = yv, .y_stride = W, .bias = d->bk, .bias2 = d->bv, .q = qh }, e));
+            TRY(hip_ops_mm_dual(&c->ops, &(struct hip_mm){
+                .w = &d->wk, .w2 = &d->wv, .x = c->ops.h, .x_stride = E, .nz = n, .y = yk, .y2 = yv, .y_stride = W,
+                .bias = d->bk, .bias2 = d->bv, .q = qh,
+            }, e));
         } else {
-            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wk, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yk, .y_stride = W, .bias = d->bk, .q = qh }, e));
-            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yv, .y_stride = W, .bias = d->bv, .q = qh }, e));
+            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+                .w = &d->wk, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yk, .y_stride = W, .bias = d->bk,
+                .q = qh,
+            }, e));
+            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+                .w = &d->wv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yv, .y_stride = W, .bias = d->bv,
+                .q = qh,
+            }, e));
         }
     }
     /* the fused projection lays out [Q | K | V] per row with its own width */
@@ -533,10 +549,14 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     if (qo && !fuse)
         TRY(hip_ops_quant(&c->ops, c->ops.o, n, nq, nq, e));
     c->ops.next_norm = next_norm;
-    return hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->wo, .x = c->ops.o, .x_stride = nq, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->bo, .mode = 1, .q = qo }, e);
+    return hip_ops_mm(&c->ops, &(struct hip_mm){
+        .w = &d->wo, .x = c->ops.o, .x_stride = nq, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->bo,
+        .mode = 1, .q = qo,
+    }, e);
 }
 
-static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n, struct hip_dptr next_norm,
+static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n,
+                     struct hip_dptr next_norm,
                      struct err *e)
 {
     const struct hparams *hp = &c->ops.m->hp;
@@ -555,13 +575,17 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         if (c->fuse_route && n <= GEMV_MAX) {
             /* the router GEMV's last block routes (expert ids and weights stay on the device) */
             struct gemv_args ra = {
-                .w = d->gate_inp.d.a, .x = c->ops.h.a, .y = c->rl.a, .rsel = c->sel.a, .rw = c->sw.a, .ncnt = c->ops.ncnt.a,
+                .w = d->gate_inp.d.a, .x = c->ops.h.a, .y = c->rl.a, .rsel = c->sel.a, .rw = c->sw.a,
+                .ncnt = c->ops.ncnt.a,
                 .row_bytes = (int64_t)d->gate_inp.row_bytes, .n_rows = X, .k = (int)d->gate_inp.ne0,
                 .x_stride = E, .y_stride = X, .x_div = 1, .nz = n, .mode = 0, .nslot = K, .rscale = scale,
             };
             TRY(hip_ops_launch_mm(&c->ops, &ra, &d->gate_inp, NULL, qh, e));
         } else {
-            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->gate_inp, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->rl, .y_stride = X, .q = qh }, e));
+            TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+                .w = &d->gate_inp, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->rl, .y_stride = X,
+                .q = qh,
+            }, e));
             void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
             TRY(hip_rt_launch(c->ops.rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->ops.warp, rp, e));
         }
@@ -592,7 +616,10 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         const bool qd = hip_ops_want_q8(&c->ops, F) && c->ops.gemvq[d->down_exps.type];
         if (qd)
             TRY(hip_ops_quant(&c->ops, c->fg, n * K, F, F, e));
-        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->down_exps, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n * K, .y = c->ey, .y_stride = E, .sel = c->sel, .q = qd }, e));
+        TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+            .w = &d->down_exps, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n * K, .y = c->ey, .y_stride = E,
+            .sel = c->sel, .q = qd,
+        }, e));
         uint64_t x = c->ops.x.a, ey = c->ey.a;
         int ee = E;
         void *cp[] = { &x, &ey, &sw, &ee, &kk };
@@ -611,15 +638,27 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         };
         TRY(hip_ops_launch_mm(&c->ops, &a, &d->gate, &d->up, qh, e));
         c->ops.next_norm = nn;
-        return hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->down, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->b_down, .mode = 1, .q = qf ? 2 : 0 }, e);
+        return hip_ops_mm(&c->ops, &(struct hip_mm){
+            .w = &d->down, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E,
+            .bias = d->b_down, .mode = 1, .q = qf ? 2 : 0,
+        }, e);
     }
-    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->gate, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fg, .y_stride = F, .bias = d->b_gate, .q = qh }, e));
-    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->up, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fu, .y_stride = F, .bias = d->b_up, .q = qh }, e));
+    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+        .w = &d->gate, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fg, .y_stride = F, .bias = d->b_gate,
+        .q = qh,
+    }, e));
+    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+        .w = &d->up, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fu, .y_stride = F, .bias = d->b_up,
+        .q = qh,
+    }, e));
     TRY(hip_ops_ew(&c->ops, c->k_swiglu, c->fg, c->fu, n * F, e));
     if (qf)
         TRY(hip_ops_quant(&c->ops, c->fg, n, F, F, e));
     c->ops.next_norm = nn;
-    return hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &d->down, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->b_down, .mode = 1, .q = qf }, e);
+    return hip_ops_mm(&c->ops, &(struct hip_mm){
+        .w = &d->down, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->b_down,
+        .mode = 1, .q = qf,
+    }, e);
 }
 
 /* Whether a step's sublayer norms may be deferred to their GEMVs (kernels/gemv.cu norm_group_tail): one
@@ -689,7 +728,10 @@ static int hop_output(void *b, int n, int n_out, struct err *e)
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E); /* deferred: n_out == n, so rows[r] == r */
     if (!c->ops.h_def)
         TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, c->output_norm, rows, n_out, E, E, E, qh, e));
-    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){ .w = &c->output, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n_out, .y = c->logits, .y_stride = V, .bias = c->output_bias, .q = qh }, e));
+    TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
+        .w = &c->output, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n_out, .y = c->logits, .y_stride = V,
+        .bias = c->output_bias, .q = qh,
+    }, e));
     if (c->step_greedy) {
         /* AMAX_SLICES blocks a row; the last one of a row picks among the slices */
         uint64_t lg = c->logits.a, am = c->amax.a, pv = c->amx.a, pi = pv + 4u * (uint64_t)B * AMAX_SLICES;
@@ -755,7 +797,8 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     const int B = c->ops.p.n_batch, V = c->ops.m->hp.n_vocab, cap = ENGINE_CAND_CAP;
     int32_t *kh = c->topk_h, *cnt = kh + B, *ids = kh + 2 * B;
     float *vals = (float *)(kh + 2 * B + (size_t)B * cap);
-    const struct hip_dptr dk = c->topk, dcnt = hip_dptr_off(dk, 4u * (uint64_t)B), dids = hip_dptr_off(dk, 8u * (uint64_t)B);
+    const struct hip_dptr dk = c->topk, dcnt = hip_dptr_off(dk, 4u * (uint64_t)B);
+    const struct hip_dptr dids = hip_dptr_off(dk, 8u * (uint64_t)B);
     const struct hip_dptr dvals = hip_dptr_off(dids, 4u * (uint64_t)B * (uint64_t)cap);
     memcpy(kh, tk->k, (size_t)n_out * 4);
     TRY(hip_rt_h2d(c->ops.rt, dk, kh, (size_t)n_out * 4, e));
@@ -775,8 +818,8 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
             memcpy(tk->vals + o, vals + o, (size_t)cnt[r] * 4);
             continue;
         }
-        TRY(hip_rt_d2h(c->ops.rt, logits + (size_t)r * (size_t)V, hip_dptr_off(c->logits, 4u * (uint64_t)r * (uint64_t)V),
-                       (size_t)V * 4, e));
+        TRY(hip_rt_d2h(c->ops.rt, logits + (size_t)r * (size_t)V,
+                       hip_dptr_off(c->logits, 4u * (uint64_t)r * (uint64_t)V), (size_t)V * 4, e));
     }
     return 0;
 }
@@ -863,8 +906,8 @@ int hip_engine_decode(struct hip_engine *c, const struct engine_tok *toks, int n
     return run(c, toks, n, logits, NULL, NULL, e);
 }
 
-static int hip_engine_decode_topk(struct hip_engine *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
-                           float *vals, int32_t *n_cands, float *logits, struct err *e)
+static int hip_engine_decode_topk(struct hip_engine *c, const struct engine_tok *toks, int n, const int32_t *k,
+                                  int32_t *ids, float *vals, int32_t *n_cands, float *logits, struct err *e)
 {
     const struct topk_io tk = { k, ids, vals, n_cands };
     return run(c, toks, n, logits, NULL, &tk, e);
@@ -950,8 +993,10 @@ int hip_engine_seq_copy(struct hip_engine *c, int src, int dst, int n, struct er
         const size_t row = (size_t)c->ops.m->layers[il].n_head_kv * (size_t)c->ops.m->hp.head_dim * c->ops.kv_elt;
         const size_t seqb = (size_t)c->ops.p.n_ctx * row;
         if (n) {
-            TRY(hip_rt_d2d(c->ops.rt, hip_dptr_off(d->kc, dst * seqb), hip_dptr_off(d->kc, src * seqb), (size_t)n * row, e));
-            TRY(hip_rt_d2d(c->ops.rt, hip_dptr_off(d->vc, dst * seqb), hip_dptr_off(d->vc, src * seqb), (size_t)n * row, e));
+            TRY(hip_rt_d2d(c->ops.rt, hip_dptr_off(d->kc, dst * seqb), hip_dptr_off(d->kc, src * seqb),
+                           (size_t)n * row, e));
+            TRY(hip_rt_d2d(c->ops.rt, hip_dptr_off(d->vc, dst * seqb), hip_dptr_off(d->vc, src * seqb),
+                           (size_t)n * row, e));
         }
     }
     TRY(hip_rt_sync(c->ops.rt, e));

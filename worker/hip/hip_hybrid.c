@@ -332,16 +332,28 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
     int rc;
     const int qh = want_q8_t(hy->o, E, -1);
     TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
-    TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->qkv, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = cd, .q = qh }, e));
-    TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->z, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->z, .y_stride = vd, .q = qh }, e));
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->qkv, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = cd, .q = qh,
+    }, e));
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->z, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->z, .y_stride = vd, .q = qh,
+    }, e));
     if (n <= HIP_GEMV_MAX && same_shape(&d->beta, &d->alpha)) {
-        TRY(hip_ops_mm_dual(hy->o, &(struct hip_mm){ .w = &d->beta, .w2 = &d->alpha, .x = l->h, .x_stride = E, .nz = n, .y = hy->b, .y2 = hy->a, .y_stride = HV, .q = qh }, e));
+        TRY(hip_ops_mm_dual(hy->o, &(struct hip_mm){
+            .w = &d->beta, .w2 = &d->alpha, .x = l->h, .x_stride = E, .nz = n, .y = hy->b, .y2 = hy->a, .y_stride = HV,
+            .q = qh,
+        }, e));
     } else {
-        TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->beta, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->b, .y_stride = HV, .q = qh }, e));
-        TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->alpha, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->a, .y_stride = HV, .q = qh }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->beta, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->b, .y_stride = HV, .q = qh,
+        }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->alpha, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->a, .y_stride = HV, .q = qh,
+        }, e));
     }
     const int64_t seq_stride = (int64_t)hy->per_seq;
-    const struct hip_dptr st = hip_dptr_off(hy->state, 4u * (uint64_t)ly->gdn_index * (uint64_t)(hy->conv_per + hy->ssm_per));
+    const struct hip_dptr st =
+        hip_dptr_off(hy->state, 4u * (uint64_t)ly->gdn_index * (uint64_t)(hy->conv_per + hy->ssm_per));
     struct gdn_conv_args ca = {
         .g = groups_of(hy), .in = hy->mix.a, .out = hy->y.a, .w = d->conv.a, .state = st.a, .seq_stride = seq_stride,
         .conv_dim = cd, .d_conv = hp->d_conv,
@@ -382,7 +394,9 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
         TRY(hip_rt_launch(l->rt, hy->k_gnorm, (unsigned)n, (unsigned)HV, 1,
                           cdiv((size_t)dv, (size_t)l->warp) * (unsigned)l->warp, gp, e));
     }
-    return hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->out, .x = hy->og, .x_stride = vd, .x_div = 1, .nz = n, .y = l->x, .y_stride = E, .mode = 1, .q = qo }, e);
+    return hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->out, .x = hy->og, .x_stride = vd, .x_div = 1, .nz = n, .y = l->x, .y_stride = E, .mode = 1, .q = qo,
+    }, e);
 }
 
 static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_ops *l,
@@ -396,13 +410,22 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
     int rc;
     const int qh = want_q8_t(hy->o, E, -1);
     TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
-    TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &at->wq, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = 2 * nq, .q = qh }, e));
-    const struct hip_dptr yk = hip_dptr_off(l->qkv, 4u * (uint64_t)nq), yv = hip_dptr_off(l->qkv, 4u * (uint64_t)(nq + nkv));
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &at->wq, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = 2 * nq, .q = qh,
+    }, e));
+    const struct hip_dptr yk = hip_dptr_off(l->qkv, 4u * (uint64_t)nq);
+    const struct hip_dptr yv = hip_dptr_off(l->qkv, 4u * (uint64_t)(nq + nkv));
     if (n <= HIP_GEMV_MAX && same_shape(&at->wk, &at->wv)) {
-        TRY(hip_ops_mm_dual(hy->o, &(struct hip_mm){ .w = &at->wk, .w2 = &at->wv, .x = l->h, .x_stride = E, .nz = n, .y = yk, .y2 = yv, .y_stride = W, .q = qh }, e));
+        TRY(hip_ops_mm_dual(hy->o, &(struct hip_mm){
+            .w = &at->wk, .w2 = &at->wv, .x = l->h, .x_stride = E, .nz = n, .y = yk, .y2 = yv, .y_stride = W, .q = qh,
+        }, e));
     } else {
-        TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &at->wk, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = yk, .y_stride = W, .q = qh }, e));
-        TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &at->wv, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = yv, .y_stride = W, .q = qh }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &at->wk, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = yk, .y_stride = W, .q = qh,
+        }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &at->wv, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = yv, .y_stride = W, .q = qh,
+        }, e));
     }
     {
         uint64_t mix = hy->mix.a, q = l->qkv.a, g = hy->gate.a;
@@ -413,7 +436,8 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
     const uint64_t seq_stride = (uint64_t)l->p.n_ctx * (uint64_t)nkv;
     struct rope_args ra = {
         .q = l->qkv.a, .k = yk.a, .v = yv.a, .q_norm = at->q_norm.a, .k_norm = at->k_norm.a, .cs = cs,
-        .kc = at->kc.a, .vc = at->vc.a, .pos = pos, .seq = seq, .seq_stride = (int64_t)seq_stride, .q_stride = W, .kv_stride = W,
+        .kc = at->kc.a, .vc = at->vc.a, .pos = pos, .seq = seq, .seq_stride = (int64_t)seq_stride, .q_stride = W,
+        .kv_stride = W,
         .hd = hd, .n_rot = hp->n_rot, .n_head = ly->n_head, .n_head_kv = ly->n_head_kv, .neox = 1,
         .kv_f16 = l->kv_elt == 2, .eps = hp->rms_eps,
     };
@@ -440,7 +464,9 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
         void *gp[] = { &o, &g, &cnt, &nqq, &q, &qd };
         TRY(hip_rt_launch(l->rt, hy->k_gate, cdiv((size_t)cnt, 256), 1, 1, 256, gp, e));
     }
-    return hip_ops_mm(hy->o, &(struct hip_mm){ .w = &at->wo, .x = l->o, .x_stride = nq, .x_div = 1, .nz = n, .y = l->x, .y_stride = E, .mode = 1, .q = qo }, e);
+    return hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &at->wo, .x = l->o, .x_stride = nq, .x_div = 1, .nz = n, .y = l->x, .y_stride = E, .mode = 1, .q = qo,
+    }, e);
 }
 
 int hip_hybrid_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, struct err *e)
@@ -466,17 +492,26 @@ int hip_hybrid_shexp(struct hip_hybrid *hy, const struct layer *ly, int il, int 
      * expert's width (qwen35moe: 512) a second quantization launch costs more than it saves */
     const int qh = 0;
     if (n <= HIP_GEMV_MAX && same_shape(&d->sh_gate, &d->sh_up)) {
-        TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->sh_gate, .w2 = &d->sh_up, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->sg, .y_stride = F, .mode = 2, .q = qh }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->sh_gate, .w2 = &d->sh_up, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->sg,
+            .y_stride = F, .mode = 2, .q = qh,
+        }, e));
     } else {
-        TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->sh_gate, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->sg, .y_stride = F, .q = qh }, e));
-        TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->sh_up, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->su, .y_stride = F, .q = qh }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->sh_gate, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->sg, .y_stride = F, .q = qh,
+        }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->sh_up, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->su, .y_stride = F, .q = qh,
+        }, e));
         uint64_t g = hy->sg.a, u = hy->su.a;
         int cnt = n * F;
         void *sp[] = { &g, &u, &cnt };
         TRY(hip_rt_launch(l->rt, hy->k_swiglu, cdiv((size_t)cnt, 256), 1, 1, 256, sp, e));
     }
     const int qf = 0;
-    TRY(hip_ops_mm(hy->o, &(struct hip_mm){ .w = &d->sh_down, .x = hy->sg, .x_stride = F, .x_div = 1, .nz = n, .y = hy->sy, .y_stride = E, .q = qf }, e));
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->sh_down, .x = hy->sg, .x_stride = F, .x_div = 1, .nz = n, .y = hy->sy, .y_stride = E, .q = qf,
+    }, e));
     uint64_t x = l->x.a, y = hy->sy.a, h = l->h.a, w = d->sh_inp.a;
     int ee = E;
     void *p[] = { &x, &y, &h, &w, &ee };

@@ -230,8 +230,8 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
             return err_set(e, ERR_INTERNAL, "hip: no GEMV kernel for a deferred RMSNorm's input");
         /* the next sublayer's RMSNorm deferred: this grid writes its input x∘w, its q8 copy and Σ x² per
          * 32-group (h, hq, hsp) */
-        if (!hip_dptr_null(next_norm) && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX && a->n_rows == c->m->hp.n_embd &&
-            a->n_rows % 32 == 0) {
+        if (!hip_dptr_null(next_norm) && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX &&
+            a->n_rows == c->m->hp.n_embd && a->n_rows % 32 == 0) {
             a->nw = next_norm.a, a->ny = c->h.a, a->nq = c->hq.a, a->nqd = c->hqd.a, a->nsp = c->hsp.a,
             a->ncnt = c->ncnt.a;
             c->h_def = true;

@@ -84,9 +84,10 @@ struct hip_ops {
     struct hip_dptr o;     /* [B][nq_max] attention output */
     struct hip_dptr part;  /* [SPLIT_TOKENS][n_head][DEC_SPLIT][hd + 2] attention partials */
     struct hip_dptr io;    /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
-    struct hip_dptr xq, xqd;/* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
-    struct hip_dptr fq, fqd;/* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F], [..][F/32][2] */
-    struct hip_dptr hq, hqd;/* the deferred RMSNorm's input rows x∘w (in h) as q8, written by the residual GEMV
+    struct hip_dptr xq, xqd; /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
+    struct hip_dptr fq, fqd; /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F],
+                                [..][F/32][2] */
+    struct hip_dptr hq, hqd; /* the deferred RMSNorm's input rows x∘w (in h) as q8, written by the residual GEMV
                               before (norm_group_tail): int8 [GEMV_MAX][E], (d, d·Σq) [GEMV_MAX][E/32][2]. Not xq:
                               Wo, which writes it, reads o's q8 copy from there */
     struct hip_dptr hsp;   /* Σ x² of those rows per 32-group [GEMV_MAX][E/32] */

@@ -55,7 +55,10 @@ struct hip_dptr {
 };
 #define HIP_DNULL ((struct hip_dptr){ 0 })
 /* p + bytes */
-static inline struct hip_dptr hip_dptr_off(struct hip_dptr p, uint64_t bytes) { return (struct hip_dptr){ p.a + bytes }; }
+static inline struct hip_dptr hip_dptr_off(struct hip_dptr p, uint64_t bytes)
+{
+    return (struct hip_dptr){ p.a + bytes };
+}
 static inline bool hip_dptr_null(struct hip_dptr p) { return p.a == 0; }
 
 struct hip_rt;
