@@ -10,7 +10,11 @@
  * a graph and replayed. Batches of up to GEMV_MAX tokens use the fused GEMV
  * kernels (weights read once, SwiGLU and residual adds fused: per token up to
  * TOKEN_GEMV_MAX, all tokens at once in the multi-token GEMV of batched
- * decode); larger ones the tiled GEMM. */
+ * decode); larger ones the tiled GEMM (the launches: hip_ops.c).
+ *
+ * A step is model_forward (model/forward.h) over hip_layer_ops; the hybrids'
+ * layers are hip_hybrid.c's. Files below this one: hip_hybrid, hip_fit,
+ * hip_ops, hip_scratch, hip_knobs, hip_rt (none calls back up). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,7 @@
 #define DEC_SPLIT HIP_DEC_SPLIT
 #define SPLIT_TOKENS HIP_SPLIT_TOKENS
 #define TOPK_BYTES HIP_TOPK_BYTES
+
 static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
 #define N_GRAPHS 32 /* captured decode steps kept (shape × attention split bucket), least recent dropped */
