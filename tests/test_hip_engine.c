@@ -137,7 +137,7 @@ static void parity(const char *path)
             break;
         }
         p.backend = BACKEND_HIP;
-        if (hip_engine_create(&gpu, m, &p, &e)) {
+        if (hip_engine_create(&gpu, m, &p, NULL, &e)) {
             CHECK(0, "hip engine: %s", e.msg);
             engine_free(cpu);
             break;
@@ -219,7 +219,7 @@ static void graph_replay_bit_identical(const char *path)
     p.backend = BACKEND_HIP;
     struct hip_engine *g[2] = { NULL, NULL };
     for (int i = 0; i < 2; i++) {
-        if (hip_engine_create(&g[i], m, &p, &e)) {
+        if (hip_engine_create(&g[i], m, &p, NULL, &e)) {
             CHECK(0, "hip engine: %s", e.msg);
             break;
         }
@@ -303,8 +303,8 @@ static void batched_matches_solo(const char *path)
     struct hip_engine *gpu = NULL, *solo = NULL;
     CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu engine: %s", e.msg);
     p.backend = BACKEND_HIP;
-    CHECK(!cpu || hip_engine_create(&gpu, m, &p, &e) == 0, "hip engine: %s", e.msg);
-    CHECK(!gpu || hip_engine_create(&solo, m, &p, &e) == 0, "hip engine: %s", e.msg);
+    CHECK(!cpu || hip_engine_create(&gpu, m, &p, NULL, &e) == 0, "hip engine: %s", e.msg);
+    CHECK(!gpu || hip_engine_create(&solo, m, &p, NULL, &e) == 0, "hip engine: %s", e.msg);
     if (!cpu || !gpu || !solo) {
         hip_engine_free(solo), hip_engine_free(gpu), engine_free(cpu), model_free(m);
         return;

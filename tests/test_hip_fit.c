@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../worker/hip/hip_fit.h"
+#include "../worker/hip/hip_knobs.h"
 #include "check.h"
 
 #define NL 48
@@ -148,10 +149,62 @@ static void hybrid_counts_its_state(void)
     model_free(m);
 }
 
+/* The tuning knobs (hip_knobs.h): the engine's defaults with no LLM170_HIP_* set, and each variable
+ * parsed with its validity rule (an invalid value keeps the default). */
+static void knobs_from_env(void)
+{
+    static const char *const names[] = {
+        "LLM170_HIP_PINNED", "LLM170_HIP_GRAPH", "LLM170_HIP_Q8", "LLM170_HIP_MMA", "LLM170_HIP_DEFER_NORM",
+        "LLM170_HIP_FUSE_ROUTE", "LLM170_HIP_QKV", "LLM170_HIP_FUSE_ATTN", "LLM170_HIP_ARGMAX_SPLIT",
+        "LLM170_HIP_GEMV_R", "LLM170_HIP_GEMV_WARPS", "LLM170_HIP_GEMVB", "LLM170_HIP_GEMVBM_MIN",
+        "LLM170_HIP_MMA_T", "LLM170_HIP_SPLIT_BUCKETS", "LLM170_HIP_MMA_WAVES", "LLM170_HIP_FA", "LLM170_HIP_GQA",
+        "LLM170_HIP_PDL_PREFETCH", "LLM170_HIP_GDN_CHUNK",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unsetenv(names[i]);
+    struct hip_knobs k;
+    memset(&k, 0xa5, sizeof k);
+    hip_knobs_from_env(&k);
+    CHECK(k.pinned && k.graphs && k.q8 && k.use_mma && k.defer_norm && k.join_qkv && k.amax_split &&
+          k.split_buckets && k.use_fa && k.pdl_prefetch, "a default-on knob is off");
+    CHECK(!k.fuse_route && !k.fuse_attn && !k.gqa, "a default-off knob is on");
+    CHECK(k.gemv_r == 0 && k.gemv_warps == 0 && k.gemvb_t == 8 && k.gemvbm_min == 5 && k.mma_t == 0 &&
+          k.mma_waves == 85 && k.gdn_chunk == 16, "numeric defaults: r %d warps %d gemvb %d bm %d mma_t %d waves %d "
+          "chunk %d", k.gemv_r, k.gemv_warps, k.gemvb_t, k.gemvbm_min, k.mma_t, k.mma_waves, k.gdn_chunk);
+    /* booleans turn only on their one value: "0" off, "1" on */
+    setenv("LLM170_HIP_GRAPH", "0", 1);
+    setenv("LLM170_HIP_Q8", "no", 1);
+    setenv("LLM170_HIP_GQA", "1", 1);
+    setenv("LLM170_HIP_FUSE_ATTN", "yes", 1);
+    /* numbers: valid values taken, others keep the default */
+    setenv("LLM170_HIP_GEMV_R", "4", 1);
+    setenv("LLM170_HIP_GEMV_WARPS", "9", 1);
+    setenv("LLM170_HIP_GEMVB", "12", 1);
+    setenv("LLM170_HIP_GEMVBM_MIN", "17", 1);
+    setenv("LLM170_HIP_MMA_WAVES", "101", 1);
+    setenv("LLM170_HIP_MMA_T", "128", 1);
+    setenv("LLM170_HIP_GDN_CHUNK", "-1", 1);
+    hip_knobs_from_env(&k);
+    CHECK(!k.graphs && k.q8 && k.gqa && !k.fuse_attn, "booleans: graphs %d q8 %d gqa %d fuse_attn %d", k.graphs,
+          k.q8, k.gqa, k.fuse_attn);
+    CHECK(k.gemv_r == 4 && k.gemv_warps == 0 && k.gemvb_t == 8 && k.gemvbm_min == 17 && k.mma_waves == 85 &&
+          k.mma_t == 128 && k.gdn_chunk == -1, "numbers: r %d warps %d gemvb %d bm %d waves %d mma_t %d chunk %d",
+          k.gemv_r, k.gemv_warps, k.gemvb_t, k.gemvbm_min, k.mma_waves, k.mma_t, k.gdn_chunk);
+    setenv("LLM170_HIP_GEMVB", "0", 1);
+    setenv("LLM170_HIP_GEMV_WARPS", "2", 1);
+    setenv("LLM170_HIP_MMA_WAVES", "0", 1);
+    hip_knobs_from_env(&k);
+    CHECK(k.gemvb_t == 0 && k.gemv_warps == 2 && k.mma_waves == 0, "gemvb %d warps %d waves %d", k.gemvb_t,
+          k.gemv_warps, k.mma_waves);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unsetenv(names[i]);
+}
+
 int main(void)
 {
     RUN(requirement_of_a_moe_model);
     RUN(refusal_names_the_numbers);
     RUN(hybrid_counts_its_state);
+    RUN(knobs_from_env);
     CHECK_EXIT();
 }

@@ -32,28 +32,34 @@ static void fill(float *x, size_t n, float scale)
         x[i] = frand() * scale;
 }
 
+/* The kernels take device addresses as plain integers in their argument blocks (kernels/args.h), so this
+ * test, which fills those blocks directly, keeps them as uint64_t and wraps them for hip_rt's typed calls
+ * here. */
+static struct hip_dptr dptr(uint64_t a) { return (struct hip_dptr){ a }; }
 static uint64_t dup(const void *h, size_t n)
 {
     struct err e = { 0 };
-    uint64_t d = 0;
+    struct hip_dptr d = HIP_DNULL;
     if (hip_rt_malloc(g_rt, n, &d, &e) || (h && hip_rt_h2d(g_rt, d, h, n, &e)) || hip_rt_sync(g_rt, &e)) {
         printf("# %s\n", e.msg);
         exit(1);
     }
-    return d;
+    return d.a;
 }
+static int dmemset(uint64_t d, uint32_t v, size_t count, struct err *e) { return hip_rt_memset32(g_rt, dptr(d), v, count, e); }
+static void dfree(uint64_t d) { hip_rt_free(g_rt, dptr(d)); }
 static uint64_t poisoned(size_t n_floats)
 {
     struct err e = { 0 };
     uint64_t d = dup(NULL, n_floats * 4);
-    if (hip_rt_memset32(g_rt, d, 0x7fc00001u, n_floats, &e)) /* NaN */
+    if (dmemset(d, 0x7fc00001u, n_floats, &e)) /* NaN */
         exit(1);
     return d;
 }
 static void get(void *h, uint64_t d, size_t n)
 {
     struct err e = { 0 };
-    if (hip_rt_d2h(g_rt, h, d, n, &e) || hip_rt_sync(g_rt, &e)) {
+    if (hip_rt_d2h(g_rt, h, dptr(d), n, &e) || hip_rt_sync(g_rt, &e)) {
         printf("# %s\n", e.msg);
         exit(1);
     }
@@ -162,8 +168,8 @@ static void check_mm(enum qtype t, const char *tn, int N, int K, int nz, int mod
     }
     CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
     printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dw2), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dy);
-    hip_rt_free(g_rt, dy2);
+    dfree(dw), dfree(dw2), dfree(dx), dfree(db), dfree(dy);
+    dfree(dy2);
     free(wf), free(wd), free(wf2), free(wd2), free(wq), free(wq2), free(x), free(bias), free(y0), free(y), free(ref);
     free(ref2);
 }
@@ -245,7 +251,7 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
     double r = rel(y, ref, (size_t)nz * N);
     CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d split %d: rel err %.3g", name, N, K, nz, mode, ks, r);
     printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d split %d  rel %.2e\n", name, N, K, nz, mode, ks, r);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dy);
+    dfree(dw), dfree(dx), dfree(db), dfree(dy);
     free(wf), free(wd), free(wq), free(x), free(xh), free(h16), free(bias), free(y0), free(y), free(ref);
 }
 
@@ -305,7 +311,7 @@ static void gemv_grouped_experts(void)
     get(y, dy, sizeof y);
     double r = rel(y, ref, 6 * 40);
     CHECK(r < 2e-5, "grouped experts rel %.3g", r);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dy);
+    dfree(dw), dfree(dx), dfree(ds), dfree(dy);
     free(wq), free(wd), free(tmp);
 }
 
@@ -400,7 +406,7 @@ static void check_mmq_kernel(enum qtype t, int N, int K, int nz, int mode, const
     for (int rep = 0; rep < (fq ? 2 : 1); rep++) {
         if (fq) {
             if (dyq)
-                hip_rt_free(g_rt, dyq), hip_rt_free(g_rt, dyqd);
+                dfree(dyq), dfree(dyqd);
             dyq = dup(NULL, (size_t)nz * N), dyqd = poisoned((size_t)nz * (N / 32) * 2);
             a.yq = dyq, a.yqd = dyqd;
         }
@@ -418,7 +424,7 @@ static void check_mmq_kernel(enum qtype t, int N, int K, int nz, int mode, const
         CHECK(rel(yqd, yqdref, (size_t)nz * (N / 32) * 2) < 1e-6, "%s: SwiGLU q8 scales", name);
         printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode 2 q8 copy of the output (2 launches, %d threads): exact\n", name, N,
                K, nz, bt);
-        hip_rt_free(g_rt, dyq), hip_rt_free(g_rt, dyqd), hip_rt_free(g_rt, dcnt);
+        dfree(dyq), dfree(dyqd), dfree(dcnt);
         free(yq), free(yqref), free(yqd), free(yqdref);
     }
     if (mode == 3) {
@@ -429,8 +435,8 @@ static void check_mmq_kernel(enum qtype t, int N, int K, int nz, int mode, const
     }
     CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d %d threads: rel err %.3g", name, N, K, nz, mode, bt, r);
     printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d %3d threads  rel %.2e\n", name, N, K, nz, mode, bt, r);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dw2), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxq);
-    hip_rt_free(g_rt, dxqd), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dy2);
+    dfree(dw), dfree(dw2), dfree(dx), dfree(dxq);
+    dfree(dxqd), dfree(dy), dfree(dy2);
     free(ref2);
     free(wf), free(wd), free(wf2), free(wd2), free(wq), free(wq2), free(x), free(xdq), free(xq), free(xqd);
     free(y0), free(y), free(ref), free(gq), free(gqd);
@@ -553,8 +559,8 @@ static void check_experts_combined(const char *name, bool q8, int R, int bt)
     double r = rel(y, ref, sizeof y / 4);
     CHECK(r < 2e-5, "%s mode 4 (%d threads): rel %.3g", name, bt, r);
     printf("#   %-12s N=%-4d K=%-5d %d tokens x %d slots mode 4 %3d threads  rel %.2e\n", name, N, Kd, nt, S, bt, r);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dsw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dx);
-    hip_rt_free(g_rt, dxd);
+    dfree(dw), dfree(ds), dfree(dsw), dfree(dy), dfree(dx);
+    dfree(dxd);
     free(wq), free(wd), free(tmp);
 }
 
@@ -721,8 +727,8 @@ static void check_deferred_norm(const char *pk, enum qtype t1, int R1, int bt1, 
         wt = rt > wt ? rt : wt;
         wc = rc2 > wc ? rc2 : wc;
         free(both);
-        hip_rt_free(g_rt, dhq), hip_rt_free(g_rt, dhqd), hip_rt_free(g_rt, dsp);
-        hip_rt_free(g_rt, do1), hip_rt_free(g_rt, do2), hip_rt_free(g_rt, dny);
+        dfree(dhq), dfree(dhqd), dfree(dsp);
+        dfree(do1), dfree(do2), dfree(dny);
     }
     CHECK(wy < 2e-5, "%s deferred norm: residual rel %.3g", pk, wy);
     CHECK(wss < 1e-6, "%s deferred norm: groups' sums of squares rel %.3g", pk, wss);
@@ -733,7 +739,7 @@ static void check_deferred_norm(const char *pk, enum qtype t1, int R1, int bt1, 
            pk, N, K1, nz, ck, M, mode2, xd, wy, wss, wt, wc);
     uint64_t fr[] = { dw1, dw2, dw3, dox, doxd, dnw, dy, db2, db3, dcnt };
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
-        hip_rt_free(g_rt, fr[i]);
+        dfree(fr[i]);
     free(w1d), free(w2d), free(w3d), free(w1), free(w2), free(w3), free(o), free(odq), free(oq), free(oqd), free(y0);
     free(xref), free(y), free(nw), free(b2), free(b3), free(h), free(hdq), free(yw), free(hqdref), free(hq);
     free(hqref), free(q), free(hqd), free(qd), free(ss), free(rn), free(out), free(out2), free(chain), free(tight);
@@ -817,11 +823,11 @@ static void check_route_tail(const char *name, enum qtype t, int X, int Kin, int
             bad += sel[i] != selref[i];
         CHECK(bad == 0, "%s launch %d: %d of %d routed slots differ", name, rep + 1, bad, nz * K);
         CHECK(rel(w, wref, (size_t)nz * K) < 1e-5, "%s: route weights rel %.3g", name, rel(w, wref, (size_t)nz * K));
-        hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dsw);
+        dfree(dy), dfree(dsel), dfree(dsw);
     }
     printf("#   %-12s X=%-3d K=%-4d nz=%d top-%d routed in the GEMV's last block (2 launches): picks equal\n", name, X,
            Kin, nz, K);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dxd), hip_rt_free(g_rt, dcnt);
+    dfree(dw), dfree(dx), dfree(dxd), dfree(dcnt);
     free(wf), free(wd), free(wq), free(x), free(xdq), free(xq), free(xqd), free(y), free(ref), free(pr), free(w);
     free(wref), free(sel), free(selref);
 }
@@ -902,8 +908,8 @@ static void pdl_chain(void)
     CHECK(r < 2e-3, "PDL chain of %d layers: residual rel %.3g", L, r);
     printf("#   %d x (rms_norm + gemvq4_q4_K %dx%d) back to back, PDL %s: rel %.2e\n", L, N, N,
            hip_rt_pdl(g_rt) ? "on" : "off", r);
-    hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dnw), hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dh);
-    hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dqd);
+    dfree(dw), dfree(dnw), dfree(dx), dfree(dh);
+    dfree(dq), dfree(dqd);
     free(wf), free(wd), free(wq);
 }
 
@@ -944,8 +950,8 @@ static void rms_norm_q8_copy(void)
         CHECK(rel(y, ref, n) < 1e-6, "rms_norm n=%d on %d: rel %.3g", n, cases[c].threads, rel(y, ref, n));
         CHECK(!memcmp(q, qref, n), "rms_norm n=%d on %d: q8 quants differ", n, cases[c].threads);
         CHECK(rel(qd, qdref, n / 16) < 1e-6, "rms_norm n=%d: q8 scales rel %.3g", n, rel(qd, qdref, n / 16));
-        hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dy), hip_rt_free(g_rt, dq),
-            hip_rt_free(g_rt, dqd);
+        dfree(dx), dfree(dw), dfree(dy), dfree(dq),
+            dfree(dqd);
     }
 }
 
@@ -979,9 +985,9 @@ static void embed_rows_dequant(void)
             get(y, dy, sizeof y);
             double r = rel(y, ref, 4 * 512);
             CHECK(r < 1e-6, "embed %s (%u slices) rel %.3g", kTypes[i].name, gy, r);
-            hip_rt_free(g_rt, dy);
+            dfree(dy);
         }
-        hip_rt_free(g_rt, dt), hip_rt_free(g_rt, dk);
+        dfree(dt), dfree(dk);
         free(tab);
     }
 }
@@ -1005,7 +1011,7 @@ static void rms_norm_rows(void)
     get(y, dy, sizeof y);
     double r = rel(y, ref, 3000);
     CHECK(r < 1e-6, "rms_norm rel %.3g", r);
-    hip_rt_free(g_rt, dx), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dy);
+    dfree(dx), dfree(dw), dfree(ds), dfree(dy);
 }
 
 /* q/k norm + RoPE (NORM, NEOX; YaRN cos/sin from ops_rope_cache) + K/V cache store */
@@ -1043,8 +1049,8 @@ static void rope_and_store(void)
         /* cache cells the batch writes start poisoned */
         struct err e = { 0 };
         for (int t = 0; t < n; t++) {
-            hip_rt_memset32(g_rt, dkc + 4 * ((size_t)seq[t] * nctx + pos[t]) * kvd, 0x7fc00001u, kvd, &e);
-            hip_rt_memset32(g_rt, dvc + 4 * ((size_t)seq[t] * nctx + pos[t]) * kvd, 0x7fc00001u, kvd, &e);
+            dmemset(dkc + 4 * ((size_t)seq[t] * nctx + pos[t]) * kvd, 0x7fc00001u, kvd, &e);
+            dmemset(dvc + 4 * ((size_t)seq[t] * nctx + pos[t]) * kvd, 0x7fc00001u, kvd, &e);
         }
         struct rope_args a = { .q = dq, .k = dq + 4 * (uint64_t)nh * hd, .v = dq + 4 * (uint64_t)(nh + nkv) * hd,
                                .q_norm = dqn, .k_norm = dkn, .cs = dcs, .kc = dkc, .vc = dvc, .pos = dp, .seq = dsq,
@@ -1068,7 +1074,7 @@ static void rope_and_store(void)
         printf("#   rope %s%s: q %.2e k %.2e v %.2e\n", neox ? "neox" : "norm", yarn ? "+yarn (partial rot)" : "", rq, rk, rv);
         uint64_t ds[] = { dq, dqn, dkn, dcs, dp, dsq, dkc, dvc };
         for (size_t i = 0; i < 8; i++)
-            hip_rt_free(g_rt, ds[i]);
+            dfree(ds[i]);
         free(qkv), free(ref), free(kref), free(vref), free(y), free(kc), free(vc);
     }
 }
@@ -1132,7 +1138,7 @@ static void attention_vs_reference(void)
                 CHECK(launch("attn_combine", n * nh, 1, 128, p) == 0, "launch");
             get(y, dy, sizeof y);
             if (fm == 2)
-                hip_rt_free(g_rt, dcnt);
+                dfree(dcnt);
             double r = rel(y, ref, sizeof y / 4);
             {
                 static int8_t q8[3 * 8 * 128], q8ref[3 * 8 * 128];
@@ -1143,18 +1149,18 @@ static void attention_vs_reference(void)
                 CHECK(!memcmp(q8, q8ref, sizeof q8), "attn%s f16=%d split %d merge %d: q8 copy differs", gqa ? "_gqa" : "",
                       f16, split, fm);
                 CHECK(rel(q8d, q8dref, sizeof q8d / 4) < 1e-6, "attn q8 scales");
-                hip_rt_free(g_rt, dq8), hip_rt_free(g_rt, dq8d);
+                dfree(dq8), dfree(dq8d);
             }
             /* f16: the reference also rounds probabilities to f16 before V·p */
             CHECK(r < (f16 ? 2e-3 : 1e-5), "attn%s f16=%d split %d merge %d rel %.3g", gqa ? "_gqa" : "", f16, split,
                   fm, r);
             printf("#   attn%s %s cache, %d split(s)%s: rel %.2e\n", gqa ? "_gqa" : "", f16 ? "f16" : "f32", split,
                    fm ? (fm == 1 ? ", merged in attn" : ", merged in attn (2nd launch)") : "", r);
-            hip_rt_free(g_rt, dy);
+            dfree(dy);
         }
-        hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dv);
+        dfree(dk), dfree(dv);
     }
-    hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dp), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dpart);
+    dfree(dq), dfree(dp), dfree(ds), dfree(dpart);
     free(K), free(V), free(K16), free(V16), free(tab);
 }
 
@@ -1206,8 +1212,8 @@ static void flash_attention_prompt(void)
         double r = rel(y, ref, nq);
         CHECK(r < 2e-3, "%s rel %.3g", name, r);
         printf("#   %s 100 tokens at 30..129, f16 cache: rel %.2e\n", name, r);
-        hip_rt_free(g_rt, dq), hip_rt_free(g_rt, dp), hip_rt_free(g_rt, ds), hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dv);
-        hip_rt_free(g_rt, dy);
+        dfree(dq), dfree(dp), dfree(ds), dfree(dk), dfree(dv);
+        dfree(dy);
         free(K), free(V), free(K16), free(V16), free(q), free(ref), free(y), free(tab), free(scratch);
     }
 }
@@ -1229,7 +1235,7 @@ static void elementwise_softmax_argmax(void)
     get(y, da, sizeof y);
     CHECK(rel(y, ref, n) < 1e-7, "add rel %.3g", rel(y, ref, n));
     /* swiglu */
-    hip_rt_free(g_rt, da);
+    dfree(da);
     da = dup(a, sizeof a);
     memcpy(ref, a, sizeof a);
     ops_swiglu(ref, b, n);
@@ -1237,7 +1243,7 @@ static void elementwise_softmax_argmax(void)
     get(y, da, sizeof y);
     CHECK(rel(y, ref, n) < 1e-6, "swiglu rel %.3g", rel(y, ref, n));
     /* softmax of 3 rows of 1000 */
-    hip_rt_free(g_rt, da);
+    dfree(da);
     da = dup(a, sizeof a);
     memcpy(ref, a, sizeof a);
     for (int r = 0; r < 3; r++)
@@ -1257,7 +1263,7 @@ static void elementwise_softmax_argmax(void)
             if (a[r * 1000 + i] > a[r * 1000 + amref[r]])
                 amref[r] = i;
     }
-    hip_rt_free(g_rt, da);
+    dfree(da);
     da = dup(a, sizeof a);
     uint64_t dam = dup(NULL, sizeof am);
     void *pa[] = { &da, &len, &len, &dam };
@@ -1265,7 +1271,7 @@ static void elementwise_softmax_argmax(void)
     get(am, dam, sizeof am);
     for (int r = 0; r < 3; r++)
         CHECK(am[r] == amref[r], "argmax row %d: %d vs %d", r, am[r], amref[r]);
-    hip_rt_free(g_rt, da), hip_rt_free(g_rt, db), hip_rt_free(g_rt, dam);
+    dfree(da), dfree(db), dfree(dam);
 }
 
 /* argmax_split: rows of a vocabulary's width over many blocks, against a scan on the CPU; the maxima
@@ -1299,15 +1305,15 @@ static void argmax_over_slices(void)
         for (int rep = 0; rep < 2; rep++) {
             struct err e = { 0 };
             int out[R];
-            CHECK(hip_rt_memset32(g_rt, dout, 0xffffffffu, R, &e) == 0, "memset");
+            CHECK(dmemset(dout, 0xffffffffu, R, &e) == 0, "memset");
             CHECK(launch("argmax_split", slices[k], R, 256, p) == 0, "launch");
             get(out, dout, sizeof out);
             for (int r = 0; r < R; r++)
                 CHECK(out[r] == ref[r], "argmax_split %u slices, launch %d, row %d: %d vs %d", slices[k], rep + 1, r,
                       out[r], ref[r]);
         }
-    hip_rt_free(g_rt, da), hip_rt_free(g_rt, dout), hip_rt_free(g_rt, dpv), hip_rt_free(g_rt, dpi);
-    hip_rt_free(g_rt, dcnt);
+    dfree(da), dfree(dout), dfree(dpv), dfree(dpi);
+    dfree(dcnt);
     free(a);
 }
 
@@ -1422,8 +1428,8 @@ static void topk_cut_rows(void)
         CHECK(cnt[0] > 0 && cnt[5] > 0 && cnt[6] >= 100, "n %d: the ordinary rows are served", N);
         CHECK(cnt[1] == -1 && cnt[4] == -1 && cnt[7] == -1 && cnt[8] == -1,
               "n %d: NaN / -inf, +inf, k 0 and too few finite values give the whole row back", N);
-        hip_rt_free(g_rt, da), hip_rt_free(g_rt, dk), hip_rt_free(g_rt, dcnt), hip_rt_free(g_rt, dids);
-        hip_rt_free(g_rt, dvals);
+        dfree(da), dfree(dk), dfree(dcnt), dfree(dids);
+        dfree(dvals);
         free(a), free(keep), free(ids), free(vals);
     }
 }
@@ -1460,7 +1466,7 @@ static void check_route(int n, int X, int K, float lscale)
           selref[0]);
     CHECK(rel(w, wref, (size_t)n * K) < 1e-5, "route X=%d K=%d weights rel %.3g", X, K, rel(w, wref, (size_t)n * K));
     printf("#   moe_route n=%d X=%-3d K=%d: picks equal, weights rel %.2e\n", n, X, K, rel(w, wref, (size_t)n * K));
-    hip_rt_free(g_rt, dl), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dw);
+    dfree(dl), dfree(dsel), dfree(dw);
     free(lg), free(pr), free(selref), free(sel), free(wref), free(w);
 }
 
@@ -1515,8 +1521,8 @@ static void moe_route_and_combine(void)
     CHECK(launch("moe_combine", n, 1, 256, pc) == 0, "launch");
     get(x, dx, sizeof x);
     CHECK(rel(x, ref, sizeof x / 4) < 1e-6, "combine rel %.3g", rel(x, ref, sizeof x / 4));
-    hip_rt_free(g_rt, dl), hip_rt_free(g_rt, dsel), hip_rt_free(g_rt, dw), hip_rt_free(g_rt, dx);
-    hip_rt_free(g_rt, dey), hip_rt_free(g_rt, dwr);
+    dfree(dl), dfree(dsel), dfree(dw), dfree(dx);
+    dfree(dey), dfree(dwr);
     free(ey);
 }
 
@@ -1696,7 +1702,7 @@ static void gdn_conv_and_delta_rule(void)
         printf("#   gated norm %.2e\n", rg);
         uint64_t fr[] = { dg, din, dw, dcs, dss, dy, d_o, db, da, ddt, dA, dz, dnw, dq8, dq8d };
         for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
-            hip_rt_free(g_rt, fr[i]);
+            dfree(fr[i]);
         free(in), free(w), free(cst), free(sst), free(yref), free(oref), free(y), free(o), free(gcst), free(gsst);
         free(yn), free(z), free(gref);
     }
@@ -1865,11 +1871,11 @@ static void gdn_prefill_chunked(void)
                    "state %.2e\n", D, call, n_chunk, ry, rc, ro, rs);
             uint64_t fr[] = { dg, din, db, da, dy, d_o };
             for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
-                hip_rt_free(g_rt, fr[i]);
+                dfree(fr[i]);
         }
         uint64_t fr[] = { dw, ddt, dA, dcs, dss, dwu, dp, dsc };
         for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
-            hip_rt_free(g_rt, fr[i]);
+            dfree(fr[i]);
         free(in), free(w), free(cst), free(sst), free(yref), free(yn), free(oref), free(y), free(o), free(gcst);
         free(gsst), free(braw), free(araw), free(beta), free(gd), free(work), free(grp);
     }
@@ -1913,7 +1919,7 @@ static void gated_attention_and_shared_expert(void)
         get(q8d, dq8d, sizeof q8d);
         q8_emulate(o, cnt, q8ref, q8dref);
         CHECK(!memcmp(q8, q8ref, sizeof q8) && rel(q8d, q8dref, sizeof q8d / 4) < 1e-6, "gattn_gate: q8 copy differs");
-        hip_rt_free(g_rt, dq8), hip_rt_free(g_rt, dq8d);
+        dfree(dq8), dfree(dq8d);
     }
     /* shared expert: x += σ(wg·h) y */
     float x[3 * 300], y[3 * 300], h[3 * 300], wg[300], xref[3 * 300];
@@ -1934,7 +1940,7 @@ static void gated_attention_and_shared_expert(void)
     CHECK(rel(x, xref, sizeof x / 4) < 1e-6, "shexp_add rel %.3g", rel(x, xref, sizeof x / 4));
     uint64_t fr[] = { dm, dq, dg, d_o, dx, dy, dh, dwg };
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
-        hip_rt_free(g_rt, fr[i]);
+        dfree(fr[i]);
 }
 
 int main(void)

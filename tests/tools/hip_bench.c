@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     p.n_ctx = depth + tg + pp + 64;
     p.n_seq = 1;
     struct hip_engine *c = NULL;
-    if (hip_engine_create(&c, m, &p, &e)) {
+    if (hip_engine_create(&c, m, &p, NULL, &e)) {
         fprintf(stderr, "hip_bench: %s\n", e.msg);
         return 1;
     }
@@ -201,7 +201,7 @@ int main(int argc, char **argv)
         bpm.n_ctx = 128 + 128 + 8;
         bpm.n_batch = B > 128 ? B : 128;
         struct hip_engine *bc = NULL;
-        if ((rc = hip_engine_create(&bc, m, &bpm, &e)))
+        if ((rc = hip_engine_create(&bc, m, &bpm, NULL, &e)))
             break;
         hip_engine_set_graphs(bc, graph);
         struct engine_tok *bt = calloc((size_t)bpm.n_batch, sizeof *bt);

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "hip_engine.h"
+#include "hip_scratch.h"
 #include "hip_hybrid.h"
 
 static uint64_t wt_bytes(const struct wt *w)
@@ -44,7 +44,7 @@ void hip_fit_need(const struct model *m, const struct engine_params *p, struct h
     }
     f->weights = w;
     f->kv = kv;
-    f->act = hip_engine_scratch_bytes(m, p);
+    f->act = hip_scratch_bytes(m, p);
     f->state = hip_hybrid_device_bytes(m, p);
     f->reserve = HIP_FIT_RESERVE;
 }

@@ -18,7 +18,7 @@
 struct hip_fit {
     uint64_t weights;  /* every tensor the engine uploads (an untied output counted once more) */
     uint64_t kv;       /* K and V caches: layers with a cache · 2 · n_seq · n_ctx · kv_dim · element size */
-    uint64_t act;      /* activations and step buffers for n_batch tokens (hip_engine.c's scratch) */
+    uint64_t act;      /* activations and step buffers for n_batch tokens (hip_scratch.c) */
     uint64_t state;    /* hybrids: n_seq recurrent states + their step scratch (hip_hybrid.c) */
     uint64_t reserve;  /* headroom: kernel modules, graphs, allocation rounding (HIP_FIT_RESERVE) */
 };

@@ -2,7 +2,7 @@
  * hip_hybrid.h; math in shared spec arch-qwen35.md §6, CPU mirror in
  * cpu_hybrid.c).
  *
- * Weight products go through hip_engine.c's launch helpers (hipe_mm: GEMV
+ * Weight products go through hip_ops.c's launch helpers (hip_ops_mm: GEMV
  * for decode-sized batches, tiled GEMM otherwise); the conv, the delta rule,
  * the gated norm and the gates are kernels/gdn.cu. A step's launches depend
  * only on the batch size (the grouping of rows by sequence is data the host
@@ -27,15 +27,15 @@
 
 struct hlayer {       /* a GDN layer's device weights (and any layer's shared expert) */
     struct dw qkv, z, beta, alpha, out; /* ssm_qkv [E→conv_dim], ssm_z [E→value_dim], β/α [E→H_v], [value_dim→E] */
-    uint64_t conv;    /* [conv_dim][d_conv] */
-    uint64_t dt, A;   /* [H_v] */
-    uint64_t norm;    /* [d_v] */
+    struct hip_dptr conv;   /* [conv_dim][d_conv] */
+    struct hip_dptr dt, A;  /* [H_v] */
+    struct hip_dptr norm;   /* [d_v] */
     struct dw sh_gate, sh_up, sh_down; /* [E→F_s], [E→F_s], [F_s→E] */
-    uint64_t sh_inp;  /* [E] shared-expert gate */
+    struct hip_dptr sh_inp; /* [E] shared-expert gate */
 };
 
 struct hip_hybrid {
-    struct hip_engine *c;
+    struct hip_ops *o;     /* the engine's launch core (hip_ops.h) */
     const struct model *m;
     struct hlayer *L;        /* [n_layer] */
     int n_seq, n_batch, n_snap;
@@ -43,35 +43,41 @@ struct hip_hybrid {
     size_t conv_per;         /* floats of one layer's conv state */
     size_t ssm_per;          /* floats of one layer's delta-rule state */
     size_t per_seq;          /* floats of one sequence's state over all GDN layers */
-    uint64_t state;          /* [n_seq][per_seq] */
+    struct hip_dptr state;   /* [n_seq][per_seq] */
     struct snap_slot *slots; /* [n_seq][n_snap] which position each snapshot holds (snap.h) */
-    uint64_t *snap_state;    /* [n_seq][n_snap] → [per_seq] floats on the device, 0 until first used */
+    struct hip_dptr *snap_state; /* [n_seq][n_snap] → [per_seq] floats on the device, none until first used */
     uint64_t stamp;
     unsigned char *pe_pair;  /* [n_rot/2] 1 where IMROPE takes p_e (angle 0 for text) */
     hip_fn k_conv, k_rec, k_gnorm, k_split, k_gate, k_shexp, k_rope, k_attn, k_comb, k_swiglu;
     hip_fn k_conv_tok, k_conv_state, k_cprep, k_cscan; /* prefill: token-parallel conv, chunked delta rule */
     int chunk_min;           /* a step whose longest group has this many rows takes the chunked delta rule
-                                (batches over GEMV size only); 0: never (LLM170_HIP_GDN_CHUNK) */
+                                (batches over GEMV size only); 0: never (hip_knobs.gdn_chunk) */
     int n_grp, n_chunk, max_len; /* of the step hip_hybrid_prepare grouped */
     /* scratch (device), B = n_batch */
-    uint64_t mix;            /* [B][max(conv_dim, 2·nq_max)] GDN projection / gated query+gate */
-    uint64_t y;              /* [B][conv_dim] conv output q | k | v */
-    uint64_t z;              /* [B][value_dim] output gate */
-    uint64_t b, a;           /* [B][H_v] raw β and α projections */
-    uint64_t og;             /* [B][max(value_dim, nq_max)] GDN output */
-    uint64_t gate;           /* [B][nq_max] gated attention's sigmoid gate input */
-    uint64_t sg, su;         /* [B][F_s] shared-expert gate / up */
-    uint64_t sy;             /* [B][E] shared-expert output */
-    uint64_t wu;             /* [B][H_v][d_k + d_v] chunked form's W | U (0 when n_batch ≤ GEMV size) */
-    uint64_t p;              /* [B][H_v][GDN_CK] chunked form's q̂·k̂ decay products */
-    uint64_t sc;             /* [B][H_v][4] chunked form's per-step scales */
-    uint64_t grp;            /* ints [GDN_GRP_INTS(B)]: struct gdn_groups's arrays */
+    struct hip_dptr mix;     /* [B][max(conv_dim, 2·nq_max)] GDN projection / gated query+gate */
+    struct hip_dptr y;       /* [B][conv_dim] conv output q | k | v */
+    struct hip_dptr z;       /* [B][value_dim] output gate */
+    struct hip_dptr b, a;    /* [B][H_v] raw β and α projections */
+    struct hip_dptr og;      /* [B][max(value_dim, nq_max)] GDN output */
+    struct hip_dptr gate;    /* [B][nq_max] gated attention's sigmoid gate input */
+    struct hip_dptr sg, su;  /* [B][F_s] shared-expert gate / up */
+    struct hip_dptr sy;      /* [B][E] shared-expert output */
+    struct hip_dptr wu;      /* [B][H_v][d_k + d_v] chunked form's W | U (0 when n_batch ≤ GEMV size) */
+    struct hip_dptr p;       /* [B][H_v][GDN_CK] chunked form's q̂·k̂ decay products */
+    struct hip_dptr sc;      /* [B][H_v][4] chunked form's per-step scales */
+    struct hip_dptr grp;     /* ints [GDN_GRP_INTS(B)]: struct gdn_groups's arrays */
     int32_t *grp_h;          /* pinned mirror of grp */
 };
 
+/* whether GEMVs over k inputs run on a q8 copy, and weight type t (t < 0: any) has such a kernel */
+static bool want_q8_t(const struct hip_ops *o, int k, int t)
+{
+    return hip_ops_want_q8(o, k) && (t < 0 || o->gemvq[t]);
+}
+
 static struct gdn_groups groups_of(const struct hip_hybrid *hy)
 {
-    const uint64_t B = (uint64_t)hy->n_batch, g = hy->grp;
+    const uint64_t B = (uint64_t)hy->n_batch, g = hy->grp.a;
     return (struct gdn_groups){ .n_grp = g, .rows = g + 4, .seq = g + 4 + 4 * B, .start = g + 4 + 8 * B,
                                 .len = g + 4 + 12 * B, .fresh = g + 4 + 16 * B, .row_grp = g + 4 + 20 * B,
                                 .row_step = g + 4 + 24 * B, .ck_grp = g + 4 + 28 * B, .ck_c0 = g + 4 + 32 * B };
@@ -82,9 +88,8 @@ void hip_hybrid_free(struct hip_hybrid *hy)
     if (!hy)
         return;
     if (hy->grp_h) {
-        struct hip_lend l;
-        hipe_lend(hy->c, &l);
-        hip_rt_host_free(l.rt, hy->grp_h);
+        const struct hip_ops *l = hy->o;
+        hip_rt_host_free(l->rt, hy->grp_h);
     }
     free(hy->L);
     free(hy->slots);
@@ -148,7 +153,7 @@ uint64_t hip_hybrid_device_bytes(const struct model *m, const struct engine_para
     return t;
 }
 
-int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struct model *m,
+int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct model *m,
                       const struct engine_params *p, struct stager *s, struct err *e)
 {
     *out = NULL;
@@ -161,7 +166,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
     struct hip_hybrid *hy = calloc(1, sizeof *hy);
     if (!hy)
         return err_set(e, ERR_NOMEM, "hip: out of memory");
-    hy->c = c;
+    hy->o = c;
     hy->m = m;
     hy->n_seq = p->n_seq;
     hy->n_batch = p->n_batch;
@@ -191,8 +196,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
         hy->pe_pair[i] = !(hh || w || t);
     }
 
-    struct hip_lend l;
-    hipe_lend(c, &l);
+    const struct hip_ops *l = c;
     char nm[32], nprep[32], nscan[32];
     snprintf(nm, sizeof nm, "gdn_rec_%d", hp->d_state);
     snprintf(nprep, sizeof nprep, "gdn_chunk_prep_%d", hp->d_state);
@@ -208,10 +212,9 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
     int rc = 0;
     for (size_t i = 0; i < sizeof ks / sizeof ks[0] && !rc; i++)
         if (i < n_fixed || m->n_gdn_layers)
-            rc = hip_rt_fn(l.rt, ks[i].n, ks[i].f, e);
+            rc = hip_rt_fn(l->rt, ks[i].n, ks[i].f, e);
     /* chunked delta rule for a step whose longest sequence run has at least this many rows */
-    const char *ce = getenv("LLM170_HIP_GDN_CHUNK");
-    hy->chunk_min = ce ? atoi(ce) : 16;
+    hy->chunk_min = l->k.gdn_chunk;
     if (p->n_batch <= HB_GEMV_MAX || hy->chunk_min < 0)
         hy->chunk_min = 0;
 
@@ -222,31 +225,33 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struc
                                   &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp };
         struct dw *dws[] = { &d->qkv, &d->z, &d->beta, &d->alpha, &d->out, &d->sh_gate, &d->sh_up, &d->sh_down };
         for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++)
-            rc = hipe_up_wt(c, s, ws[i], dws[i], e);
+            rc = hip_ops_up_wt(c, s, ws[i], dws[i], e);
         const struct vec *vs[] = { &ly->ssm_conv, &ly->ssm_dt, &ly->ssm_a, &ly->ssm_norm, &ly->gate_inp_shexp };
-        uint64_t *dvs[] = { &d->conv, &d->dt, &d->A, &d->norm, &d->sh_inp };
+        struct hip_dptr *dvs[] = { &d->conv, &d->dt, &d->A, &d->norm, &d->sh_inp };
         for (size_t i = 0; i < sizeof vs / sizeof vs[0] && !rc; i++)
-            rc = hipe_up_vec(c, s, vs[i], dvs[i], e);
-        if (!rc && ly->kind == LAYER_GDN && (!d->qkv.d || !d->z.d || !d->beta.d || !d->alpha.d || !d->out.d ||
-                                            !d->conv || !d->dt || !d->A || !d->norm))
+            rc = hip_ops_up_vec(c, s, vs[i], dvs[i], e);
+        if (!rc && ly->kind == LAYER_GDN && (hip_dptr_null(d->qkv.d) || hip_dptr_null(d->z.d) ||
+                                            hip_dptr_null(d->beta.d) || hip_dptr_null(d->alpha.d) ||
+                                            hip_dptr_null(d->out.d) || hip_dptr_null(d->conv) ||
+                                            hip_dptr_null(d->dt) || hip_dptr_null(d->A) || hip_dptr_null(d->norm)))
             rc = err_set(e, ERR_FORMAT, "hip: GDN layer %d lacks a tensor", il);
     }
 
     size_t sz[HB_COUNT];
     hb_sizes(m, p, sz);
     const size_t state_n = (size_t)p->n_seq * hy->per_seq;
-    struct { uint64_t *d; size_t n; } sc[] = {
+    struct { struct hip_dptr *d; size_t n; } sc[] = {
         { &hy->state, sz[HB_STATE] }, { &hy->mix, sz[HB_MIX] }, { &hy->y, sz[HB_Y] }, { &hy->z, sz[HB_Z] },
         { &hy->b, sz[HB_B] }, { &hy->a, sz[HB_A] }, { &hy->og, sz[HB_OG] }, { &hy->gate, sz[HB_GATE] },
         { &hy->sg, sz[HB_SG] }, { &hy->su, sz[HB_SU] }, { &hy->sy, sz[HB_SY] }, { &hy->wu, sz[HB_WU] },
         { &hy->p, sz[HB_P] }, { &hy->sc, sz[HB_SC] }, { &hy->grp, sz[HB_GRP] },
     };
     for (size_t i = 0; i < sizeof sc / sizeof sc[0] && !rc; i++)
-        rc = hipe_dalloc(c, sc[i].n, sc[i].d, e);
+        rc = hip_ops_dalloc(c, sc[i].n, sc[i].d, e);
     if (!rc && state_n)
-        rc = hip_rt_memset32(l.rt, hy->state, 0, state_n, e);
+        rc = hip_rt_memset32(l->rt, hy->state, 0, state_n, e);
     if (!rc)
-        rc = hip_rt_host_alloc(l.rt, sz[HB_GRP], (void **)&hy->grp_h, e);
+        rc = hip_rt_host_alloc(l->rt, sz[HB_GRP], (void **)&hy->grp_h, e);
     if (rc) {
         hip_hybrid_free(hy);
         return rc;
@@ -300,9 +305,8 @@ int hip_hybrid_prepare(struct hip_hybrid *hy, const struct engine_tok *toks, int
     hy->n_grp = n_grp;
     hy->n_chunk = n_chunk;
     hy->max_len = max_len;
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
-    return hip_rt_h2d(l.rt, hy->grp, h, GDN_GRP_INTS((size_t)B) * 4, e);
+    const struct hip_ops *l = hy->o;
+    return hip_rt_h2d(l->rt, hy->grp, h, GDN_GRP_INTS((size_t)B) * 4, e);
 }
 
 #define TRY(x)               \
@@ -318,35 +322,46 @@ static bool same_shape(const struct dw *a, const struct dw *b)
     return a->type == b->type && a->ne0 == b->ne0 && a->ne1 == b->ne1;
 }
 
-static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_lend *l,
+static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_ops *l,
                      struct err *e)
 {
     const struct hparams *hp = &hy->m->hp;
     const struct hlayer *d = &hy->L[il];
-    struct hipe_layer at;
-    hipe_layer_of(hy->c, il, &at);
+    const struct hip_ops_layer *at = &hy->o->L[il];
     const int E = hp->n_embd, cd = hy->conv_dim, vd = hy->value_dim, HV = hp->n_v_heads, dv = hp->d_state;
     int rc;
-    const int qh = hipe_want_q8(hy->c, E, -1);
-    TRY(hipe_rms(hy->c, l->h, l->x, at.attn_norm, n, E, qh, e));
-    TRY(hipe_mm(hy->c, &d->qkv, NULL, l->h, E, 1, n, hy->mix, cd, 0, 0, 0, 0, qh, e));
-    TRY(hipe_mm(hy->c, &d->z, NULL, l->h, E, 1, n, hy->z, vd, 0, 0, 0, 0, qh, e));
-    if (n <= l->gemv_max && same_shape(&d->beta, &d->alpha)) {
-        TRY(hipe_mm_dual(hy->c, &d->beta, &d->alpha, l->h, E, n, hy->b, hy->a, HV, qh, e));
+    const int qh = want_q8_t(hy->o, E, -1);
+    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->qkv, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = cd, .q = qh,
+    }, e));
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->z, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->z, .y_stride = vd, .q = qh,
+    }, e));
+    if (n <= HIP_GEMV_MAX && same_shape(&d->beta, &d->alpha)) {
+        TRY(hip_ops_mm_dual(hy->o, &(struct hip_mm){
+            .w = &d->beta, .w2 = &d->alpha, .x = l->h, .x_stride = E, .nz = n, .y = hy->b, .y2 = hy->a, .y_stride = HV,
+            .q = qh,
+        }, e));
     } else {
-        TRY(hipe_mm(hy->c, &d->beta, NULL, l->h, E, 1, n, hy->b, HV, 0, 0, 0, 0, qh, e));
-        TRY(hipe_mm(hy->c, &d->alpha, NULL, l->h, E, 1, n, hy->a, HV, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->beta, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->b, .y_stride = HV, .q = qh,
+        }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->alpha, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->a, .y_stride = HV, .q = qh,
+        }, e));
     }
     const int64_t seq_stride = (int64_t)hy->per_seq;
-    const uint64_t st = hy->state + 4u * (uint64_t)ly->gdn_index * (uint64_t)(hy->conv_per + hy->ssm_per);
+    const struct hip_dptr st =
+        hip_dptr_off(hy->state, 4u * (uint64_t)ly->gdn_index * (uint64_t)(hy->conv_per + hy->ssm_per));
     struct gdn_conv_args ca = {
-        .g = groups_of(hy), .in = hy->mix, .out = hy->y, .w = d->conv, .state = st, .seq_stride = seq_stride,
+        .g = groups_of(hy), .in = hy->mix.a, .out = hy->y.a, .w = d->conv.a, .state = st.a, .seq_stride = seq_stride,
         .conv_dim = cd, .d_conv = hp->d_conv,
     };
     void *cp[] = { &ca };
     /* a prompt: conv outputs token-parallel, then the state rolled forward; decode: one thread per
      * channel walking its group (fewer launches, and the step's graph stays as it was) */
-    const bool prompt = n > l->gemv_max && hy->chunk_min > 0;
+    const bool prompt = n > HIP_GEMV_MAX && hy->chunk_min > 0;
     if (prompt) {
         TRY(hip_rt_launch(l->rt, hy->k_conv_tok, (unsigned)n, cdiv((size_t)cd, 128), 1, 128, cp, e));
         TRY(hip_rt_launch(l->rt, hy->k_conv_state, (unsigned)hy->n_grp, cdiv((size_t)cd, 128), 1, 128, cp, e));
@@ -354,10 +369,10 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
         TRY(hip_rt_launch(l->rt, hy->k_conv, (unsigned)n, cdiv((size_t)cd, 128), 1, 128, cp, e));
     }
     struct gdn_rec_args ra = {
-        .g = groups_of(hy), .qkv = hy->y, .b = hy->b, .a = hy->a, .dt = d->dt, .A = d->A, .o = hy->og,
-        .state = st + 4u * (uint64_t)hy->conv_per, .seq_stride = seq_stride, .conv_dim = cd,
+        .g = groups_of(hy), .qkv = hy->y.a, .b = hy->b.a, .a = hy->a.a, .dt = d->dt.a, .A = d->A.a, .o = hy->og.a,
+        .state = hip_dptr_off(st, 4u * (uint64_t)hy->conv_per).a, .seq_stride = seq_stride, .conv_dim = cd,
         .n_k_heads = hp->n_k_heads, .n_v_heads = HV, .d_v = dv, .scale = 1.0f / sqrtf((float)hp->d_state),
-        .eps = hp->rms_eps, .wu = hy->wu, .p = hy->p, .sc = hy->sc,
+        .eps = hp->rms_eps, .wu = hy->wu.a, .p = hy->p.a, .sc = hy->sc.a,
     };
     void *rp[] = { &ra };
     if (prompt && hy->max_len >= hy->chunk_min) {
@@ -370,57 +385,68 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
                           (unsigned)(nw * l->warp), rp, e));
     }
     /* the gated norm also writes the q8 copy of its output for the out-projection GEMV */
-    const int qo = n <= l->gemv_max && dv % l->warp == 0 && hipe_want_q8(hy->c, vd, d->out.type);
+    const int qo = n <= HIP_GEMV_MAX && dv % l->warp == 0 && want_q8_t(hy->o, vd, d->out.type);
     {
-        uint64_t o = hy->og, z = hy->z, w = d->norm, q = qo ? l->xq : 0, qd = qo ? l->xqd : 0;
+        uint64_t o = hy->og.a, z = hy->z.a, w = d->norm.a, q = qo ? l->xq.a : 0, qd = qo ? l->xqd.a : 0;
         int vdd = vd, dvv = dv;
         float eps = hp->rms_eps;
         void *gp[] = { &o, &z, &w, &vdd, &dvv, &eps, &q, &qd };
         TRY(hip_rt_launch(l->rt, hy->k_gnorm, (unsigned)n, (unsigned)HV, 1,
                           cdiv((size_t)dv, (size_t)l->warp) * (unsigned)l->warp, gp, e));
     }
-    return hipe_mm(hy->c, &d->out, NULL, hy->og, vd, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
+    return hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->out, .x = hy->og, .x_stride = vd, .x_div = 1, .nz = n, .y = l->x, .y_stride = E, .mode = 1, .q = qo,
+    }, e);
 }
 
-static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_lend *l,
+static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, const struct hip_ops *l,
                             struct err *e)
 {
     const struct hparams *hp = &hy->m->hp;
-    struct hipe_layer at;
-    hipe_layer_of(hy->c, il, &at);
-    const int E = hp->n_embd, hd = hp->head_dim, W = l->W, B = l->n_batch;
+    const struct hip_ops_layer *at = &hy->o->L[il];
+    const int E = hp->n_embd, hd = hp->head_dim, W = l->W, B = l->p.n_batch;
     const int nq = ly->n_head * hd, nkv = ly->n_head_kv * hd;
-    const uint64_t pos = l->io + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B, cs = l->io + 16u * (uint64_t)B;
+    const uint64_t pos = l->io.a + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B, cs = l->io.a + 16u * (uint64_t)B;
     int rc;
-    const int qh = hipe_want_q8(hy->c, E, -1);
-    TRY(hipe_rms(hy->c, l->h, l->x, at.attn_norm, n, E, qh, e));
-    TRY(hipe_mm(hy->c, at.wq, NULL, l->h, E, 1, n, hy->mix, 2 * nq, 0, 0, 0, 0, qh, e));
-    const uint64_t yk = l->qkv + 4u * (uint64_t)nq, yv = l->qkv + 4u * (uint64_t)(nq + nkv);
-    if (n <= l->gemv_max && same_shape(at.wk, at.wv)) {
-        TRY(hipe_mm_dual(hy->c, at.wk, at.wv, l->h, E, n, yk, yv, W, qh, e));
+    const int qh = want_q8_t(hy->o, E, -1);
+    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &at->wq, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = 2 * nq, .q = qh,
+    }, e));
+    const struct hip_dptr yk = hip_dptr_off(l->qkv, 4u * (uint64_t)nq);
+    const struct hip_dptr yv = hip_dptr_off(l->qkv, 4u * (uint64_t)(nq + nkv));
+    if (n <= HIP_GEMV_MAX && same_shape(&at->wk, &at->wv)) {
+        TRY(hip_ops_mm_dual(hy->o, &(struct hip_mm){
+            .w = &at->wk, .w2 = &at->wv, .x = l->h, .x_stride = E, .nz = n, .y = yk, .y2 = yv, .y_stride = W, .q = qh,
+        }, e));
     } else {
-        TRY(hipe_mm(hy->c, at.wk, NULL, l->h, E, 1, n, yk, W, 0, 0, 0, 0, qh, e));
-        TRY(hipe_mm(hy->c, at.wv, NULL, l->h, E, 1, n, yv, W, 0, 0, 0, 0, qh, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &at->wk, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = yk, .y_stride = W, .q = qh,
+        }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &at->wv, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = yv, .y_stride = W, .q = qh,
+        }, e));
     }
     {
-        uint64_t mix = hy->mix, q = l->qkv, g = hy->gate;
+        uint64_t mix = hy->mix.a, q = l->qkv.a, g = hy->gate.a;
         int qs = W, nh = ly->n_head, hdd = hd;
         void *sp[] = { &mix, &q, &qs, &g, &nh, &hdd };
         TRY(hip_rt_launch(l->rt, hy->k_split, (unsigned)n, cdiv((size_t)(ly->n_head * hd), 256), 1, 256, sp, e));
     }
-    const uint64_t seq_stride = (uint64_t)l->n_ctx * (uint64_t)nkv;
+    const uint64_t seq_stride = (uint64_t)l->p.n_ctx * (uint64_t)nkv;
     struct rope_args ra = {
-        .q = l->qkv, .k = yk, .v = yv, .q_norm = at.q_norm, .k_norm = at.k_norm, .cs = cs, .kc = at.kc,
-        .vc = at.vc, .pos = pos, .seq = seq, .seq_stride = (int64_t)seq_stride, .q_stride = W, .kv_stride = W,
+        .q = l->qkv.a, .k = yk.a, .v = yv.a, .q_norm = at->q_norm.a, .k_norm = at->k_norm.a, .cs = cs,
+        .kc = at->kc.a, .vc = at->vc.a, .pos = pos, .seq = seq, .seq_stride = (int64_t)seq_stride, .q_stride = W,
+        .kv_stride = W,
         .hd = hd, .n_rot = hp->n_rot, .n_head = ly->n_head, .n_head_kv = ly->n_head_kv, .neox = 1,
         .kv_f16 = l->kv_elt == 2, .eps = hp->rms_eps,
     };
     void *rp[] = { &ra };
     const unsigned rb = (unsigned)((hd + l->warp - 1) / l->warp * l->warp);
     TRY(hip_rt_launch(l->rt, hy->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
-    const int nsplit = n <= l->split_tokens ? l->dec_split : 1;
+    const int nsplit = n <= HIP_SPLIT_TOKENS ? HIP_DEC_SPLIT : 1;
     struct attn_args aa = {
-        .q = l->qkv, .o = l->o, .k = at.kc, .v = at.vc, .pos = pos, .seq = seq, .part = l->part,
+        .q = l->qkv.a, .o = l->o.a, .k = at->kc.a, .v = at->vc.a, .pos = pos, .seq = seq, .part = l->part.a,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
         .n_head_kv = ly->n_head_kv, .q_stride = W, .o_stride = nq, .nsplit = nsplit, .kv_f16 = l->kv_elt == 2,
         .scale = hp->kq_scale,
@@ -431,56 +457,65 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
     if (nsplit > 1)
         TRY(hip_rt_launch(l->rt, hy->k_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
     /* the gate also writes the q8 copy of o for the output-projection GEMV */
-    const int qo = n <= l->gemv_max && hipe_want_q8(hy->c, nq, at.wo->type);
+    const int qo = n <= HIP_GEMV_MAX && want_q8_t(hy->o, nq, at->wo.type);
     {
-        uint64_t o = l->o, g = hy->gate, q = qo ? l->xq : 0, qd = qo ? l->xqd : 0;
+        uint64_t o = l->o.a, g = hy->gate.a, q = qo ? l->xq.a : 0, qd = qo ? l->xqd.a : 0;
         int cnt = n * nq, nqq = nq;
         void *gp[] = { &o, &g, &cnt, &nqq, &q, &qd };
         TRY(hip_rt_launch(l->rt, hy->k_gate, cdiv((size_t)cnt, 256), 1, 1, 256, gp, e));
     }
-    return hipe_mm(hy->c, at.wo, NULL, l->o, nq, 1, n, l->x, E, 0, 0, 0, 1, qo, e);
+    return hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &at->wo, .x = l->o, .x_stride = nq, .x_div = 1, .nz = n, .y = l->x, .y_stride = E, .mode = 1, .q = qo,
+    }, e);
 }
 
 int hip_hybrid_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int n, struct err *e)
 {
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
+    const struct hip_ops *l = hy->o;
     if (ly->kind == LAYER_GDN)
-        return gdn_layer(hy, ly, il, n, &l, e);
+        return gdn_layer(hy, ly, il, n, l, e);
     if (ly->kind == LAYER_GATED_ATTN)
-        return gated_attn_layer(hy, ly, il, n, &l, e);
+        return gated_attn_layer(hy, ly, il, n, l, e);
     return err_set(e, ERR_INTERNAL, "hip: layer %d is no hybrid layer", il);
 }
 
 int hip_hybrid_shexp(struct hip_hybrid *hy, const struct layer *ly, int il, int n, struct err *e)
 {
     const struct hlayer *d = &hy->L[il];
-    if (!d->sh_down.d)
+    if (hip_dptr_null(d->sh_down.d))
         return 0;
     (void)ly;
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
+    const struct hip_ops *l = hy->o;
     const int E = hy->m->hp.n_embd, F = hy->m->hp.n_ff_shexp;
     int rc = 0;
     /* f32 activations: the routed experts' launches overwrote the q8 copy of h, and at the shared
      * expert's width (qwen35moe: 512) a second quantization launch costs more than it saves */
     const int qh = 0;
-    if (n <= l.gemv_max && same_shape(&d->sh_gate, &d->sh_up)) {
-        TRY(hipe_mm(hy->c, &d->sh_gate, &d->sh_up, l.h, E, 1, n, hy->sg, F, 0, 0, 0, 2, qh, e));
+    if (n <= HIP_GEMV_MAX && same_shape(&d->sh_gate, &d->sh_up)) {
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->sh_gate, .w2 = &d->sh_up, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->sg,
+            .y_stride = F, .mode = 2, .q = qh,
+        }, e));
     } else {
-        TRY(hipe_mm(hy->c, &d->sh_gate, NULL, l.h, E, 1, n, hy->sg, F, 0, 0, 0, 0, qh, e));
-        TRY(hipe_mm(hy->c, &d->sh_up, NULL, l.h, E, 1, n, hy->su, F, 0, 0, 0, 0, qh, e));
-        uint64_t g = hy->sg, u = hy->su;
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->sh_gate, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->sg, .y_stride = F, .q = qh,
+        }, e));
+        TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+            .w = &d->sh_up, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->su, .y_stride = F, .q = qh,
+        }, e));
+        uint64_t g = hy->sg.a, u = hy->su.a;
         int cnt = n * F;
         void *sp[] = { &g, &u, &cnt };
-        TRY(hip_rt_launch(l.rt, hy->k_swiglu, cdiv((size_t)cnt, 256), 1, 1, 256, sp, e));
+        TRY(hip_rt_launch(l->rt, hy->k_swiglu, cdiv((size_t)cnt, 256), 1, 1, 256, sp, e));
     }
     const int qf = 0;
-    TRY(hipe_mm(hy->c, &d->sh_down, NULL, hy->sg, F, 1, n, hy->sy, E, 0, 0, 0, 0, qf, e));
-    uint64_t x = l.x, y = hy->sy, h = l.h, w = d->sh_inp;
+    TRY(hip_ops_mm(hy->o, &(struct hip_mm){
+        .w = &d->sh_down, .x = hy->sg, .x_stride = F, .x_div = 1, .nz = n, .y = hy->sy, .y_stride = E, .q = qf,
+    }, e));
+    uint64_t x = l->x.a, y = hy->sy.a, h = l->h.a, w = d->sh_inp.a;
     int ee = E;
     void *p[] = { &x, &y, &h, &w, &ee };
-    return hip_rt_launch(l.rt, hy->k_shexp, (unsigned)n, cdiv((size_t)E, 256), 1, 256, p, e);
+    return hip_rt_launch(l->rt, hy->k_shexp, (unsigned)n, cdiv((size_t)E, 256), 1, 256, p, e);
 }
 
 /* ---- sequence state (cpu_hybrid.c's rules, device copies) ---- */
@@ -490,34 +525,33 @@ static struct snap_slot *slots_of(const struct hip_hybrid *hy, int seq)
 {
     return hy->slots + (size_t)seq * hy->n_snap;
 }
-static uint64_t *snap_state_of(const struct hip_hybrid *hy, int seq, int i)
+static struct hip_dptr *snap_state_of(const struct hip_hybrid *hy, int seq, int i)
 {
     return &hy->snap_state[(size_t)seq * hy->n_snap + (size_t)i];
 }
 
 static bool seq_ok(const struct hip_hybrid *hy, int seq) { return seq >= 0 && seq < hy->n_seq; }
-static uint64_t seq_state(const struct hip_hybrid *hy, int seq)
+static struct hip_dptr seq_state(const struct hip_hybrid *hy, int seq)
 {
-    return hy->state + 4u * (uint64_t)seq * (uint64_t)hy->per_seq;
+    return hip_dptr_off(hy->state, 4u * (uint64_t)seq * (uint64_t)hy->per_seq);
 }
 
-static int d2d(struct hip_hybrid *hy, uint64_t dst, uint64_t src, struct err *e)
+static int d2d(struct hip_hybrid *hy, struct hip_dptr dst, struct hip_dptr src, struct err *e)
 {
-    struct hip_lend l;
-    hipe_lend(hy->c, &l);
-    int rc = hip_rt_bind(l.rt, e);
+    const struct hip_ops *l = hy->o;
+    int rc = hip_rt_bind(l->rt, e);
     if (!rc)
-        rc = hip_rt_d2d(l.rt, dst, src, hy->per_seq * 4, e);
+        rc = hip_rt_d2d(l->rt, dst, src, hy->per_seq * 4, e);
     if (!rc)
-        rc = hip_rt_sync(l.rt, e);
+        rc = hip_rt_sync(l->rt, e);
     return rc;
 }
 
-static int snap_alloc(struct hip_hybrid *hy, uint64_t *state, struct err *e)
+static int snap_alloc(struct hip_hybrid *hy, struct hip_dptr *state, struct err *e)
 {
-    if (*state)
+    if (!hip_dptr_null(*state))
         return 0;
-    return hipe_dalloc(hy->c, hy->per_seq * 4, state, e);
+    return hip_ops_dalloc(hy->o, hy->per_seq * 4, state, e);
 }
 
 int hip_hybrid_restorable(const struct hip_hybrid *hy, const int *len, int seq, int pos)
@@ -566,7 +600,7 @@ int hip_hybrid_snapshot(struct hip_hybrid *hy, const int *len, int seq, struct e
     if (!hy->per_seq || pos == 0)
         return 0;
     const int i = snap_slot_for(slots_of(hy, seq), hy->n_snap, pos);
-    uint64_t *st = snap_state_of(hy, seq, i);
+    struct hip_dptr *st = snap_state_of(hy, seq, i);
     int rc = snap_alloc(hy, st, e);
     if (!rc)
         rc = d2d(hy, *st, seq_state(hy, seq), e);
@@ -582,7 +616,7 @@ int hip_hybrid_copy(struct hip_hybrid *hy, const int *len, int src, int dst, int
         return err_set(e, ERR_INVALID, "engine: sequence %d or %d out of range [0, %d)", src, dst, hy->n_seq);
     if (!hy->per_seq)
         return 0;
-    uint64_t from = 0;
+    struct hip_dptr from = HIP_DNULL;
     if (n == len[src]) {
         from = seq_state(hy, src);
     } else if (n > 0) {
@@ -594,16 +628,15 @@ int hip_hybrid_copy(struct hip_hybrid *hy, const int *len, int src, int dst, int
         from = *snap_state_of(hy, src, i);
     }
     int rc = 0;
-    if (from) {
+    if (!hip_dptr_null(from)) {
         rc = d2d(hy, seq_state(hy, dst), from, e);
     } else {
-        struct hip_lend l;
-        hipe_lend(hy->c, &l);
-        rc = hip_rt_bind(l.rt, e);
+        const struct hip_ops *l = hy->o;
+        rc = hip_rt_bind(l->rt, e);
         if (!rc)
-            rc = hip_rt_memset32(l.rt, seq_state(hy, dst), 0, hy->per_seq, e);
+            rc = hip_rt_memset32(l->rt, seq_state(hy, dst), 0, hy->per_seq, e);
         if (!rc)
-            rc = hip_rt_sync(l.rt, e);
+            rc = hip_rt_sync(l->rt, e);
     }
     if (rc)
         return rc;
@@ -613,7 +646,7 @@ int hip_hybrid_copy(struct hip_hybrid *hy, const int *len, int src, int dst, int
         ds[i].pos = -1;
         if (ss[i].pos < 0 || ss[i].pos > n)
             continue;
-        uint64_t *to_i = snap_state_of(hy, dst, i);
+        struct hip_dptr *to_i = snap_state_of(hy, dst, i);
         if (snap_alloc(hy, to_i, e) || d2d(hy, *to_i, *snap_state_of(hy, src, i), e))
             continue; /* out of device memory: dst just has fewer snapshots */
         ds[i] = ss[i];

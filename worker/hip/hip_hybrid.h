@@ -1,18 +1,18 @@
 /* hip_hybrid.h — the qwen35 / qwen35moe layers on the `hip`
  * backend: Gated DeltaNet and gated-attention mixers, the shared expert,
  * and the per-sequence recurrent state on the device with the CPU engine's
- * snapshot / restore / copy rules (cpu_hybrid.c). hip_engine.c calls
- * these for layers whose kind is not LAYER_ATTN. */
+ * snapshot / restore / copy rules (cpu_hybrid.c). Built on hip_ops.h alone;
+ * hip_engine.c runs these for layers whose kind is not LAYER_ATTN. */
 #ifndef LLM170_FORWARD_HIP_HYBRID_H
 #define LLM170_FORWARD_HIP_HYBRID_H
 
 #include "../backend/backend.h"
-#include "hip_engine_int.h"
+#include "hip_ops.h"
 
 struct hip_hybrid;
 
 /* Uploads the GDN and shared-expert weights through s and allocates the state (zero) and scratch. */
-int hip_hybrid_create(struct hip_hybrid **out, struct hip_engine *c, const struct model *m,
+int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *o, const struct model *m,
                       const struct engine_params *p, struct stager *s, struct err *e);
 /* Device bytes hip_hybrid_create allocates for m (recurrent state of n_seq sequences + step
  * scratch; snapshots come later, on demand): the fit check counts them. 0 for non-hybrids. */

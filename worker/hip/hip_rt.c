@@ -746,20 +746,20 @@ static bool fn_is_pdl(const struct hip_rt *rt, const void *f)
     return false;
 }
 
-int hip_rt_malloc(struct hip_rt *rt, size_t n, uint64_t *out, struct err *e)
+int hip_rt_malloc(struct hip_rt *rt, size_t n, struct hip_dptr *out, struct err *e)
 {
-    *out = 0;
-    int r = rt->alloc(out, n ? n : 4);
+    *out = HIP_DNULL;
+    int r = rt->alloc(&out->a, n ? n : 4);
     if (r)
         return err_set(e, ERR_NOMEM, "hip: device allocation of %zu bytes failed: %s (free %zu)", n, rt_errstr(rt, r),
                        hip_rt_free_mem(rt));
     return 0;
 }
 
-void hip_rt_free(struct hip_rt *rt, uint64_t p)
+void hip_rt_free(struct hip_rt *rt, struct hip_dptr p)
 {
-    if (p)
-        rt->free(p);
+    if (!hip_dptr_null(p))
+        rt->free(p.a);
 }
 
 int hip_rt_host_alloc(struct hip_rt *rt, size_t n, void **out, struct err *e)
@@ -777,27 +777,27 @@ void hip_rt_host_free(struct hip_rt *rt, void *p)
         rt->hfree(p);
 }
 
-int hip_rt_h2d(struct hip_rt *rt, uint64_t dst, const void *src, size_t n, struct err *e)
+int hip_rt_h2d(struct hip_rt *rt, struct hip_dptr dst, const void *src, size_t n, struct err *e)
 {
-    CK(rt->h2d(dst, src, n, rt->stream), "host→device copy");
+    CK(rt->h2d(dst.a, src, n, rt->stream), "host→device copy");
     return 0;
 }
 
-int hip_rt_d2h(struct hip_rt *rt, void *dst, uint64_t src, size_t n, struct err *e)
+int hip_rt_d2h(struct hip_rt *rt, void *dst, struct hip_dptr src, size_t n, struct err *e)
 {
-    CK(rt->d2h(dst, src, n, rt->stream), "device→host copy");
+    CK(rt->d2h(dst, src.a, n, rt->stream), "device→host copy");
     return 0;
 }
 
-int hip_rt_d2d(struct hip_rt *rt, uint64_t dst, uint64_t src, size_t n, struct err *e)
+int hip_rt_d2d(struct hip_rt *rt, struct hip_dptr dst, struct hip_dptr src, size_t n, struct err *e)
 {
-    CK(rt->d2d(dst, src, n, rt->stream), "device→device copy");
+    CK(rt->d2d(dst.a, src.a, n, rt->stream), "device→device copy");
     return 0;
 }
 
-int hip_rt_memset32(struct hip_rt *rt, uint64_t dst, uint32_t v, size_t count, struct err *e)
+int hip_rt_memset32(struct hip_rt *rt, struct hip_dptr dst, uint32_t v, size_t count, struct err *e)
 {
-    CK(rt->memset32(dst, v, count, rt->stream), "memset");
+    CK(rt->memset32(dst.a, v, count, rt->stream), "memset");
     return 0;
 }
 

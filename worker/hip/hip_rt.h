@@ -8,7 +8,7 @@
  * compiled at first use for the device's architecture and cached on disk
  * (hip_cache_dir), keyed
  * by a hash of the sources, the architecture and the driver/compiler
- * versions. All work goes to one stream; device pointers are uint64_t. */
+ * versions. All work goes to one stream; device addresses are struct hip_dptr. */
 #ifndef LLM170_HIP_RT_H
 #define LLM170_HIP_RT_H
 
@@ -46,6 +46,21 @@ int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void 
                     struct err *e);
 
 /* ---- the device ---- */
+
+/* A device address. Host code passes these, never bare integers, so a size or an offset cannot be
+ * taken for an address; the kernels' argument blocks (kernels/args.h, the device ABI) hold the plain
+ * integer inside (.a), filled at the launch site. Passed by value it travels in one register. */
+struct hip_dptr {
+    uint64_t a; /* 0: none */
+};
+#define HIP_DNULL ((struct hip_dptr){ 0 })
+/* p + bytes */
+static inline struct hip_dptr hip_dptr_off(struct hip_dptr p, uint64_t bytes)
+{
+    return (struct hip_dptr){ p.a + bytes };
+}
+static inline bool hip_dptr_null(struct hip_dptr p) { return p.a == 0; }
+
 struct hip_rt;
 typedef void *hip_fn;     /* a kernel */
 typedef void *hip_graph;  /* an instantiated graph */
@@ -68,15 +83,15 @@ int hip_rt_fn_pdl(struct hip_rt *rt, const char *name, hip_fn *out, struct err *
 /* Whether marked kernels launch programmatically: NVIDIA sm_90+ with cuLaunchKernelEx, and not
  * LLM170_HIP_PDL=0. */
 bool hip_rt_pdl(const struct hip_rt *rt);
-int hip_rt_malloc(struct hip_rt *rt, size_t n, uint64_t *out, struct err *e);
-void hip_rt_free(struct hip_rt *rt, uint64_t p);
+int hip_rt_malloc(struct hip_rt *rt, size_t n, struct hip_dptr *out, struct err *e);
+void hip_rt_free(struct hip_rt *rt, struct hip_dptr p); /* none: a no-op */
 int hip_rt_host_alloc(struct hip_rt *rt, size_t n, void **out, struct err *e); /* pinned */
 void hip_rt_host_free(struct hip_rt *rt, void *p);
 /* Stream-ordered copies and fills; host memory of async copies should be pinned. */
-int hip_rt_h2d(struct hip_rt *rt, uint64_t dst, const void *src, size_t n, struct err *e);
-int hip_rt_d2h(struct hip_rt *rt, void *dst, uint64_t src, size_t n, struct err *e);
-int hip_rt_d2d(struct hip_rt *rt, uint64_t dst, uint64_t src, size_t n, struct err *e);
-int hip_rt_memset32(struct hip_rt *rt, uint64_t dst, uint32_t v, size_t count, struct err *e);
+int hip_rt_h2d(struct hip_rt *rt, struct hip_dptr dst, const void *src, size_t n, struct err *e);
+int hip_rt_d2h(struct hip_rt *rt, void *dst, struct hip_dptr src, size_t n, struct err *e);
+int hip_rt_d2d(struct hip_rt *rt, struct hip_dptr dst, struct hip_dptr src, size_t n, struct err *e);
+int hip_rt_memset32(struct hip_rt *rt, struct hip_dptr dst, uint32_t v, size_t count, struct err *e);
 /* params: an array of pointers to each kernel argument, as cuLaunchKernel takes them. */
 int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **params,
                   struct err *e);

@@ -1,0 +1,55 @@
+/* hip_knobs.c — the `hip` backend's tuning settings from the environment
+ * (hip_knobs.h). Each knob is parsed exactly as the engine did when it read
+ * it at create: a boolean on by default turns off only on "0", one off by
+ * default turns on only on "1". */
+#include "hip_knobs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *env(const char *name) { return getenv(name); }
+
+/* default on: off only for "0" */
+static bool on_unless_0(const char *name)
+{
+    const char *v = env(name);
+    return !(v && !strcmp(v, "0"));
+}
+
+/* default off: on only for "1" */
+static bool off_unless_1(const char *name)
+{
+    const char *v = env(name);
+    return v && !strcmp(v, "1");
+}
+
+void hip_knobs_from_env(struct hip_knobs *k)
+{
+    k->pinned = on_unless_0("LLM170_HIP_PINNED");
+    k->graphs = on_unless_0("LLM170_HIP_GRAPH");
+    k->q8 = on_unless_0("LLM170_HIP_Q8");
+    k->use_mma = on_unless_0("LLM170_HIP_MMA");
+    k->defer_norm = on_unless_0("LLM170_HIP_DEFER_NORM");
+    k->fuse_route = off_unless_1("LLM170_HIP_FUSE_ROUTE");
+    k->join_qkv = on_unless_0("LLM170_HIP_QKV");
+    k->fuse_attn = off_unless_1("LLM170_HIP_FUSE_ATTN");
+    k->amax_split = on_unless_0("LLM170_HIP_ARGMAX_SPLIT");
+    const char *gre = env("LLM170_HIP_GEMV_R");
+    k->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
+    const char *gwe = env("LLM170_HIP_GEMV_WARPS");
+    k->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
+    const char *gbe = env("LLM170_HIP_GEMVB");
+    k->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
+    const char *gme = env("LLM170_HIP_GEMVBM_MIN");
+    k->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 5;
+    const char *mte = env("LLM170_HIP_MMA_T");
+    k->mma_t = mte ? atoi(mte) : 0;
+    k->split_buckets = on_unless_0("LLM170_HIP_SPLIT_BUCKETS");
+    const char *mwe = env("LLM170_HIP_MMA_WAVES");
+    k->mma_waves = mwe && atoi(mwe) >= 0 && atoi(mwe) <= 100 ? atoi(mwe) : 85;
+    k->use_fa = on_unless_0("LLM170_HIP_FA");
+    k->gqa = off_unless_1("LLM170_HIP_GQA");
+    k->pdl_prefetch = on_unless_0("LLM170_HIP_PDL_PREFETCH");
+    const char *ce = env("LLM170_HIP_GDN_CHUNK");
+    k->gdn_chunk = ce ? atoi(ce) : 16;
+}

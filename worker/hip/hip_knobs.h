@@ -1,0 +1,82 @@
+/* hip_knobs.h — the `hip` backend's tuning settings, read from the
+ * environment once (hip_knobs_from_env) and handed to hip_engine_create, so
+ * an engine's behaviour is fixed by one struct the caller can see and set
+ * (benchmarks, A/B runs) instead of by getenv calls spread over the files.
+ * Every knob defaults to the measured-fastest choice; the environment names
+ * are LLM170_HIP_<NAME>. The runtime's own settings (device and vendor
+ * choice, kernel cache, PDL itself) stay with hip_rt.c, which reads them
+ * when it opens the device. */
+#ifndef LLM170_HIP_KNOBS_H
+#define LLM170_HIP_KNOBS_H
+
+#include <stdbool.h>
+
+struct hip_knobs {
+    /* host_alloc page-locks (default on). PINNED=0: plain malloc, for A/B runs of the copy path */
+    bool pinned;
+    /* decode steps (batches of up to 16 rows) replayed as captured graphs (default on). GRAPH=0 launches
+     * every kernel each step: for profiling or for ruling graphs out when chasing a bug */
+    bool graphs;
+    /* GEMV of quantized weights on activations quantized to q8 per 32 (dp4a; llama.cpp CUDA's MMVQ scheme,
+     * ~1e-3 from the CPU's q8_K) instead of f32 activations (default on). Q8=0: f32 activations, closer to
+     * the CPU, slower */
+    bool q8;
+    /* tensor-core GEMM (kernels/mma.cu, f16 operands) for batches over the GEMV size (default on). MMA=0
+     * keeps the FMA GEMM (a device without tensor cores takes it anyway) */
+    bool use_mma;
+    /* single-token steps defer each sublayer's RMSNorm to its GEMVs (kernels/gemv.cu norm_group_tail)
+     * instead of an rms_norm launch (default on). DEFER_NORM=0 keeps rms_norm */
+    bool defer_norm;
+    /* MoE routing in the router GEMV's last block instead of the moe_route kernel (default off: measured
+     * no faster). FUSE_ROUTE=1 turns it on */
+    bool fuse_route;
+    /* Q, K and V of dense models uploaded as one [Q | K | V] matrix where they can be, one GEMV fewer a
+     * layer (default on; +3.3 % tg128 on qwen3-8b). QKV=0 keeps three */
+    bool join_qkv;
+    /* the last split block of an attention head merges the splits instead of an attn_combine launch
+     * (default off: no faster measured with PDL on). FUSE_ATTN=1 turns it on */
+    bool fuse_attn;
+    /* greedy argmax over 128 blocks a row (argmax_split; default on) instead of one block a row.
+     * ARGMAX_SPLIT=0 for the one-block kernel */
+    bool amax_split;
+    /* rows per block of the q8 GEMV: 0 (default) = chosen per product (4 when that leaves two blocks per
+     * multiprocessor, else 2); GEMV_R=2|4|8 fixes it (other values: the default), for tuning a new device */
+    int gemv_r;
+    /* most warps a GEMV block takes: 0 (default) = by the row's length (gemv_threads); GEMV_WARPS=1..8
+     * caps every block (other values: the default), for tuning a new device */
+    int gemv_warps;
+    /* tokens a multi-token GEMV block takes (kernels/gemvb.cu): 8 (default: batches over 8 in two passes),
+     * 16 (one pass), 0 (off: per-token GEMV or GEMM). GEMVB=0|16 (other values: 8) */
+    int gemvb_t;
+    /* batches from this many tokens on take the int8 tensor-core multi-token GEMV (default 5: measured on
+     * the H200, qwen3-8b q4_K, B = 4 813.7 t/s on dp4a vs 803.0, B = 8 1428.0 vs 1304.2). GEMVBM_MIN=n
+     * (n >= 1, else the default; 17: never) */
+    int gemvbm_min;
+    /* tokens per tensor-core GEMM block: 0 (default) = by batch size (32 up to 32 tokens, 128 from 256,
+     * else 64); MMA_T=32|64|128 fixes it (any other number takes the 64-token tile), for tuning */
+    int mma_t;
+    /* split K of a tensor-core GEMM whose last wave of blocks would leave the device idle: percent of wave
+     * use under which to split (default 85; 0 = never). MMA_WAVES=0..100 (other values: the default) */
+    int mma_waves;
+    /* decode attention splits bucketed by the step's longest cache (1 / 4 / 32; default on) instead of
+     * always 32. SPLIT_BUCKETS=0 turns it off */
+    bool split_buckets;
+    /* prompt attention on tensor cores (kernels/fattn.cu) for batches over the GEMV size of one sequence
+     * on an f16 cache (default on). FA=0 keeps the generic kernel */
+    bool use_fa;
+    /* decode attention reading each K/V row once for its query-head group (attn_gqa) where the group fits
+     * (default off: measured slower at depth than the per-head kernel, equal at short context). GQA=1 */
+    bool gqa;
+    /* GEMV blocks pull their weight rows into L2 before the PDL wait (gemv_args.pf) when the runtime
+     * launches with PDL (default on). PDL_PREFETCH=0 turns the prefetch off */
+    bool pdl_prefetch;
+    /* hybrids: a step whose longest sequence run has at least this many rows takes the chunked Gated
+     * DeltaNet form (default 16; only engines with batches over 8 rows; negative or 0 = never).
+     * GDN_CHUNK=n */
+    int gdn_chunk;
+};
+
+/* *k = today's defaults, overridden by the LLM170_HIP_* variables as each field above says. */
+void hip_knobs_from_env(struct hip_knobs *k);
+
+#endif

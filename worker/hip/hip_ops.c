@@ -1,0 +1,336 @@
+/* hip_ops.c — the `hip` backend's launch layer (hip_ops.h): uploads and the
+ * product / norm / quantization launches every layer builds on. Moved here
+ * from hip_engine.c unchanged, so the hybrid layers (hip_hybrid.c) and the
+ * engine launch through one copy without calling each other. */
+#include "hip_ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GEMV_MAX HIP_GEMV_MAX
+#define TOKEN_GEMV_MAX 8 /* ... through the per-token GEMV when the multi-token GEMV (kernels/gemvb.cu) does not
+                            take the product; larger batches then take the tiled GEMM */
+#define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
+#define MMA32_MAX 32   /* batches up to this many tokens use the 32-token tensor-core GEMM tile */
+#define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tile */
+
+/* ---- setup ---- */
+
+static int track(struct hip_ops *c, struct hip_dptr p, struct err *e)
+{
+    if (c->n_allocs == c->cap_allocs) {
+        int cap = c->cap_allocs ? 2 * c->cap_allocs : 256;
+        struct hip_dptr *a = realloc(c->allocs, sizeof *a * (size_t)cap);
+        if (!a) {
+            hip_rt_free(c->rt, p);
+            return err_set(e, ERR_NOMEM, "hip: out of memory");
+        }
+        c->allocs = a;
+        c->cap_allocs = cap;
+    }
+    c->allocs[c->n_allocs++] = p;
+    return 0;
+}
+
+int hip_ops_dalloc(struct hip_ops *c, size_t n, struct hip_dptr *out, struct err *e)
+{
+    int rc = hip_rt_malloc(c->rt, n, out, e);
+    if (rc)
+        return rc;
+    return track(c, *out, e);
+}
+
+int hip_ops_upload(struct hip_ops *c, struct stager *s, struct hip_dptr dst, const void *src, size_t n, struct err *e)
+{
+    for (size_t off = 0; off < n; off += s->cap) {
+        size_t k = n - off < s->cap ? n - off : s->cap;
+        memcpy(s->buf, (const char *)src + off, k);
+        int rc = hip_rt_h2d(c->rt, hip_dptr_off(dst, off), s->buf, k, e);
+        if (!rc)
+            rc = hip_rt_sync(c->rt, e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+bool hip_ops_type_ok(int t)
+{
+    return t == QT_F32 || t == QT_F16 || t == QT_Q8_0 || t == QT_Q4_K || t == QT_Q5_K || t == QT_Q6_K ||
+           t == QT_IQ4_XS;
+}
+
+int hip_ops_up_wt(struct hip_ops *c, struct stager *s, const struct wt *w, struct dw *d, struct err *e)
+{
+    memset(d, 0, sizeof *d);
+    if (!w->data)
+        return 0;
+    if (!hip_ops_type_ok(w->type))
+        return err_set(e, ERR_UNSUPPORTED, "hip: tensor %s has type %s, which the GPU kernels do not cover yet",
+                       w->name, qtype_get(w->type)->name);
+    if ((w->type == QT_F32 || w->type == QT_F16) && w->ne[0] % 4)
+        return err_set(e, ERR_UNSUPPORTED, "hip: tensor %s: rows of %lld elements (the f32/f16 kernels need a multiple of 4)",
+                       w->name, (long long)w->ne[0]);
+    d->type = w->type;
+    d->ne0 = w->ne[0];
+    d->ne1 = w->ne[1];
+    d->ne2 = w->ne[2] > 0 ? w->ne[2] : 1;
+    d->row_bytes = w->row_bytes;
+    size_t n = w->row_bytes * (size_t)d->ne1 * (size_t)d->ne2;
+    int rc = hip_ops_dalloc(c, n, &d->d, e);
+    if (!rc)
+        rc = hip_ops_upload(c, s, d->d, w->data, n, e);
+    return rc;
+}
+
+int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, struct hip_dptr *d, struct err *e)
+{
+    *d = HIP_DNULL;
+    if (!v->data)
+        return 0;
+    int rc = hip_ops_dalloc(c, sizeof(float) * (size_t)v->n, d, e);
+    if (!rc)
+        rc = hip_ops_upload(c, s, *d, v->data, sizeof(float) * (size_t)v->n, e);
+    return rc;
+}
+
+static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+bool hip_ops_want_q8(const struct hip_ops *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
+
+/* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM.
+ * q: 1 when c->xq/xqd, 2 when c->fq/fqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use
+ * the dp4a kernels; 0 when no q8 copy exists; 3 when the input (c->h, as q8 c->hq/hqd) is x∘w with its RMSNorm
+ * deferred (c->hsp), which only the per-token GEMV takes. */
+/* Threads of a GEMV block: one per 32-element unit of its row (all slots' in mode 4), in whole warps.
+ * Measured on the H200 (docs/benchmarks.md, 2026-12-01): a row of up to 8 warps' units in one pass
+ * (qwen35-27b's 5120 and 6144: 109.6 t/s against 103.0 capped at 4 warps); longer rows in 4 warps when
+ * the passes come out even (qwen3-8b's 12288: 313.7 against 302.3 with 8 warps and 2 rows), else in 8
+ * with 2 rows a block (qwen35-27b's 17408); the experts' down product over all slots (mode 4) at most
+ * 4 warps, as measured on qwen3-30b-a3b. *even: the units spread evenly, so 4 rows a block pay off.
+ * LLM170_HIP_GEMV_WARPS=W caps every block at W warps instead (even: units fill whole passes). */
+static size_t gemv_threads(const struct hip_ops *c, const struct gemv_args *a, bool *even)
+{
+    const size_t W = (size_t)c->warp, units = (size_t)(a->mode == 4 ? a->nslot : 1) * (size_t)(a->k / 32);
+    const size_t one_pass = (units < W ? W : cdiv(units, W) * W);
+    size_t nt;
+    bool ev = true;
+    if (c->gemv_warps) {
+        nt = one_pass > (size_t)c->gemv_warps * W ? (size_t)c->gemv_warps * W : one_pass;
+        ev = units <= nt || units % nt == 0;
+    } else if (a->mode == 4) {
+        nt = one_pass > 4 * W ? 4 * W : one_pass;
+    } else if (one_pass <= 8 * W) {
+        nt = one_pass;
+    } else if (units % (4 * W) == 0) {
+        nt = 4 * W;
+    } else {
+        nt = 8 * W;
+        ev = false;
+    }
+    if (even)
+        *even = ev;
+    return nt;
+}
+
+/* Batched decode: a product of 2..GEMV_MAX tokens on their q8 copy, without expert slices, in the
+ * multi-token GEMV (kernels/gemvb.cu), which reads each weight row once for all the tokens instead of
+ * once per token (gemv.cu) or dequantizing it to f16 for a 32-token tile (mma.cu): from 5 tokens on int8
+ * tensor cores (gemvbm: 16 rows × all tokens a block) where the device has them and k is whole
+ * 256-element chunks, else on dp4a in blocks of R rows × 8 tokens (R = 4, dual modes 2; batches over 8 in two passes), or
+ * × 16 tokens in one pass (R = 2, dual 1) with LLM170_HIP_GEMVB=16. The fused norm and routing tails
+ * stay on gemv.cu. Returns false when the product is not one for it. */
+static bool launch_gemvb(struct hip_ops *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
+                         int *rc, struct err *e)
+{
+    const bool dual = a->mode == 2 || a->mode == 3;
+    if (!c->gemvb_t || a->nz < 2 || a->nz > GEMV_MAX || a->sel || a->rsel || a->mode > 3 || a->x_div != 1 || !q ||
+        q == 3 || !c->q8 || c->warp != 32 || (w2 && w2->type != w->type))
+        return false;
+    const int wide = a->nz > 8 && c->gemvb_t == 16;
+    hip_fn f = dual ? c->gemvbd[wide][w->type] : c->gemvb[wide][w->type];
+    hip_fn fm = a->nz >= c->gemvbm_min && a->k % 256 == 0 ? c->gemvbm[dual][w->type] : NULL;
+    if (!f && !fm)
+        return false;
+    a->x = (q == 2 ? c->fq : c->xq).a;
+    a->xd = (q == 2 ? c->fqd : c->xqd).a;
+    a->x_stride = (int)w->ne0;
+    a->pf = c->pf;
+    void *params[] = { a };
+    if (fm) { /* 16 rows and every token a block of 8 warps (kernels/gemvb.cu) */
+        *rc = hip_rt_launch(c->rt, fm, cdiv((size_t)a->n_rows, 16), 1, 1, 256, params, e);
+        return true;
+    }
+    const int nt = wide ? 16 : 8, R = 32 / nt / (dual ? 2 : 1);
+    *rc = hip_rt_launch(c->rt, f, cdiv((size_t)a->n_rows, (size_t)R) * cdiv((size_t)a->nz, (size_t)nt), 1, 1,
+                        (unsigned)gemv_threads(c, a, NULL), params, e);
+    return true;
+}
+
+/* Split K of a tensor-core GEMM over whole waves. A grid a little larger than the device's resident
+ * slots runs a last wave that leaves most multiprocessors idle: qwen35-27b's 5120-row products are
+ * 40 × 4 blocks of the 128-token tile on 132 one-block multiprocessors, 61 % of two waves. When the
+ * waves' use falls under min_pct percent, take the smallest split of at most 4 slices (each at least
+ * 16 k steps) whose waves are at least 90 % used, else the best of them; the slices add with atomics
+ * (more output traffic, hence the bound). */
+static unsigned mma_wave_split(unsigned blocks, unsigned slots, unsigned steps, unsigned min_pct)
+{
+    if (!min_pct || !slots || !blocks)
+        return 1;
+    unsigned best = 1, best_pct = 0;
+    for (unsigned s = 1; s <= 4 && (s == 1 || steps / s >= 16); s++) {
+        const unsigned b = blocks * s, pct = (unsigned)(100ull * b / (cdiv(b, slots) * slots));
+        if (s == 1 && pct >= min_pct)
+            return 1;
+        if (s > 1 && pct >= 90)
+            return s;
+        if (pct > best_pct)
+            best = s, best_pct = pct;
+    }
+    return best;
+}
+
+int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
+                     struct err *e)
+{
+    void *params[] = { a };
+    const struct hip_dptr next_norm = c->next_norm;
+    c->next_norm = HIP_DNULL; /* asked of this launch only */
+    int brc;
+    if (launch_gemvb(c, a, w, w2, q, &brc, e))
+        return brc;
+    if (a->nz <= TOKEN_GEMV_MAX || a->sel || a->mode >= 2) {
+        hip_fn f = c->gemv[w->type], fdn = c->gemv_dn[w->type];
+        int R = GEMV_R;
+        if (q && c->q8 && c->gemvq[w->type] && (!w2 || w2->type == w->type)) {
+            f = c->gemvq[w->type], fdn = c->gemvq_dn[0][w->type];
+            a->x = (q == 2 ? c->fq : q == 3 ? c->hq : c->xq).a;
+            a->xd = (q == 2 ? c->fqd : q == 3 ? c->hqd : c->xqd).a;
+            a->x_stride = (int)w->ne0;
+            if (q == 3) /* every output scaled by its token's 1/sqrt(mean x² + eps) */
+                a->rsp = c->hsp.a, a->eps = c->m->hp.rms_eps;
+            /* more rows per block keep more weight loads in flight per thread and make fewer, longer
+             * blocks: 4 when that still leaves two blocks per multiprocessor (measured faster than 2 and
+             * 8 on qwen3-8b q4_K, docs/benchmarks.md), else 2 */
+            /* ... and 2 when the row's units do not spread evenly over the block's threads (gemv_threads) */
+            bool even;
+            gemv_threads(c, a, &even);
+            int r = c->gemv_r;
+            if (!r)
+                r = even && (size_t)a->nz * (size_t)a->n_rows / 4 >= 2 * (size_t)c->sms ? 4 : 2;
+            const int ri = r == 8 ? 2 : r == 4 ? 1 : 0;
+            if (c->gemvq_r[ri][w->type])
+                f = c->gemvq_r[ri][w->type], fdn = c->gemvq_dn[ri][w->type], R = r;
+        } else if (q == 3) { /* f32 activations: x is c->h, which holds x∘w then */
+            a->rsp = c->hsp.a, a->eps = c->m->hp.rms_eps;
+        }
+        if (q == 3) /* the kernel that scales by the input's norm */
+            f = fdn;
+        if (!f)
+            return err_set(e, ERR_INTERNAL, "hip: no GEMV kernel for a deferred RMSNorm's input");
+        /* the next sublayer's RMSNorm deferred: this grid writes its input x∘w, its q8 copy and Σ x² per
+         * 32-group (h, hq, hsp) */
+        if (!hip_dptr_null(next_norm) && (a->mode == 1 || a->mode == 4) && a->nz <= GEMV_MAX &&
+            a->n_rows == c->m->hp.n_embd && a->n_rows % 32 == 0) {
+            a->nw = next_norm.a, a->ny = c->h.a, a->nq = c->hq.a, a->nqd = c->hqd.a, a->nsp = c->hsp.a,
+            a->ncnt = c->ncnt.a;
+            c->h_def = true;
+        }
+        const size_t nt = gemv_threads(c, a, NULL);
+        a->pf = c->pf;
+        return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
+                             params, e);
+    }
+    if (q == 3)
+        return err_set(e, ERR_INTERNAL, "hip: a deferred RMSNorm's input reached a GEMM");
+    if (c->use_mma && c->mma[w->type] && c->k_mma_zero && c->warp == 32 && a->k % 64 == 0 && a->x_stride % 4 == 0 &&
+        a->x % 16 == 0) {
+        /* 128 rows × 64 tokens a block (two resident per multiprocessor), × 32 tokens with two weight steps
+         * in flight for small batches (three resident), or × 128 tokens for long prompts (one resident,
+         * half the dequantization per product); too few blocks to fill the device
+         * (small decode batches, narrow K/V projections) split K over blockIdx.z, adding with atomics
+         * into a zeroed y */
+        const int t = c->mma_t ? c->mma_t : a->nz <= MMA32_MAX ? 32 : a->nz >= MMA128_MIN ? 128 : 64;
+        hip_fn f = t == 32 ? c->mma32[w->type] : t == 128 ? c->mma128[w->type] : NULL;
+        const unsigned mt = f ? (unsigned)t : 64, per_sm = !f ? 2 : t == 32 ? 3 : 1; /* resident blocks (mma.cu) */
+        f = f ? f : c->mma[w->type];
+        const unsigned gx = cdiv((size_t)a->n_rows, 128), gy = cdiv((size_t)a->nz, mt);
+        const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
+        unsigned ks = 1;
+        if (gx * gy < want * 3 / 4) {
+            ks = cdiv(want, (size_t)gx * gy);
+            ks = ks > steps / 4 ? (steps / 4 ? steps / 4 : 1) : ks;
+            ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
+        } else {
+            ks = mma_wave_split(gx * gy, want, steps, (unsigned)c->mma_waves);
+        }
+        int rc;
+        if (ks > 1 && a->mode == 0 &&
+            (rc = hip_rt_launch(c->rt, c->k_mma_zero, cdiv((size_t)a->n_rows, 256), (unsigned)a->nz, 1, 256, params, e)))
+            return rc;
+        return hip_rt_launch(c->rt, f, gx, gy, ks, 256, params, e);
+    }
+    return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
+                         params, e);
+}
+
+/* y[z] (op)= W · x[z / x_div], z < nz; expert slices by sel when set. mode as gemv_args. */
+int hip_ops_mm(struct hip_ops *c, const struct hip_mm *m, struct err *e)
+{
+    const struct dw *w = m->w, *w2 = m->w2;
+    struct gemv_args a = {
+        .w = w->d.a, .w2 = w2 ? w2->d.a : 0, .x = m->x.a, .y = m->y.a, .bias = m->bias.a, .bias2 = m->bias2.a,
+        .sel = m->sel.a, .row_bytes = (int64_t)w->row_bytes, .expert_bytes = (int64_t)(w->row_bytes * (size_t)w->ne1),
+        .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = m->x_stride, .y_stride = m->y_stride, .x_div = m->x_div,
+        .nz = m->nz, .mode = m->mode,
+    };
+    return hip_ops_launch_mm(c, &a, w, w2, m->q, e);
+}
+
+int hip_ops_mm_dual(struct hip_ops *c, const struct hip_mm *m, struct err *e)
+{
+    const struct dw *w = m->w, *w2 = m->w2;
+    struct gemv_args a = {
+        .w = w->d.a, .w2 = w2->d.a, .x = m->x.a, .y = m->y.a, .y2 = m->y2.a, .bias = m->bias.a, .bias2 = m->bias2.a,
+        .row_bytes = (int64_t)w->row_bytes, .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = m->x_stride,
+        .y_stride = m->y_stride, .x_div = 1, .nz = m->nz, .mode = 3,
+    };
+    return hip_ops_launch_mm(c, &a, w, w2, m->q, e);
+}
+
+/* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
+int hip_ops_quant(struct hip_ops *c, struct hip_dptr x, int rows, int k, int x_stride, struct err *e)
+{
+    uint64_t xa = x.a, q = c->xq.a, qd = c->xqd.a;
+    void *p[] = { &xa, &k, &x_stride, &q, &qd };
+    return hip_rt_launch(c->rt, c->k_quant, cdiv((size_t)k, 256), (unsigned)rows, 1, 256, p, e);
+}
+
+/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w; also its q8 copy into xq/xqd when q */
+int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
+                int nr, int n, int xs, int ys, bool q, struct err *e)
+{
+    float eps = c->m->hp.rms_eps;
+    uint64_t ya = y.a, xa = x.a, wa = w.a, ra = rows.a, qq = q ? c->xq.a : 0, qd = q ? c->xqd.a : 0;
+    void *params[] = { &ya, &xa, &wa, &ra, &n, &eps, &xs, &ys, &qq, &qd };
+    /* about 4 elements a thread, up to 1024 threads: the row stays in registers (kernels/misc.cu) */
+    size_t nt = cdiv(cdiv((size_t)n, 4), (size_t)c->warp) * (size_t)c->warp;
+    nt = nt > 1024 ? 1024 : nt;
+    return hip_rt_launch(c->rt, c->k_rms, (unsigned)nr, 1, 1, (unsigned)nt, params, e);
+}
+
+int hip_ops_ew(struct hip_ops *c, hip_fn f, struct hip_dptr a, struct hip_dptr b, int n, struct err *e)
+{
+    uint64_t aa = a.a, ba = b.a;
+    void *params[] = { &aa, &ba, &n };
+    return hip_rt_launch(c->rt, f, cdiv((size_t)n, 256), 1, 1, 256, params, e);
+}
+
+void hip_ops_release(struct hip_ops *c)
+{
+    for (int i = 0; i < c->n_allocs; i++)
+        hip_rt_free(c->rt, c->allocs[i]);
+    free(c->allocs);
+    c->allocs = NULL;
+    c->n_allocs = c->cap_allocs = 0;
+}

@@ -1,0 +1,148 @@
+/* hip_ops.h — the `hip` backend's launch layer: the device weight record,
+ * uploads, and the launch helpers every layer builds on (weight products
+ * through GEMV / multi-token GEMV / tensor-core or tiled GEMM, RMSNorm, q8
+ * quantization, elementwise kernels), over one core struct that holds the
+ * runtime, the tuning knobs, the kernel handles, the per-layer device
+ * weights and the step buffers the layers share. hip_hybrid.c builds on this
+ * alone; hip_engine.c owns a struct hip_ops and builds on both. Internal to
+ * the hip backend. */
+#ifndef LLM170_HIP_OPS_H
+#define LLM170_HIP_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+#include "../../kernels/args.h"
+#include "../backend/backend.h"
+#include "../model/model.h"
+#include "hip_knobs.h"
+#include "hip_rt.h"
+#include "hip_scratch.h"
+
+struct dw {                /* a weight on the device */
+    struct hip_dptr d;     /* none when absent */
+    int type;              /* ggml type id */
+    int64_t ne0, ne1, ne2; /* elements per row, rows, experts */
+    size_t row_bytes;
+};
+
+struct stager {
+    void *buf;             /* pinned */
+    size_t cap;
+};
+
+/* A layer's device weights (the attention and FFN tensors; the hybrids' own live in hip_hybrid.c) and
+ * its KV cache. */
+struct hip_ops_layer {
+    struct dw wq, wk, wv, wqkv, wo, gate, up, down, gate_inp, gate_exps, up_exps, down_exps;
+    struct hip_dptr attn_norm, ffn_norm, q_norm, k_norm;            /* f32 vectors or none */
+    struct hip_dptr bq, bk, bv, bqkv, bo, b_gate, b_up, b_down;     /* f32 biases or none */
+    struct hip_dptr kc, vc; /* [n_seq][n_ctx][kv_dim] cache, none without a KV slab */
+};
+
+/* The launch core: what the helpers below read, and what every layer shares. B = n_batch, E = n_embd. */
+struct hip_ops {
+    const struct model *m;
+    struct engine_params p;   /* resolved (n_ctx, n_batch, n_seq > 0) */
+    struct hip_knobs k;       /* the settings the engine was created with (hip_knobs.h) */
+    struct hip_rt *rt;
+    int warp;
+    int sms;                  /* multiprocessors, for the GEMV rows-per-block choice */
+    /* kernels of the products */
+    hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
+    hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
+    hip_fn gemv_dn[QT_COUNT], gemvq_dn[4][QT_COUNT]; /* the same on an input whose RMSNorm is deferred (*_dn) */
+    hip_fn gemvb[2][QT_COUNT];   /* multi-token q8 GEMV, modes 0/1 (kernels/gemvb.cu): [0] 8 tokens, [1] 16 a block */
+    hip_fn gemvbd[2][QT_COUNT];  /* the same for the dual modes 2/3 */
+    int gemvb_t;           /* tokens a multi-token GEMV block takes over 8 (8: two passes, 16: one), 0: off
+                              (hip_knobs.gemvb_t) */
+    hip_fn gemvbm[2][QT_COUNT]; /* the same on int8 tensor cores, [0] modes 0/1, [1] modes 2/3 (NVIDIA) */
+    int gemvbm_min;        /* batches from this many tokens on take gemvbm (hip_knobs.gemvbm_min) */
+    int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product (hip_knobs.gemv_r) */
+    int gemv_warps;        /* most warps a GEMV block takes: 0 = by the row (hip_knobs.gemv_warps) */
+    hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
+    int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size) */
+    int mma_waves;         /* split-K threshold of a tensor-core GEMM's last wave, percent (0 = never) */
+    hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
+    bool use_mma;          /* tensor-core GEMM for quantized and f16 weights in batches over GEMV_MAX */
+    hip_fn k_quant, k_rms;
+    bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
+    bool pf;               /* PDL on and hip_knobs.pdl_prefetch: GEMV blocks pull their weight rows into L2
+                              before the wait (gemv_args.pf) */
+    /* weights */
+    struct hip_ops_layer *L; /* [n_layer] */
+    struct hip_dptr *allocs; /* every device allocation, freed by hip_ops_release */
+    int n_allocs, cap_allocs;
+    size_t kv_elt;         /* bytes of a KV cache element (2: f16, 4: f32) */
+    int W;                 /* width of a qkv row: nq_max + 2·nkv_max */
+    /* the step buffers the layers share (device) */
+    struct hip_dptr x;     /* [B][E] residual stream */
+    struct hip_dptr h;     /* [B][E] normed input (x∘w, unnormed, while h_def) */
+    struct hip_dptr qkv;   /* [B][W] Q | K | V */
+    struct hip_dptr o;     /* [B][nq_max] attention output */
+    struct hip_dptr part;  /* [SPLIT_TOKENS][n_head][DEC_SPLIT][hd + 2] attention partials */
+    struct hip_dptr io;    /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
+    struct hip_dptr xq, xqd; /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
+    struct hip_dptr fq, fqd; /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F],
+                                [..][F/32][2] */
+    struct hip_dptr hq, hqd; /* the deferred RMSNorm's input rows x∘w (in h) as q8, written by the residual GEMV
+                              before (norm_group_tail): int8 [GEMV_MAX][E], (d, d·Σq) [GEMV_MAX][E/32][2]. Not xq:
+                              Wo, which writes it, reads o's q8 copy from there */
+    struct hip_dptr hsp;   /* Σ x² of those rows per 32-group [GEMV_MAX][E/32] */
+    struct hip_dptr ncnt;  /* int counters of that tail [GEMV_MAX][E/32] (and [0] the routing tail's), zero between
+                              launches */
+    /* the step being enqueued */
+    struct hip_dptr next_norm; /* the next sublayer's RMSNorm weight the coming residual GEMV defers, or none */
+    bool h_def;            /* h / hq / hsp hold the coming sublayer's input with its norm deferred (not xq) */
+};
+
+/* Frees every tracked device allocation and the list (the runtime stays open). */
+void hip_ops_release(struct hip_ops *c);
+/* Device memory of n bytes, tracked for hip_ops_release. */
+int hip_ops_dalloc(struct hip_ops *c, size_t n, struct hip_dptr *out, struct err *e);
+/* n bytes from src to the device at dst through the pinned stager (synchronous). */
+int hip_ops_upload(struct hip_ops *c, struct stager *s, struct hip_dptr dst, const void *src, size_t n, struct err *e);
+/* Whether the kernels cover weight type t. */
+bool hip_ops_type_ok(int t);
+/* d = w on the device (zeroed when w is absent); ERR_UNSUPPORTED for a type the kernels lack. */
+int hip_ops_up_wt(struct hip_ops *c, struct stager *s, const struct wt *w, struct dw *d, struct err *e);
+int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, struct hip_dptr *d, struct err *e);
+
+/* whether GEMVs over k inputs run on a q8 copy */
+bool hip_ops_want_q8(const struct hip_ops *c, int k);
+/* Launch a product: GEMV (small batches, expert slices, the dual modes) or the tiled GEMM. q: 1 when
+ * c->xq/xqd, 2 when c->fq/fqd hold the input quantized to q8 (rows of w->ne0), so GEMV may use the dp4a
+ * kernels; 0 when no q8 copy exists; 3 when the input (c->h, as q8 c->hq/hqd) is x∘w with its RMSNorm
+ * deferred (c->hsp), which only the per-token GEMV takes. Consumes c->next_norm. */
+int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
+                      struct err *e);
+/* A weight product y[z] (op)= W · x[z / x_div] (+ bias), z < nz (hip_ops_mm, hip_ops_mm_dual). */
+struct hip_mm {
+    const struct dw *w, *w2;      /* the weight; the second one of modes 2 and 3 (else NULL) */
+    struct hip_dptr x;            /* f32 input rows, x_stride floats apart */
+    int x_stride;
+    int x_div;                    /* output row z reads input row z / x_div (1: one input row per output row) */
+    int nz;                       /* output rows */
+    struct hip_dptr y, y2;        /* f32 outputs [nz][y_stride] (y2: hip_ops_mm_dual's second) */
+    int y_stride;
+    struct hip_dptr bias, bias2;  /* f32 [rows of w] / [rows of w2] added, or none */
+    struct hip_dptr sel;          /* int [nz] expert of each output row (expert slices), or none */
+    int mode;                     /* as gemv_args: 0 store, 1 add, 2 SwiGLU of W and W2 */
+    int q;                        /* where the input's q8 copy is, as hip_ops_launch_mm */
+};
+/* y (op)= W·x (+ bias) by a->mode, expert slices by a->sel when set. */
+int hip_ops_mm(struct hip_ops *c, const struct hip_mm *a, struct err *e);
+/* y = W·x + bias and y2 = W2·x + bias2 in one pass over x (same shape and type, GEMV-sized batches; x_div 1,
+ * a->mode ignored: gemv_args mode 3) */
+int hip_ops_mm_dual(struct hip_ops *c, const struct hip_mm *a, struct err *e);
+/* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
+int hip_ops_quant(struct hip_ops *c, struct hip_dptr x, int rows, int k, int x_stride, struct err *e);
+/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w for nr rows of n; also its q8 copy into xq/xqd when q */
+int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
+                int nr, int n, int xs, int ys, bool q, struct err *e);
+/* an elementwise kernel f(a, b, n) over n elements */
+int hip_ops_ew(struct hip_ops *c, hip_fn f, struct hip_dptr a, struct hip_dptr b, int n, struct err *e);
+
+#endif
