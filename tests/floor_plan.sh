@@ -83,8 +83,6 @@ KNOWN_INCLUDES='
 # folder, "from -> to  # reason"; the case drops them before tsort and an
 # entry is stale once the graph has no cycle through it
 KNOWN_CALL_CYCLES='
-worker/hip/hip_fit -> worker/hip/hip_engine  # hip_engine_scratch_bytes; hip_engine calls hip_fit_check/need back
-worker/hip/hip_hybrid -> worker/hip/hip_engine  # the hipe_* helpers hip_engine_int.h shares; hip_engine drives hip_hybrid_*: a hip_helpers.c under both
 '
 # file_prefix: permanent exceptions, "object symbol  # reason" ...
 PREFIX_EXCEPTIONS='
@@ -93,7 +91,6 @@ worker/worker_main main  # the program entry point
 # ... and today's offenders, "object symbol-or-prefix*  # reason", each a
 # family to rename (or a file to rename after its family)
 KNOWN_PREFIX='
-worker/hip/hip_engine hipe_*  # the helpers hip_engine_int.h shares with hip_hybrid: hip_engine_*
 worker/chat/jinja_builtins jb_*  # the builtins: jinja_builtin_*
 worker/chat/jinja_builtins jv_*  # the value helpers: jinja_value_* (or their own jinja_value.c)
 worker/chat/jinja_builtins utf8_len  # jinja_utf8_len

@@ -12,7 +12,7 @@
  * TOKEN_GEMV_MAX, all tokens at once in the multi-token GEMV of batched
  * decode); larger ones the tiled GEMM (the launches: hip_ops.c).
  *
- * A step is model_forward (model/forward.h) over hip_layer_ops; the hybrids'
+ * A step is model_forward (model/model_forward.h) over hip_layer_ops; the hybrids'
  * layers are hip_hybrid.c's. Files below this one: hip_hybrid, hip_fit,
  * hip_ops, hip_scratch, hip_knobs, hip_rt (none calls back up). */
 #include <stdio.h>
@@ -27,7 +27,7 @@
 #include "hip_scratch.h"
 #include "hip_fit.h"
 #include "hip_rt.h"
-#include "../model/forward.h"
+#include "../model/model_forward.h"
 #include "../model/model.h"
 #include "../num/ops.h"
 
@@ -674,7 +674,7 @@ static bool defer_ok(const struct hip_engine *c, int n)
     return c->defer_norm && n == 1 && !c->hy && hip_ops_want_q8(&c->ops, c->ops.m->hp.n_embd);
 }
 
-/* ---- the layer operations model_forward walks (model/forward.h) ---- */
+/* ---- the layer operations model_forward walks (model/model_forward.h) ---- */
 
 static int hop_embed(void *b, int n, struct err *e)
 {
