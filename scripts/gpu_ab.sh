@@ -3,16 +3,17 @@
 # refactor cannot hide a slowdown: STAGE/old and STAGE/new each hold llm170, llm170d, llm170-worker,
 # llm170-gateway, hip_bench and loadgen; STAGE/libs their shared libraries; STAGE/tok.json.xz a HF
 # tokenizer.json (the vocabulary of the synthetic models); STAGE/tools/bigsynth.py (../shared/tools).
-#   PART=8b:  writes bigsynth qwen3-8b and qwen35-27b (q4_k) to /tmp in the background (27b is kept for
-#             PART=27b, a later call on the same warm machine), runs STAGE/new/test_hip_* first, then
-#             old, new, old, new: hip_bench pp512 + tg128 (3 reps), batched decode B = 16, 64, and
-#             `llm170 serve --backend hip --slots 64` under 64 streaming loadgen clients (SERVE_S s).
-#   PART=27b: the same four-way alternation on qwen35-27b.
+#   PART=8b:  writes bigsynth qwen3-8b (q4_k) to /tmp in the background, runs STAGE/new/test_hip_*
+#             meanwhile, then old, new, old, new: hip_bench pp512 + tg128 (3 reps), batched decode
+#             B = 16, 64, and `llm170 serve --backend hip --slots 64` under 64 streaming loadgen clients
+#             (SERVE_S s).
+#   PART=all: the same, and qwen35-27b (q4_k, written alongside) after it: pp512 + tg128 and batched
+#             decode, old / new / old / new.
 # Each figure is printed as "<build> <model> …" lines; compare the medians of old and new.
 # Run from the repository root (the test programs read ../shared through STAGE/shared).
 set -u
 S=$(cd "${1:?stage folder}" && pwd)
-PART=${2:?part: 8b or 27b}
+PART=${2:?part: 8b or all}
 O=${OUT:-/tmp/out}
 mkdir -p "$O"
 export LD_LIBRARY_PATH=$S/libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -56,23 +57,22 @@ round() { # build label model
 }
 
 xz -dc "$S/tok.json.xz" >/tmp/tok.json
-if [ "$PART" = 8b ]; then
-    (synth qwen3-8b /tmp/q8b.gguf; synth qwen35-27b /tmp/q27.gguf) &
-    for t in test_hip_compile test_hip_kernels test_hip_engine; do
-        LLM170_SHARED=$S/shared timeout 150 "$S/new/$t" >"$O/$t.log" 2>&1
-        say "$t rc=$? ok=$(grep -c '^ok' "$O/$t.log") not_ok=$(grep -c '^not ok' "$O/$t.log") skip=$(grep -c '^skip' "$O/$t.log")"
-        grep -E '^not ok' "$O/$t.log" | head -5 | tee -a "$LOG"
-    done
-    wait_file /tmp/q8b.gguf || exit 1
-    for b in old new old new; do round $b 8b /tmp/q8b.gguf; done
-    rm -f /tmp/q8b.gguf
-    wait
-else
-    wait_file /tmp/q27.gguf || exit 1
+# both models written at once (16 cores), while the new build's GPU tests run
+synth qwen3-8b /tmp/q8b.gguf &
+[ "$PART" = all ] && synth qwen35-27b /tmp/q27.gguf &
+for t in test_hip_compile test_hip_kernels test_hip_engine; do
+    LLM170_SHARED=$S/shared timeout 150 "$S/new/$t" >"$O/$t.log" 2>&1
+    say "$t rc=$? ok=$(grep -c '^ok' "$O/$t.log") not_ok=$(grep -c '^not ok' "$O/$t.log") skip=$(grep -c '^skip' "$O/$t.log")"
+    grep -E '^not ok' "$O/$t.log" | head -5 | tee -a "$LOG"
+done
+wait_file /tmp/q8b.gguf || exit 1
+for b in old new old new; do round $b 8b /tmp/q8b.gguf; done
+rm -f /tmp/q8b.gguf
+if [ "$PART" = all ] && wait_file /tmp/q27.gguf; then
     for b in old new old new; do
         bench $b 27b /tmp/q27.gguf --pp 512 --tg 128 --reps 3
         bench $b 27b /tmp/q27.gguf --pp 0 --tg 0 --reps 1 --batch 16,64
     done
-    for b in old new old new; do serve $b 27b /tmp/q27.gguf; done
 fi
+wait
 say "done"
