@@ -169,14 +169,8 @@ static int dense_tensors(struct loader *L, struct err *e)
     int rc;
     char n[GGUF_MAX_NAME + 32];
 
-    if ((rc = mload_wt(L, &m->tok_embd, "token_embd.weight", E, V, 1, true, e)) ||
-        (rc = mload_vec(L, &m->output_norm, "output_norm.weight", E, true, e)) ||
-        (rc = mload_wt(L, &m->output, "output.weight", E, V, 1, false, e)))
+    if ((rc = mload_embd_output(L, e)))
         return rc;
-    if (!m->output.data) {
-        m->output = m->tok_embd;
-        m->tied = true;
-    }
     if (ad->out_bias && (rc = mload_vec(L, &m->output_bias, "output.bias", V, false, e)))
         return rc;
     if (ad->rope_freqs && (rc = mload_vec(L, &m->rope_freqs, "rope_freqs.weight", hp->n_rot / 2, false, e)))

@@ -367,15 +367,8 @@ int arch_qwen35_load(struct loader *L, struct err *e)
     free(rec);
     if (rc)
         return rc;
-    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
-    if ((rc = mload_wt(L, &m->tok_embd, "token_embd.weight", E, V, 1, true, e)) ||
-        (rc = mload_vec(L, &m->output_norm, "output_norm.weight", E, true, e)) ||
-        (rc = mload_wt(L, &m->output, "output.weight", E, V, 1, false, e)))
+    if ((rc = mload_embd_output(L, e)))
         return rc;
-    if (!m->output.data) {
-        m->output = m->tok_embd;
-        m->tied = true;
-    }
     /* a trunk of one kind only is accepted (llama.cpp 80fb11a aborts on it, spec §4) */
     for (int il = 0; il < m->hp.n_layer_all; il++)
         if ((rc = load_layer(L, il, e)))

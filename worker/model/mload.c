@@ -183,3 +183,19 @@ int mload_n_vocab(struct loader *L, struct err *e)
     int rc = mload_int(L, "vocab_size", true, 0, 1, 1 << 30, &hp->n_vocab, e);
     return rc ? err_prefix(e, "no tokenizer.ggml.tokens") : 0;
 }
+
+int mload_embd_output(struct loader *L, struct err *e)
+{
+    struct model *m = L->m;
+    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    int rc;
+    if ((rc = mload_wt(L, &m->tok_embd, "token_embd.weight", E, V, 1, true, e)) ||
+        (rc = mload_vec(L, &m->output_norm, "output_norm.weight", E, true, e)) ||
+        (rc = mload_wt(L, &m->output, "output.weight", E, V, 1, false, e)))
+        return rc;
+    if (!m->output.data) { /* tied: the output projection is the embedding table */
+        m->output = m->tok_embd;
+        m->tied = true;
+    }
+    return 0;
+}

@@ -27,6 +27,9 @@ int mload_float(struct loader *L, const char *suffix, bool required, float def, 
 int mload_wt(struct loader *L, struct wt *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
              struct err *e);
 int mload_vec(struct loader *L, struct vec *v, const char *name, int64_t n, bool required, struct err *e);
+/* token_embd [n_embd, n_vocab], output_norm [n_embd] and output [n_embd, n_vocab] (the embedding table
+ * when absent: tied), which every architecture has; n_embd and n_vocab must be set. */
+int mload_embd_output(struct loader *L, struct err *e);
 /* The vocabulary size as every loader resolves it (token list, else {A}.vocab_size). */
 int mload_n_vocab(struct loader *L, struct err *e);
 
