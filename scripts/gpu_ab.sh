@@ -94,7 +94,7 @@ if [ "$PART" = checks ]; then
     for b in old new old new; do
         for np in 16 64; do
             echo "$b 27b $(timeout 120 "$S/$b/llm170" bench --model /tmp/q27.gguf --backend hip --pp 0 --tg 64 --np $np \
-                --reps 3 2>&1 | grep -E 'np '"$np" | tail -1)" | tee -a "$LOG"
+                --reps 2 2>&1 | grep -E 'np '"$np" | tail -1)" | tee -a "$LOG"
         done
     done
     wait
