@@ -1,7 +1,7 @@
 # llm170 — build, test and run. Two entry points for users: `make run`, `make test`.
 #
 # Layout: common/ + worker/ + proto/ build into one static library that every
-# program links; each program's own main lives in client/, daemon/, worker/bin,
+# program links; each program's own main lives in client/, daemon/, worker/worker_main.c,
 # gateway/. Tests are C programs in tests/ (one binary per test_*.c) plus shell
 # tests (tests/*.sh); tests/run.sh runs them all and prints "N passed, N failed".
 

@@ -204,6 +204,7 @@ else
     awk <"$T/nm" '
         { i = index($0, ":"); obj = substr($0, 1, i - 1); sub(/\.o$/, "", obj)
           n = split(substr($0, i + 1), f, " "); t = f[n - 1]; s = f[n]
+          if (s ~ /^__/) next  # the compiler'"'"'s own (AddressSanitizer'"'"'s __odr_asan.*, …)
           if (t == "U" || t == "w") print obj, "U", s; else if (t ~ /^[A-Z]$/) print obj, "D", s }' >"$T/syms"
 
     # --- call graph: A refers to a symbol the library object B defines → A → B
