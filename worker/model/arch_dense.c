@@ -204,14 +204,7 @@ static int dense_tensors(struct loader *L, struct err *e)
         if ((rc = mload_vec(L, &ly->ffn_norm, NM("ffn_norm.weight"), E, true, e)))
             return rc;
         if (ly->ffn == FFN_DENSE) {
-            const int64_t F = ly->n_ff;
-            if ((rc = mload_wt(L, &ly->ffn_gate, NM("ffn_gate.weight"), E, F, 1, true, e)) ||
-                (rc = mload_wt(L, &ly->ffn_up, NM("ffn_up.weight"), E, F, 1, true, e)) ||
-                (rc = mload_wt(L, &ly->ffn_down, NM("ffn_down.weight"), F, E, 1, true, e)))
-                return rc;
-            if (ad->ffn_bias && ((rc = mload_vec(L, &ly->b_gate, NM("ffn_gate.bias"), F, false, e)) ||
-                                 (rc = mload_vec(L, &ly->b_up, NM("ffn_up.bias"), F, false, e)) ||
-                                 (rc = mload_vec(L, &ly->b_down, NM("ffn_down.bias"), E, false, e))))
+            if ((rc = mload_ffn_dense(L, il, ad->ffn_bias, e)))
                 return rc;
         } else {
             const int64_t F = hp->n_ff_exp, X = hp->n_expert;

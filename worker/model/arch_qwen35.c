@@ -305,10 +305,7 @@ static int load_layer(struct loader *L, int il, struct err *e)
             return rc;
     }
     if (ly->ffn == FFN_DENSE) {
-        const int64_t F = ly->n_ff;
-        if ((rc = mload_wt(L, &ly->ffn_gate, NM("ffn_gate.weight"), E, F, 1, true, e)) ||
-            (rc = mload_wt(L, &ly->ffn_up, NM("ffn_up.weight"), E, F, 1, true, e)) ||
-            (rc = mload_wt(L, &ly->ffn_down, NM("ffn_down.weight"), F, E, 1, true, e)))
+        if ((rc = mload_ffn_dense(L, il, false, e)))
             return rc;
     } else {
         const int64_t F = hp->n_ff_exp, X = hp->n_expert, FS = hp->n_ff_shexp;

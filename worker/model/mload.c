@@ -199,3 +199,22 @@ int mload_embd_output(struct loader *L, struct err *e)
     }
     return 0;
 }
+
+int mload_ffn_dense(struct loader *L, int il, bool bias, struct err *e)
+{
+    struct layer *ly = &L->m->layers[il];
+    const int64_t E = L->m->hp.n_embd, F = ly->n_ff;
+    char n[GGUF_MAX_NAME + 32];
+#define NM(s) (snprintf(n, sizeof n, "blk.%d.%s", il, s), n)
+    int rc;
+    if ((rc = mload_wt(L, &ly->ffn_gate, NM("ffn_gate.weight"), E, F, 1, true, e)) ||
+        (rc = mload_wt(L, &ly->ffn_up, NM("ffn_up.weight"), E, F, 1, true, e)) ||
+        (rc = mload_wt(L, &ly->ffn_down, NM("ffn_down.weight"), F, E, 1, true, e)))
+        return rc;
+    if (bias && ((rc = mload_vec(L, &ly->b_gate, NM("ffn_gate.bias"), F, false, e)) ||
+                 (rc = mload_vec(L, &ly->b_up, NM("ffn_up.bias"), F, false, e)) ||
+                 (rc = mload_vec(L, &ly->b_down, NM("ffn_down.bias"), E, false, e))))
+        return rc;
+#undef NM
+    return 0;
+}

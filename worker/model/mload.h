@@ -30,6 +30,9 @@ int mload_vec(struct loader *L, struct vec *v, const char *name, int64_t n, bool
 /* token_embd [n_embd, n_vocab], output_norm [n_embd] and output [n_embd, n_vocab] (the embedding table
  * when absent: tied), which every architecture has; n_embd and n_vocab must be set. */
 int mload_embd_output(struct loader *L, struct err *e);
+/* Layer il's SwiGLU FFN: blk.il.ffn_{gate,up} [n_embd, n_ff], ffn_down [n_ff, n_embd] (layers[il].n_ff set),
+ * and with bias the optional ffn_{gate,up,down}.bias. */
+int mload_ffn_dense(struct loader *L, int il, bool bias, struct err *e);
 /* The vocabulary size as every loader resolves it (token list, else {A}.vocab_size). */
 int mload_n_vocab(struct loader *L, struct err *e);
 
