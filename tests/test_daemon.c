@@ -1062,13 +1062,19 @@ static void socket_modes(void)
         CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0750, "its directory's mode %o", st.st_mode & 0777);
         char cmd[600], line[600] = "";
         snprintf(cmd, sizeof cmd, "find '%s' -mindepth 2 -name '*.sock'", dir);
-        FILE *f = popen(cmd, "r");
-        if (f) {
-            if (!fgets(line, sizeof line, f))
-                line[0] = 0;
-            pclose(f);
+        /* the client socket comes first; the worker's appears once the daemon has started the worker
+         * (later still under a sanitizer): look for up to 5 s */
+        for (int i = 0; i < 250 && !line[0]; i++) {
+            FILE *f = popen(cmd, "r");
+            if (f) {
+                if (!fgets(line, sizeof line, f))
+                    line[0] = 0;
+                pclose(f);
+            }
+            line[strcspn(line, "\n")] = 0;
+            if (!line[0])
+                usleep(20000);
         }
-        line[strcspn(line, "\n")] = 0;
         CHECK(line[0] && stat(line, &st) == 0 && (st.st_mode & 0777) == 0600, "worker socket '%s' mode %o", line,
               st.st_mode & 0777);
         char *slash = strrchr(line, '/');
