@@ -91,12 +91,6 @@ worker/worker_main main  # the program entry point
 # ... and today's offenders, "object symbol-or-prefix*  # reason", each a
 # family to rename (or a file to rename after its family)
 KNOWN_PREFIX='
-worker/chat/jinja_builtins jb_*  # the builtins: jinja_builtin_*
-worker/chat/jinja_builtins jv_*  # the value helpers: jinja_value_* (or their own jinja_value.c)
-worker/chat/jinja_builtins utf8_len  # jinja_utf8_len
-worker/chat/jinja_buf jbuf_*  # jinja_buf_*
-worker/chat/jinja_buf jerr  # jinja_err
-worker/chat/jinja_buf jfailed  # jinja_failed
 worker/num/quant dequant_row  # quant_dequant_row
 worker/num/quant vec_dot*  # quant_vec_dot*
 worker/num/quantize quant_weights_row  # quantize_weights_row

@@ -8,7 +8,7 @@
 
 #include "jinja_internal.h"
 
-json_t *jerr(struct jctx *c, int code, const char *fmt, ...)
+json_t *jinja_err(struct jctx *c, int code, const char *fmt, ...)
 {
     if (c->e->code)
         return NULL; /* the first failure is the one worth reporting */
@@ -21,9 +21,9 @@ json_t *jerr(struct jctx *c, int code, const char *fmt, ...)
     return NULL;
 }
 
-bool jfailed(const struct jctx *c) { return c->e->code != 0; }
+bool jinja_failed(const struct jctx *c) { return c->e->code != 0; }
 
-int jbuf_put(struct jbuf *b, const char *s, size_t n)
+int jinja_buf_put(struct jbuf *b, const char *s, size_t n)
 {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
@@ -41,4 +41,4 @@ int jbuf_put(struct jbuf *b, const char *s, size_t n)
     return 0;
 }
 
-int jbuf_puts(struct jbuf *b, const char *s) { return jbuf_put(b, s, strlen(s)); }
+int jinja_buf_puts(struct jbuf *b, const char *s) { return jinja_buf_put(b, s, strlen(s)); }

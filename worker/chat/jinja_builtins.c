@@ -16,7 +16,7 @@
 
 /* ---------------------------------------------------------------- values */
 
-const char *jv_type(const json_t *v)
+const char *jinja_value_type(const json_t *v)
 {
     if (!v) return "undefined";
     switch (json_typeof(v)) {
@@ -30,7 +30,7 @@ const char *jv_type(const json_t *v)
     }
 }
 
-bool jv_truthy(const json_t *v)
+bool jinja_value_truthy(const json_t *v)
 {
     if (!v) return false;
     switch (json_typeof(v)) {
@@ -44,7 +44,7 @@ bool jv_truthy(const json_t *v)
     }
 }
 
-bool jv_equal(const json_t *a, const json_t *b)
+bool jinja_value_equal(const json_t *a, const json_t *b)
 {
     if (!a || !b)
         return a == b;
@@ -56,7 +56,7 @@ bool jv_equal(const json_t *a, const json_t *b)
     return json_equal((json_t *)a, (json_t *)b);
 }
 
-size_t utf8_len(const char *s, size_t n)
+size_t jinja_utf8_len(const char *s, size_t n)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
@@ -67,7 +67,7 @@ size_t utf8_len(const char *s, size_t n)
 /* Byte offsets of each code point start, plus n at the end: [cps + 1]. */
 static size_t *utf8_index(const char *s, size_t n, size_t *cps)
 {
-    size_t k = utf8_len(s, n), j = 0;
+    size_t k = jinja_utf8_len(s, n), j = 0;
     size_t *ix = malloc((k + 1) * sizeof *ix);
     if (!ix)
         return NULL;
@@ -126,22 +126,22 @@ static void float_repr(double x, char *out, size_t cap)
 
 static int put_json_string(struct jbuf *b, const char *s, size_t n, bool ascii)
 {
-    int rc = jbuf_put(b, "\"", 1);
+    int rc = jinja_buf_put(b, "\"", 1);
     for (size_t i = 0; i < n && !rc; i++) {
         unsigned char ch = (unsigned char)s[i];
         char esc[16];
         switch (ch) {
-        case '"': rc = jbuf_put(b, "\\\"", 2); break;
-        case '\\': rc = jbuf_put(b, "\\\\", 2); break;
-        case '\n': rc = jbuf_put(b, "\\n", 2); break;
-        case '\r': rc = jbuf_put(b, "\\r", 2); break;
-        case '\t': rc = jbuf_put(b, "\\t", 2); break;
-        case '\b': rc = jbuf_put(b, "\\b", 2); break;
-        case '\f': rc = jbuf_put(b, "\\f", 2); break;
+        case '"': rc = jinja_buf_put(b, "\\\"", 2); break;
+        case '\\': rc = jinja_buf_put(b, "\\\\", 2); break;
+        case '\n': rc = jinja_buf_put(b, "\\n", 2); break;
+        case '\r': rc = jinja_buf_put(b, "\\r", 2); break;
+        case '\t': rc = jinja_buf_put(b, "\\t", 2); break;
+        case '\b': rc = jinja_buf_put(b, "\\b", 2); break;
+        case '\f': rc = jinja_buf_put(b, "\\f", 2); break;
         default:
             if (ch < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", ch);
-                rc = jbuf_puts(b, esc);
+                rc = jinja_buf_puts(b, esc);
             } else if (ch >= 0x80 && ascii) {
                 /* decode one UTF-8 sequence (input is valid UTF-8: jansson checked it) */
                 int len = ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : 2;
@@ -154,13 +154,13 @@ static int put_json_string(struct jbuf *b, const char *s, size_t n, bool ascii)
                 } else {
                     snprintf(esc, sizeof esc, "\\u%04x", cp);
                 }
-                rc = jbuf_puts(b, esc);
+                rc = jinja_buf_puts(b, esc);
             } else {
-                rc = jbuf_put(b, s + i, 1);
+                rc = jinja_buf_put(b, s + i, 1);
             }
         }
     }
-    return rc ? rc : jbuf_put(b, "\"", 1);
+    return rc ? rc : jinja_buf_put(b, "\"", 1);
 }
 
 struct json_style {
@@ -175,18 +175,18 @@ static int dump_json(struct jctx *c, const json_t *v, struct jbuf *b, const stru
 {
     char num[64];
     if (!v)
-        return jbuf_puts(b, "null");
+        return jinja_buf_puts(b, "null");
     int rc = 0;
     switch (json_typeof(v)) {
-    case JSON_NULL: return jbuf_puts(b, "null");
-    case JSON_TRUE: return jbuf_puts(b, "true");
-    case JSON_FALSE: return jbuf_puts(b, "false");
+    case JSON_NULL: return jinja_buf_puts(b, "null");
+    case JSON_TRUE: return jinja_buf_puts(b, "true");
+    case JSON_FALSE: return jinja_buf_puts(b, "false");
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return jbuf_puts(b, num);
+        return jinja_buf_puts(b, num);
     case JSON_REAL:
         float_repr(json_real_value(v), num, sizeof num);
-        return jbuf_puts(b, num);
+        return jinja_buf_puts(b, num);
     case JSON_STRING:
         return put_json_string(b, json_string_value(v), json_string_length(v), st->ascii);
     case JSON_ARRAY:
@@ -206,14 +206,14 @@ static int dump_json(struct jctx *c, const json_t *v, struct jbuf *b, const stru
             if (st->sort)
                 qsort(keys, n, sizeof *keys, cmp_keys);
         }
-        rc = jbuf_puts(b, arr ? "[" : "{");
+        rc = jinja_buf_puts(b, arr ? "[" : "{");
         for (size_t i = 0; i < n && !rc; i++) {
             if (i)
-                rc = jbuf_puts(b, st->item_sep);
+                rc = jinja_buf_puts(b, st->item_sep);
             if (st->indent >= 0) {
-                rc = rc ? rc : jbuf_puts(b, "\n");
+                rc = rc ? rc : jinja_buf_puts(b, "\n");
                 for (int s = 0; s < st->indent * (level + 1) && !rc; s++)
-                    rc = jbuf_puts(b, " ");
+                    rc = jinja_buf_puts(b, " ");
             }
             if (rc)
                 break;
@@ -221,23 +221,23 @@ static int dump_json(struct jctx *c, const json_t *v, struct jbuf *b, const stru
                 rc = dump_json(c, json_array_get(v, i), b, st, level + 1);
             } else {
                 rc = put_json_string(b, keys[i], strlen(keys[i]), st->ascii);
-                rc = rc ? rc : jbuf_puts(b, st->key_sep);
+                rc = rc ? rc : jinja_buf_puts(b, st->key_sep);
                 rc = rc ? rc : dump_json(c, json_object_get(v, keys[i]), b, st, level + 1);
             }
         }
         if (!rc && n && st->indent >= 0) {
-            rc = jbuf_puts(b, "\n");
+            rc = jinja_buf_puts(b, "\n");
             for (int s = 0; s < st->indent * level && !rc; s++)
-                rc = jbuf_puts(b, " ");
+                rc = jinja_buf_puts(b, " ");
         }
         free(keys);
-        return rc ? rc : jbuf_puts(b, arr ? "]" : "}");
+        return rc ? rc : jinja_buf_puts(b, arr ? "]" : "}");
     }
     }
     return 0;
 }
 
-int jv_json(struct jctx *c, const json_t *v, struct jbuf *b, int indent, int level)
+int jinja_value_json(struct jctx *c, const json_t *v, struct jbuf *b, int indent, int level)
 {
     struct json_style st = {indent, indent >= 0 ? "," : ", ", ": ", false, false};
     return dump_json(c, v, b, &st, level);
@@ -248,40 +248,40 @@ static int repr_str(struct jbuf *b, const char *s, size_t n)
 {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    int rc = jbuf_put(b, &q, 1);
+    int rc = jinja_buf_put(b, &q, 1);
     for (size_t i = 0; i < n && !rc; i++) {
         unsigned char ch = (unsigned char)s[i];
         char esc[8];
         if (ch == (unsigned char)q || ch == '\\') {
             esc[0] = '\\';
             esc[1] = (char)ch;
-            rc = jbuf_put(b, esc, 2);
-        } else if (ch == '\n') rc = jbuf_puts(b, "\\n");
-        else if (ch == '\r') rc = jbuf_puts(b, "\\r");
-        else if (ch == '\t') rc = jbuf_puts(b, "\\t");
+            rc = jinja_buf_put(b, esc, 2);
+        } else if (ch == '\n') rc = jinja_buf_puts(b, "\\n");
+        else if (ch == '\r') rc = jinja_buf_puts(b, "\\r");
+        else if (ch == '\t') rc = jinja_buf_puts(b, "\\t");
         else if (ch < 0x20 || ch == 0x7f) {
             snprintf(esc, sizeof esc, "\\x%02x", ch);
-            rc = jbuf_puts(b, esc);
-        } else rc = jbuf_put(b, s + i, 1);
+            rc = jinja_buf_puts(b, esc);
+        } else rc = jinja_buf_put(b, s + i, 1);
     }
-    return rc ? rc : jbuf_put(b, &q, 1);
+    return rc ? rc : jinja_buf_put(b, &q, 1);
 }
 
-int jv_repr(struct jctx *c, const json_t *v, struct jbuf *b)
+int jinja_value_repr(struct jctx *c, const json_t *v, struct jbuf *b)
 {
     if (json_is_string(v))
         return repr_str(b, json_string_value(v), json_string_length(v));
     if (json_is_array(v)) {
-        int rc = jbuf_puts(b, "[");
+        int rc = jinja_buf_puts(b, "[");
         for (size_t i = 0; i < json_array_size(v) && !rc; i++) {
             if (i)
-                rc = jbuf_puts(b, ", ");
-            rc = rc ? rc : jv_repr(c, json_array_get(v, i), b);
+                rc = jinja_buf_puts(b, ", ");
+            rc = rc ? rc : jinja_value_repr(c, json_array_get(v, i), b);
         }
-        return rc ? rc : jbuf_puts(b, "]");
+        return rc ? rc : jinja_buf_puts(b, "]");
     }
     if (json_is_object(v)) {
-        int rc = jbuf_puts(b, "{");
+        int rc = jinja_buf_puts(b, "{");
         const char *k;
         json_t *x;
         bool first = true;
@@ -289,47 +289,47 @@ int jv_repr(struct jctx *c, const json_t *v, struct jbuf *b)
             if (!strcmp(k, NS_MARK))
                 continue;
             if (!first)
-                rc = rc ? rc : jbuf_puts(b, ", ");
+                rc = rc ? rc : jinja_buf_puts(b, ", ");
             first = false;
             rc = rc ? rc : repr_str(b, k, strlen(k));
-            rc = rc ? rc : jbuf_puts(b, ": ");
-            rc = rc ? rc : jv_repr(c, x, b);
+            rc = rc ? rc : jinja_buf_puts(b, ": ");
+            rc = rc ? rc : jinja_value_repr(c, x, b);
         }
-        return rc ? rc : jbuf_puts(b, "}");
+        return rc ? rc : jinja_buf_puts(b, "}");
     }
-    return jv_str(c, v, b);
+    return jinja_value_str(c, v, b);
 }
 
-int jv_str(struct jctx *c, const json_t *v, struct jbuf *b)
+int jinja_value_str(struct jctx *c, const json_t *v, struct jbuf *b)
 {
     char num[64];
     int rc = 0;
     if (!v)
         return 0; /* undefined prints as nothing */
     switch (json_typeof(v)) {
-    case JSON_STRING: rc = jbuf_put(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_STRING: rc = jinja_buf_put(b, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        rc = jbuf_puts(b, num);
+        rc = jinja_buf_puts(b, num);
         break;
     case JSON_REAL:
         float_repr(json_real_value(v), num, sizeof num);
-        rc = jbuf_puts(b, num);
+        rc = jinja_buf_puts(b, num);
         break;
-    case JSON_TRUE: rc = jbuf_puts(b, "True"); break;
-    case JSON_FALSE: rc = jbuf_puts(b, "False"); break;
-    case JSON_NULL: rc = jbuf_puts(b, "None"); break;
-    default: rc = jv_repr(c, v, b);
+    case JSON_TRUE: rc = jinja_buf_puts(b, "True"); break;
+    case JSON_FALSE: rc = jinja_buf_puts(b, "False"); break;
+    case JSON_NULL: rc = jinja_buf_puts(b, "None"); break;
+    default: rc = jinja_value_repr(c, v, b);
     }
     if (rc)
-        jerr(c, ERR_NOMEM, "out of memory");
+        jinja_err(c, ERR_NOMEM, "out of memory");
     return rc;
 }
 
 static json_t *to_string(struct jctx *c, const json_t *v)
 {
     struct jbuf b = {0};
-    if (jv_str(c, v, &b))
+    if (jinja_value_str(c, v, &b))
         return free(b.p), NULL;
     json_t *r = json_stringn_nocheck(b.p ? b.p : "", b.n);
     free(b.p);
@@ -340,22 +340,22 @@ static json_t *to_string(struct jctx *c, const json_t *v)
 
 static long long clampi(long long x, long long lo, long long hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-json_t *jb_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t *step)
+json_t *jinja_builtin_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t *step)
 {
     for (json_t *p[3] = {start, stop, step}, **q = p; q < p + 3; q++)
         if (*q && !json_is_integer(*q) && !json_is_null(*q))
-            return jerr(c, ERR_INVALID, "slice indices must be integers, not %s", jv_type(*q));
+            return jinja_err(c, ERR_INVALID, "slice indices must be integers, not %s", jinja_value_type(*q));
     long long st = step && json_is_integer(step) ? json_integer_value(step) : 1;
     if (st == 0)
-        return jerr(c, ERR_INVALID, "slice step cannot be zero");
+        return jinja_err(c, ERR_INVALID, "slice step cannot be zero");
     size_t *ix = NULL, len;
     if (json_is_string(v)) {
         if (!(ix = utf8_index(json_string_value(v), json_string_length(v), &len)))
-            return jerr(c, ERR_NOMEM, "out of memory");
+            return jinja_err(c, ERR_NOMEM, "out of memory");
     } else if (json_is_array(v)) {
         len = json_array_size(v);
     } else {
-        return jerr(c, ERR_INVALID, "cannot slice %s", jv_type(v));
+        return jinja_err(c, ERR_INVALID, "cannot slice %s", jinja_value_type(v));
     }
     long long n = (long long)len, lo, hi;
     /* Python's slice.indices() */
@@ -379,7 +379,7 @@ json_t *jb_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t 
         struct jbuf b = {0};
         const char *s = json_string_value(v);
         for (long long i = lo; st > 0 ? i < hi : i > hi; i += st)
-            if (jbuf_put(&b, s + ix[i], ix[i + 1] - ix[i]))
+            if (jinja_buf_put(&b, s + ix[i], ix[i + 1] - ix[i]))
                 break;
         r = json_stringn_nocheck(b.p ? b.p : "", b.n);
         free(b.p);
@@ -389,7 +389,7 @@ json_t *jb_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t 
         for (long long i = lo; r && (st > 0 ? i < hi : i > hi); i += st)
             json_array_append(r, json_array_get(v, (size_t)i));
     }
-    return r ? r : jerr(c, ERR_NOMEM, "out of memory");
+    return r ? r : jinja_err(c, ERR_NOMEM, "out of memory");
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -414,7 +414,7 @@ static bool is_ws_char(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' |
 static json_t *strip(struct jctx *c, json_t *s, json_t *chars, bool left, bool right)
 {
     if (chars && !json_is_null(chars) && !json_is_string(chars))
-        return jerr(c, ERR_INVALID, "strip characters must be a string");
+        return jinja_err(c, ERR_INVALID, "strip characters must be a string");
     const char *p = json_string_value(s);
     size_t a = 0, b = json_string_length(s);
     const char *set = chars && json_is_string(chars) ? json_string_value(chars) : NULL;
@@ -450,7 +450,7 @@ static json_t *affix_test(struct jctx *c, json_t *s, json_t *a, bool start)
         json_array_foreach(a, i, x) if (json_is_string(x) && (start ? str_starts(s, x) : str_ends(s, x))) return json_true();
         return json_false();
     }
-    return jerr(c, ERR_INVALID, "%s() takes a string or a tuple of strings", start ? "startswith" : "endswith");
+    return jinja_err(c, ERR_INVALID, "%s() takes a string or a tuple of strings", start ? "startswith" : "endswith");
 }
 
 static json_t *split(struct jctx *c, json_t *s, json_t *sep, json_t *maxsplit)
@@ -460,7 +460,7 @@ static json_t *split(struct jctx *c, json_t *s, json_t *sep, json_t *maxsplit)
     size_t n = json_string_length(s);
     json_t *r = json_array();
     if (!r)
-        return jerr(c, ERR_NOMEM, "out of memory");
+        return jinja_err(c, ERR_NOMEM, "out of memory");
     if (!sep || json_is_null(sep)) { /* runs of whitespace, no empty parts */
         size_t i = 0;
         while (i < n) {
@@ -480,10 +480,10 @@ static json_t *split(struct jctx *c, json_t *s, json_t *sep, json_t *maxsplit)
         return r;
     }
     if (!json_is_string(sep))
-        return json_decref(r), jerr(c, ERR_INVALID, "split() separator must be a string");
+        return json_decref(r), jinja_err(c, ERR_INVALID, "split() separator must be a string");
     size_t sl = json_string_length(sep);
     if (!sl)
-        return json_decref(r), jerr(c, ERR_INVALID, "empty separator");
+        return json_decref(r), jinja_err(c, ERR_INVALID, "empty separator");
     size_t i = 0;
     for (;;) {
         const char *hit = max >= 0 && (long long)json_array_size(r) >= max ? NULL
@@ -501,23 +501,23 @@ static json_t *split(struct jctx *c, json_t *s, json_t *sep, json_t *maxsplit)
 static json_t *replace(struct jctx *c, json_t *s, json_t *from, json_t *to, json_t *count)
 {
     if (!json_is_string(from) || !json_is_string(to))
-        return jerr(c, ERR_INVALID, "replace() takes two strings");
+        return jinja_err(c, ERR_INVALID, "replace() takes two strings");
     long long max = count && json_is_integer(count) ? json_integer_value(count) : -1;
     const char *p = json_string_value(s);
     size_t n = json_string_length(s), fl = json_string_length(from), i = 0;
     struct jbuf b = {0};
     long long done = 0;
     if (!fl) { /* Python inserts `to` between every character */
-        return jerr(c, ERR_UNSUPPORTED, "replace() with an empty pattern is not supported");
+        return jinja_err(c, ERR_UNSUPPORTED, "replace() with an empty pattern is not supported");
     }
     while (i <= n) {
         const char *hit = max >= 0 && done >= max ? NULL : memmem(p + i, n - i, json_string_value(from), fl);
         if (!hit) {
-            jbuf_put(&b, p + i, n - i);
+            jinja_buf_put(&b, p + i, n - i);
             break;
         }
-        jbuf_put(&b, p + i, (size_t)(hit - (p + i)));
-        jbuf_put(&b, json_string_value(to), json_string_length(to));
+        jinja_buf_put(&b, p + i, (size_t)(hit - (p + i)));
+        jinja_buf_put(&b, json_string_value(to), json_string_length(to));
         i = (size_t)(hit - p) + fl;
         done++;
     }
@@ -595,10 +595,10 @@ static json_t *as_list(struct jctx *c, json_t *v)
     }
     if (json_is_string(v)) {
         json_t *one = json_integer(1), *r = json_array();
-        size_t len = utf8_len(json_string_value(v), json_string_length(v));
+        size_t len = jinja_utf8_len(json_string_value(v), json_string_length(v));
         for (size_t i = 0; i < len; i++) {
             json_t *a = json_integer((json_int_t)i), *b = json_integer((json_int_t)i + 1);
-            json_array_append_new(r, jb_slice(c, v, a, b, one));
+            json_array_append_new(r, jinja_builtin_slice(c, v, a, b, one));
             json_decref(a);
             json_decref(b);
         }
@@ -607,7 +607,7 @@ static json_t *as_list(struct jctx *c, json_t *v)
     }
     if (!v)
         return json_array();
-    return jerr(c, ERR_INVALID, "%s is not iterable", jv_type(v));
+    return jinja_err(c, ERR_INVALID, "%s is not iterable", jinja_value_type(v));
 }
 
 static int sort_cmp_c(const json_t *a, const json_t *b)
@@ -637,19 +637,19 @@ static int sort_item_cmp(const void *pa, const void *pb)
 }
 
 /* printf-style formatting as Python's str % (s, d, i, f, r, x, %) */
-json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args)
+json_t *jinja_builtin_percent_format(struct jctx *c, json_t *fmt, json_t *args)
 {
     const char *f = json_string_value(fmt);
     size_t n = json_string_length(fmt), ai = 0;
     struct jbuf b = {0};
     for (size_t i = 0; i < n; i++) {
         if (f[i] != '%') {
-            jbuf_put(&b, f + i, 1);
+            jinja_buf_put(&b, f + i, 1);
             continue;
         }
         if (++i >= n) {
             free(b.p);
-            return jerr(c, ERR_INVALID, "incomplete format");
+            return jinja_err(c, ERR_INVALID, "incomplete format");
         }
         /* flags/width/precision: kept for numbers, e.g. %.2f, %05d */
         char spec[32] = "%";
@@ -658,25 +658,25 @@ json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args)
             spec[sl++] = f[i++];
         if (i >= n) {
             free(b.p);
-            return jerr(c, ERR_INVALID, "incomplete format");
+            return jinja_err(c, ERR_INVALID, "incomplete format");
         }
         char conv = f[i];
         if (conv == '%') {
-            jbuf_put(&b, "%", 1);
+            jinja_buf_put(&b, "%", 1);
             continue;
         }
         json_t *a = json_is_array(args) ? json_array_get(args, ai) : ai == 0 ? args : NULL;
         ai++;
         if (!a) {
             free(b.p);
-            return jerr(c, ERR_INVALID, "not enough arguments for format string");
+            return jinja_err(c, ERR_INVALID, "not enough arguments for format string");
         }
         char num[128];
         if (conv == 's') {
-            if (jv_str(c, a, &b))
+            if (jinja_value_str(c, a, &b))
                 break;
         } else if (conv == 'r') {
-            if (jv_repr(c, a, &b))
+            if (jinja_value_repr(c, a, &b))
                 break;
         } else if (strchr("dixXf", conv) && (json_is_integer(a) || json_is_real(a))) {
             double d = json_is_integer(a) ? (double)json_integer_value(a) : json_real_value(a);
@@ -691,13 +691,13 @@ json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args)
                 spec[sl] = 0;
                 snprintf(num, sizeof num, spec, (long long)d);
             }
-            jbuf_puts(&b, num);
+            jinja_buf_puts(&b, num);
         } else {
             free(b.p);
-            return jerr(c, ERR_UNSUPPORTED, "unsupported format '%%%c' for %s", conv, jv_type(a));
+            return jinja_err(c, ERR_UNSUPPORTED, "unsupported format '%%%c' for %s", conv, jinja_value_type(a));
         }
     }
-    if (jfailed(c)) {
+    if (jinja_failed(c)) {
         free(b.p);
         return NULL;
     }
@@ -708,7 +708,7 @@ json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args)
 
 /* ---------------------------------------------------------------- tests */
 
-json_t *jb_test(struct jctx *c, const char *name, json_t *v, json_t **args, int n)
+json_t *jinja_builtin_test(struct jctx *c, const char *name, json_t *v, json_t **args, int n)
 {
     json_t *a0 = n > 0 ? args[0] : NULL;
     bool r;
@@ -726,19 +726,19 @@ json_t *jb_test(struct jctx *c, const char *name, json_t *v, json_t **args, int 
     else if (!strcmp(name, "sequence") || !strcmp(name, "iterable")) r = json_is_array(v) || json_is_string(v) || json_is_object(v);
     else if (!strcmp(name, "callable")) r = false;
     else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-        if (!json_is_string(v)) return jerr(c, ERR_INVALID, "'%s' test needs a string", name);
+        if (!json_is_string(v)) return jinja_err(c, ERR_INVALID, "'%s' test needs a string", name);
         json_t *t = change_case(v, name[0] == 'l' ? 'l' : 'u');
         r = t && json_equal(t, v);
         json_decref(t);
     } else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-        if (!json_is_integer(v)) return jerr(c, ERR_INVALID, "'%s' test needs an integer", name);
+        if (!json_is_integer(v)) return jinja_err(c, ERR_INVALID, "'%s' test needs an integer", name);
         r = (json_integer_value(v) % 2 != 0) == (name[0] == 'o');
     } else if (!strcmp(name, "divisibleby")) {
         if (!json_is_integer(v) || !json_is_integer(a0) || !json_integer_value(a0))
-            return jerr(c, ERR_INVALID, "'divisibleby' needs nonzero integers");
+            return jinja_err(c, ERR_INVALID, "'divisibleby' needs nonzero integers");
         r = json_integer_value(v) % json_integer_value(a0) == 0;
-    } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==") || !strcmp(name, "sameas")) r = jv_equal(v, a0);
-    else if (!strcmp(name, "ne") || !strcmp(name, "!=")) r = !jv_equal(v, a0);
+    } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==") || !strcmp(name, "sameas")) r = jinja_value_equal(v, a0);
+    else if (!strcmp(name, "ne") || !strcmp(name, "!=")) r = !jinja_value_equal(v, a0);
     else if (!strcmp(name, "in")) {
         if (json_is_string(a0) && json_is_string(v))
             r = memmem(json_string_value(a0), json_string_length(a0), json_string_value(v), json_string_length(v)) != NULL;
@@ -746,15 +746,15 @@ json_t *jb_test(struct jctx *c, const char *name, json_t *v, json_t **args, int 
             size_t i;
             json_t *x;
             r = false;
-            json_array_foreach(a0, i, x) if (jv_equal(x, v)) r = true;
+            json_array_foreach(a0, i, x) if (jinja_value_equal(x, v)) r = true;
         } else if (json_is_object(a0)) r = json_is_string(v) && json_object_get(a0, json_string_value(v));
-        else return jerr(c, ERR_INVALID, "'in' test needs a container");
+        else return jinja_err(c, ERR_INVALID, "'in' test needs a container");
     } else if (!strcmp(name, "lt") || !strcmp(name, "gt") || !strcmp(name, "le") || !strcmp(name, "ge")) {
-        if (!v || !a0) return jerr(c, ERR_INVALID, "'%s' test on undefined", name);
+        if (!v || !a0) return jinja_err(c, ERR_INVALID, "'%s' test on undefined", name);
         int k = sort_cmp_c(v, a0);
         r = name[0] == 'l' ? (name[1] == 't' ? k < 0 : k <= 0) : (name[1] == 't' ? k > 0 : k >= 0);
     } else
-        return jerr(c, ERR_UNSUPPORTED, "unsupported test '%s'", name);
+        return jinja_err(c, ERR_UNSUPPORTED, "unsupported test '%s'", name);
     return json_boolean(r);
 }
 
@@ -769,7 +769,7 @@ static json_t *select_items(struct jctx *c, json_t *v, json_t **args, int n, boo
     const char *attr = NULL;
     if (by_attr) {
         if (n < 1 || !json_is_string(args[0]))
-            return json_decref(list), jerr(c, ERR_INVALID, "%sattr needs an attribute name", keep ? "select" : "reject");
+            return json_decref(list), jinja_err(c, ERR_INVALID, "%sattr needs an attribute name", keep ? "select" : "reject");
         attr = json_string_value(args[0]);
         a = 1;
     }
@@ -781,40 +781,40 @@ static json_t *select_items(struct jctx *c, json_t *v, json_t **args, int n, boo
         json_t *val = attr ? get_attr_path(x, attr) : x;
         bool t;
         if (test) {
-            json_t *tr = jb_test(c, test, val, args + a + 1, n - a - 1);
+            json_t *tr = jinja_builtin_test(c, test, val, args + a + 1, n - a - 1);
             if (!tr)
                 break;
             t = json_is_true(tr);
             json_decref(tr);
         } else {
-            t = jv_truthy(val);
+            t = jinja_value_truthy(val);
         }
         if (t == keep)
             json_array_append(r, x);
     }
     json_decref(list);
-    if (jfailed(c))
+    if (jinja_failed(c))
         return json_decref(r), NULL;
     return r;
 }
 
-json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, char **kw, int n)
+json_t *jinja_builtin_filter(struct jctx *c, const char *name, json_t *v, json_t **args, char **kw, int n)
 {
     json_t *a0 = arg(args, kw, n, 0, NULL);
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
         json_t *dv = arg(args, kw, n, 0, "default_value");
         json_t *boolean = arg(args, kw, n, 1, "boolean");
-        bool use = !v || (jv_truthy(boolean) && !jv_truthy(v));
+        bool use = !v || (jinja_value_truthy(boolean) && !jinja_value_truthy(v));
         return use ? (dv ? json_incref(dv) : json_string("")) : json_incref(v);
     }
     if (!v && strcmp(name, "tojson") && strcmp(name, "string") && strcmp(name, "length") && strcmp(name, "list"))
-        return jerr(c, ERR_INVALID, "filter '%s' applied to an undefined value", name);
+        return jinja_err(c, ERR_INVALID, "filter '%s' applied to an undefined value", name);
     if (!strcmp(name, "tojson")) {
         json_t *ind = arg(args, kw, n, 0, "indent");
         json_t *seps = arg(args, kw, n, -1, "separators");
         json_t *ascii = arg(args, kw, n, -1, "ensure_ascii");
         json_t *sort = arg(args, kw, n, -1, "sort_keys");
-        struct json_style st = {-1, ", ", ": ", jv_truthy(ascii), jv_truthy(sort)};
+        struct json_style st = {-1, ", ", ": ", jinja_value_truthy(ascii), jinja_value_truthy(sort)};
         if (ind && json_is_integer(ind)) {
             st.indent = (int)clampi(json_integer_value(ind), 0, 64);
             st.item_sep = ",";
@@ -826,7 +826,7 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         }
         struct jbuf b = {0};
         if (dump_json(c, v, &b, &st, 0))
-            return free(b.p), jerr(c, ERR_NOMEM, "out of memory");
+            return free(b.p), jinja_err(c, ERR_NOMEM, "out of memory");
         json_t *r = json_stringn_nocheck(b.p ? b.p : "", b.n);
         free(b.p);
         return r;
@@ -835,26 +835,26 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         return to_string(c, v);
     if (!strcmp(name, "format")) {
         if (!json_is_string(v))
-            return jerr(c, ERR_INVALID, "'format' needs a format string");
+            return jinja_err(c, ERR_INVALID, "'format' needs a format string");
         json_t *list = json_array();
         for (int i = 0; i < n; i++)
             if (!kw || !kw[i])
                 json_array_append(list, args[i] ? args[i] : json_null());
-        json_t *r = jb_percent_format(c, v, list);
+        json_t *r = jinja_builtin_percent_format(c, v, list);
         json_decref(list);
         return r;
     }
     if (!strcmp(name, "length") || !strcmp(name, "count")) {
-        if (json_is_string(v)) return json_integer((json_int_t)utf8_len(json_string_value(v), json_string_length(v)));
+        if (json_is_string(v)) return json_integer((json_int_t)jinja_utf8_len(json_string_value(v), json_string_length(v)));
         if (json_is_array(v)) return json_integer((json_int_t)json_array_size(v));
         if (json_is_object(v)) return json_integer((json_int_t)json_object_size(v) - (json_object_get(v, NS_MARK) ? 1 : 0));
         if (!v) return json_integer(0);
-        return jerr(c, ERR_INVALID, "%s has no length", jv_type(v));
+        return jinja_err(c, ERR_INVALID, "%s has no length", jinja_value_type(v));
     }
     if (!strcmp(name, "list"))
         return as_list(c, v);
     if (!strcmp(name, "trim") || !strcmp(name, "strip")) {
-        if (!json_is_string(v)) return jerr(c, ERR_INVALID, "'%s' needs a string, not %s", name, jv_type(v));
+        if (!json_is_string(v)) return jinja_err(c, ERR_INVALID, "'%s' needs a string, not %s", name, jinja_value_type(v));
         return strip(c, v, a0, true, true);
     }
     if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") || !strcmp(name, "capitalize")) {
@@ -864,7 +864,7 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         return r;
     }
     if (!strcmp(name, "replace")) {
-        if (!json_is_string(v)) return jerr(c, ERR_INVALID, "'replace' needs a string");
+        if (!json_is_string(v)) return jinja_err(c, ERR_INVALID, "'replace' needs a string");
         return replace(c, v, a0, arg(args, kw, n, 1, NULL), arg(args, kw, n, 2, "count"));
     }
     if (!strcmp(name, "first") || !strcmp(name, "last")) {
@@ -877,12 +877,12 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
     }
     if (!strcmp(name, "reverse")) {
         json_t *m1 = json_integer(-1);
-        json_t *r = json_is_string(v) || json_is_array(v) ? jb_slice(c, v, NULL, NULL, m1) : NULL;
+        json_t *r = json_is_string(v) || json_is_array(v) ? jinja_builtin_slice(c, v, NULL, NULL, m1) : NULL;
         json_decref(m1);
-        if (!r && !jfailed(c)) {
+        if (!r && !jinja_failed(c)) {
             json_t *l = as_list(c, v);
             m1 = json_integer(-1);
-            r = l ? jb_slice(c, l, NULL, NULL, m1) : NULL;
+            r = l ? jinja_builtin_slice(c, l, NULL, NULL, m1) : NULL;
             json_decref(m1);
             json_decref(l);
         }
@@ -897,20 +897,20 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         size_t i;
         json_t *x;
         json_array_foreach(l, i, x) {
-            if (i && json_is_string(sep)) jbuf_put(&b, json_string_value(sep), json_string_length(sep));
-            if (jv_str(c, json_is_string(attr) ? get_attr_path(x, json_string_value(attr)) : x, &b)) break;
+            if (i && json_is_string(sep)) jinja_buf_put(&b, json_string_value(sep), json_string_length(sep));
+            if (jinja_value_str(c, json_is_string(attr) ? get_attr_path(x, json_string_value(attr)) : x, &b)) break;
         }
         json_decref(l);
-        json_t *r = jfailed(c) ? NULL : json_stringn_nocheck(b.p ? b.p : "", b.n);
+        json_t *r = jinja_failed(c) ? NULL : json_stringn_nocheck(b.p ? b.p : "", b.n);
         free(b.p);
         return r;
     }
     if (!strcmp(name, "items")) {
-        if (!json_is_object(v)) return jerr(c, ERR_INVALID, "'items' needs a dict");
+        if (!json_is_object(v)) return jinja_err(c, ERR_INVALID, "'items' needs a dict");
         return items_of(v);
     }
     if (!strcmp(name, "dictsort")) {
-        if (!json_is_object(v)) return jerr(c, ERR_INVALID, "'dictsort' needs a dict");
+        if (!json_is_object(v)) return jinja_err(c, ERR_INVALID, "'dictsort' needs a dict");
         json_t *it = items_of(v);
         size_t len = json_array_size(it);
         struct sort_item *s = calloc(len ? len : 1, sizeof *s);
@@ -932,7 +932,7 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         struct sort_item *s = calloc(len ? len : 1, sizeof *s);
         for (size_t i = 0; s && i < len; i++) {
             json_t *x = json_array_get(l, i);
-            s[i] = (struct sort_item){json_is_string(attr) ? get_attr_path(x, json_string_value(attr)) : x, x, i, jv_truthy(rev)};
+            s[i] = (struct sort_item){json_is_string(attr) ? get_attr_path(x, json_string_value(attr)) : x, x, i, jinja_value_truthy(rev)};
         }
         if (s) qsort(s, len, sizeof *s, sort_item_cmp);
         json_t *r = json_array();
@@ -949,7 +949,7 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         json_t *x, *y;
         json_array_foreach(l, i, x) {
             bool seen = false;
-            json_array_foreach(r, j, y) if (jv_equal(x, y)) seen = true;
+            json_array_foreach(r, j, y) if (jinja_value_equal(x, y)) seen = true;
             if (!seen) json_array_append(r, x);
         }
         json_decref(l);
@@ -980,18 +980,18 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
                     for (int k = 0, p = 0; fa && k < n; k++)
                         if (!kw || !kw[k]) { if (p > 0) fa[p - 1] = args[k]; p++; }
                 }
-                y = jb_filter(c, json_string_value(a0), x, fa, fk, rest > 0 ? rest : 0);
+                y = jinja_builtin_filter(c, json_string_value(a0), x, fa, fk, rest > 0 ? rest : 0);
                 free(fa);
             } else {
                 json_decref(r);
                 json_decref(l);
-                return jerr(c, ERR_INVALID, "'map' needs a filter name or attribute=");
+                return jinja_err(c, ERR_INVALID, "'map' needs a filter name or attribute=");
             }
-            if (jfailed(c)) break;
+            if (jinja_failed(c)) break;
             json_array_append_new(r, y ? y : json_null());
         }
         json_decref(l);
-        return jfailed(c) ? (json_decref(r), NULL) : r;
+        return jinja_failed(c) ? (json_decref(r), NULL) : r;
     }
     if (!strcmp(name, "select") || !strcmp(name, "reject"))
         return select_items(c, v, args, n, false, name[0] == 's');
@@ -1016,23 +1016,23 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
     if (!strcmp(name, "abs")) {
         if (json_is_integer(v)) return json_integer(llabs(json_integer_value(v)));
         if (json_is_real(v)) return json_real(fabs(json_real_value(v)));
-        return jerr(c, ERR_INVALID, "'abs' needs a number");
+        return jinja_err(c, ERR_INVALID, "'abs' needs a number");
     }
     if (!strcmp(name, "round")) {
         double x = json_is_integer(v) ? (double)json_integer_value(v) : json_is_real(v) ? json_real_value(v) : NAN;
-        if (isnan(x)) return jerr(c, ERR_INVALID, "'round' needs a number");
+        if (isnan(x)) return jinja_err(c, ERR_INVALID, "'round' needs a number");
         long long prec = a0 && json_is_integer(a0) ? json_integer_value(a0) : 0;
         double m = pow(10, (double)prec);
         return json_real(round(x * m) / m);
     }
     if (!strcmp(name, "indent")) {
-        if (!json_is_string(v)) return jerr(c, ERR_INVALID, "'indent' needs a string");
+        if (!json_is_string(v)) return jinja_err(c, ERR_INVALID, "'indent' needs a string");
         json_t *w = arg(args, kw, n, 0, "width");
         json_t *first = arg(args, kw, n, 1, "first");
         json_t *blank = arg(args, kw, n, 2, "blank");
         struct jbuf pad = {0}, b = {0};
-        if (json_is_string(w)) jbuf_put(&pad, json_string_value(w), json_string_length(w));
-        else for (long long i = 0; i < (json_is_integer(w) ? json_integer_value(w) : 4) && i < 256; i++) jbuf_put(&pad, " ", 1);
+        if (json_is_string(w)) jinja_buf_put(&pad, json_string_value(w), json_string_length(w));
+        else for (long long i = 0; i < (json_is_integer(w) ? json_integer_value(w) : 4) && i < 256; i++) jinja_buf_put(&pad, " ", 1);
         const char *s = json_string_value(v);
         size_t len = json_string_length(v), i = 0;
         bool first_line = true;
@@ -1040,11 +1040,11 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
             const char *nl = memchr(s + i, '\n', len - i);
             size_t e = nl ? (size_t)(nl - s) : len;
             bool empty = e == i;
-            if ((!first_line || jv_truthy(first)) && (!empty || jv_truthy(blank)) && pad.p)
-                jbuf_put(&b, pad.p, pad.n);
-            jbuf_put(&b, s + i, e - i);
+            if ((!first_line || jinja_value_truthy(first)) && (!empty || jinja_value_truthy(blank)) && pad.p)
+                jinja_buf_put(&b, pad.p, pad.n);
+            jinja_buf_put(&b, s + i, e - i);
             if (!nl) break;
-            jbuf_put(&b, "\n", 1);
+            jinja_buf_put(&b, "\n", 1);
             i = e + 1;
             first_line = false;
         }
@@ -1061,8 +1061,8 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         for (size_t i = 0; i < json_string_length(s); i++) {
             char ch = json_string_value(s)[i];
             const char *rep = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;" : ch == '\'' ? "&#39;" : NULL;
-            if (rep) jbuf_puts(&b, rep);
-            else jbuf_put(&b, &ch, 1);
+            if (rep) jinja_buf_puts(&b, rep);
+            else jinja_buf_put(&b, &ch, 1);
         }
         json_decref(s);
         json_t *r = json_stringn_nocheck(b.p ? b.p : "", b.n);
@@ -1078,25 +1078,25 @@ json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, ch
         json_t *x;
         json_array_foreach(l, i, x) {
             if (json_is_real(x)) real = true;
-            else if (!json_is_integer(x)) { json_decref(l); return jerr(c, ERR_INVALID, "'sum' needs numbers"); }
+            else if (!json_is_integer(x)) { json_decref(l); return jinja_err(c, ERR_INVALID, "'sum' needs numbers"); }
             tot += json_is_real(x) ? json_real_value(x) : (double)json_integer_value(x);
         }
         json_decref(l);
         return real ? json_real(tot) : json_integer((json_int_t)tot);
     }
     if (!strcmp(name, "wordcount")) {
-        if (!json_is_string(v)) return jerr(c, ERR_INVALID, "'wordcount' needs a string");
+        if (!json_is_string(v)) return jinja_err(c, ERR_INVALID, "'wordcount' needs a string");
         json_t *parts = split(c, v, NULL, NULL);
         json_t *r = parts ? json_integer((json_int_t)json_array_size(parts)) : NULL;
         json_decref(parts);
         return r;
     }
-    return jerr(c, ERR_UNSUPPORTED, "unsupported filter '%s'", name);
+    return jinja_err(c, ERR_UNSUPPORTED, "unsupported filter '%s'", name);
 }
 
 /* ---------------------------------------------------------------- methods */
 
-json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, char **kw, int n)
+json_t *jinja_builtin_method(struct jctx *c, json_t *obj, const char *name, json_t **args, char **kw, int n)
 {
     json_t *a0 = arg(args, kw, n, 0, NULL), *a1 = arg(args, kw, n, 1, NULL);
     if (json_is_string(obj)) {
@@ -1104,7 +1104,7 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
         if (!strcmp(name, "lstrip")) return strip(c, obj, a0, true, false);
         if (!strcmp(name, "rstrip")) return strip(c, obj, a0, false, true);
         if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
-            if (!a0) return jerr(c, ERR_INVALID, "%s() needs an argument", name);
+            if (!a0) return jinja_err(c, ERR_INVALID, "%s() needs an argument", name);
             return affix_test(c, obj, a0, name[0] == 's');
         }
         if (!strcmp(name, "split")) return split(c, obj, arg(args, kw, n, 0, "sep"), arg(args, kw, n, 1, "maxsplit"));
@@ -1114,7 +1114,7 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
         if (!strcmp(name, "capitalize")) return change_case(obj, 'c');
         if (!strcmp(name, "replace")) return replace(c, obj, a0, a1, arg(args, kw, n, 2, "count"));
         if (!strcmp(name, "find") || !strcmp(name, "index") || !strcmp(name, "count")) {
-            if (!json_is_string(a0)) return jerr(c, ERR_INVALID, "%s() needs a string", name);
+            if (!json_is_string(a0)) return jinja_err(c, ERR_INVALID, "%s() needs a string", name);
             const char *s = json_string_value(obj), *p = json_string_value(a0);
             size_t sl = json_string_length(obj), pl = json_string_length(a0);
             if (name[0] == 'c') {
@@ -1125,11 +1125,11 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
                     cnt++;
                     i = (size_t)(h - s) + pl;
                 }
-                return json_integer(pl ? cnt : (json_int_t)utf8_len(s, sl) + 1);
+                return json_integer(pl ? cnt : (json_int_t)jinja_utf8_len(s, sl) + 1);
             }
             const char *h = memmem(s, sl, p, pl);
-            if (!h && name[0] == 'i') return jerr(c, ERR_INVALID, "substring not found");
-            return json_integer(h ? (json_int_t)utf8_len(s, (size_t)(h - s)) : -1);
+            if (!h && name[0] == 'i') return jinja_err(c, ERR_INVALID, "substring not found");
+            return json_integer(h ? (json_int_t)jinja_utf8_len(s, (size_t)(h - s)) : -1);
         }
         if (!strcmp(name, "join")) {
             json_t *l = as_list(c, a0);
@@ -1138,9 +1138,9 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
             size_t i;
             json_t *x;
             json_array_foreach(l, i, x) {
-                if (!json_is_string(x)) { json_decref(l); free(b.p); return jerr(c, ERR_INVALID, "join() needs strings"); }
-                if (i) jbuf_put(&b, json_string_value(obj), json_string_length(obj));
-                jbuf_put(&b, json_string_value(x), json_string_length(x));
+                if (!json_is_string(x)) { json_decref(l); free(b.p); return jinja_err(c, ERR_INVALID, "join() needs strings"); }
+                if (i) jinja_buf_put(&b, json_string_value(obj), json_string_length(obj));
+                jinja_buf_put(&b, json_string_value(x), json_string_length(x));
             }
             json_decref(l);
             json_t *r = json_stringn_nocheck(b.p ? b.p : "", b.n);
@@ -1158,7 +1158,7 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
             return json_boolean(ok);
         }
         if (!strcmp(name, "format"))
-            return jerr(c, ERR_UNSUPPORTED, "str.format() is not supported");
+            return jinja_err(c, ERR_UNSUPPORTED, "str.format() is not supported");
     } else if (json_is_object(obj)) {
         if (!strcmp(name, "items")) return items_of(obj);
         if (!strcmp(name, "keys") || !strcmp(name, "values")) {
@@ -1177,7 +1177,7 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
         }
         if (!strcmp(name, "cycle") && json_is_integer(json_object_get(obj, "index0")) && json_object_get(obj, "revindex")) {
             if (n < 1) /* loop.cycle(a, b, …): the loop object is the only dict with these keys */
-                return jerr(c, ERR_INVALID, "loop.cycle() needs arguments");
+                return jinja_err(c, ERR_INVALID, "loop.cycle() needs arguments");
             return json_incref(args[json_integer_value(json_object_get(obj, "index0")) % n]);
         }
     } else if (json_is_array(obj)) {
@@ -1189,7 +1189,7 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
             size_t len = json_array_size(obj);
             long long i = a0 && json_is_integer(a0) ? json_integer_value(a0) : (long long)len - 1;
             if (i < 0) i += (long long)len;
-            if (i < 0 || i >= (long long)len) return jerr(c, ERR_INVALID, "pop index out of range");
+            if (i < 0 || i >= (long long)len) return jinja_err(c, ERR_INVALID, "pop index out of range");
             json_t *r = json_incref(json_array_get(obj, (size_t)i));
             json_array_remove(obj, (size_t)i);
             return r;
@@ -1197,22 +1197,22 @@ json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, 
         if (!strcmp(name, "index")) {
             size_t i;
             json_t *x;
-            json_array_foreach(obj, i, x) if (jv_equal(x, a0)) return json_integer((json_int_t)i);
-            return jerr(c, ERR_INVALID, "value not in list");
+            json_array_foreach(obj, i, x) if (jinja_value_equal(x, a0)) return json_integer((json_int_t)i);
+            return jinja_err(c, ERR_INVALID, "value not in list");
         }
         if (!strcmp(name, "count")) {
             size_t i, k = 0;
             json_t *x;
-            json_array_foreach(obj, i, x) k += jv_equal(x, a0);
+            json_array_foreach(obj, i, x) k += jinja_value_equal(x, a0);
             return json_integer((json_int_t)k);
         }
     }
-    return jerr(c, ERR_UNSUPPORTED, "unsupported method %s.%s()", jv_type(obj), name);
+    return jinja_err(c, ERR_UNSUPPORTED, "unsupported method %s.%s()", jinja_value_type(obj), name);
 }
 
 /* ---------------------------------------------------------------- globals */
 
-json_t *jb_global(struct jctx *c, const char *name, json_t **args, char **kw, int n, bool *found)
+json_t *jinja_builtin_global(struct jctx *c, const char *name, json_t **args, char **kw, int n, bool *found)
 {
     *found = true;
     if (!strcmp(name, "raise_exception")) {
@@ -1226,7 +1226,7 @@ json_t *jb_global(struct jctx *c, const char *name, json_t **args, char **kw, in
         int pos = 0;
         for (int i = 0; i < n; i++)
             if (!kw || !kw[i]) {
-                if (!json_is_integer(args[i])) return jerr(c, ERR_INVALID, "range() needs integers");
+                if (!json_is_integer(args[i])) return jinja_err(c, ERR_INVALID, "range() needs integers");
                 pos++;
             }
         if (pos == 1) hi = json_integer_value(args[0]);
@@ -1234,9 +1234,9 @@ json_t *jb_global(struct jctx *c, const char *name, json_t **args, char **kw, in
             lo = json_integer_value(args[0]);
             hi = json_integer_value(args[1]);
             if (pos >= 3) st = json_integer_value(args[2]);
-        } else return jerr(c, ERR_INVALID, "range() needs arguments");
-        if (st == 0) return jerr(c, ERR_INVALID, "range() step must not be zero");
-        if ((hi - lo) / st > 1000000) return jerr(c, ERR_RANGE, "range() too long");
+        } else return jinja_err(c, ERR_INVALID, "range() needs arguments");
+        if (st == 0) return jinja_err(c, ERR_INVALID, "range() step must not be zero");
+        if ((hi - lo) / st > 1000000) return jinja_err(c, ERR_RANGE, "range() too long");
         json_t *r = json_array();
         for (long long i = lo; st > 0 ? i < hi : i > hi; i += st) json_array_append_new(r, json_integer(i));
         return r;
@@ -1248,13 +1248,13 @@ json_t *jb_global(struct jctx *c, const char *name, json_t **args, char **kw, in
         for (int i = 0; i < n; i++) {
             if (kw && kw[i]) json_object_set(o, kw[i], args[i] ? args[i] : json_null());
             else if (json_is_object(args[i])) json_object_update(o, args[i]);
-            else { json_decref(o); return jerr(c, ERR_INVALID, "%s() takes keyword arguments", name); }
+            else { json_decref(o); return jinja_err(c, ERR_INVALID, "%s() takes keyword arguments", name); }
         }
         return o;
     }
     if (!strcmp(name, "strftime_now")) {
         json_t *f = arg(args, kw, n, 0, NULL);
-        if (!json_is_string(f)) return jerr(c, ERR_INVALID, "strftime_now() needs a format string");
+        if (!json_is_string(f)) return jinja_err(c, ERR_INVALID, "strftime_now() needs a format string");
         struct tm tm;
         time_t now = c->now;
         localtime_r(&now, &tm);

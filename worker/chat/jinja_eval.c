@@ -2,7 +2,7 @@
  *
  * An expression evaluates to a new json_t reference, or NULL for Jinja's
  * "undefined" (a missing variable or key); a failure is recorded in the
- * context's err and also yields NULL, so callers check jfailed(). Scopes are
+ * context's err and also yields NULL, so callers check jinja_failed(). Scopes are
  * a stack of objects: [0] the caller's variables (never written), [1] the
  * template's own top level, then one per loop iteration / macro call. */
 #include <limits.h>
@@ -53,7 +53,7 @@ static int set_var(struct jctx *c, const char *name, json_t *v /* stolen */)
     if (!v) /* assigning undefined: the name becomes undefined */
         return json_object_del(c->scopes[c->n_scopes - 1], name), 0;
     if (json_object_set_new(c->scopes[c->n_scopes - 1], name, v))
-        return jerr(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
+        return jinja_err(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
     return 0;
 }
 
@@ -70,12 +70,12 @@ static const char *node_desc(const struct jnode *n)
 static json_t *arith(struct jctx *c, int op, json_t *a, json_t *b, const struct jnode *na, const struct jnode *nb)
 {
     if (!a || !b)
-        return jerr(c, ERR_INVALID, "'%s' is undefined", node_desc(a ? nb : na));
+        return jinja_err(c, ERR_INVALID, "'%s' is undefined", node_desc(a ? nb : na));
     if (op == OP_ADD && json_is_string(a) && json_is_string(b)) {
         size_t la = json_string_length(a), lb = json_string_length(b);
         char *s = malloc(la + lb + 1);
         if (!s)
-            return jerr(c, ERR_NOMEM, "out of memory");
+            return jinja_err(c, ERR_NOMEM, "out of memory");
         memcpy(s, json_string_value(a), la);
         memcpy(s + la, json_string_value(b), lb);
         json_t *r = json_stringn_nocheck(s, la + lb);
@@ -85,7 +85,7 @@ static json_t *arith(struct jctx *c, int op, json_t *a, json_t *b, const struct 
     if (op == OP_ADD && json_is_array(a) && json_is_array(b)) {
         json_t *r = json_copy(a);
         if (!r || json_array_extend(r, b))
-            return json_decref(r), jerr(c, ERR_NOMEM, "out of memory");
+            return json_decref(r), jinja_err(c, ERR_NOMEM, "out of memory");
         return r;
     }
     if (op == OP_MUL && ((json_is_string(a) && json_is_integer(b)) || (json_is_integer(a) && json_is_string(b)))) {
@@ -95,26 +95,26 @@ static json_t *arith(struct jctx *c, int op, json_t *a, json_t *b, const struct 
         if (k < 0)
             k = 0;
         if (l && (size_t)k > c->max_output / l)
-            return jerr(c, ERR_RANGE, "string repetition too large");
+            return jinja_err(c, ERR_RANGE, "string repetition too large");
         struct jbuf o = {0};
         for (long long i = 0; i < k; i++)
-            if (jbuf_put(&o, json_string_value(s), l))
-                return free(o.p), jerr(c, ERR_NOMEM, "out of memory");
+            if (jinja_buf_put(&o, json_string_value(s), l))
+                return free(o.p), jinja_err(c, ERR_NOMEM, "out of memory");
         json_t *r = json_stringn_nocheck(o.p ? o.p : "", o.n);
         free(o.p);
         return r;
     }
     if (op == OP_MOD && json_is_string(a))
-        return jb_percent_format(c, a, b);
+        return jinja_builtin_percent_format(c, a, b);
     if (!is_num(a) || !is_num(b) || json_is_boolean(a) || json_is_boolean(b)) {
         static const char *const ops[] = {"", "+", "-", "*", "/", "//", "%", "**"};
-        return jerr(c, ERR_INVALID, "unsupported operand types for %s: %s and %s", ops[op], jv_type(a), jv_type(b));
+        return jinja_err(c, ERR_INVALID, "unsupported operand types for %s: %s and %s", ops[op], jinja_value_type(a), jinja_value_type(b));
     }
     bool ints = json_is_integer(a) && json_is_integer(b);
     if (ints && op != OP_DIV && op != OP_POW) {
         long long x = json_integer_value(a), y = json_integer_value(b);
         if ((op == OP_FLOORDIV || op == OP_MOD) && y == 0)
-            return jerr(c, ERR_INVALID, "integer division or modulo by zero");
+            return jinja_err(c, ERR_INVALID, "integer division or modulo by zero");
         switch (op) {
         case OP_ADD: return json_integer(x + y);
         case OP_SUB: return json_integer(x - y);
@@ -130,15 +130,15 @@ static json_t *arith(struct jctx *c, int op, json_t *a, json_t *b, const struct 
     case OP_MUL: return json_real(x * y);
     case OP_DIV:
         if (y == 0)
-            return jerr(c, ERR_INVALID, "division by zero");
+            return jinja_err(c, ERR_INVALID, "division by zero");
         return json_real(x / y);
     case OP_FLOORDIV:
         if (y == 0)
-            return jerr(c, ERR_INVALID, "division by zero");
+            return jinja_err(c, ERR_INVALID, "division by zero");
         return json_real(floor(x / y));
     case OP_MOD:
         if (y == 0)
-            return jerr(c, ERR_INVALID, "modulo by zero");
+            return jinja_err(c, ERR_INVALID, "modulo by zero");
         return json_real(x - y * floor(x / y));
     case OP_POW:
         if (ints && json_integer_value(b) >= 0) {
@@ -149,7 +149,7 @@ static json_t *arith(struct jctx *c, int op, json_t *a, json_t *b, const struct 
         }
         return json_real(pow(x, y));
     }
-    return jerr(c, ERR_INTERNAL, "bad operator");
+    return jinja_err(c, ERR_INTERNAL, "bad operator");
 }
 
 static int compare(struct jctx *c, json_t *a, json_t *b, int *out)
@@ -165,7 +165,7 @@ static int compare(struct jctx *c, json_t *a, json_t *b, int *out)
         *out = r ? r : la < lb ? -1 : la > lb ? 1 : 0;
         return 0;
     }
-    jerr(c, ERR_INVALID, "cannot compare %s with %s", jv_type(a), jv_type(b));
+    jinja_err(c, ERR_INVALID, "cannot compare %s with %s", jinja_value_type(a), jinja_value_type(b));
     return ERR_INVALID;
 }
 
@@ -174,7 +174,7 @@ static int contains(struct jctx *c, json_t *b, json_t *a, bool *out)
 {
     if (json_is_string(b)) {
         if (!json_is_string(a))
-            return jerr(c, ERR_INVALID, "'in <string>' requires a string on the left, not %s", jv_type(a)), ERR_INVALID;
+            return jinja_err(c, ERR_INVALID, "'in <string>' requires a string on the left, not %s", jinja_value_type(a)), ERR_INVALID;
         *out = memmem(json_string_value(b), json_string_length(b), json_string_value(a), json_string_length(a)) != NULL;
         return 0;
     }
@@ -182,7 +182,7 @@ static int contains(struct jctx *c, json_t *b, json_t *a, bool *out)
         size_t i;
         json_t *x;
         *out = false;
-        json_array_foreach(b, i, x) if (jv_equal(x, a)) *out = true;
+        json_array_foreach(b, i, x) if (jinja_value_equal(x, a)) *out = true;
         return 0;
     }
     if (json_is_object(b)) {
@@ -193,7 +193,7 @@ static int contains(struct jctx *c, json_t *b, json_t *a, bool *out)
         *out = false;
         return 0;
     }
-    jerr(c, ERR_INVALID, "argument of type %s is not iterable", jv_type(b));
+    jinja_err(c, ERR_INVALID, "argument of type %s is not iterable", jinja_value_type(b));
     return ERR_INVALID;
 }
 
@@ -207,10 +207,10 @@ static int eval_args(struct jctx *c, const struct jnode *n, json_t ***args)
         return 0;
     json_t **a = calloc((size_t)n->n_kids, sizeof *a);
     if (!a)
-        return jerr(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
+        return jinja_err(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
     for (int i = 0; i < n->n_kids; i++) {
         a[i] = n->kids[i] ? eval(c, n->kids[i]) : NULL;
-        if (jfailed(c)) {
+        if (jinja_failed(c)) {
             for (int j = 0; j <= i; j++)
                 json_decref(a[j]);
             free(a);
@@ -241,11 +241,11 @@ static const struct jnode *find_macro(struct jctx *c, const char *name)
 static json_t *call_macro(struct jctx *c, const struct jnode *m, json_t **args, char **kw, int n)
 {
     if (c->depth >= MAX_MACRO_DEPTH)
-        return jerr(c, ERR_RANGE, "macro calls nested deeper than %d", MAX_MACRO_DEPTH);
+        return jinja_err(c, ERR_RANGE, "macro calls nested deeper than %d", MAX_MACRO_DEPTH);
     if (++c->steps > c->max_steps)
-        return jerr(c, ERR_RANGE, "the template runs too long (more than %lld loop steps)", c->max_steps);
+        return jinja_err(c, ERR_RANGE, "the template runs too long (more than %lld loop steps)", c->max_steps);
     if (push_scope(c))
-        return jerr(c, ERR_NOMEM, "out of memory");
+        return jinja_err(c, ERR_NOMEM, "out of memory");
     int pos = 0;
     for (int i = 0; i < n; i++) {
         int slot = -1;
@@ -255,13 +255,13 @@ static json_t *call_macro(struct jctx *c, const struct jnode *m, json_t **args, 
                     slot = k;
             if (slot < 0) {
                 pop_scope(c);
-                return jerr(c, ERR_INVALID, "macro '%s' has no parameter '%s'", m->name, kw[i]);
+                return jinja_err(c, ERR_INVALID, "macro '%s' has no parameter '%s'", m->name, kw[i]);
             }
         } else {
             slot = pos++;
             if (slot >= m->n_names) {
                 pop_scope(c);
-                return jerr(c, ERR_INVALID, "macro '%s' takes %d arguments", m->name, m->n_names);
+                return jinja_err(c, ERR_INVALID, "macro '%s' takes %d arguments", m->name, m->n_names);
             }
         }
         if (args[i])
@@ -270,7 +270,7 @@ static json_t *call_macro(struct jctx *c, const struct jnode *m, json_t **args, 
     for (int k = 0; k < m->n_names; k++)
         if (!json_object_get(c->scopes[c->n_scopes - 1], m->names[k]) && m->kids[k]) {
             json_t *d = eval(c, m->kids[k]);
-            if (jfailed(c))
+            if (jinja_failed(c))
                 break;
             set_var(c, m->names[k], d);
         }
@@ -278,13 +278,13 @@ static json_t *call_macro(struct jctx *c, const struct jnode *m, json_t **args, 
     struct jbuf saved = c->out;
     memset(&c->out, 0, sizeof c->out);
     c->depth++;
-    if (!jfailed(c))
+    if (!jinja_failed(c))
         exec(c, m->b);
     c->depth--;
     struct jbuf mine = c->out;
     c->out = saved;
     pop_scope(c);
-    json_t *r = jfailed(c) ? NULL : json_stringn_nocheck(mine.p ? mine.p : "", mine.n);
+    json_t *r = jinja_failed(c) ? NULL : json_stringn_nocheck(mine.p ? mine.p : "", mine.n);
     free(mine.p);
     return r;
 }
@@ -302,32 +302,32 @@ static json_t *eval_call(struct jctx *c, const struct jnode *n)
         if (m) {
             r = call_macro(c, m, args, n->kw, n->n_kids);
         } else {
-            r = jb_global(c, f->name, args, n->kw, n->n_kids, &found);
-            if (!found && !jfailed(c)) {
+            r = jinja_builtin_global(c, f->name, args, n->kw, n->n_kids, &found);
+            if (!found && !jinja_failed(c)) {
                 json_t *v = lookup(c, f->name);
-                jerr(c, v ? ERR_INVALID : ERR_UNSUPPORTED, v ? "'%s' is not callable" : "unknown function '%s'", f->name);
+                jinja_err(c, v ? ERR_INVALID : ERR_UNSUPPORTED, v ? "'%s' is not callable" : "unknown function '%s'", f->name);
                 json_decref(v);
             }
         }
     } else if (f->kind == JN_ATTR) {
         json_t *obj = eval(c, f->a);
-        if (!jfailed(c)) {
+        if (!jinja_failed(c)) {
             if (!obj)
-                jerr(c, ERR_INVALID, "'%s' is undefined (calling its %s method)", node_desc(f->a), f->name);
+                jinja_err(c, ERR_INVALID, "'%s' is undefined (calling its %s method)", node_desc(f->a), f->name);
             else
-                r = jb_method(c, obj, f->name, args, n->kw, n->n_kids);
+                r = jinja_builtin_method(c, obj, f->name, args, n->kw, n->n_kids);
         }
         json_decref(obj);
     } else {
-        jerr(c, ERR_UNSUPPORTED, "calling this kind of expression is not supported");
+        jinja_err(c, ERR_UNSUPPORTED, "calling this kind of expression is not supported");
     }
     free_args(args, n->n_kids);
-    return jfailed(c) ? (json_decref(r), NULL) : r;
+    return jinja_failed(c) ? (json_decref(r), NULL) : r;
 }
 
 static json_t *eval(struct jctx *c, const struct jnode *n)
 {
-    if (jfailed(c))
+    if (jinja_failed(c))
         return NULL;
     c->line = n->line;
     switch (n->kind) {
@@ -339,20 +339,20 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
         json_t *r = json_array();
         for (int i = 0; r && i < n->n_kids; i++) {
             json_t *v = eval(c, n->kids[i]);
-            if (jfailed(c))
+            if (jinja_failed(c))
                 return json_decref(r), NULL;
             json_array_append_new(r, v ? v : json_null());
         }
-        return r ? r : jerr(c, ERR_NOMEM, "out of memory");
+        return r ? r : jinja_err(c, ERR_NOMEM, "out of memory");
     }
     case JN_DICT: {
         json_t *r = json_object();
         for (int i = 0; r && i + 1 < n->n_kids; i += 2) {
             json_t *k = eval(c, n->kids[i]);
-            json_t *v = jfailed(c) ? NULL : eval(c, n->kids[i + 1]);
-            if (!jfailed(c) && !json_is_string(k))
-                jerr(c, ERR_UNSUPPORTED, "dict keys must be strings, not %s", jv_type(k));
-            if (jfailed(c)) {
+            json_t *v = jinja_failed(c) ? NULL : eval(c, n->kids[i + 1]);
+            if (!jinja_failed(c) && !json_is_string(k))
+                jinja_err(c, ERR_UNSUPPORTED, "dict keys must be strings, not %s", jinja_value_type(k));
+            if (jinja_failed(c)) {
                 json_decref(k);
                 json_decref(v);
                 return json_decref(r), NULL;
@@ -360,25 +360,25 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
             json_object_setn_new_nocheck(r, json_string_value(k), json_string_length(k), v ? v : json_null());
             json_decref(k);
         }
-        return r ? r : jerr(c, ERR_NOMEM, "out of memory");
+        return r ? r : jinja_err(c, ERR_NOMEM, "out of memory");
     }
     case JN_ATTR: {
         json_t *o = eval(c, n->a);
-        if (jfailed(c))
+        if (jinja_failed(c))
             return NULL;
         if (!o)
-            return jerr(c, ERR_INVALID, "'%s' is undefined (reading its attribute '%s')", node_desc(n->a), n->name);
+            return jinja_err(c, ERR_INVALID, "'%s' is undefined (reading its attribute '%s')", node_desc(n->a), n->name);
         json_t *r = json_is_object(o) ? json_incref(json_object_get(o, n->name)) : NULL;
         json_decref(o);
         return r;
     }
     case JN_INDEX: {
         json_t *o = eval(c, n->a);
-        json_t *k = jfailed(c) ? NULL : eval(c, n->b);
+        json_t *k = jinja_failed(c) ? NULL : eval(c, n->b);
         json_t *r = NULL;
-        if (jfailed(c)) {
+        if (jinja_failed(c)) {
         } else if (!o) {
-            jerr(c, ERR_INVALID, "'%s' is undefined (indexing it)", node_desc(n->a));
+            jinja_err(c, ERR_INVALID, "'%s' is undefined (indexing it)", node_desc(n->a));
         } else if (json_is_object(o) && json_is_string(k)) {
             r = json_incref(json_object_get(o, json_string_value(k)));
         } else if ((json_is_array(o) || json_is_string(o)) && json_is_integer(k)) {
@@ -390,7 +390,7 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
                     i += len;
                 r = i >= 0 && i < len ? json_incref(json_array_get(o, (size_t)i)) : NULL;
             } else {
-                r = jb_slice(c, o, k, stop, one);
+                r = jinja_builtin_slice(c, o, k, stop, one);
                 if (r && json_string_length(r) == 0) { /* out of range → undefined */
                     json_decref(r);
                     r = NULL;
@@ -401,7 +401,7 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
         } else if (json_is_object(o) || json_is_array(o)) {
             r = NULL; /* wrong key type: undefined, as Jinja's getitem fallback */
         } else {
-            jerr(c, ERR_INVALID, "%s is not subscriptable", jv_type(o));
+            jinja_err(c, ERR_INVALID, "%s is not subscriptable", jinja_value_type(o));
         }
         json_decref(o);
         json_decref(k);
@@ -409,14 +409,14 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
     }
     case JN_SLICE: {
         json_t *o = eval(c, n->a), *p[3] = {NULL, NULL, NULL};
-        for (int i = 0; i < 3 && !jfailed(c); i++)
+        for (int i = 0; i < 3 && !jinja_failed(c); i++)
             p[i] = n->kids[i] ? eval(c, n->kids[i]) : NULL;
         json_t *r = NULL;
-        if (!jfailed(c)) {
+        if (!jinja_failed(c)) {
             if (!o)
-                jerr(c, ERR_INVALID, "'%s' is undefined (slicing it)", node_desc(n->a));
+                jinja_err(c, ERR_INVALID, "'%s' is undefined (slicing it)", node_desc(n->a));
             else
-                r = jb_slice(c, o, p[0], p[1], p[2]);
+                r = jinja_builtin_slice(c, o, p[0], p[1], p[2]);
         }
         json_decref(o);
         for (int i = 0; i < 3; i++)
@@ -427,18 +427,18 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
         return eval_call(c, n);
     case JN_FILTER: {
         json_t *v = eval(c, n->a), **args;
-        if (jfailed(c) || eval_args(c, n, &args))
+        if (jinja_failed(c) || eval_args(c, n, &args))
             return json_decref(v), NULL;
-        json_t *r = jb_filter(c, n->name, v, args, n->kw, n->n_kids);
+        json_t *r = jinja_builtin_filter(c, n->name, v, args, n->kw, n->n_kids);
         json_decref(v);
         free_args(args, n->n_kids);
-        return jfailed(c) ? (json_decref(r), NULL) : r;
+        return jinja_failed(c) ? (json_decref(r), NULL) : r;
     }
     case JN_TEST: {
         json_t *v = eval(c, n->a), **args;
-        if (jfailed(c) || eval_args(c, n, &args))
+        if (jinja_failed(c) || eval_args(c, n, &args))
             return json_decref(v), NULL;
-        json_t *r = jb_test(c, n->name, v, args, n->n_kids);
+        json_t *r = jinja_builtin_test(c, n->name, v, args, n->n_kids);
         json_decref(v);
         free_args(args, n->n_kids);
         if (!r)
@@ -449,26 +449,26 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
     }
     case JN_UNARY: {
         json_t *v = eval(c, n->a);
-        if (jfailed(c))
+        if (jinja_failed(c))
             return NULL;
         json_t *r = NULL;
         if (n->op == 'n')
-            r = json_boolean(!jv_truthy(v));
+            r = json_boolean(!jinja_value_truthy(v));
         else if (json_is_integer(v))
             r = json_integer(n->op == '-' ? -json_integer_value(v) : json_integer_value(v));
         else if (json_is_real(v))
             r = json_real(n->op == '-' ? -json_real_value(v) : json_real_value(v));
         else
-            jerr(c, ERR_INVALID, "bad operand type for unary %c: %s", n->op, jv_type(v));
+            jinja_err(c, ERR_INVALID, "bad operand type for unary %c: %s", n->op, jinja_value_type(v));
         json_decref(v);
         return r;
     }
     case JN_BINARY: {
         json_t *a = eval(c, n->a);
-        if (jfailed(c))
+        if (jinja_failed(c))
             return NULL;
         if (n->op == OP_AND || n->op == OP_OR) {
-            bool t = jv_truthy(a);
+            bool t = jinja_value_truthy(a);
             if ((n->op == OP_AND) != t)
                 return a; /* short circuit: Python returns the deciding operand */
             json_decref(a);
@@ -476,27 +476,27 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
         }
         json_t *b = eval(c, n->b);
         json_t *r = NULL;
-        if (jfailed(c)) {
+        if (jinja_failed(c)) {
         } else if (n->op == OP_CONCAT) {
             struct jbuf s = {0};
-            if (!jv_str(c, a, &s) && !jv_str(c, b, &s))
+            if (!jinja_value_str(c, a, &s) && !jinja_value_str(c, b, &s))
                 r = json_stringn_nocheck(s.p ? s.p : "", s.n);
             free(s.p);
         } else if (n->op >= OP_ADD && n->op <= OP_POW) {
             r = arith(c, n->op, a, b, n->a, n->b);
         } else if (n->op == OP_EQ || n->op == OP_NE) {
-            bool eq = jv_equal(a, b);
+            bool eq = jinja_value_equal(a, b);
             r = json_boolean(n->op == OP_EQ ? eq : !eq);
         } else if (n->op == OP_IN || n->op == OP_NOTIN) {
             bool in = false;
             if (!a)
-                jerr(c, ERR_INVALID, "'%s' is undefined", node_desc(n->a));
+                jinja_err(c, ERR_INVALID, "'%s' is undefined", node_desc(n->a));
             else if (!contains(c, b, a, &in))
                 r = json_boolean(n->op == OP_IN ? in : !in);
         } else {
             int cmp = 0;
             if (!a || !b)
-                jerr(c, ERR_INVALID, "'%s' is undefined", node_desc(a ? n->b : n->a));
+                jinja_err(c, ERR_INVALID, "'%s' is undefined", node_desc(a ? n->b : n->a));
             else if (!compare(c, a, b, &cmp))
                 r = json_boolean(n->op == OP_LT ? cmp < 0 : n->op == OP_GT ? cmp > 0 : n->op == OP_LE ? cmp <= 0 : cmp >= 0);
         }
@@ -506,16 +506,16 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
     }
     case JN_COND: {
         json_t *t = eval(c, n->b);
-        if (jfailed(c))
+        if (jinja_failed(c))
             return NULL;
-        bool yes = jv_truthy(t);
+        bool yes = jinja_value_truthy(t);
         json_decref(t);
         if (yes)
             return eval(c, n->a);
         return n->c ? eval(c, n->c) : NULL;
     }
     }
-    return jerr(c, ERR_INTERNAL, "a statement used as an expression");
+    return jinja_err(c, ERR_INTERNAL, "a statement used as an expression");
 }
 
 /* ---- statements ---- */
@@ -523,18 +523,18 @@ static json_t *eval(struct jctx *c, const struct jnode *n)
 static int emit(struct jctx *c, json_t *v)
 {
     size_t before = c->out.n;
-    int rc = jv_str(c, v, &c->out);
+    int rc = jinja_value_str(c, v, &c->out);
     if (rc)
         return rc;
     if (c->out.n > c->max_output && c->out.n > before)
-        return jerr(c, ERR_RANGE, "rendered prompt exceeds %zu bytes", c->max_output), ERR_RANGE;
+        return jinja_err(c, ERR_RANGE, "rendered prompt exceeds %zu bytes", c->max_output), ERR_RANGE;
     return 0;
 }
 
 static int exec_for(struct jctx *c, const struct jnode *n)
 {
     json_t *it = eval(c, n->a);
-    if (jfailed(c))
+    if (jinja_failed(c))
         return c->e->code;
     json_t *items = NULL;
     if (!it) {
@@ -549,20 +549,20 @@ static int exec_for(struct jctx *c, const struct jnode *n)
     } else if (json_is_string(it)) {
         json_t *one = json_integer(1);
         items = json_array();
-        long long len = (long long)utf8_len(json_string_value(it), json_string_length(it));
+        long long len = (long long)jinja_utf8_len(json_string_value(it), json_string_length(it));
         for (long long i = 0; i < len; i++) {
             json_t *a = json_integer(i), *b = json_integer(i + 1);
-            json_array_append_new(items, jb_slice(c, it, a, b, one));
+            json_array_append_new(items, jinja_builtin_slice(c, it, a, b, one));
             json_decref(a);
             json_decref(b);
         }
         json_decref(one);
     } else {
-        jerr(c, ERR_INVALID, "%s is not iterable", jv_type(it));
+        jinja_err(c, ERR_INVALID, "%s is not iterable", jinja_value_type(it));
     }
     json_decref(it);
     if (!items)
-        return jfailed(c) ? c->e->code : (jerr(c, ERR_NOMEM, "out of memory"), ERR_NOMEM);
+        return jinja_failed(c) ? c->e->code : (jinja_err(c, ERR_NOMEM, "out of memory"), ERR_NOMEM);
 
     /* the inline `if` filters before loop.* counting, as Jinja does */
     if (n->d) {
@@ -579,15 +579,15 @@ static int exec_for(struct jctx *c, const struct jnode *n)
                     set_var(c, n->names[k], json_incref(json_array_get(x, (size_t)k)));
             json_t *t = eval(c, n->d);
             pop_scope(c);
-            if (jfailed(c))
+            if (jinja_failed(c))
                 break;
-            if (jv_truthy(t))
+            if (jinja_value_truthy(t))
                 json_array_append(kept, x);
             json_decref(t);
         }
         json_decref(items);
         items = kept;
-        if (jfailed(c))
+        if (jinja_failed(c))
             return json_decref(items), c->e->code;
     }
 
@@ -596,7 +596,7 @@ static int exec_for(struct jctx *c, const struct jnode *n)
     for (size_t i = 0; i < len && !rc; i++) {
         json_t *x = json_array_get(items, i);
         if (++c->steps > c->max_steps) {
-            jerr(c, ERR_RANGE, "the template runs too long (more than %lld loop steps)", c->max_steps);
+            jinja_err(c, ERR_RANGE, "the template runs too long (more than %lld loop steps)", c->max_steps);
             rc = ERR_RANGE;
             break;
         }
@@ -606,7 +606,7 @@ static int exec_for(struct jctx *c, const struct jnode *n)
             set_var(c, n->names[0], json_incref(x));
         } else if (!json_is_array(x) || json_array_size(x) != (size_t)n->n_names) {
             c->line = n->line;
-            jerr(c, ERR_INVALID, "cannot unpack %s into %d loop variables", jv_type(x), n->n_names);
+            jinja_err(c, ERR_INVALID, "cannot unpack %s into %d loop variables", jinja_value_type(x), n->n_names);
         } else {
             for (int k = 0; k < n->n_names; k++)
                 set_var(c, n->names[k], json_incref(json_array_get(x, (size_t)k)));
@@ -620,10 +620,10 @@ static int exec_for(struct jctx *c, const struct jnode *n)
         if (loop && i + 1 < len)
             json_object_set(loop, "nextitem", json_array_get(items, i + 1));
         set_var(c, "loop", loop);
-        if (!jfailed(c))
+        if (!jinja_failed(c))
             rc = exec(c, n->b);
         pop_scope(c);
-        if (jfailed(c))
+        if (jinja_failed(c))
             rc = c->e->code;
         if (c->loop_ctl == 1) {
             c->loop_ctl = 0;
@@ -641,7 +641,7 @@ static bool is_namespace(struct jctx *c, json_t *v);
 
 static int exec(struct jctx *c, const struct jnode *n)
 {
-    if (jfailed(c))
+    if (jinja_failed(c))
         return c->e->code;
     c->line = n->line;
     switch (n->kind) {
@@ -655,22 +655,22 @@ static int exec(struct jctx *c, const struct jnode *n)
         }
         return 0;
     case JN_TEXT:
-        if (jbuf_put(&c->out, json_string_value(n->lit), json_string_length(n->lit)))
-            return jerr(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
+        if (jinja_buf_put(&c->out, json_string_value(n->lit), json_string_length(n->lit)))
+            return jinja_err(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
         if (c->out.n > c->max_output)
-            return jerr(c, ERR_RANGE, "rendered prompt exceeds %zu bytes", c->max_output), ERR_RANGE;
+            return jinja_err(c, ERR_RANGE, "rendered prompt exceeds %zu bytes", c->max_output), ERR_RANGE;
         return 0;
     case JN_OUTPUT: {
         json_t *v = eval(c, n->a);
-        int rc = jfailed(c) ? c->e->code : emit(c, v);
+        int rc = jinja_failed(c) ? c->e->code : emit(c, v);
         json_decref(v);
         return rc;
     }
     case JN_IF: {
         json_t *t = eval(c, n->a);
-        if (jfailed(c))
+        if (jinja_failed(c))
             return c->e->code;
-        bool yes = jv_truthy(t);
+        bool yes = jinja_value_truthy(t);
         json_decref(t);
         if (yes)
             return exec(c, n->b);
@@ -680,7 +680,7 @@ static int exec(struct jctx *c, const struct jnode *n)
         return exec_for(c, n);
     case JN_SET: {
         json_t *v = eval(c, n->a);
-        if (jfailed(c))
+        if (jinja_failed(c))
             return c->e->code;
         if (n->attr) {
             json_t *ns = lookup(c, n->name);
@@ -688,7 +688,7 @@ static int exec(struct jctx *c, const struct jnode *n)
             if (!ns || !is_namespace(c, ns)) {
                 json_decref(ns);
                 json_decref(v);
-                return jerr(c, ERR_INVALID, "cannot assign attribute '%s' of '%s': not a namespace()", n->attr,
+                return jinja_err(c, ERR_INVALID, "cannot assign attribute '%s' of '%s': not a namespace()", n->attr,
                             n->name), ERR_INVALID;
             }
             if (v)
@@ -701,7 +701,7 @@ static int exec(struct jctx *c, const struct jnode *n)
         if (n->n_names > 1) {
             if (!json_is_array(v) || json_array_size(v) != (size_t)n->n_names) {
                 json_decref(v);
-                return jerr(c, ERR_INVALID, "cannot unpack into %d names", n->n_names), ERR_INVALID;
+                return jinja_err(c, ERR_INVALID, "cannot unpack into %d names", n->n_names), ERR_INVALID;
             }
             for (int k = 0; k < n->n_names; k++)
                 set_var(c, n->names[k], json_incref(json_array_get(v, (size_t)k)));
@@ -726,7 +726,7 @@ static int exec(struct jctx *c, const struct jnode *n)
             int cap = c->cap_macros ? c->cap_macros * 2 : 8;
             struct jmacro *m = realloc(c->macros, (size_t)cap * sizeof *m);
             if (!m)
-                return jerr(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
+                return jinja_err(c, ERR_NOMEM, "out of memory"), ERR_NOMEM;
             c->macros = m;
             c->cap_macros = cap;
         }
@@ -741,7 +741,7 @@ static int exec(struct jctx *c, const struct jnode *n)
     }
     json_t *v = eval(c, n);
     json_decref(v);
-    return jfailed(c) ? c->e->code : 0;
+    return jinja_failed(c) ? c->e->code : 0;
 }
 
 static bool is_namespace(struct jctx *c, json_t *v)
@@ -776,7 +776,7 @@ int jinja_render(const struct jinja_tmpl *t, json_t *vars, const struct jinja_op
     int rc = push_scope(&c);
     if (!rc)
         rc = exec(&c, t->root);
-    if (!rc && jfailed(&c))
+    if (!rc && jinja_failed(&c))
         rc = e->code;
     while (c.n_scopes > 0)
         pop_scope(&c);
@@ -786,7 +786,7 @@ int jinja_render(const struct jinja_tmpl *t, json_t *vars, const struct jinja_op
         free(c.out.p);
         return rc;
     }
-    if (!c.out.p && jbuf_put(&c.out, "", 0))
+    if (!c.out.p && jinja_buf_put(&c.out, "", 0))
         return err_set(e, ERR_NOMEM, "chat template: out of memory");
     *out = c.out.p;
     if (out_len)

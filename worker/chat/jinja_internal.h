@@ -80,8 +80,8 @@ struct jbuf {
     char *p;
     size_t n, cap;
 };
-int jbuf_put(struct jbuf *b, const char *s, size_t n);
-int jbuf_puts(struct jbuf *b, const char *s);
+int jinja_buf_put(struct jbuf *b, const char *s, size_t n);
+int jinja_buf_puts(struct jbuf *b, const char *s);
 
 struct jctx {
     json_t **scopes; /* [n_scopes] objects, innermost last; scopes[0] = the caller's vars */
@@ -102,24 +102,24 @@ struct jctx {
 };
 
 /* Set an error (first one wins) and return NULL, for value-returning code. */
-json_t *jerr(struct jctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-bool jfailed(const struct jctx *c);
+json_t *jinja_err(struct jctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool jinja_failed(const struct jctx *c);
 
 /* value helpers (jinja_builtins.c) */
-bool jv_truthy(const json_t *v);
-int jv_str(struct jctx *c, const json_t *v, struct jbuf *b); /* Jinja {{ }} rendering */
-int jv_repr(struct jctx *c, const json_t *v, struct jbuf *b); /* Python repr */
-int jv_json(struct jctx *c, const json_t *v, struct jbuf *b, int indent, int level); /* tojson */
-const char *jv_type(const json_t *v);
-bool jv_equal(const json_t *a, const json_t *b);
-size_t utf8_len(const char *s, size_t n);
+bool jinja_value_truthy(const json_t *v);
+int jinja_value_str(struct jctx *c, const json_t *v, struct jbuf *b); /* Jinja {{ }} rendering */
+int jinja_value_repr(struct jctx *c, const json_t *v, struct jbuf *b); /* Python repr */
+int jinja_value_json(struct jctx *c, const json_t *v, struct jbuf *b, int indent, int level); /* tojson */
+const char *jinja_value_type(const json_t *v);
+bool jinja_value_equal(const json_t *a, const json_t *b);
+size_t jinja_utf8_len(const char *s, size_t n);
 
-json_t *jb_filter(struct jctx *c, const char *name, json_t *v, json_t **args, char **kw, int n);
-json_t *jb_test(struct jctx *c, const char *name, json_t *v, json_t **args, int n); /* json bool or NULL on error */
-json_t *jb_method(struct jctx *c, json_t *obj, const char *name, json_t **args, char **kw, int n);
-json_t *jb_global(struct jctx *c, const char *name, json_t **args, char **kw, int n, bool *found);
-json_t *jb_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t *step);
+json_t *jinja_builtin_filter(struct jctx *c, const char *name, json_t *v, json_t **args, char **kw, int n);
+json_t *jinja_builtin_test(struct jctx *c, const char *name, json_t *v, json_t **args, int n); /* json bool or NULL on error */
+json_t *jinja_builtin_method(struct jctx *c, json_t *obj, const char *name, json_t **args, char **kw, int n);
+json_t *jinja_builtin_global(struct jctx *c, const char *name, json_t **args, char **kw, int n, bool *found);
+json_t *jinja_builtin_slice(struct jctx *c, json_t *v, json_t *start, json_t *stop, json_t *step);
 /* Python's `fmt % args` (args: one value or a list as the tuple) */
-json_t *jb_percent_format(struct jctx *c, json_t *fmt, json_t *args);
+json_t *jinja_builtin_percent_format(struct jctx *c, json_t *fmt, json_t *args);
 
 #endif
