@@ -61,6 +61,9 @@ struct gemv_args {
     DP(int) rsel;                /* mode 0 router GEMV: when set, the grid's last block routes each token from
                                     the logits y[z] (route.h): expert ids [nz][nslot], or 0 */
     DP(float) rw;                /*   their weights [nz][nslot] */
+    DP(const int) gmap;          /* grouped tensor-core GEMM (mmag*, MoE prompts): [0] the tile count, then per
+                                    tile (expert, first index into gperm, pairs ≤ the tile's tokens) */
+    DP(const int) gperm;         /*   the pairs z < nz expert by expert (moe_group, kernels/misc.cu) */
     a_i64 row_bytes;
     a_i64 expert_bytes;
     a_i32 n_rows, k;             /* output rows, elements per row */

@@ -199,6 +199,38 @@ extern "C" __global__ void moe_route(const float *logits, int X, int K, int *sel
     route_token(logits + t * X, X, K, sel + t * K, w + t * K, scale);
 }
 
+/* The (token, slot) pairs z < nz grouped by their expert sel[z] for the grouped tensor-core GEMM
+ * (mmag*, kernels/mma.cu): perm lists the pairs expert by expert; gmap[0] is the tile count, then per
+ * tile of at most MT pairs (expert, first index into perm, pairs). The order of pairs inside an expert
+ * follows shared-memory atomics, which changes no result: each pair's output row is its own dot
+ * products. One block; X <= 1024. */
+extern "C" __global__ void __launch_bounds__(1024) moe_group(const int *sel, int nz, int X, int MT, int *perm, int *gmap)
+{
+    __shared__ int cnt[1024], off[1024];
+    for (int e = threadIdx.x; e < X; e += blockDim.x)
+        cnt[e] = 0;
+    __syncthreads();
+    for (int z = threadIdx.x; z < nz; z += blockDim.x)
+        atomicAdd(&cnt[sel[z]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int o = 0, t = 0;
+        for (int e = 0; e < X; e++) {
+            off[e] = o;
+            for (int j = 0; j < cnt[e]; j += MT, t++) {
+                gmap[1 + 3 * t] = e;
+                gmap[2 + 3 * t] = o + j;
+                gmap[3 + 3 * t] = min(MT, cnt[e] - j);
+            }
+            o += cnt[e];
+        }
+        gmap[0] = t;
+    }
+    __syncthreads();
+    for (int z = threadIdx.x; z < nz; z += blockDim.x)
+        perm[atomicAdd(&off[sel[z]], 1)] = z;
+}
+
 /* x[t] += Σ_k w[t][k] · ey[t·K + k] in selection order. Grid: n tokens. */
 extern "C" __global__ void moe_combine(float *x, const float *ey, const float *w, int E, int K)
 {

@@ -379,14 +379,36 @@ static __device__ __forceinline__ void step_products(float (*acc)[4][4], const u
  * 32 (small batches, whose steps have little product work to hide a load behind): two weight steps
  * in flight (the loop runs two steps a turn, so each register set keeps a fixed name), 8
  * activations a thread, few registers (three blocks per multiprocessor). */
-template <int T, int MT>
+template <int T, int MT, bool G>
 static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 {
     constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, XP = MT / 64;
     __shared__ __align__(16) u16 Ws[MR * MP]; /* [128 rows][72]: k 0..63 of the step, f16 */
     __shared__ __align__(16) u16 Xs[MT * MP]; /* [MT tokens][72] */
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int r0 = blockIdx.x * MR, m0 = blockIdx.y * MT;
+    const int r0 = blockIdx.x * MR;
+    /* grouped (G, MoE): blockIdx.y is a tile of one expert's pairs (gmap, moe_group in misc.cu): the
+     * expert's weight slice; the tile's tokens are pairs z = perm[i], read from x row z / x_div and
+     * written to y row z. Grids are sized for the most tiles a routing can make; the rest return. */
+    const u8 *w = a.w;
+    const int *perm = nullptr;
+    int nz = a.nz, m0 = blockIdx.y * MT;
+    if constexpr (G) {
+        if ((int)blockIdx.y >= a.gmap[0])
+            return;
+        const int *tl = a.gmap + 1 + 3 * blockIdx.y;
+        w += (long long)tl[0] * a.expert_bytes;
+        perm = a.gperm + tl[1];
+        nz = tl[2];
+        m0 = 0;
+    }
+    /* activation row of tile token m (< nz), and the output row */
+    auto xrow = [&](int m) -> const float * {
+        if constexpr (G)
+            return a.x + (long long)(perm[m] / a.x_div) * a.x_stride;
+        else
+            return a.x + (long long)m * a.x_stride;
+    };
     const int wm = (warp / NWT) * WM, wn = (warp % NWT) * 32; /* the warp's rows and tokens in the tile */
     const int gid = lane >> 2, tig = lane & 3;
     /* split K: this slice's whole steps */
@@ -398,11 +420,11 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
      * each (64, 128), or token lt, eight threads of 8 (32) */
     const int lr = tid >> 1, lh = tid & 1;
     const int lt = MT >= 64 ? tid >> 2 : tid / 8, lk = MT >= 64 ? (tid & 3) * 16 : (tid % 8) * 8;
-    const u8 *wr = a.w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
-    const bool xok = m0 + lt < a.nz;
-    const float *xr = a.x + (long long)min(m0 + lt, a.nz - 1) * a.x_stride;
+    const u8 *wr = w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
+    const bool xok = m0 + lt < nz;
+    const float *xr = xrow(min(m0 + lt, nz - 1));
     /* warps whose 32 tokens are all past nz skip the products (small decode batches) */
-    const bool busy = m0 + wn < a.nz;
+    const bool busy = m0 + wn < nz;
     float acc[MI][4][4];
 #pragma unroll
     for (int i = 0; i < MI; i++)
@@ -417,7 +439,7 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
         wp.load(wr, kb, lh);
 #pragma unroll
         for (int i = 0; i < XP; i++)
-            xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz, kb + lk);
+            xp[i].load(xrow(min(m0 + lt + 64 * i, nz - 1)), m0 + lt + 64 * i < nz, kb + lk);
         for (int k0 = kb; k0 < ke; k0 += MK) {
             wp.store(Ws + lr * MP, lh);
 #pragma unroll
@@ -428,8 +450,7 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
                 wp.load(wr, k0 + MK, lh);
 #pragma unroll
                 for (int i = 0; i < XP; i++)
-                    xp[i].load(a.x + (long long)min(m0 + lt + 64 * i, a.nz - 1) * a.x_stride, m0 + lt + 64 * i < a.nz,
-                               k0 + MK + lk);
+                    xp[i].load(xrow(min(m0 + lt + 64 * i, nz - 1)), m0 + lt + 64 * i < nz, k0 + MK + lk);
             }
             if (busy)
                 step_products<MI>(acc, Ws, Xs, wm, wn, lane);
@@ -476,9 +497,9 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
                     const int m = m0 + wn + ni * 8 + 2 * tig + j;
-                    if (m >= a.nz)
+                    if (m >= nz)
                         continue;
-                    float *y = a.y + (long long)m * a.y_stride + row;
+                    float *y = a.y + (long long)(G ? perm[m] : m) * a.y_stride + row;
                     const float v = acc[mi][ni][2 * h + j] + b;
                     if (split)
                         atomicAdd(y, v);
@@ -491,11 +512,15 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 }
 
 /* mma_<type>: 128 rows × 64 tokens, two blocks per multiprocessor; mma32_: × 32 tokens, three blocks
- * (≤ 80 registers; q6_K and f16 spill a few bytes); mma128_: × 128 tokens, one block */
+ * (≤ 80 registers; q6_K and f16 spill a few bytes); mma128_: × 128 tokens, one block. mmag*_: the same
+ * tiles over the experts' groups of (token, slot) pairs (MoE prompts: one launch for all experts) */
 #define MMA(type, T)                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64>(a); }    \
-    extern "C" __global__ void __launch_bounds__(256, 3) mma32_##type(const struct gemv_args a) { mma_body<T, 32>(a); }  \
-    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a) { mma_body<T, 128>(a); }
+    extern "C" __global__ void __launch_bounds__(256, 2) mma_##type(const struct gemv_args a) { mma_body<T, 64, false>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 3) mma32_##type(const struct gemv_args a) { mma_body<T, 32, false>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 1) mma128_##type(const struct gemv_args a) { mma_body<T, 128, false>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 2) mmag_##type(const struct gemv_args a) { mma_body<T, 64, true>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 3) mmag32_##type(const struct gemv_args a) { mma_body<T, 32, true>(a); } \
+    extern "C" __global__ void __launch_bounds__(256, 1) mmag128_##type(const struct gemv_args a) { mma_body<T, 128, true>(a); }
 
 MMA(f16, KT_F16)
 MMA(q8_0, KT_Q8_0)

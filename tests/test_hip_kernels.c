@@ -316,6 +316,98 @@ static void gemv_grouped_experts(void)
 }
 
 
+/* MoE prompts: moe_group sorts P (token, slot) pairs by expert into tiles of at most MT, and the grouped
+ * tensor-core GEMM (mmag*) computes y[z] = W_sel[z] · x[z / K] through them. Expert sizes cover empty
+ * experts, one pair, exact tiles and several tiles; the output starts poisoned, so a pair no tile wrote
+ * fails; the reference is the product of the f16-rounded operands in double (the kernel's precision). */
+static void check_mmag(enum qtype t, const char *tn, const char *kn, int mt, int X, int N, int Kd, int n, int Ku)
+{
+    const int P = n * Ku;
+    const size_t rb = qtype_row_size(t, Kd), eb = rb * (size_t)N;
+    unsigned char *wq = malloc(eb * (size_t)X);
+    float *wd = malloc(sizeof(float) * (size_t)X * N * Kd), *tmp = malloc(sizeof(float) * (size_t)Kd);
+    uint16_t *h16 = malloc(2 * (size_t)Kd * (size_t)(n > X * N ? n : X * N));
+    for (int r = 0; r < X * N; r++) {
+        fill(tmp, (size_t)Kd, 0.5f);
+        quant_weights_row(t, tmp, wq + (size_t)r * rb, Kd);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * Kd, Kd);
+    }
+    quant_weights_row(QT_F16, wd, h16, (int64_t)X * N * Kd);
+    dequant_row(QT_F16, h16, wd, (int64_t)X * N * Kd);
+    float *x = malloc(sizeof(float) * (size_t)n * Kd), *xh = malloc(sizeof(float) * (size_t)n * Kd);
+    fill(x, (size_t)n * Kd, 1.0f);
+    quant_weights_row(QT_F16, x, h16, (int64_t)n * Kd);
+    dequant_row(QT_F16, h16, xh, (int64_t)n * Kd);
+    /* skewed routing: expert 0 takes every third pair (several tiles), the last expert none, the rest
+     * spread by a hash (the kernels treat pairs alike whether or not a token's experts are distinct) */
+    int *sel = malloc(sizeof(int) * (size_t)P);
+    for (int z = 0; z < P; z++)
+        sel[z] = z % 3 == 0 ? 0 : 1 + (int)((((unsigned)z * 2654435761u) >> 7) % (unsigned)(X - 2));
+    float *ref = malloc(sizeof(float) * (size_t)P * N), *y = malloc(sizeof(float) * (size_t)P * N);
+    for (int z = 0; z < P; z++)
+        for (int r = 0; r < N; r++) {
+            double acc = 0;
+            for (int k = 0; k < Kd; k++)
+                acc += (double)wd[((size_t)sel[z] * N + r) * Kd + k] * xh[(size_t)(z / Ku) * Kd + k];
+            ref[(size_t)z * N + r] = (float)acc;
+        }
+    const int map = 1 + 3 * ((P + 31) / 32 + X);
+    uint64_t dw = dup(wq, eb * (size_t)X), dx = dup(x, sizeof(float) * (size_t)n * Kd), ds = dup(sel, sizeof(int) * (size_t)P);
+    uint64_t dg = poisoned((size_t)(map + P)), dy = poisoned((size_t)P * N), gp = dg + 4 * (uint64_t)map;
+    int pp = P, xx = X, mm = mt;
+    void *gq[] = { &ds, &pp, &xx, &mm, &gp, &dg };
+    CHECK(launch("moe_group", 1, 1, 1024, gq) == 0, "moe_group launch");
+    /* the tiles: each pair once, in a tile of its expert, no tile over mt */
+    int *gm = malloc(sizeof(int) * (size_t)(map + P)), *seen = calloc((size_t)P, sizeof(int));
+    get(gm, dg, sizeof(int) * (size_t)(map + P));
+    const int nt = gm[0];
+    CHECK(nt > 0 && nt <= (P + mt - 1) / mt + X, "%d tiles", nt);
+    int bad = 0;
+    for (int ti = 0; ti < nt; ti++) {
+        const int e = gm[1 + 3 * ti], st = gm[2 + 3 * ti], c = gm[3 + 3 * ti];
+        if (c < 1 || c > mt || st < 0 || st + c > P || e < 0 || e >= X) {
+            bad++;
+            continue;
+        }
+        for (int i = 0; i < c; i++) {
+            const int z = gm[map + st + i];
+            if (z < 0 || z >= P || sel[z] != e || seen[z]++)
+                bad++;
+        }
+    }
+    for (int z = 0; z < P; z++)
+        bad += !seen[z];
+    CHECK(bad == 0, "moe_group: %d pairs misplaced or missing", bad);
+    struct gemv_args a = { .w = dw, .x = dx, .y = dy, .gmap = dg, .gperm = gp, .row_bytes = (int64_t)rb,
+                           .expert_bytes = (int64_t)eb, .n_rows = N, .k = Kd, .x_stride = Kd, .y_stride = N,
+                           .x_div = Ku, .nz = P };
+    void *p[] = { &a };
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", kn, tn);
+    CHECK(launch(name, (unsigned)((N + 127) / 128), (unsigned)((P + mt - 1) / mt + X), 256, p) == 0, "%s launch", name);
+    get(y, dy, sizeof(float) * (size_t)P * N);
+    double r = rel(y, ref, (size_t)P * N);
+    CHECK(r < 1e-5, "%s X=%d N=%d K=%d pairs=%d: rel err %.3g", name, X, N, Kd, P, r);
+    printf("#   %-18s X=%-3d N=%-4d K=%-5d pairs=%-4d tiles %-3d rel %.2e\n", name, X, N, Kd, P, nt, r);
+    dfree(dw), dfree(dx), dfree(ds), dfree(dg), dfree(dy);
+    free(wq), free(wd), free(tmp), free(h16), free(x), free(xh), free(sel), free(ref), free(y), free(gm), free(seen);
+}
+
+static void gemm_grouped_experts(void)
+{
+    NEED_GPU();
+    static const struct { enum qtype t; const char *name; } qt[] = {
+        { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+        { QT_IQ4_XS, "iq4_xs" },
+    };
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
+        /* 150 tokens × 4 slots over 9 experts: expert 0 has 200 pairs (7 tiles of 32, 2 of 128) */
+        check_mmag(qt[i].t, qt[i].name, "mmag32", 32, 9, 200, 512, 150, 4);
+        check_mmag(qt[i].t, qt[i].name, "mmag", 64, 9, 130, 768, 150, 4);
+        check_mmag(qt[i].t, qt[i].name, "mmag128", 128, 9, 100, 256, 150, 4);
+    }
+}
+
 /* llama.cpp CUDA's activation quantization, emulated: per 32, d = amax/127, q = roundf(x/d) */
 static void q8_emulate(const float *x, int n, int8_t *q, float *qd)
 {
@@ -1956,6 +2048,7 @@ int main(void)
     RUN(gemm_all_types);
     RUN(gemm_tensor_cores);
     RUN(gemv_grouped_experts);
+    RUN(gemm_grouped_experts);
     RUN(gemv_q8_activations);
     RUN(gemv_multi_token);
     RUN(gemv_experts_combined);

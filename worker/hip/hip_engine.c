@@ -77,6 +77,11 @@ struct hip_engine {
     struct hip_dptr sel;   /* [B][K] int */
     struct hip_dptr sw;    /* [B][K] */
     struct hip_dptr ey;    /* [B·K][E] */
+    struct hip_dptr grp;   /* moe_group's output: int gmap [GRP_MAP(B·K, X)] (tile count, then (expert, start,
+                              pairs) a tile), then int perm [B·K] (the pairs expert by expert) */
+    hip_fn k_group;        /* moe_group */
+    hip_fn mmag[3][QT_COUNT]; /* grouped tensor-core GEMM over the experts' pairs: 32 / 64 / 128 pairs a tile */
+    bool moe_gemm;         /* MoE prompts through moe_group + the grouped GEMM (hip_knobs.moe_gemm) */
     struct hip_dptr amax;  /* [B] int argmax results */
     struct hip_dptr amx;   /* argmax_split's slices: f32 [B][AMAX_SLICES] values, int [B][AMAX_SLICES] indices,
                               int [B] counters (zero between launches) */
@@ -244,10 +249,18 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         snprintf(nm, sizeof nm, "mma128_%s", names[i].s);
         if (hip_rt_fn(c->ops.rt, nm, &c->ops.mma128[names[i].t], &ign))
             c->ops.mma128[names[i].t] = NULL;
+        static const char *const gpre[3] = { "mmag32", "mmag", "mmag128" };
+        for (int g = 0; g < 3; g++) {
+            snprintf(nm, sizeof nm, "%s_%s", gpre[g], names[i].s);
+            if (hip_rt_fn(c->ops.rt, nm, &c->mmag[g][names[i].t], &ign))
+                c->mmag[g][names[i].t] = NULL;
+        }
     }
     struct err ign;
     if (hip_rt_fn(c->ops.rt, "mma_zero", &c->ops.k_mma_zero, &ign))
         c->ops.k_mma_zero = NULL;
+    if (hip_rt_fn(c->ops.rt, "moe_group", &c->k_group, &ign))
+        c->k_group = NULL;
     if (hip_rt_fn(c->ops.rt, "fattn_64", &c->k_fattn64, &ign))
         c->k_fattn64 = NULL;
     if (hip_rt_fn(c->ops.rt, "fattn_128", &c->k_fattn128, &ign))
@@ -303,6 +316,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.q8 = k->q8;
     c->defer_norm = k->defer_norm;
     c->fuse_route = k->fuse_route;
+    c->moe_gemm = k->moe_gemm;
     c->join_qkv = k->join_qkv;
     c->fuse_attn = k->fuse_attn;
     c->amax_split = k->amax_split;
@@ -416,6 +430,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         [HIP_SCR_XQD] = &c->ops.xqd, [HIP_SCR_FQ] = &c->ops.fq, [HIP_SCR_FQD] = &c->ops.fqd, [HIP_SCR_FCNT] = &c->fcnt,
         [HIP_SCR_HQ] = &c->ops.hq, [HIP_SCR_HQD] = &c->ops.hqd, [HIP_SCR_HSP] = &c->ops.hsp,
         [HIP_SCR_NCNT] = &c->ops.ncnt, [HIP_SCR_ACNT] = &c->acnt, [HIP_SCR_TOPK] = &c->topk,
+        [HIP_SCR_GRP] = &c->grp,
     };
     const size_t F = (size_t)c->F, KS = GEMV_MAX * (size_t)c->Kq;
     const size_t io_bytes = sp.bytes[HIP_SCR_IO];
@@ -560,6 +575,39 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     }, e);
 }
 
+/* Whether a MoE prompt step of n tokens takes the grouped GEMMs: a tensor-core kernel of every tile for
+ * the three expert matrices' types, and rows of whole 64-element steps. */
+static bool moe_gemm_ok(const struct hip_engine *c, const struct hip_ops_layer *d, int n)
+{
+    if (!c->moe_gemm || n <= GEMV_MAX || !c->k_group || !c->ops.use_mma || c->ops.warp != 32)
+        return false;
+    const struct dw *w[3] = { &d->gate_exps, &d->up_exps, &d->down_exps };
+    for (int i = 0; i < 3; i++)
+        if (!c->mmag[0][w[i]->type] || !c->mmag[1][w[i]->type] || !c->mmag[2][w[i]->type] || w[i]->ne0 % 64)
+            return false;
+    return true;
+}
+
+/* y[z] = W_e · x[z / x_div] for every pair z < P, e = the pair's expert: one grouped tensor-core GEMM
+ * (kernels/mma.cu mmag*) over the tiles moe_group wrote into grp, mt pairs a tile. */
+static int moe_gemm(struct hip_engine *c, const struct dw *w, struct hip_dptr x, int x_stride, int x_div,
+                    struct hip_dptr y, int y_stride, int P, int mt, struct err *e)
+{
+    const struct hparams *hp = &c->ops.m->hp;
+    const int X = hp->n_expert, gi = mt == 32 ? 0 : mt == 64 ? 1 : 2;
+    const uint64_t map = HIP_GRP_MAP((uint64_t)c->ops.p.n_batch * (uint64_t)hp->n_expert_used, (uint64_t)X);
+    struct gemv_args a = {
+        .w = w->d.a, .x = x.a, .y = y.a, .gmap = c->grp.a, .gperm = c->grp.a + 4 * map,
+        .row_bytes = (int64_t)w->row_bytes, .expert_bytes = (int64_t)(w->row_bytes * (size_t)w->ne1),
+        .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride, .y_stride = y_stride, .x_div = x_div,
+        .nz = P, .mode = 0,
+    };
+    void *params[] = { &a };
+    /* the most tiles a routing can make: whole tiles of all pairs plus one partial tile per expert */
+    const unsigned gy = (unsigned)((P + mt - 1) / mt + (X < P ? X : P));
+    return hip_rt_launch(c->ops.rt, c->mmag[gi][w->type], (unsigned)((w->ne1 + 127) / 128), gy, 1, 256, params, e);
+}
+
 static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n,
                      struct hip_dptr next_norm,
                      struct err *e)
@@ -593,6 +641,26 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
             }, e));
             void *rp[] = { &rl, &xx, &kk, &sel, &sw, &scale };
             TRY(hip_rt_launch(c->ops.rt, c->k_route, (unsigned)n, 1, 1, (unsigned)c->ops.warp, rp, e));
+        }
+        if (moe_gemm_ok(c, d, n)) {
+            /* a prompt: the pairs grouped by expert on the device, then gate, up and down each one grouped
+             * GEMM for all experts (a tile takes 32, 64 or 128 pairs of one expert, by the mean pairs an
+             * expert gets), the SwiGLU between, the weighted combine after */
+            const int P = n * K, mean = P / X;
+            const int mt = c->ops.k.moe_t ? c->ops.k.moe_t : mean <= 48 ? 32 : mean <= 112 ? 64 : 128;
+            const uint64_t map = HIP_GRP_MAP((uint64_t)c->ops.p.n_batch * (uint64_t)K, (uint64_t)X);
+            uint64_t gm = c->grp.a, gp = c->grp.a + 4 * map;
+            int pp = P, mtt = mt;
+            void *gq[] = { &sel, &pp, &xx, &mtt, &gp, &gm };
+            TRY(hip_rt_launch(c->ops.rt, c->k_group, 1, 1, 1, 1024, gq, e));
+            TRY(moe_gemm(c, &d->gate_exps, c->ops.h, E, K, c->fg, F, P, mt, e));
+            TRY(moe_gemm(c, &d->up_exps, c->ops.h, E, K, c->fu, F, P, mt, e));
+            TRY(hip_ops_ew(&c->ops, c->k_swiglu, c->fg, c->fu, P * F, e));
+            TRY(moe_gemm(c, &d->down_exps, c->fg, F, 1, c->ey, E, P, mt, e));
+            uint64_t x = c->ops.x.a, ey = c->ey.a;
+            int ee = E;
+            void *cp[] = { &x, &ey, &sw, &ee, &kk };
+            return hip_rt_launch(c->ops.rt, c->k_combine, (unsigned)n, 1, 1, 256, cp, e);
         }
         /* gate/up of the selected experts with SwiGLU, over the (token, slot) pairs; its epilogue writes
          * the q8 copy of the result for the down GEMV (fq rows z = token·K + slot) */

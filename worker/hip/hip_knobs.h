@@ -74,6 +74,13 @@ struct hip_knobs {
      * DeltaNet form (default 16; only engines with batches over 8 rows; negative or 0 = never).
      * GDN_CHUNK=n */
     int gdn_chunk;
+    /* MoE prompts (batches over the GEMV size): the (token, slot) pairs grouped by expert on the device
+     * (moe_group) and the experts' products as grouped tensor-core GEMMs, one launch for all experts
+     * (default on), instead of a GEMV per pair. MOE_GEMM=0 keeps the GEMVs */
+    bool moe_gemm;
+    /* pairs a tile of the grouped GEMM takes: 0 (default) = by the mean pairs an expert gets (32 up to 48,
+     * 64 up to 112, else 128); MOE_T=32|64|128 fixes it, for tuning */
+    int moe_t;
 };
 
 /* *k = today's defaults, overridden by the LLM170_HIP_* variables as each field above says. */

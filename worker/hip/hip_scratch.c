@@ -51,6 +51,7 @@ void hip_scratch_plan(const struct model *m, const struct engine_params *p, stru
     b[HIP_SCR_NCNT] = HIP_GEMV_MAX * (E / 32 + 1) * 4;
     b[HIP_SCR_ACNT] = (size_t)HIP_SPLIT_TOKENS * (size_t)hp->n_head_max * 4;
     b[HIP_SCR_TOPK] = HIP_TOPK_BYTES(B);
+    b[HIP_SCR_GRP] = X ? (HIP_GRP_MAP(B * K, X) + B * K) * 4 : 4;
 }
 
 uint64_t hip_scratch_bytes(const struct model *m, const struct engine_params *p)

@@ -21,6 +21,9 @@
  * 3631.5 — a loss where it matters more, so GEMV-sized batches only. */
 #define HIP_SPLIT_TOKENS HIP_GEMV_MAX
 #define HIP_AMAX_SLICES 128 /* blocks a row of the greedy argmax takes (argmax_split) */
+/* ints of moe_group's tile table (the grouped GEMM's gmap) for P (token, slot) pairs over X experts: the
+ * count, then (expert, start, pairs) per tile of at least 32 pairs, one partial tile per expert at most */
+#define HIP_GRP_MAP(P, X) (1 + 3 * (((P) + 31) / 32 + (X)))
 /* bytes of topk_cut's arrays (the engine's topk buffer) for a batch of B rows */
 #define HIP_TOPK_BYTES(B) ((B) * (2 + 2 * (size_t)ENGINE_CAND_CAP) * 4)
 
@@ -30,7 +33,7 @@ enum hip_scratch_buf {
     HIP_SCR_IO, HIP_SCR_X, HIP_SCR_H, HIP_SCR_QKV, HIP_SCR_O, HIP_SCR_FG, HIP_SCR_FU, HIP_SCR_LOGITS, HIP_SCR_PART,
     HIP_SCR_RL, HIP_SCR_SEL, HIP_SCR_SW, HIP_SCR_EY, HIP_SCR_AMAX, HIP_SCR_AMX, HIP_SCR_XQ, HIP_SCR_XQD, HIP_SCR_FQ,
     HIP_SCR_FQD, HIP_SCR_FCNT, HIP_SCR_HQ, HIP_SCR_HQD, HIP_SCR_HSP, HIP_SCR_NCNT, HIP_SCR_ACNT, HIP_SCR_TOPK,
-    HIP_SCR_COUNT
+    HIP_SCR_GRP, HIP_SCR_COUNT
 };
 
 /* The shapes the buffers follow from, and each buffer's bytes. */
