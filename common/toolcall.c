@@ -301,10 +301,10 @@ static int add_call(struct tc_parser *p, char *name, char *args)
     struct tc_call *c = &p->calls[p->n_calls++];
     static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     memcpy(c->id, "call_", 5);
-    uint64_t h = mix64(p->id_seed ^ mix64(seen));
+    uint64_t h = 0;
     for (int i = 0; i < 24; i++) {
-        if (i == 12)
-            h = mix64(h);
+        if (i % 8 == 0) /* 8 digits of base 62 use 48 of a hash's 64 bits */
+            h = mix64(p->id_seed ^ mix64(seen * 3 + (uint64_t)i / 8));
         c->id[5 + i] = al[h % 62];
         h /= 62;
     }

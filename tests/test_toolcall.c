@@ -185,6 +185,9 @@ static void call_ids(void)
     if (a.n_calls == 2 && b.n_calls == 2) {
         CHECK(!strncmp(a.calls[0].id, "call_", 5) && strlen(a.calls[0].id) == 29, "id '%s'", a.calls[0].id);
         CHECK(strcmp(a.calls[0].id, a.calls[1].id), "ids within a reply differ");
+        /* every part of the id is drawn: the last 8 characters differ too */
+        CHECK(strcmp(a.calls[0].id + 21, a.calls[1].id + 21) && strcmp(a.calls[0].id + 21, b.calls[0].id + 21),
+              "id tails %s %s %s", a.calls[0].id, a.calls[1].id, b.calls[0].id);
         CHECK(strcmp(a.calls[0].id, b.calls[0].id), "ids of two replies differ (random seed)");
     }
     free(ca);
