@@ -165,6 +165,32 @@ void tc_call_frame(int family, const char **open, const char **close)
     }
 }
 
+char *tc_prefill(int family, const char *name)
+{
+    const char *open = family == TC_HERMES ? "<tool_call>\n{\"name\": "
+                       : family == TC_LLAMA3 ? "{\"name\": "
+                       : family == TC_MISTRAL ? "[TOOL_CALLS] [{\"name\": "
+                                              : NULL;
+    if (!open)
+        return NULL;
+    const char *args = family == TC_LLAMA3 ? ", \"parameters\": " : ", \"arguments\": ";
+    json_t *js = name ? json_string(name) : NULL;
+    char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL; /* the name as a JSON string */
+    json_decref(js);
+    if (name && !q)
+        return NULL;
+    struct tc_buf b = {0};
+    int rc = tc_buf_put(&b, open, strlen(open));
+    if (!rc && q)
+        rc = tc_buf_put(&b, q, strlen(q)) || tc_buf_put(&b, args, strlen(args));
+    else if (!rc)
+        rc = tc_buf_put(&b, "\"", 1);
+    free(q);
+    if (rc)
+        tc_buf_free(&b);
+    return b.p;
+}
+
 /* ---------------------------------------------------------------- parser */
 
 enum { F_BARE = 0, F_HERMES, F_MISTRAL, F_PYTAG, F_COUNT };

@@ -64,6 +64,16 @@ json_t *tc_call_schema(json_t *tools, const struct tc_choice *c);
  * "<tool_call>\n" / "\n</tool_call>"; "" / "" for the bare forms). */
 void tc_call_frame(int family, const char **open, const char **close);
 
+/* The start of a call, written into the assistant's turn right after the
+ * rendered prompt when the reply must call a tool (tool_choice "required" or
+ * a function), so that even without constrained decoding the model's first
+ * words are a call: the family's opener and {"name": "NAME", "arguments":
+ * (Llama 3: "parameters"), or only {"name": " when any tool will do (name
+ * NULL). The reply's text does not contain it: whoever reads the reply must
+ * put it back in front (the worker sends it as the start of the stream).
+ * NULL for a family without a text form (TC_NONE, TC_AUTO) or out of memory. */
+char *tc_prefill(int family, const char *name);
+
 /* ---------------------------------------------------------------- parser */
 
 struct tc_call {

@@ -277,6 +277,34 @@ static void call_schema_hook(void)
     json_decref(tools);
 }
 
+/* The prefilled start of a call, and that a reply continuing it is read as a call. */
+static void prefill(void)
+{
+    char *p = tc_prefill(TC_HERMES, "get_weather");
+    CHECK(p && !strcmp(p, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "), "hermes '%s'", p ? p : "");
+    if (p) {
+        char text[256];
+        snprintf(text, sizeof text, "%s{\"city\": \"Paris\"}}\n</tool_call>", p);
+        expect(TC_AUTO, 0, text, "|get_weather({\"city\":\"Paris\"})");
+    }
+    free(p);
+    p = tc_prefill(TC_HERMES, NULL);
+    CHECK(p && !strcmp(p, "<tool_call>\n{\"name\": \""), "hermes any '%s'", p ? p : "");
+    free(p);
+    p = tc_prefill(TC_LLAMA3, "get_time");
+    CHECK(p && !strcmp(p, "{\"name\": \"get_time\", \"parameters\": "), "llama3 '%s'", p ? p : "");
+    if (p) {
+        char text[256];
+        snprintf(text, sizeof text, "%s{}}", p);
+        expect(TC_AUTO, 0, text, "|get_time({})");
+    }
+    free(p);
+    p = tc_prefill(TC_MISTRAL, "a\"b");
+    CHECK(p && !strcmp(p, "[TOOL_CALLS] [{\"name\": \"a\\\"b\", \"arguments\": "), "mistral, escaped '%s'", p ? p : "");
+    free(p);
+    CHECK(tc_prefill(TC_NONE, "x") == NULL && tc_prefill(TC_AUTO, "x") == NULL, "no text form");
+}
+
 int main(void)
 {
     RUN(hermes_format);
@@ -288,5 +316,6 @@ int main(void)
     RUN(family_detection);
     RUN(tool_choice_parsing);
     RUN(call_schema_hook);
+    RUN(prefill);
     CHECK_EXIT();
 }
