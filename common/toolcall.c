@@ -247,30 +247,48 @@ static void consume(struct tc_parser *p, size_t k)
     p->hold.n -= k;
 }
 
-/* Length of the JSON object/array at s[0] once it is complete, else 0.
- * Only brackets and strings are tracked: jansson judges the rest. */
-static size_t json_scan(const char *s, size_t n)
+/* Scan the call's JSON object/array (starting at hold offset `from`) on
+ * from where the last feed stopped: its end offset once complete, else 0.
+ * Only brackets and strings are tracked (jansson judges the rest); the state
+ * is kept so a long call costs one pass, not one per token. */
+static size_t json_scan(struct tc_parser *p, size_t from)
 {
-    int depth = 0;
-    bool str = false, esc = false;
-    for (size_t i = 0; i < n; i++) {
+    if (p->scan_end)
+        return p->scan_end;
+    if (p->scan_at < from)
+        p->scan_at = from;
+    const char *s = p->hold.p;
+    for (size_t i = p->scan_at; i < p->hold.n; i++) {
         char c = s[i];
-        if (str) {
-            if (esc)
-                esc = false;
+        if (p->scan_str) {
+            if (p->scan_esc)
+                p->scan_esc = false;
             else if (c == '\\')
-                esc = true;
+                p->scan_esc = true;
             else if (c == '"')
-                str = false;
+                p->scan_str = false;
         } else if (c == '"') {
-            str = true;
+            p->scan_str = true;
         } else if (c == '{' || c == '[') {
-            depth++;
-        } else if ((c == '}' || c == ']') && --depth == 0) {
-            return i + 1;
+            p->scan_depth++;
+        } else if ((c == '}' || c == ']') && --p->scan_depth == 0) {
+            p->scan_at = i + 1;
+            return p->scan_end = i + 1;
         }
     }
+    p->scan_at = p->hold.n;
     return 0;
+}
+
+/* Enter a call whose opener (form) is at hold offset at. */
+static void enter_call(struct tc_parser *p, int form, size_t at)
+{
+    p->state = 1;
+    p->form = form;
+    p->call_at = at;
+    p->scan_at = p->scan_end = 0;
+    p->scan_depth = 0;
+    p->scan_str = p->scan_esc = false;
 }
 
 static bool name_known(json_t *tools, const char *name)
@@ -409,9 +427,7 @@ static int step_text(struct tc_parser *p, bool flush, struct tc_buf *content)
         if (marker && m < ml && !flush)
             return 0; /* not yet known */
         if (i < n && !marker && (h[i] == '{' || h[i] == '[')) {
-            p->state = 1;
-            p->form = F_BARE;
-            p->call_at = i;
+            enter_call(p, F_BARE, i);
             return 1;
         }
         if (i < n)
@@ -437,9 +453,7 @@ static int step_text(struct tc_parser *p, bool flush, struct tc_buf *content)
         if (best - ws)
             p->bare_ok = false;
         consume(p, best - ws);
-        p->state = 1;
-        p->form = form;
-        p->call_at = ws;
+        enter_call(p, form, ws);
         return 1;
     }
     /* no opener: hold a possible opener's start and the whitespace before it
@@ -477,7 +491,9 @@ static int step_call(struct tc_parser *p, bool flush, struct tc_buf *content)
     }
     if (!(h[i] == '{' || (h[i] == '[' && p->form != F_HERMES && p->form != F_PYTAG)))
         goto malformed;
-    size_t end = json_scan(h + i, n - i);
+    size_t end = json_scan(p, p->call_at + i);
+    if (end)
+        end -= p->call_at + i; /* the JSON's length */
     if (!end) {
         if (flush || n > TC_MAX_CALL_BYTES)
             goto malformed;

@@ -98,6 +98,9 @@ struct tc_parser {
     int state;              /* 0 text, 1 inside a call */
     int form;               /* the opener that started the call */
     size_t call_at;         /* state 1: offset of the opener in hold (before it: whitespace) */
+    size_t scan_at, scan_end; /* state 1: the call's JSON scanned up to here (from hold's start); its end once complete */
+    int scan_depth;         /* … bracket depth there */
+    bool scan_str, scan_esc; /* … inside a string, after a backslash */
     struct tc_buf hold;     /* undecided text */
     bool bare_ok;           /* nothing but whitespace since the start or the last call */
     size_t n_seen;          /* calls recognised (also those dropped by max_calls) */
