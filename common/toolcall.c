@@ -17,7 +17,7 @@ int tc_family_from_template(const char *tmpl)
     if (!tmpl)
         return TC_NONE;
     if (strstr(tmpl, "<tool_call>"))
-        return TC_HERMES;
+        return strstr(tmpl, "<function=") ? TC_QWEN_XML : TC_HERMES;
     if (strstr(tmpl, "[TOOL_CALLS]"))
         return TC_MISTRAL;
     /* Llama 3.1+: the ipython role / python tag; 3.2's template lacks the tag
@@ -34,6 +34,7 @@ const char *tc_family_name(int family)
     case TC_LLAMA3: return "llama3";
     case TC_MISTRAL: return "mistral";
     case TC_AUTO: return "auto";
+    case TC_QWEN_XML: return "qwen-xml";
     default: return "none";
     }
 }
@@ -167,6 +168,16 @@ void tc_call_frame(int family, const char **open, const char **close)
 
 char *tc_prefill(int family, const char *name)
 {
+    if (family == TC_QWEN_XML) {
+        struct tc_buf b = {0};
+        static const char open[] = "<tool_call>\n<function=";
+        int rc = tc_buf_put(&b, open, sizeof open - 1);
+        if (!rc && name)
+            rc = tc_buf_put(&b, name, strlen(name)) || tc_buf_put(&b, ">\n", 2);
+        if (rc)
+            tc_buf_free(&b);
+        return b.p;
+    }
     const char *open = family == TC_HERMES ? "<tool_call>\n{\"name\": "
                        : family == TC_LLAMA3 ? "{\"name\": "
                        : family == TC_MISTRAL ? "[TOOL_CALLS] [{\"name\": "
@@ -200,7 +211,7 @@ static const char hermes_close[] = "</tool_call>";
 static bool family_has(int family, int form)
 {
     switch (family) {
-    case TC_HERMES: return form == F_HERMES;
+    case TC_HERMES: case TC_QWEN_XML: return form == F_HERMES;
     case TC_LLAMA3: return form == F_PYTAG || form == F_BARE;
     case TC_MISTRAL: return form == F_MISTRAL || form == F_BARE;
     case TC_AUTO: return true;
@@ -386,6 +397,80 @@ static int decode_calls(struct tc_parser *p, const char *s, size_t n, bool bare)
     return rc;
 }
 
+/* A <parameter=…> value as JSON: a string, unless the tool's schema says
+ * the parameter is something else and the text parses as JSON. */
+static json_t *xml_value(json_t *tool, const char *key, const char *v, size_t n)
+{
+    json_t *props = json_object_get(json_object_get(json_object_get(tool, "function"), "parameters"), "properties");
+    const char *type = json_string_value(json_object_get(json_object_get(props, key), "type"));
+    if (type && strcmp(type, "string")) {
+        json_t *j = json_loadb(v, n, JSON_DECODE_ANY, NULL);
+        if (j)
+            return j;
+    }
+    return json_stringn(v, n);
+}
+
+/* One <function=NAME>…</function> (s[0..n), n ending after </function>) → a call. */
+static int decode_xml(struct tc_parser *p, const char *s, size_t n)
+{
+    static const char fn[] = "<function=", par[] = "<parameter=", epar[] = "</parameter>", efn[] = "</function>";
+    size_t i = sizeof fn - 1, k = i;
+    while (k < n && s[k] != '>' && s[k] != '\n' && s[k] != '<')
+        k++;
+    if (k == i || k >= n || s[k] != '>')
+        return 0;
+    char *name = strndup(s + i, k - i);
+    json_t *args = json_object();
+    if (!name || !args) {
+        free(name);
+        json_decref(args);
+        return ERR_NOMEM;
+    }
+    json_t *tool = p->tools ? find_tool(p->tools, name) : NULL;
+    int rc = 0;
+    for (i = k + 1;;) {
+        while (i < n && is_ws(s[i]))
+            i++;
+        if (n - i >= sizeof efn - 1 && !memcmp(s + i, efn, sizeof efn - 1)) {
+            rc = 1;
+            break;
+        }
+        if (n - i < sizeof par - 1 || memcmp(s + i, par, sizeof par - 1))
+            break;
+        size_t ks = i + sizeof par - 1, ke = ks;
+        while (ke < n && s[ke] != '>' && s[ke] != '\n')
+            ke++;
+        if (ke >= n || s[ke] != '>' || ke == ks)
+            break;
+        const char *end = memmem(s + ke + 1, n - ke - 1, epar, sizeof epar - 1);
+        if (!end)
+            break;
+        size_t vs = ke + 1, ve = (size_t)(end - s);
+        if (vs < ve && s[vs] == '\n') /* the newlines around a value are layout */
+            vs++;
+        if (ve > vs && s[ve - 1] == '\n')
+            ve--;
+        char key[256];
+        if (ke - ks >= sizeof key)
+            break;
+        memcpy(key, s + ks, ke - ks);
+        key[ke - ks] = 0;
+        json_object_set_new(args, key, xml_value(tool, key, s + vs, ve - vs));
+        i = (size_t)(end - s) + sizeof epar - 1;
+    }
+    if (rc == 1) {
+        char *a = json_dumps(args, JSON_COMPACT);
+        int r = add_call(p, name, a);
+        name = NULL;
+        if (r)
+            rc = r;
+    }
+    free(name);
+    json_decref(args);
+    return rc;
+}
+
 /* Longest suffix of s[0..n) that is a proper prefix of one of the family's openers. */
 static size_t partial_opener(int family, const char *s, size_t n)
 {
@@ -489,15 +574,35 @@ static int step_call(struct tc_parser *p, bool flush, struct tc_buf *content)
             return 0;
         goto malformed;
     }
-    if (!(h[i] == '{' || (h[i] == '[' && p->form != F_HERMES && p->form != F_PYTAG)))
-        goto malformed;
-    size_t end = json_scan(p, p->call_at + i);
-    if (end)
-        end -= p->call_at + i; /* the JSON's length */
-    if (!end) {
-        if (flush || n > TC_MAX_CALL_BYTES)
+    size_t end;
+    p->xml = p->form == F_HERMES && h[i] == '<';
+    if (p->xml) {
+        /* <function=…> … </function> (Qwen3-Coder / Qwen3.5) */
+        static const char fn[] = "<function=", efn[] = "</function>";
+        size_t m = n - i < sizeof fn - 1 ? n - i : sizeof fn - 1;
+        if (memcmp(h + i, fn, m))
             goto malformed;
-        return 0;
+        /* search on from where the last feed's search stopped (hold offsets) */
+        size_t from = p->scan_at > p->call_at + i + sizeof efn ? p->scan_at - p->call_at - sizeof efn : i;
+        const char *e = m == sizeof fn - 1 ? memmem(h + from, n - from, efn, sizeof efn - 1) : NULL;
+        if (!e) {
+            p->scan_at = p->hold.n;
+            if (flush || n > TC_MAX_CALL_BYTES)
+                goto malformed;
+            return 0;
+        }
+        end = (size_t)(e - h) + sizeof efn - 1 - i;
+    } else {
+        if (!(h[i] == '{' || (h[i] == '[' && p->form != F_HERMES && p->form != F_PYTAG)))
+            goto malformed;
+        end = json_scan(p, p->call_at + i);
+        if (end)
+            end -= p->call_at + i; /* the JSON's length */
+        if (!end) {
+            if (flush || n > TC_MAX_CALL_BYTES)
+                goto malformed;
+            return 0;
+        }
     }
     size_t j = i + end;
     if (p->form == F_HERMES) {
@@ -511,7 +616,7 @@ static int step_call(struct tc_parser *p, bool flush, struct tc_buf *content)
             j = k + cl;
         /* else a call without its closing tag (cut by a stop string): still a call */
     }
-    int rc = decode_calls(p, h + i, end, p->form == F_BARE);
+    int rc = p->xml ? decode_xml(p, h + i, end) : decode_calls(p, h + i, end, p->form == F_BARE);
     if (rc < 0)
         return rc;
     if (rc == 0)

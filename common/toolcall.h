@@ -2,8 +2,13 @@
  *
  * Chat templates teach a model one way of writing a call; the families here
  * are told apart by the markers their templates contain:
- *   TC_HERMES   Qwen2.5 / Qwen3 / Qwen3.5, Hermes:
+ *   TC_HERMES   Qwen2.5 / Qwen3, Hermes:
  *               <tool_call>\n{"name": "f", "arguments": {…}}\n</tool_call>   (several in a row)
+ *   TC_QWEN_XML Qwen3-Coder / Qwen3.5 (templates that show <function=…>):
+ *               <tool_call>\n<function=f>\n<parameter=k>\nvalue\n</parameter>\n</function>\n</tool_call>
+ *               (a value is a string unless the tool's schema gives the
+ *               parameter another type; then it is read as JSON)
+ *               Both forms are read inside <tool_call> whichever family.
  *   TC_LLAMA3   Llama 3.x: {"name": "f", "parameters": {…}}, possibly after <|python_tag|>
  *   TC_MISTRAL  Mistral: [TOOL_CALLS] [{"name": "f", "arguments": {…}}, …]
  *   TC_AUTO     every marker above: for a reader (the gateway) that does not
@@ -29,11 +34,11 @@
 
 #include "err.h"
 
-enum tc_family { TC_NONE = 0, TC_HERMES, TC_LLAMA3, TC_MISTRAL, TC_AUTO };
+enum tc_family { TC_NONE = 0, TC_HERMES, TC_LLAMA3, TC_MISTRAL, TC_AUTO, TC_QWEN_XML };
 
 /* The family a chat template writes calls in (TC_NONE: no tool markers). */
 int tc_family_from_template(const char *tmpl);
-const char *tc_family_name(int family); /* "none", "hermes", "llama3", "mistral", "auto" */
+const char *tc_family_name(int family); /* "none", "hermes", "llama3", "mistral", "auto", "qwen-xml" */
 
 /* ---------------------------------------------------------------- tool_choice */
 
@@ -61,15 +66,16 @@ int tc_choice_parse(json_t *tool_choice, json_t *parallel, json_t *tools, struct
  * tc_call_frame(family) (the grammar's literal prefix and suffix). */
 json_t *tc_call_schema(json_t *tools, const struct tc_choice *c);
 /* The literal text before and after the call object (TC_HERMES:
- * "<tool_call>\n" / "\n</tool_call>"; "" / "" for the bare forms). */
+ * "<tool_call>\n" / "\n</tool_call>"; "" / "" for the bare forms and for
+ * TC_QWEN_XML, whose calls are not JSON: a grammar for them is XML-shaped). */
 void tc_call_frame(int family, const char **open, const char **close);
 
 /* The start of a call, written into the assistant's turn right after the
  * rendered prompt when the reply must call a tool (tool_choice "required" or
  * a function), so that even without constrained decoding the model's first
  * words are a call: the family's opener and {"name": "NAME", "arguments":
- * (Llama 3: "parameters"), or only {"name": " when any tool will do (name
- * NULL). The reply's text does not contain it: whoever reads the reply must
+ * (Llama 3: "parameters"; TC_QWEN_XML: <function=NAME>\n), or only
+ * {"name": " (<function=) when any tool will do (name NULL). The reply's text does not contain it: whoever reads the reply must
  * put it back in front (the worker sends it as the start of the stream).
  * NULL for a family without a text form (TC_NONE, TC_AUTO) or out of memory. */
 char *tc_prefill(int family, const char *name);
@@ -98,6 +104,7 @@ struct tc_parser {
     int state;              /* 0 text, 1 inside a call */
     int form;               /* the opener that started the call */
     size_t call_at;         /* state 1: offset of the opener in hold (before it: whitespace) */
+    bool xml;               /* state 1: the call is <function=…> inside <tool_call> */
     size_t scan_at, scan_end; /* state 1: the call's JSON scanned up to here (from hold's start); its end once complete */
     int scan_depth;         /* … bracket depth there */
     bool scan_str, scan_esc; /* … inside a string, after a backslash */

@@ -8,7 +8,7 @@
 static json_t *tools_fixture(void)
 {
     return json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
-                      "\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}},"
+                      "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}},\"required\":[\"city\"]}}},"
                       "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\"}}}]",
                       0, NULL);
 }
@@ -126,6 +126,30 @@ static void hermes_malformed(void)
            "<tool_call>oops</tool_call> then|get_time({})");
 }
 
+static void qwen_xml_format(void)
+{
+    expect(TC_QWEN_XML, 0,
+           "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+           "</parameter>\n</function>\n</tool_call>",
+           "|get_weather({\"city\":\"Paris\",\"days\":3})");
+    /* a string parameter stays a string even when it looks like a number; no schema: a string */
+    expect(TC_QWEN_XML, 0,
+           "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n</function>\n"
+           "</tool_call>\n<tool_call>\n<function=get_time>\n<parameter=tz>\n\"CET\" zone\n</parameter>\n</function>\n"
+           "</tool_call>",
+           "Checking.|get_weather({\"city\":\"1984\"})|get_time({\"tz\":\"\\\"CET\\\" zone\"})");
+    expect(TC_QWEN_XML, 0, "<tool_call>\n<function=get_time>\n</function>\n</tool_call>", "|get_time({})");
+    /* the JSON form is read too, and the XML form in the Hermes family */
+    expect(TC_QWEN_XML, 0, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>", "|get_time({})");
+    expect(TC_AUTO, 0, "<tool_call>\n<function=get_time>\n</function>\n</tool_call>", "|get_time({})");
+    /* never closed, or broken: content */
+    expect(TC_QWEN_XML, 0, "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+           "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar");
+    expect(TC_QWEN_XML, 0, "<tool_call>\n<function=get_weather>\n<parameter=city\nParis</function></tool_call>",
+           "<tool_call>\n<function=get_weather>\n<parameter=city\nParis</function></tool_call>");
+    expect(TC_QWEN_XML, 0, "<tool_call>\n<func>x</func>\n</tool_call>", "<tool_call>\n<func>x</func>\n</tool_call>");
+}
+
 static void llama3_format(void)
 {
     expect(TC_LLAMA3, 0, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
@@ -210,6 +234,7 @@ static void family_detection(void)
                  TC_MISTRAL);
     CHECK_EQ_INT(tc_family_from_template("{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}"), TC_NONE);
     CHECK_EQ_INT(tc_family_from_template(NULL), TC_NONE);
+    CHECK_EQ_INT(tc_family_from_template("{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}"), TC_QWEN_XML);
 }
 
 static int choice(const char *tc, const char *par, struct tc_choice *c, const char **param, struct err *e)
@@ -259,7 +284,7 @@ static void call_schema_hook(void)
     struct tc_choice c = {.mode = TC_CHOICE_NAMED, .name = "get_weather", .parallel = true};
     json_t *s = tc_call_schema(tools, &c);
     char *txt = s ? json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    CHECK(txt && !strcmp(txt, "{\"properties\":{\"arguments\":{\"properties\":{\"city\":{\"type\":\"string\"}},"
+    CHECK(txt && !strcmp(txt, "{\"properties\":{\"arguments\":{\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}},"
                               "\"required\":[\"city\"],\"type\":\"object\"},\"name\":{\"const\":\"get_weather\"}},"
                               "\"required\":[\"name\",\"arguments\"],\"type\":\"object\"}"),
           "named schema %s", txt ? txt : "(null)");
@@ -302,6 +327,14 @@ static void prefill(void)
     p = tc_prefill(TC_MISTRAL, "a\"b");
     CHECK(p && !strcmp(p, "[TOOL_CALLS] [{\"name\": \"a\\\"b\", \"arguments\": "), "mistral, escaped '%s'", p ? p : "");
     free(p);
+    p = tc_prefill(TC_QWEN_XML, "get_time");
+    CHECK(p && !strcmp(p, "<tool_call>\n<function=get_time>\n"), "qwen-xml '%s'", p ? p : "");
+    if (p) {
+        char text[256];
+        snprintf(text, sizeof text, "%s</function>\n</tool_call>", p);
+        expect(TC_AUTO, 0, text, "|get_time({})");
+    }
+    free(p);
     CHECK(tc_prefill(TC_NONE, "x") == NULL && tc_prefill(TC_AUTO, "x") == NULL, "no text form");
 }
 
@@ -309,6 +342,7 @@ int main(void)
 {
     RUN(hermes_format);
     RUN(hermes_malformed);
+    RUN(qwen_xml_format);
     RUN(llama3_format);
     RUN(mistral_format);
     RUN(auto_and_none);
