@@ -73,6 +73,7 @@ struct gw_job {
     struct proto_chat_msg *msgs;
     size_t n_msgs;
     char *msgs_json, *tools_json, *kwargs_json; /* the whole chat request for the template */
+    char *tool_name;           /* tool_choice's function */
     char **stop;
     size_t n_stop;
     struct gw_bias *bias;
@@ -93,6 +94,7 @@ static void job_free(struct gw_job *j)
     free(j->msgs_json);
     free(j->tools_json);
     free(j->kwargs_json);
+    free(j->tool_name);
     for (size_t i = 0; i < j->n_stop; i++)
         free(j->stop[i]);
     free(j->stop);
@@ -136,6 +138,8 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->messages_json = j->msgs_json;
     pg->tools_json = j->tools_json;
     pg->template_kwargs_json = j->kwargs_json;
+    pg->tool_required = j->g.tool_required;
+    pg->tool_name = j->tool_name;
     static const struct { uint32_t gw, pg; } bits[] = {
         {GW_MAX_TOKENS, PG_MAX_TOKENS}, {GW_TEMPERATURE, PG_TEMPERATURE}, {GW_TOP_K, PG_TOP_K}, {GW_TOP_P, PG_TOP_P},
         {GW_MIN_P, PG_MIN_P}, {GW_TYPICAL_P, PG_TYPICAL_P}, {GW_REPEAT_PENALTY, PG_REPEAT_PENALTY},
@@ -491,6 +495,8 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
             oom |= !(j->tools_json = json_dumps(g->tools, JSON_COMPACT));
         if (g->template_vars && json_object_size(g->template_vars))
             oom |= !(j->kwargs_json = json_dumps(g->template_vars, JSON_COMPACT));
+        if (g->tool_name)
+            oom |= !(j->tool_name = strdup(g->tool_name));
         size_t n = json_array_size(g->messages);
         oom |= !(j->msgs = calloc(n ? n : 1, sizeof *j->msgs));
         for (size_t i = 0; j->msgs && i < n; i++) {

@@ -130,6 +130,7 @@ struct gen_req {
     struct choice_user users[OAI_MAX_N];
     struct oai_choice choices[OAI_MAX_N];
     struct oai_think think[OAI_MAX_N]; /* streamed chat: reasoning split state */
+    struct tc_parser tc[OAI_MAX_N];    /* streamed chat with tools: tool-call reading state */
     bool role_sent[OAI_MAX_N];
     int n_final;
     int32_t n_prompt, n_gen;
@@ -248,8 +249,10 @@ static void gen_decref(struct gen_req *g)
     for (int i = 0; i < g->n; i++)
         if (g->jobs[i])
             g->srv->be.release(g->srv->be.ctx, g->jobs[i]);
-    for (int i = 0; i < OAI_MAX_N; i++)
+    for (int i = 0; i < OAI_MAX_N; i++) {
         oai_choice_free(&g->choices[i]);
+        tc_parser_free(&g->tc[i]);
+    }
     oai_request_free(&g->rq);
     free(g->out);
     pthread_mutex_destroy(&g->mu);
@@ -297,17 +300,32 @@ static void sse_fail(struct gen_req *g, int rc)
 static int stream_token(struct gen_req *g, int i, const struct gw_event *ev, bool flush)
 {
     bool usage_null = g->rq.include_usage;
-    if (!g->rq.think)
+    const bool tools = g->meta.tools != NULL;
+    if (!g->rq.think && !tools)
         return ev ? oai_sse_token(g->rq.kind, &g->meta, i, NULL, NULL, ev, g->rq.logprobs, g->rq.gen.logprobs,
                                   usage_null, &g->out, &g->out_len)
                   : 0;
     struct oai_str rs = {0}, cs = {0};
-    int rc = oai_think_feed(&g->think[i], ev ? ev->text : NULL, flush, &rs, &cs);
-    if (!rc && (ev || rs.n || cs.n))
-        rc = oai_sse_token(g->rq.kind, &g->meta, i, cs.p ? cs.p : "", rs.p, ev, g->rq.logprobs, g->rq.gen.logprobs,
+    int rc = 0;
+    if (g->rq.think)
+        rc = oai_think_feed(&g->think[i], ev ? ev->text : NULL, flush, &rs, &cs);
+    else if (ev && ev->text)
+        rc = oai_str_put(&cs, ev->text, strlen(ev->text));
+    /* content → tool calls: what may be a call is held back until decided */
+    struct tc_buf tb = {0};
+    size_t first = 0;
+    if (!rc && tools)
+        rc = tc_feed(&g->tc[i], cs.p, cs.n, flush, &tb, &first);
+    const char *content = tools ? (tb.p ? tb.p : "") : (cs.p ? cs.p : "");
+    if (!rc && (ev || rs.n || *content))
+        rc = oai_sse_token(g->rq.kind, &g->meta, i, content, rs.p, ev, g->rq.logprobs, g->rq.gen.logprobs,
                            usage_null, &g->out, &g->out_len);
+    if (!rc && tools && first < g->tc[i].n_calls)
+        rc = oai_sse_tool_calls(&g->meta, i, g->tc[i].calls + first, g->tc[i].n_calls - first, first, usage_null,
+                                &g->out, &g->out_len);
     free(rs.p);
     free(cs.p);
+    tc_buf_free(&tb);
     return rc;
 }
 
@@ -368,6 +386,8 @@ static void on_event(void *user, const struct gw_event *ev)
                     const char *fin = ev->finish && !strcmp(ev->finish, "length") ? "length" : "stop";
                     if (!rc)
                         rc = stream_token(g, i, NULL, true); /* text the reasoning split still held */
+                    if (g->tc[i].n_calls && !strcmp(fin, "stop"))
+                        fin = "tool_calls";
                     if (!rc)
                         rc = oai_sse_finish(g->rq.kind, &g->meta, i, fin, usage_null, &g->out, &g->out_len);
                     sse_fail(g, rc);
@@ -669,7 +689,12 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
         snprintf(g->model, sizeof g->model, "%s", g->rq.model);
     else
         default_model(s, g->model, sizeof g->model);
-    g->meta = (struct oai_meta){g->id, (long long)time(NULL), g->model};
+    g->meta = (struct oai_meta){g->id, (long long)time(NULL), g->model, NULL};
+    if (g->rq.tool_parse.family) {
+        g->meta.tools = &g->rq.tool_parse;
+        for (int i = 0; i < g->rq.n; i++)
+            tc_parser_init(&g->tc[i], g->rq.tool_parse.family, g->rq.tool_parse.tools, g->rq.tool_parse.max_calls, 0);
+    }
     g->t0 = now_s();
     c->gen = g;
     gw_metrics_in_flight(&s->metrics, 1);

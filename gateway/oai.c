@@ -357,6 +357,19 @@ static int check_tools(struct pctx *P, json_t *tools)
     return 0;
 }
 
+/* tool_choice and parallel_tool_calls (toolcall.h). "none" is as OpenAI
+ * means it: the model must not call a tool, so the tools stay out of its
+ * prompt and its reply is not read for calls. */
+static int parse_tool_choice(struct pctx *P, struct oai_request *rq, json_t *tools)
+{
+    const char *param = "";
+    int rc = tc_choice_parse(field(P, "tool_choice"), field(P, "parallel_tool_calls"), tools, &rq->tool_choice,
+                             &param, P->e);
+    if (rc)
+        snprintf(P->param, P->param_cap, "%s", param);
+    return rc;
+}
+
 int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *param, size_t param_cap, struct err *e)
 {
     memset(rq, 0, sizeof *rq);
@@ -392,7 +405,9 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
         json_t *tools = field(&P, "tools");
         if (tools && (rc = check_tools(&P, tools)))
             return rc;
-        if (tools && json_array_size(tools))
+        if ((rc = parse_tool_choice(&P, rq, tools)))
+            return rc;
+        if (tools && json_array_size(tools) && rq->tool_choice.mode != TC_CHOICE_NONE)
             rq->tools = json_incref(tools);
         json_t *kw = field(&P, "chat_template_kwargs");
         if (kw && !json_is_object(kw))
@@ -402,6 +417,11 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
         rq->gen.messages = rq->messages;
         rq->gen.tools = rq->tools;
         rq->gen.template_vars = rq->template_vars;
+        if (rq->tools) {
+            rq->tool_parse = (struct oai_tools){TC_AUTO, rq->tools, rq->tool_choice.parallel ? 0 : 1};
+            rq->gen.tool_required = rq->tool_choice.mode == TC_CHOICE_REQUIRED || rq->tool_choice.mode == TC_CHOICE_NAMED;
+            rq->gen.tool_name = rq->tool_choice.mode == TC_CHOICE_NAMED ? rq->tool_choice.name : NULL;
+        }
     } else {
         if ((rc = parse_prompt(&P, rq)))
             return rc;
@@ -776,6 +796,32 @@ static json_t *usage_obj(int32_t p, int32_t g)
     return json_pack("{s:i, s:i, s:i}", "prompt_tokens", p, "completion_tokens", g, "total_tokens", p + g);
 }
 
+static json_t *tool_call_obj(const struct tc_call *c)
+{
+    return json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function", "function", "name",
+                     safe_string(c->name), "arguments", safe_string(c->args));
+}
+
+/* The tool calls in a whole reply's content: NULL when none (*content
+ * untouched); else the tool_calls array, and *content replaced by what is
+ * left of the text (null when nothing is). */
+static json_t *tool_calls_of(const struct oai_tools *t, const char *text, json_t **content)
+{
+    struct tc_parser p;
+    char *rest = NULL;
+    json_t *calls = NULL;
+    if (!tc_parse_all(&p, t->family, t->tools, t->max_calls, 0, text ? text : "", &rest) && p.n_calls) {
+        calls = json_array();
+        for (size_t k = 0; calls && k < p.n_calls; k++)
+            json_array_append_new(calls, tool_call_obj(&p.calls[k]));
+        json_decref(*content);
+        *content = *rest ? safe_string(rest) : json_null();
+    }
+    free(rest);
+    tc_parser_free(&p);
+    return calls;
+}
+
 char *oai_response_body(int kind, const struct oai_meta *m, struct oai_choice *choices, int n, int32_t n_prompt,
                         bool think)
 {
@@ -799,9 +845,17 @@ char *oai_response_body(int kind, const struct oai_meta *m, struct oai_choice *c
             }
             free(rs.p);
             free(cs.p);
+            const char *finish = c->finish ? c->finish : "stop";
+            if (m->tools && m->tools->family) {
+                json_t *calls = tool_calls_of(m->tools, json_string_value(text), &text);
+                if (calls) {
+                    json_object_set_new(msg, "tool_calls", calls);
+                    if (!strcmp(finish, "stop"))
+                        finish = "tool_calls";
+                }
+            }
             json_object_set_new(msg, "content", text);
-            ch = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp, "finish_reason",
-                           c->finish ? c->finish : "stop");
+            ch = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp, "finish_reason", finish);
         } else {
             ch = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
                            c->finish ? c->finish : "stop");
@@ -989,6 +1043,27 @@ int oai_sse_token(int kind, const struct oai_meta *m, int index, const char *con
                        "finish_reason");
     }
     return sse_append(chunk_obj(kind, m, ch, usage_null), buf, len);
+}
+
+int oai_sse_tool_calls(const struct oai_meta *m, int index, const struct tc_call *calls, size_t n, size_t first,
+                       bool usage_null, char **buf, size_t *len)
+{
+    int rc = 0;
+    for (size_t k = 0; !rc && k < n; k++) {
+        const struct tc_call *c = &calls[k];
+        json_t *head = json_pack("{s:i, s:{s:[{s:I, s:s, s:s, s:{s:o, s:s}}]}, s:n, s:n}", "index", index, "delta",
+                                 "tool_calls", "index", (json_int_t)(first + k), "id", c->id, "type", "function",
+                                 "function", "name", safe_string(c->name), "arguments", "", "logprobs",
+                                 "finish_reason");
+        rc = sse_append(chunk_obj(OAI_CHAT, m, head, usage_null), buf, len);
+        if (rc || !*c->args)
+            continue;
+        json_t *args = json_pack("{s:i, s:{s:[{s:I, s:{s:o}}]}, s:n, s:n}", "index", index, "delta", "tool_calls",
+                                 "index", (json_int_t)(first + k), "function", "arguments", safe_string(c->args),
+                                 "logprobs", "finish_reason");
+        rc = sse_append(chunk_obj(OAI_CHAT, m, args, usage_null), buf, len);
+    }
+    return rc;
 }
 
 int oai_sse_finish(int kind, const struct oai_meta *m, int index, const char *finish, bool usage_null, char **buf,

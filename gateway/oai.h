@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "../common/toolcall.h"
 #include "backend.h"
 
 enum oai_kind { OAI_CHAT = 1, OAI_COMPLETION = 2 };
@@ -17,6 +18,15 @@ enum oai_kind { OAI_CHAT = 1, OAI_COMPLETION = 2 };
 #define OAI_MAX_N 8          /* choices per request */
 #define OAI_MAX_STOP 16      /* stop strings (the wire's limit) */
 #define OAI_MAX_TOP 20       /* top_logprobs, as OpenAI */
+
+/* How a chat reply's tool calls are read (toolcall.h): family TC_NONE = no
+ * parsing (no tools, or tool_choice "none"). The gateway does not see the
+ * chat template, so the family is TC_AUTO: every form is recognised. */
+struct oai_tools {
+    int family;
+    json_t *tools;     /* borrowed from the request */
+    int max_calls;     /* 1 with parallel_tool_calls false, else 0 (no limit) */
+};
 
 struct oai_request {
     int kind;
@@ -32,6 +42,8 @@ struct oai_request {
     bool think;                   /* chat: split a leading <think>…</think> into reasoning_content */
     char *stop[OAI_MAX_STOP];
     struct gw_bias *bias;
+    struct tc_choice tool_choice; /* chat: tool_choice + parallel_tool_calls */
+    struct oai_tools tool_parse;  /* chat: how the reply's tool calls are read */
 };
 
 /* Parse a request body (an already-parsed JSON value). On failure returns
@@ -84,6 +96,7 @@ struct oai_meta {
     const char *id;        /* "chatcmpl-…" / "cmpl-…" */
     long long created;
     const char *model;
+    const struct oai_tools *tools; /* chat: read tool calls out of the reply; NULL = none */
 };
 
 /* The whole non-streaming response. */
@@ -95,6 +108,11 @@ int oai_sse_role(int kind, const struct oai_meta *m, int index, bool usage_null,
 /* content / reasoning: the chat delta's parts (NULL content = ev->text) */
 int oai_sse_token(int kind, const struct oai_meta *m, int index, const char *content, const char *reasoning,
                   const struct gw_event *ev, bool logprobs, int n_top, bool usage_null, char **buf, size_t *len);
+/* Tool calls calls[0..n) of choice index, the first being the choice's call
+ * number `first`: per call a chunk with its id, type and name (arguments
+ * ""), then one with its arguments. */
+int oai_sse_tool_calls(const struct oai_meta *m, int index, const struct tc_call *calls, size_t n, size_t first,
+                       bool usage_null, char **buf, size_t *len);
 int oai_sse_finish(int kind, const struct oai_meta *m, int index, const char *finish, bool usage_null, char **buf,
                    size_t *len);
 int oai_sse_usage(int kind, const struct oai_meta *m, int32_t n_prompt, int32_t n_gen, char **buf, size_t *len);

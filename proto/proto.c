@@ -133,6 +133,7 @@ void proto_gen_free(struct proto_gen *g)
     free(g->messages_json);
     free(g->tools_json);
     free(g->template_kwargs_json);
+    free(g->tool_name);
     for (size_t i = 0; i < g->n_stop; i++)
         free(g->stop[i]);
     free(g->stop);
@@ -257,7 +258,7 @@ int proto_gen_copy(struct proto_gen *d, const struct proto_gen *s, struct err *e
 {
     *d = *s;
     d->model = d->prompt = NULL;
-    d->messages_json = d->tools_json = d->template_kwargs_json = NULL;
+    d->messages_json = d->tools_json = d->template_kwargs_json = d->tool_name = NULL;
     d->tokens = NULL;
     d->messages = NULL;
     d->stop = NULL;
@@ -265,7 +266,7 @@ int proto_gen_copy(struct proto_gen *d, const struct proto_gen *s, struct err *e
     d->n_messages = d->n_stop = 0;
     if (dupstr(&d->model, s->model, e) || dupstr(&d->prompt, s->prompt, e) ||
         dupstr(&d->messages_json, s->messages_json, e) || dupstr(&d->tools_json, s->tools_json, e) ||
-        dupstr(&d->template_kwargs_json, s->template_kwargs_json, e) ||
+        dupstr(&d->template_kwargs_json, s->template_kwargs_json, e) || dupstr(&d->tool_name, s->tool_name, e) ||
         dupmem((void **)&d->tokens, s->tokens, s->n_tokens, sizeof *s->tokens, e) ||
         dupmem((void **)&d->logit_bias, s->logit_bias, s->n_logit_bias, sizeof *s->logit_bias, e))
         goto fail;
@@ -340,6 +341,7 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
     size_t n = 5; /* the booleans */
     n += !!g->model + !!g->prompt + !!g->tokens + !!g->messages + !!g->n_stop + 1 /* logprobs */ +
          !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json + !!g->group;
+    n += g->tool_required + !!g->tool_name;
     n += (size_t)__builtin_popcount(g->set & 0x7ffu);
     msgpack_pack_map(pk, n);
     if (g->model)
@@ -365,6 +367,10 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
         KV_STR("tools_json", g->tools_json);
     if (g->template_kwargs_json)
         KV_STR("template_kwargs_json", g->template_kwargs_json);
+    if (g->tool_required)
+        KV_BOOL("tool_required", true);
+    if (g->tool_name)
+        KV_STR("tool_name", g->tool_name);
     if (g->set & PG_MAX_TOKENS) KV_INT("max_tokens", g->max_tokens);
     if (g->set & PG_TEMPERATURE) KV_FLT("temperature", g->temperature);
     if (g->set & PG_TOP_K) KV_INT("top_k", g->top_k);
@@ -972,7 +978,9 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
     }
     if ((rc = rd_str(r, o, "messages_json", &g->messages_json, false)) ||
         (rc = rd_str(r, o, "tools_json", &g->tools_json, false)) ||
-        (rc = rd_str(r, o, "template_kwargs_json", &g->template_kwargs_json, false)))
+        (rc = rd_str(r, o, "template_kwargs_json", &g->template_kwargs_json, false)) ||
+        (rc = rd_bool(r, o, "tool_required", &g->tool_required)) ||
+        (rc = rd_str(r, o, "tool_name", &g->tool_name, false)))
         return rc;
     if (!g->prompt && !g->tokens && !g->messages && !g->messages_json)
         return err_set(r->e, ERR_FORMAT, "proto: %s: none of 'prompt', 'tokens', 'messages', 'messages_json' given",

@@ -125,6 +125,8 @@ struct proto_gen {
                                        * tool_call_id, name, reasoning_content …); wins over messages */
     char *tools_json;                 /* OpenAI tools array as JSON text, for the chat template */
     char *template_kwargs_json;       /* JSON object merged into the template variables (enable_thinking …) */
+    bool tool_required;               /* chat: tool_choice "required" or a function: the reply must call a tool */
+    char *tool_name;                  /* chat: … this function (tool_choice names it); NULL = any */
     uint32_t set;                     /* PG_* bits of the fields below that were given */
     int32_t max_tokens;               /* -1 = until EOG or the context is full */
     float temperature;                /* <= 0 → greedy */

@@ -8,7 +8,9 @@
  *   longer than 4000 bytes) → a context error event, SLOW → tokens at 20 ms each
  *  (500 unless max_tokens says otherwise) (for disconnect tests); FAIL_MID → an error event after 2
  *  tokens, CANCEL_MID → a cancel after 2 tokens that nobody asked for (as when the worker dies);
- *  model other than "" / "fake-model" → 404. */
+ *  model other than "" / "fake-model" → 404;
+ *  TOOLCALL / TOOLCALL2 / TOOLBAD → a reply in Qwen's tool-call format (one call; text + two calls; a call
+ *  with broken JSON), sent 5 bytes a token, finish "stop". */
 #ifndef LLM170_TESTS_FAKE_BACKEND_H
 #define LLM170_TESTS_FAKE_BACKEND_H
 
@@ -24,6 +26,20 @@ static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct gw_gen fake_last;         /* scalar copy of the last request */
 static char fake_last_bias[512];        /* "tok:bias,text:bias," */
 static char fake_last_msgs[512];        /* "role:content|" */
+static char fake_last_tool[128];        /* the last request's tool_name ("" none) */
+
+/* Scripted replies: a model answering with tool calls in Qwen's format. */
+static const char *fake_tool_script(const char *prompt)
+{
+    if (strstr(prompt, "TOOLCALL2"))
+        return "I will check both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+               "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>";
+    if (strstr(prompt, "TOOLCALL"))
+        return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    if (strstr(prompt, "TOOLBAD"))
+        return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {city}}\n</tool_call>";
+    return NULL;
+}
 
 struct gw_job {
     gw_event_fn fn;
@@ -52,6 +68,20 @@ static void *fake_job_main(void *arg)
     if (strstr(j->prompt, "TOO_LONG") || j->long_prompt) {
         struct gw_event ev = {.kind = GW_EV_ERROR, .err_code = ERR_RANGE,
                               .err_msg = "the prompt (900 tokens) does not fit the context (64)"};
+        j->fn(j->user, &ev);
+        goto out;
+    }
+    const char *script = fake_tool_script(j->prompt);
+    if (script) {
+        size_t len = strlen(script), k = 0;
+        int n = 0;
+        for (; k < len; k += 5, n++) {
+            char piece[8];
+            snprintf(piece, sizeof piece, "%.5s", script + k);
+            struct gw_event ev = {.kind = GW_EV_TOKEN, .token = 100 + n, .text = piece};
+            j->fn(j->user, &ev);
+        }
+        struct gw_event ev = {.kind = GW_EV_DONE, .finish = "stop", .n_prompt = 5, .n_gen = n};
         j->fn(j->user, &ev);
         goto out;
     }
@@ -139,6 +169,7 @@ static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *
     pthread_mutex_lock(&fake_mu);
     fake_last = *g;
     fake_last_bias[0] = fake_last_msgs[0] = 0;
+    snprintf(fake_last_tool, sizeof fake_last_tool, "%s", g->tool_name ? g->tool_name : "");
     for (size_t i = 0; i < g->n_bias; i++) {
         char one[64];
         if (g->bias[i].text)

@@ -834,6 +834,208 @@ static void chat_fields(void)
     resp_free(&r);
 }
 
+/* ------------------------------------------------------------ tool calls */
+
+#define TOOLS_JSON                                                                                                 \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","  \
+    "\"properties\":{\"city\":{\"type\":\"string\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\","   \
+    "\"parameters\":{\"type\":\"object\"}}}]"
+
+/* POST a chat request whose last message is `say` (the fake backend's script). */
+static struct resp tool_request(const char *say, const char *extra)
+{
+    char body[2048];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]," TOOLS_JSON "%s%s}", say,
+             extra ? "," : "", extra ? extra : "");
+    return http(port_open, "POST", "/v1/chat/completions", NULL, body);
+}
+
+/* "content|name(args)|…" of a non-streamed reply; *finish its finish_reason. */
+static void tool_summary(json_t *j, char *out, size_t cap, char *finish, size_t fcap, bool *content_null)
+{
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *msg = json_object_get(c0, "message");
+    *content_null = json_is_null(json_object_get(msg, "content"));
+    snprintf(out, cap, "%s", json_string_value(json_object_get(msg, "content")) ?: "");
+    snprintf(finish, fcap, "%s", json_string_value(json_object_get(c0, "finish_reason")) ?: "");
+    size_t i;
+    json_t *tc;
+    json_array_foreach(json_object_get(msg, "tool_calls"), i, tc) {
+        json_t *fn = json_object_get(tc, "function");
+        CHECK(!strncmp(json_string_value(json_object_get(tc, "id")) ?: "", "call_", 5), "id of call %zu", i);
+        CHECK(!strcmp(json_string_value(json_object_get(tc, "type")) ?: "", "function"), "type of call %zu", i);
+        size_t l = strlen(out);
+        snprintf(out + l, cap - l, "|%s(%s)", json_string_value(json_object_get(fn, "name")) ?: "?",
+                 json_string_value(json_object_get(fn, "arguments")) ?: "?");
+    }
+}
+
+static void tool_calls_reply(void)
+{
+    char got[1024], fin[32];
+    bool cnull;
+    struct resp r = tool_request("TOOLCALL", NULL);
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    tool_summary(j, got, sizeof got, fin, sizeof fin, &cnull);
+    CHECK(!strcmp(got, "|get_weather({\"city\":\"Paris\"})"), "one call: %s", r.body);
+    CHECK(cnull, "content must be null when the reply only calls: %s", r.body);
+    CHECK(!strcmp(fin, "tool_calls"), "finish %s", fin);
+    json_decref(j);
+    resp_free(&r);
+
+    r = tool_request("TOOLCALL2", NULL);
+    j = body_json(&r);
+    tool_summary(j, got, sizeof got, fin, sizeof fin, &cnull);
+    CHECK(!strcmp(got, "I will check both.|get_weather({\"city\":\"Paris\"})|get_time({\"tz\":\"CET\"})"), "two calls: %s",
+          r.body);
+    CHECK(!strcmp(fin, "tool_calls"), "finish %s", fin);
+    json_decref(j);
+    resp_free(&r);
+
+    r = tool_request("TOOLCALL2", "\"parallel_tool_calls\":false");
+    j = body_json(&r);
+    tool_summary(j, got, sizeof got, fin, sizeof fin, &cnull);
+    CHECK(!strcmp(got, "I will check both.|get_weather({\"city\":\"Paris\"})"), "parallel false: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+
+    /* broken JSON: the text is the content, finish stays "stop" */
+    r = tool_request("TOOLBAD", NULL);
+    j = body_json(&r);
+    tool_summary(j, got, sizeof got, fin, sizeof fin, &cnull);
+    CHECK(!strcmp(got, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {city}}\n</tool_call>"), "bad: %s", r.body);
+    CHECK(!strcmp(fin, "stop"), "finish %s", fin);
+    json_decref(j);
+    resp_free(&r);
+
+    /* tool_choice "none": no tools reach the model, nothing is read as a call */
+    r = tool_request("TOOLCALL", "\"tool_choice\":\"none\"");
+    j = body_json(&r);
+    tool_summary(j, got, sizeof got, fin, sizeof fin, &cnull);
+    CHECK(!strncmp(got, "<tool_call>", 11) && !strchr(got, '|') && !strcmp(fin, "stop"), "none: %s", r.body);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.tools == NULL && !fake_last.tool_required, "none: tools reached the backend");
+    pthread_mutex_unlock(&fake_mu);
+    json_decref(j);
+    resp_free(&r);
+
+    /* without tools in the request the reply is plain content */
+    r = http(port_open, "POST", "/v1/chat/completions", NULL,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL\"}]}");
+    j = body_json(&r);
+    tool_summary(j, got, sizeof got, fin, sizeof fin, &cnull);
+    CHECK(!strncmp(got, "<tool_call>", 11) && !strchr(got, '|'), "no tools: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+
+    /* required / a named function reach the backend (for constrained decoding) */
+    r = tool_request("TOOLCALL", "\"tool_choice\":\"required\"");
+    CHECK(r.status == 200, "required: %d %s", r.status, r.body);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.tool_required && !fake_last_tool[0], "required not passed on");
+    pthread_mutex_unlock(&fake_mu);
+    resp_free(&r);
+    r = tool_request("TOOLCALL", "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}");
+    CHECK(r.status == 200, "named: %d %s", r.status, r.body);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.tool_required && !strcmp(fake_last_tool, "get_weather"), "named: '%s'", fake_last_tool);
+    pthread_mutex_unlock(&fake_mu);
+    resp_free(&r);
+
+    /* bad tool_choice: 400 naming the field */
+    const char *chat = "/v1/chat/completions";
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS_JSON
+                 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"launch\"}}}",
+                 400, "invalid_request_error", "'launch', which is not in 'tools'");
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS_JSON ",\"tool_choice\":\"sometimes\"}", 400,
+                 "invalid_request_error", "'tool_choice' must be");
+    EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
+                 400, "invalid_request_error", "needs a non-empty 'tools'");
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS_JSON ",\"parallel_tool_calls\":1}", 400,
+                 "invalid_request_error", "'parallel_tool_calls' must be a boolean");
+    r = http(port_open, "POST", chat, NULL,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS_JSON ",\"tool_choice\":\"bad\"}");
+    json_t *k = body_json(&r);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(k, "error"), "param")) ?: "", "tool_choice"),
+          "param: %s", r.body);
+    json_decref(k);
+    resp_free(&r);
+}
+
+/* A streamed reply with calls, reassembled as an SDK does, equals the whole reply. */
+static void tool_calls_stream_one(const char *say, const char *extra)
+{
+    char want[1024], wfin[32];
+    bool cnull;
+    struct resp r = tool_request(say, extra);
+    json_t *j = body_json(&r);
+    tool_summary(j, want, sizeof want, wfin, sizeof wfin, &cnull);
+    json_decref(j);
+    resp_free(&r);
+
+    char ex[256];
+    snprintf(ex, sizeof ex, "%s%s\"stream\":true", extra ? extra : "", extra ? "," : "");
+    r = tool_request(say, ex);
+    CHECK(r.status == 200, "status %d", r.status);
+    bool done;
+    json_t *ev = sse_events(r.body, &done);
+    CHECK(done, "no [DONE]: %s", r.body);
+    char content[1024] = "", names[4][64] = {{0}}, args[4][256] = {{0}}, ids[4][40] = {{0}}, fin[32] = "";
+    size_t n_calls = 0, i;
+    json_t *e;
+    json_array_foreach(ev, i, e) {
+        json_t *c = json_array_get(json_object_get(e, "choices"), 0);
+        json_t *d = json_object_get(c, "delta");
+        const char *t = json_string_value(json_object_get(d, "content"));
+        if (t) /* text of a call that leaked as content would make it differ from the whole reply's */
+            strncat(content, t, sizeof content - strlen(content) - 1);
+        size_t k;
+        json_t *tc;
+        json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
+            json_int_t idx = json_integer_value(json_object_get(tc, "index"));
+            CHECK(idx >= 0 && idx < 4, "index %lld", (long long)idx);
+            if (idx < 0 || idx >= 4)
+                continue;
+            json_t *fn = json_object_get(tc, "function");
+            if (json_object_get(tc, "id")) {
+                CHECK((size_t)idx == n_calls, "call %lld starts out of order", (long long)idx);
+                n_calls = (size_t)idx + 1;
+                snprintf(ids[idx], sizeof ids[idx], "%s", json_string_value(json_object_get(tc, "id")) ?: "");
+                snprintf(names[idx], sizeof names[idx], "%s", json_string_value(json_object_get(fn, "name")) ?: "");
+                CHECK(!strcmp(json_string_value(json_object_get(tc, "type")) ?: "", "function"), "type");
+            }
+            const char *a = json_string_value(json_object_get(fn, "arguments"));
+            if (a)
+                strncat(args[idx], a, sizeof args[idx] - strlen(args[idx]) - 1);
+        }
+        if (json_is_string(json_object_get(c, "finish_reason")))
+            snprintf(fin, sizeof fin, "%s", json_string_value(json_object_get(c, "finish_reason")));
+    }
+    char got[1024];
+    snprintf(got, sizeof got, "%s", content);
+    for (size_t c = 0; c < n_calls; c++) {
+        CHECK(!strncmp(ids[c], "call_", 5), "id '%s'", ids[c]);
+        size_t l = strlen(got);
+        snprintf(got + l, sizeof got - l, "|%s(%s)", names[c], args[c]);
+    }
+    CHECK(!strcmp(got, want), "%s: streamed '%s' != whole '%s'", say, got, want);
+    CHECK(!strcmp(fin, wfin), "%s: finish %s != %s", say, fin, wfin);
+    json_decref(ev);
+    resp_free(&r);
+}
+
+static void tool_calls_streamed(void)
+{
+    tool_calls_stream_one("TOOLCALL", NULL);
+    tool_calls_stream_one("TOOLCALL2", NULL);
+    tool_calls_stream_one("TOOLCALL2", "\"parallel_tool_calls\":false");
+    tool_calls_stream_one("TOOLBAD", NULL);
+}
+
 /* A stream the backend ends with an error, or a cancel the client did not
  * ask for (a worker that died), ends with an error event and [DONE]. */
 static void stream_failure_ends_stream(void)
@@ -1021,7 +1223,7 @@ static void reasoning_content(void)
     oai_choice_add(OAI_CHAT, &ch, &ev, false);
     struct gw_event done = {.kind = GW_EV_DONE, .finish = "stop", .n_gen = 1};
     oai_choice_add(OAI_CHAT, &ch, &done, false);
-    struct oai_meta m = {"chatcmpl-x", 1, "m"};
+    struct oai_meta m = {"chatcmpl-x", 1, "m", NULL};
     char *body = oai_response_body(OAI_CHAT, &m, &ch, 1, 3, true);
     CHECK(body && strstr(body, "\"reasoning_content\":\"why\"") && strstr(body, "\"content\":\"because\""), "body %s",
           body ? body : "(null)");
@@ -1269,6 +1471,8 @@ int main(void)
     RUN(port_in_use);
     RUN(header_deadline_and_per_ip);
     RUN(chat_fields);
+    RUN(tool_calls_reply);
+    RUN(tool_calls_streamed);
     RUN(stream_failure_ends_stream);
     RUN(client_disconnect_cancels);
     RUN(stream_disconnect_is_499);

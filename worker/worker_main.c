@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 
 #include "chat/chat_render.h"
 #include "../common/clock.h"
+#include "../common/toolcall.h"
 #include "../common/version.h"
 #include "../proto/wire.h"
 #include "engine/engine.h"
@@ -47,6 +49,9 @@ struct worker {
     struct sched *s;
     struct smp_params smp_model; /* llama-server defaults + the GGUF's general.sampling.* */
     char *chat_tmpl;             /* tokenizer.chat_template, NULL = ChatML */
+    pthread_mutex_t pre_mu;      /* guards pre */
+    struct prefilled *pre;       /* requests whose first event still owes the reply's prefilled start */
+    atomic_int n_pre;            /* entries in pre: the event path looks only while there are any */
     struct intake *in;           /* tokenizes and renders requests off the receive loop */
     size_t span_max;             /* tok_span_max: a prompt's bytes bound its tokens from below */
     volatile int quit;
@@ -92,15 +97,58 @@ static void send_error(struct worker *w, uint64_t id, int err_code, const char *
 
 /* ---------------------------------------------------------------- events */
 
+/* A request whose prompt ends with the start of its reply (a tool call's
+ * opening, tc_prefill): the model continues it, so the text it generates
+ * lacks it; the first event carries it in front, and the reply reads as
+ * the model's whole turn (the gateway finds the call in it). */
+struct prefilled {
+    uint64_t id;
+    char *text;
+    struct prefilled *next;
+};
+
+static void pre_add(struct worker *w, uint64_t id, char *text)
+{
+    struct prefilled *p = malloc(sizeof *p);
+    if (!p) {
+        free(text);
+        return;
+    }
+    *p = (struct prefilled){id, text, NULL};
+    pthread_mutex_lock(&w->pre_mu);
+    p->next = w->pre;
+    w->pre = p;
+    atomic_fetch_add(&w->n_pre, 1);
+    pthread_mutex_unlock(&w->pre_mu);
+}
+
+/* The prefill request id still owes (malloc'ed; NULL none), forgotten here. */
+static char *pre_take(struct worker *w, uint64_t id)
+{
+    char *text = NULL;
+    pthread_mutex_lock(&w->pre_mu);
+    for (struct prefilled **pp = &w->pre; *pp; pp = &(*pp)->next) {
+        if ((*pp)->id == id) {
+            struct prefilled *p = *pp;
+            *pp = p->next;
+            text = p->text;
+            free(p);
+            atomic_fetch_sub(&w->n_pre, 1);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w->pre_mu);
+    return text;
+}
+
 static void flush_batch(struct worker *w);
 
 /* True on the scheduler thread while it is inside sched_step: its events are
  * batched; an event from any other thread goes out alone. */
 static _Thread_local bool tl_in_step;
 
-static void on_event(void *user, const struct sched_event *ev)
+static void send_event(struct worker *w, const struct sched_event *ev)
 {
-    struct worker *w = user;
     struct proto_chunk c = {0};
     c.token = ev->token;
     c.text = (char *)(ev->text ? ev->text : ""); /* n_text bytes, not NUL-terminated */
@@ -149,6 +197,31 @@ static void on_event(void *user, const struct sched_event *ev)
 }
 
 /* Send the chunks batched so far as one message (id 0: each chunk names its stream). */
+static void on_event(void *user, const struct sched_event *ev)
+{
+    struct worker *w = user;
+    char *pre = atomic_load_explicit(&w->n_pre, memory_order_relaxed) ? pre_take(w, ev->id) : NULL;
+    char *joined = NULL;
+    struct sched_event with_pre;
+    if (pre && ev->finish != SCHED_ERROR && ev->finish != SCHED_CANCEL) {
+        size_t pl = strlen(pre);
+        joined = malloc(pl + ev->n_text + 1);
+        if (joined) {
+            memcpy(joined, pre, pl);
+            if (ev->n_text)
+                memcpy(joined + pl, ev->text, ev->n_text);
+            joined[pl + ev->n_text] = 0;
+            with_pre = *ev;
+            with_pre.text = joined;
+            with_pre.n_text = pl + ev->n_text;
+            ev = &with_pre;
+        }
+    }
+    send_event(w, ev);
+    free(joined);
+    free(pre);
+}
+
 static void flush_batch(struct worker *w)
 {
     if (!w->batch.n)
@@ -325,7 +398,7 @@ static int json_field(const char *text, const char *name, bool want_array, json_
 /* Chat messages → prompt text through the model's template (ChatML when the
  * GGUF has none). The full OpenAI messages (messages_json) win over the
  * role/content pairs; tools and template kwargs reach the template too. */
-static int render_chat(struct worker *w, const struct proto_gen *g, char **out, struct err *e)
+static int render_chat(struct worker *w, const struct proto_gen *g, char **out, char **prefill, struct err *e)
 {
     json_t *msgs = NULL, *tools = NULL, *kwargs = NULL;
     int rc = 0;
@@ -346,6 +419,21 @@ static int render_chat(struct worker *w, const struct proto_gen *g, char **out, 
         rc = chat_render(w->chat_tmpl, msgs, tools, true, bos >= 0 ? tok_text(w->v, bos) : "",
                          eos >= 0 ? tok_text(w->v, eos) : "", kwargs, out, e);
     }
+    /* tool_choice "required" / a function: the assistant's turn starts as a
+     * call in the template's own form, so the model writes one. (Constrained
+     * decoding, where present, attaches here too: tc_call_schema.) */
+    if (!rc && g->tool_required && tools) {
+        char *pre = tc_prefill(tc_family_from_template(w->chat_tmpl), g->tool_name);
+        size_t ol = strlen(*out), pl = pre ? strlen(pre) : 0;
+        char *grown = pre ? realloc(*out, ol + pl + 1) : NULL;
+        if (grown) {
+            memcpy(grown + ol, pre, pl + 1);
+            *out = grown;
+            *prefill = pre;
+        } else {
+            free(pre);
+        }
+    }
     json_decref(msgs);
     json_decref(tools);
     json_decref(kwargs);
@@ -358,6 +446,7 @@ struct job {
     struct proto_msg m; /* PT_GENERATE or PT_TOKENIZE */
     int32_t *ids;
     size_t n_ids;
+    char *prefill;      /* the reply's prefilled start (render_chat), sent in front of its first event */
     int rc;             /* prepare's outcome */
     struct err e;
 };
@@ -406,7 +495,7 @@ static void job_prepare(void *user, void *job)
             j->rc = tok_encode(w->v, g->prompt, len, g->add_special, g->parse_special, &j->ids, &j->n_ids, &j->e);
     } else {
         char *text = NULL;
-        j->rc = render_chat(w, g, &text, &j->e);
+        j->rc = render_chat(w, g, &text, &j->prefill, &j->e);
         if (!j->rc && !(j->rc = prompt_too_long(w, text, strlen(text), &j->e)))
             j->rc = tok_encode(w->v, text, strlen(text), true, true, &j->ids, &j->n_ids, &j->e);
         free(text);
@@ -465,9 +554,14 @@ static void job_submit(void *user, void *job)
     q.ignore_eos = g->ignore_eos;
     q.special = g->special;
     q.cache_prompt = g->cache_prompt;
+    if (j->prefill) {
+        pre_add(w, j->m.id, j->prefill); /* before the first event can come */
+        j->prefill = NULL;
+    }
     rc = sched_submit(w->s, &q, &e);
     free(bias);
     if (rc) {
+        free(pre_take(w, j->m.id));
         send_error(w, j->m.id, rc == ERR_CANCELED ? ERR_IO : rc, e.msg);
         return;
     }
@@ -497,6 +591,7 @@ static void job_free(void *user, void *job)
     (void)user;
     struct job *j = job;
     free(j->ids);
+    free(j->prefill);
     proto_msg_free(&j->m);
     free(j);
 }
@@ -623,6 +718,7 @@ int main(int argc, char **argv)
     static struct worker ww;
     struct worker *w = &ww;
     w->idx = idx;
+    pthread_mutex_init(&w->pre_mu, NULL);
     w->flush_ns = (uint64_t)flush_ms * 1000000u;
     struct err e;
     struct timespec t0, t1;
@@ -761,6 +857,8 @@ int main(int argc, char **argv)
     proto_chunkbuf_free(&w->batch);
     engine_free(w->eng);
     free(w->chat_tmpl);
+    while (w->pre)
+        free(pre_take(w, w->pre->id));
     model_free(w->m);
     return 0;
 }

@@ -174,6 +174,41 @@ await tcase('chat_tools_and_template_kwargs', async () => {
   if (!FAKE) assert(r.usage.prompt_tokens > 10, 'prompt_tokens ' + r.usage.prompt_tokens);
 });
 
+// tool calls: the fake backend answers "TOOLCALL2" with text and two calls in Qwen's format;
+// the SDK's own stream helper reassembles the delta.tool_calls pieces
+const TOOLS = [
+  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { tz: { type: 'string' } } } } }];
+const callsOf = (m) => (m.tool_calls || []).map((c) => `${c.type}:${c.function.name}(${c.function.arguments})`).join(' ');
+await tcase('tool_calls', async () => {
+  if (!FAKE) return 'skip:needs a model whose calls are predictable (runs over the fake backend)';
+  const want = 'function:get_weather({"city":"Paris"}) function:get_time({"tz":"CET"})';
+  for (const tool_choice of ['auto', 'required']) {
+    const r = await client.chat.completions.create({ model: MODEL, tools: TOOLS, tool_choice, messages: [{ role: 'user', content: 'TOOLCALL2' }] });
+    eq(r.choices[0].finish_reason, 'tool_calls', 'finish_reason');
+    eq(callsOf(r.choices[0].message), want, 'tool_calls (' + tool_choice + ')');
+    eq(r.choices[0].message.content, 'I will check both.', 'content');
+    assert(r.choices[0].message.tool_calls.every((c) => /^call_[A-Za-z0-9]{24}$/.test(c.id)), 'call ids');
+  }
+  const named = await client.chat.completions.create({ model: MODEL, tools: TOOLS, messages: [{ role: 'user', content: 'TOOLCALL' }],
+    tool_choice: { type: 'function', function: { name: 'get_weather' } }, parallel_tool_calls: false });
+  eq(callsOf(named.choices[0].message), 'function:get_weather({"city":"Paris"})', 'named');
+  eq(named.choices[0].message.content, null, 'content of a reply that only calls');
+  const stream = client.beta.chat.completions.stream({ model: MODEL, tools: TOOLS, tool_choice: 'required', messages: [{ role: 'user', content: 'TOOLCALL2' }] });
+  const fin = await stream.finalChatCompletion();
+  eq(fin.choices[0].finish_reason, 'tool_calls', 'streamed finish_reason');
+  eq(callsOf(fin.choices[0].message), want, 'streamed tool_calls reassembled by the SDK');
+  eq(fin.choices[0].message.content, 'I will check both.', 'streamed content');
+});
+await tcase('tool_choice_errors', async () => {
+  const e = await sdkError(() => client.chat.completions.create({ model: MODEL, tools: TOOLS, messages: [{ role: 'user', content: 'x' }],
+    tool_choice: { type: 'function', function: { name: 'launch' } } }));
+  eq(e.status, 400, 'status');
+  assert(/launch/.test(e.message), 'message ' + e.message);
+  const r = await client.chat.completions.create({ model: MODEL, tools: TOOLS, tool_choice: 'required', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] });
+  eq(r.object, 'chat.completion', 'required is accepted');
+});
+
 await tcase('chat_stream', async () => {
   const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 12, temperature: 0, stream: true });
   let text = '', role = null, finish = null;
