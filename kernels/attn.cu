@@ -3,22 +3,15 @@
  * same kernel). A block is one (token, query head, split); its warps stride
  * over the split's positions with an online softmax and merge through
  * shared memory. With nsplit > 1 (decode: few blocks, long caches) a token
- * uses up to nsplit splits, one per SPLIT_MIN cached positions; with more
+ * uses up to nsplit splits, one per ATTN_SPLIT_MIN cached positions (attn_split.h); with more
  * than one its blocks write partial (o, max, sum) rows, merged by the
  * head's last split block (a.cnt: counted with an atomic, saving a launch)
  * or else by attn_combine; with one the block writes o (and its q8 copy)
  * itself. */
+#include "attn_split.h"
 #include "qtypes.h"
 
 #define EPL 8 /* head elements per lane: hd <= EPL · WARP */
-#define SPLIT_MIN 64 /* cached positions per split at least: short caches take few splits */
-
-/* Splits a token actually uses, from its cached length: a.nsplit (the grid's y, the partials' stride)
- * is the most. Decided on the device, so one captured graph serves every length. */
-static __device__ __forceinline__ int attn_splits(const struct attn_args &a, int n_kv)
-{
-    return a.nsplit == 1 ? 1 : min(a.nsplit, (n_kv + SPLIT_MIN - 1) / SPLIT_MIN);
-}
 
 /* Merge the ns partial rows of (token t, head h) into o and its q8 copy. blockDim >= ns; with oq,
  * hd % 32 == 0 (the lanes of each 32-group are in one warp and take the same iterations). Partials

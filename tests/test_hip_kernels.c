@@ -1191,6 +1191,7 @@ static void attention_vs_reference(void)
     const float scale = 1.0f / sqrtf((float)hd);
     uint64_t dq = dup(q, sizeof q), dp = dup(pos, sizeof pos), ds = dup(seq, sizeof seq);
     uint64_t dpart = poisoned((size_t)n * nh * 8 * (hd + 2));
+    static const char *const kname[3] = { "", "_gqa", " (fattn_dec_128)" };
     for (int f16 = 0; f16 < 2; f16++) {
         const void *Kc = f16 ? (const void *)K16 : (const void *)K, *Vc = f16 ? (const void *)V16 : (const void *)V;
         const size_t elt = f16 ? 2 : 4;
@@ -1204,9 +1205,13 @@ static void attention_vs_reference(void)
         uint64_t dk = dup(Kc, elt * nseq * nctx * kvd), dv = dup(Vc, elt * nseq * nctx * kvd);
         /* fm: the splits merged by each head's last split block (a.cnt) instead of attn_combine, launched
          * twice (its counters must be back at zero for the second) */
-        for (int gqa = 0; gqa < 2; gqa++)
+        /* gqa 0: attn (a block per query head), 1: attn_gqa (per KV head), 2: fattn_dec_128 (per KV head, on
+         * tensor cores; f16 cache, merged by attn_combine only) */
+        for (int gqa = 0; gqa < 3; gqa++)
         for (int split = 1; split <= 8; split *= 8)
-        for (int fm = 0; fm < (split > 1 ? 3 : 1); fm++) {
+        for (int fm = 0; fm < (split > 1 && gqa < 2 ? 3 : 1); fm++) {
+            if (gqa == 2 && !f16)
+                continue;
             uint64_t dy = poisoned(sizeof y / 4);
             struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .part = dpart,
                                    .seq_stride = (int64_t)nctx * kvd, .kv_dim = kvd, .hd = hd, .n_head = nh,
@@ -1222,7 +1227,9 @@ static void attention_vs_reference(void)
             uint64_t dq8 = dup(NULL, sizeof y / 4), dq8d = poisoned(sizeof y / 4 / 16);
             a.oq = dq8, a.oqd = dq8d;
             void *p[] = { &a };
-            if (gqa) /* one block per KV head for its nh / nkv query heads */
+            if (gqa == 2)
+                CHECK(launch("fattn_dec_128", n * nkv, (unsigned)split, 128, p) == 0, "launch");
+            else if (gqa) /* one block per KV head for its nh / nkv query heads */
                 CHECK(launch("attn_gqa", n * nkv, (unsigned)split, 256, p) == 0, "launch");
             else
                 CHECK(launch("attn", n * nh, (unsigned)split, 128, p) == 0, "launch");
@@ -1238,15 +1245,15 @@ static void attention_vs_reference(void)
                 get(q8, dq8, sizeof q8);
                 get(q8d, dq8d, sizeof q8d);
                 q8_emulate(y, (int)(sizeof y / 4), q8ref, q8dref);
-                CHECK(!memcmp(q8, q8ref, sizeof q8), "attn%s f16=%d split %d merge %d: q8 copy differs", gqa ? "_gqa" : "",
+                CHECK(!memcmp(q8, q8ref, sizeof q8), "attn%s f16=%d split %d merge %d: q8 copy differs", kname[gqa],
                       f16, split, fm);
                 CHECK(rel(q8d, q8dref, sizeof q8d / 4) < 1e-6, "attn q8 scales");
                 dfree(dq8), dfree(dq8d);
             }
             /* f16: the reference also rounds probabilities to f16 before V·p */
-            CHECK(r < (f16 ? 2e-3 : 1e-5), "attn%s f16=%d split %d merge %d rel %.3g", gqa ? "_gqa" : "", f16, split,
+            CHECK(r < (f16 ? 2e-3 : 1e-5), "attn%s f16=%d split %d merge %d rel %.3g", kname[gqa], f16, split,
                   fm, r);
-            printf("#   attn%s %s cache, %d split(s)%s: rel %.2e\n", gqa ? "_gqa" : "", f16 ? "f16" : "f32", split,
+            printf("#   attn%s %s cache, %d split(s)%s: rel %.2e\n", kname[gqa], f16 ? "f16" : "f32", split,
                    fm ? (fm == 1 ? ", merged in attn" : ", merged in attn (2nd launch)") : "", r);
             dfree(dy);
         }

@@ -62,6 +62,9 @@ struct hip_engine {
                               (hip_knobs.split_buckets) */
     hip_fn k_embed, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
     hip_fn k_attn_gqa;     /* attention reading each K/V row once for its query-head group */
+    hip_fn k_fattn_dec;    /* fattn_dec_128: decode attention on tensor cores, a block per KV head and split */
+    bool attn_tc;          /* every attention layer's decode through k_fattn_dec (hip_knobs.attn_tc, head size
+                              128, f16 cache, query-head groups of at most 16) */
     bool gqa;              /* decode attention through k_attn_gqa where the group fits (hip_knobs.gqa: measured
                               slower at depth than the per-head kernel, equal at short context: opt-in) */
     /* weights */
@@ -265,6 +268,8 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         c->k_fattn64 = NULL;
     if (hip_rt_fn(c->ops.rt, "fattn_128", &c->k_fattn128, &ign))
         c->k_fattn128 = NULL;
+    if (hip_rt_fn_pdl(c->ops.rt, "fattn_dec_128", &c->k_fattn_dec, &ign))
+        c->k_fattn_dec = NULL;
     struct { hip_fn *f; const char *n; bool pdl; } ks[] = {
         { &c->k_embed, "embed_rows", false }, { &c->ops.k_rms, "rms_norm", true }, { &c->k_rope, "rope_store", true },
         { &c->k_add, "add_f32", false }, { &c->k_swiglu, "swiglu_f32", false }, { &c->k_route, "moe_route", true },
@@ -401,6 +406,15 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
 
     /* KV cache */
     c->ops.kv_elt = p.kv_f32 ? 4 : 2;
+    /* the tensor-core decode attention where every attention layer fits it (not the hybrids, whose gated
+     * attention is hip_hybrid.c's) */
+    c->attn_tc = k->attn_tc && c->k_fattn_dec && c->ops.warp == 32 && c->ops.kv_elt == 2 && hp->head_dim == 128 &&
+                 !m->arch->hybrid;
+    for (int il = 0; il < hp->n_layer && c->attn_tc; il++) {
+        const struct layer *ly = &m->layers[il];
+        if (ly->n_head_kv < 1 || ly->n_head % ly->n_head_kv || ly->n_head / ly->n_head_kv > 16)
+            c->attn_tc = false;
+    }
     for (int il = 0; il < hp->n_layer && !rc; il++) {
         const struct layer *ly = &m->layers[il];
         if (ly->kv_index < 0)
@@ -530,6 +544,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     unsigned rb = (unsigned)((hd + c->ops.warp - 1) / c->ops.warp * c->ops.warp);
     TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : 1;
+    const bool tc = c->attn_tc && n <= GEMV_MAX && qs % 4 == 0;
     struct attn_args aa = {
         .q = c->ops.qkv.a, .o = c->ops.o.a, .k = d->kc.a, .v = d->vc.a, .pos = pos, .seq = seq, .part = c->ops.part.a,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
@@ -545,14 +560,17 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     if (fuse)
         aa.oq = c->ops.xq.a, aa.oqd = c->ops.xqd.a;
     /* the head's last split block merges the splits (counted in acnt): one launch fewer a layer */
-    if (nsplit > 1 && c->fuse_attn)
+    if (nsplit > 1 && c->fuse_attn && !tc)
         aa.cnt = c->acnt.a;
     void *ap[] = { &aa };
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
     const int G = ly->n_head / ly->n_head_kv;
     hip_fn fa = hd == 128 ? c->k_fattn128 : hd == 64 ? c->k_fattn64 : NULL;
-    if (n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->ops.kv_elt == 2 && c->ops.warp == 32 && qs % 4 == 0 &&
+    if (tc) {
+        /* decode: a block per (token, KV head, split), the query-head group as one mma operand's rows */
+        TRY(hip_rt_launch(c->ops.rt, c->k_fattn_dec, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 128, ap, e));
+    } else if (n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->ops.kv_elt == 2 && c->ops.warp == 32 && qs % 4 == 0 &&
         ly->n_head % ly->n_head_kv == 0) {
         /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
         int nn = n;
@@ -564,8 +582,10 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     else
         TRY(hip_rt_launch(c->ops.rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1,
                           4u * (unsigned)c->ops.warp, ap, e));
-    if (nsplit > 1 && !aa.cnt) /* a no-op for tokens whose cache took one split (kernels/attn.cu) */
-        TRY(hip_rt_launch(c->ops.rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, rb, ap, e));
+    if (nsplit > 1 && !aa.cnt) /* a no-op for tokens whose cache took one split (kernels/attn.cu); a thread per
+                                  split at least */
+        TRY(hip_rt_launch(c->ops.rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1,
+                          rb > (unsigned)nsplit ? rb : (unsigned)nsplit, ap, e));
     if (qo && !fuse)
         TRY(hip_ops_quant(&c->ops, c->ops.o, n, nq, nq, e));
     c->ops.next_norm = next_norm;
@@ -849,9 +869,9 @@ static int validate(struct hip_engine *c, const struct engine_tok *toks, int n, 
  * 64 cached positions, at most the grid's): 1 up to 64 positions — no partials, no merge launch —, 4 up
  * to 256, else DEC_SPLIT. A grid of DEC_SPLIT splits for short caches launched blocks that only
  * returned, and a merge that did nothing; three buckets keep the captured graphs few. */
-static int dec_splits(int max_kv)
+static int dec_splits(int max_kv, bool tc)
 {
-    return max_kv <= 64 ? 1 : max_kv <= 256 ? 4 : DEC_SPLIT;
+    return max_kv <= 64 ? 1 : max_kv <= 256 ? 4 : tc && max_kv > HIP_DEC_TC_LONG ? HIP_DEC_SPLIT_TC : DEC_SPLIT;
 }
 
 /* engine_decode_topk's request and answer (run). */
@@ -931,7 +951,7 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     int max_kv = 0;
     for (int t = 0; t < n; t++)
         max_kv = toks[t].pos + 1 > max_kv ? toks[t].pos + 1 : max_kv;
-    c->dec_ns = c->split_buckets ? dec_splits(max_kv) : DEC_SPLIT;
+    c->dec_ns = c->split_buckets ? dec_splits(max_kv, c->attn_tc) : DEC_SPLIT;
     /* small batches (decode) are replayed from graphs; prefill shapes vary too much to keep */
     if (c->graphs && n <= GEMV_MAX) {
         hip_graph g = NULL;

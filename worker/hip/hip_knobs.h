@@ -81,6 +81,10 @@ struct hip_knobs {
     /* pairs a tile of the grouped GEMM takes: 0 (default) = by the mean pairs an expert gets (32 up to 48,
      * 64 up to 112, else 128); MOE_T=32|64|128 fixes it, for tuning */
     int moe_t;
+    /* decode attention of head size 128 on an f16 cache through the tensor-core kernel (fattn_dec_128: a
+     * block per KV head and split, the query-head group as the rows of one mma operand; up to
+     * HIP_DEC_SPLIT_TC splits on long caches) instead of attn. ATTN_TC=1 */
+    bool attn_tc;
 };
 
 /* *k = today's defaults, overridden by the LLM170_HIP_* variables as each field above says. */

@@ -82,7 +82,7 @@ struct hip_ops {
     struct hip_dptr h;     /* [B][E] normed input (x∘w, unnormed, while h_def) */
     struct hip_dptr qkv;   /* [B][W] Q | K | V */
     struct hip_dptr o;     /* [B][nq_max] attention output */
-    struct hip_dptr part;  /* [SPLIT_TOKENS][n_head][DEC_SPLIT][hd + 2] attention partials */
+    struct hip_dptr part;  /* [SPLIT_TOKENS][n_head][DEC_SPLIT_MAX(hd)][hd + 2] attention partials */
     struct hip_dptr io;    /* ints [4][B]: tok, pos, seq, out_rows; then f32 cs [B][n_rot] */
     struct hip_dptr xq, xqd; /* q8 copy of the current GEMV input: int8 [rows][K], (d, d·Σq) [rows][K/32] */
     struct hip_dptr fq, fqd; /* q8 copy of the SwiGLU output made by the gate/up GEMV: [GEMV_MAX·Kq][F],

@@ -33,7 +33,8 @@ void hip_scratch_plan(const struct model *m, const struct engine_params *p, stru
     b[HIP_SCR_FG] = B * FK * 4;
     b[HIP_SCR_FU] = B * FK * 4;
     b[HIP_SCR_LOGITS] = B * V * 4;
-    b[HIP_SCR_PART] = (size_t)HIP_SPLIT_TOKENS * (size_t)hp->n_head_max * HIP_DEC_SPLIT * ((size_t)hp->head_dim + 2) * 4;
+    b[HIP_SCR_PART] = (size_t)HIP_SPLIT_TOKENS * (size_t)hp->n_head_max * HIP_DEC_SPLIT_MAX(hp->head_dim) *
+                          ((size_t)hp->head_dim + 2) * 4;
     b[HIP_SCR_RL] = B * (X ? X : 1) * 4;
     b[HIP_SCR_SEL] = B * K * 4;
     b[HIP_SCR_SW] = B * K * 4;

@@ -16,6 +16,13 @@
 #define HIP_GEMV_MAX 16 /* batches up to this many rows use GEMV (decode-shaped steps: q8 copies, fused epilogues,
                            split attention, graph replay) */
 #define HIP_DEC_SPLIT 32 /* attention splits of a GEMV-sized batch (few blocks otherwise) */
+/* ... and of the tensor-core decode attention (kernels/fattn.cu fattn_dec_128) on caches over
+ * HIP_DEC_TC_LONG positions: it reads a KV head once for its query-head group, so its blocks are
+ * n_head / n_head_kv times fewer and more splits keep the device's loads in flight */
+#define HIP_DEC_SPLIT_TC 128
+#define HIP_DEC_TC_LONG 2048
+/* the most splits a decode step of a model with head size hd takes (the partials' stride) */
+#define HIP_DEC_SPLIT_MAX(hd) ((hd) == 128 ? HIP_DEC_SPLIT_TC : HIP_DEC_SPLIT)
 /* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
  * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
  * 3631.5 — a loss where it matters more, so GEMV-sized batches only. */
