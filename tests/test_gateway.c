@@ -22,6 +22,7 @@
 #include "../gateway/http.c"
 #include "../gateway/metrics.c"
 #include "../gateway/oai.c"
+#include "../gateway/embed.c"
 #include "check.h"
 
 #include "fake_backend.h"
