@@ -383,6 +383,80 @@ static void test_limits(void)
     sched_free(s);
 }
 
+/* The GGUF's pooling_type decides: the same weights with pooling_type 1 (mean) give the golden's mean vector
+ * when the request leaves pooling to the model; 2 cls; 0 (none) and an absent key the server default, last;
+ * 4 (rank, a reranker) is refused. */
+static void test_model_pooling(void)
+{
+    SETUP_OR_END();
+    struct { int key; int want; const char *golden; } rows[] = {
+        {1, SCHED_POOL_MEAN, "mean-40"}, {2, SCHED_POOL_CLS, "cls-12"}, {0, SCHED_POOL_LAST, "model-last-40"},
+        {-1, SCHED_POOL_LAST, "model-last-8"}, {4, -1, NULL},
+    };
+    const char *py = system("python3 -c 'import numpy' >/dev/null 2>&1") == 0 ? "python3" : "/usr/bin/python3";
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        json_t *args = json_deep_copy(json_object_get(json_object_get(g_golden, "model"), "args"));
+        if (rows[k].key >= 0)
+            json_object_set_new(args, "pooling_type", json_integer(rows[k].key));
+        else
+            json_object_del(args, "pooling_type");
+        char *a = json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(args);
+        char path[256], cmd[8192];
+        snprintf(path, sizeof path, "/tmp/llm170-test-embed-pool-%d.gguf", (int)getpid());
+        snprintf(cmd, sizeof cmd, "LLM170_SHARED='%s' %s tests/oracle/synth.py '%s' '%s' >/dev/null 2>&1",
+                 check_shared_dir(), py, a, path);
+        free(a);
+        CHECK(system(cmd) == 0, "synth.py with pooling_type %d", rows[k].key);
+        struct model *m = NULL;
+        struct err e;
+        int rc = model_load(&m, path, &e);
+        unlink(path);
+        CHECK(rc == 0, "model_load: %s", e.msg);
+        if (rc)
+            return;
+        CHECK_EQ_INT(model_info(m)->pooling_type, rows[k].key);
+        CHECK_EQ_INT(sched_pooling(m), rows[k].want);
+        struct engine_params p;
+        engine_params_default(&p);
+        p.n_seq = 1;
+        p.n_ctx = 64;
+        p.n_batch = 64;
+        p.n_threads = 2;
+        p.kv_f32 = true;
+        struct engine_ctx *eng = NULL;
+        struct sched *s = NULL;
+        static struct coll c;
+        memset(&c, 0, sizeof c);
+        struct sched_params sp = {.n_slots = 1, .n_queue = 4, .n_batch = 64};
+        if (engine_create(&eng, m, &p, &e) || sched_create(&s, eng, m, &sp, on_event, &c, &e)) {
+            CHECK(0, "engine/sched: %s", e.msg);
+        } else {
+            size_t gi = 0;
+            for (size_t i = 0; rows[k].golden && i < n_cases(); i++)
+                if (!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(g_golden, "cases"), i),
+                                                              "name")), rows[k].golden))
+                    gi = i;
+            int32_t ids[64];
+            int pool;
+            int n = case_prompt(gi, ids, 64, &pool);
+            uint64_t id = 4;
+            rc = submit_embed(s, id, ids, n, SCHED_POOL_MODEL, &e);
+            if (rows[k].want < 0) {
+                CHECK(rc == ERR_UNSUPPORTED && strstr(e.msg, "rank"), "rank: rc %d '%s'", rc, e.msg);
+            } else {
+                CHECK(rc == 0, "submit: %s", e.msg);
+                for (int step = 0; !rc && step < 100 && !c.r[4].finish; step++)
+                    sched_step(s, &e);
+                check_golden(gi, &c.r[4]);
+            }
+        }
+        sched_free(s);
+        engine_free(eng);
+        model_free(m);
+    }
+}
+
 int main(void)
 {
     RUN(test_oracle);
@@ -390,6 +464,7 @@ int main(void)
     RUN(test_batch_invariant);
     RUN(test_prefix_reuse);
     RUN(test_limits);
+    RUN(test_model_pooling);
     engine_free(g_eng);
     model_free(g_model);
     json_decref(g_golden);
