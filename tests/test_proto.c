@@ -584,11 +584,12 @@ static void embedding_roundtrip(void)
     proto_msg_free(&d);
     struct proto_chunkbuf b = {0};
     struct err e;
-    const char *buf;
-    size_t len;
+    const char *buf = NULL;
+    size_t len = 0;
     c.sid = 4;
-    CHECK(proto_chunkbuf_add(&b, &c, 0, &e) == 0 && proto_chunkbuf_end(&b, &buf, &len, &e) == 0, "batched");
-    CHECK(proto_decode(buf, len, &d, &e) == 0 && d.n_chunks == 1, "batched decodes");
+    bool made = proto_chunkbuf_add(&b, &c, 0, &e) == 0 && proto_chunkbuf_end(&b, &buf, &len, &e) == 0;
+    CHECK(made, "batched");
+    CHECK(made && proto_decode(buf, len, &d, &e) == 0 && d.n_chunks == 1, "batched decodes");
     if (d.n_chunks == 1)
         CHECK(d.chunks[0].n_embd == 300 && !memcmp(d.chunks[0].embd, v, sizeof v), "batched vector, bit for bit");
     proto_msg_free(&d);
