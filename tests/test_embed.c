@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../worker/engine/engine.h"
+#include "../worker/gguf/gguf.h"
 #include "../worker/serve/sched.h"
 #include "check.h"
 
@@ -457,6 +458,79 @@ static void test_model_pooling(void)
     }
 }
 
+/* A NaN in the model (token 7's embedding row) ends the embedding that reads it with an error, not a NaN
+ * vector; an embedding in the same steps that never reads it comes out as on the sound model. */
+static void test_nonfinite(void)
+{
+    SETUP_OR_END();
+    char path[256], cmd[8192];
+    snprintf(path, sizeof path, "/tmp/llm170-test-embed-nan-%d.gguf", (int)getpid());
+    char *a = json_dumps(json_object_get(json_object_get(g_golden, "model"), "args"), JSON_COMPACT | JSON_SORT_KEYS);
+    const char *py = system("python3 -c 'import numpy' >/dev/null 2>&1") == 0 ? "python3" : "/usr/bin/python3";
+    snprintf(cmd, sizeof cmd, "LLM170_SHARED='%s' %s tests/oracle/synth.py '%s' '%s' >/dev/null 2>&1",
+             check_shared_dir(), py, a, path);
+    free(a);
+    CHECK(system(cmd) == 0, "synth.py");
+    size_t len = 0;
+    char *buf = check_read_file(path, &len);
+    struct gguf *g = NULL;
+    struct err e;
+    bool ok = buf && gguf_open(&g, path, &e) == 0;
+    const struct gguf_tensor *t = ok ? gguf_find_tensor(g, "token_embd.weight") : NULL;
+    ok = t && t->type == 0 /* F32 */;
+    if (ok) {
+        size_t off = (size_t)((const char *)t->data - (const char *)g->parts[0].map) + 7 * (size_t)t->ne[0] * 4;
+        for (int64_t i = 0; i < t->ne[0]; i++)
+            memcpy(buf + off + (size_t)i * 4, &(float){NAN}, 4);
+    }
+    gguf_close(g);
+    FILE *f = ok ? fopen(path, "wb") : NULL;
+    ok = f && fwrite(buf, 1, len, f) == len;
+    if (f)
+        ok &= fclose(f) == 0;
+    free(buf);
+    struct model *m = NULL;
+    ok = ok && model_load(&m, path, &e) == 0;
+    unlink(path);
+    CHECK(ok, "poisoned model written and loaded");
+    if (!ok)
+        return;
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_seq = 2;
+    p.n_ctx = 64;
+    p.n_batch = 64;
+    p.n_threads = 2;
+    p.kv_f32 = true;
+    struct engine_ctx *eng = NULL;
+    struct sched *s = NULL;
+    static struct coll c;
+    memset(&c, 0, sizeof c);
+    struct sched_params sp = {.n_slots = 2, .n_queue = 4, .n_batch = 64};
+    if (engine_create(&eng, m, &p, &e) || sched_create(&s, eng, m, &sp, on_event, &c, &e)) {
+        CHECK(0, "engine/sched: %s", e.msg);
+    } else {
+        int32_t bad[4] = {5, 9, 7, 11}, ids[64];
+        int pool;
+        int n = case_prompt(2, ids, 64, &pool); /* mean-40: no token 7 in it */
+        bool has7 = false;
+        for (int i = 0; i < n; i++)
+            has7 |= ids[i] == 7;
+        CHECK(!has7, "the clean input reads token 7");
+        CHECK(submit_embed(s, 1, bad, 4, SCHED_POOL_MEAN, &e) == 0, "submit: %s", e.msg);
+        CHECK(submit_embed(s, 2, ids, n, pool, &e) == 0, "submit: %s", e.msg);
+        for (int step = 0; step < 100 && !(c.r[1].finish && c.r[2].finish); step++)
+            sched_step(s, &e);
+        CHECK(c.r[1].finish == SCHED_ERROR && c.r[1].err_code == ERR_INTERNAL && strstr(c.r[1].message, "non-finite") &&
+                  c.r[1].n_embd == 0,
+              "poisoned: finish %d code %d '%s'", c.r[1].finish, c.r[1].err_code, c.r[1].message);
+        check_golden(2, &c.r[2]);
+    }
+    sched_free(s);
+    engine_free(eng);
+    model_free(m);
+}
+
 int main(void)
 {
     RUN(test_oracle);
@@ -465,6 +539,7 @@ int main(void)
     RUN(test_prefix_reuse);
     RUN(test_limits);
     RUN(test_model_pooling);
+    RUN(test_nonfinite);
     engine_free(g_eng);
     model_free(g_model);
     json_decref(g_golden);

@@ -675,8 +675,9 @@ static void emit_row(struct sched *s, int si, const struct row_out *o)
 }
 
 /* An embedding's vector from its pooled sum: the mean divides by the positions; then the L2 normalisation
- * llama.cpp's common_embd_normalize does (sum of squares in double, a zero vector stays zero). */
-static void embd_finish(struct sched *s, struct sreq *r)
+ * llama.cpp's common_embd_normalize does (sum of squares in double, a zero vector stays zero). False when a
+ * value is NaN or infinite (a broken model, as for logits). */
+static bool embd_finish(struct sched *s, struct sreq *r)
 {
     const int E = s->n_embd;
     const double div = r->pool == SCHED_POOL_MEAN ? (double)r->n_prompt : 1.0;
@@ -688,6 +689,7 @@ static void embd_finish(struct sched *s, struct sreq *r)
     const float scale = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
     for (int k = 0; k < E; k++)
         r->vec[k] *= scale;
+    return isfinite(ss);
 }
 
 int sched_step(struct sched *s, struct err *e)
@@ -881,8 +883,13 @@ int sched_step(struct sched *s, struct err *e)
             r->n_past += chunk_of[i];
         }
         if (r->pool && r->n_past >= r->n_prompt) { /* its last chunk ran: the embedding is done */
-            embd_finish(s, r);
-            finish_slot(s, i, SCHED_STOP, 0, NULL);
+            if (embd_finish(s, r)) {
+                finish_slot(s, i, SCHED_STOP, 0, NULL);
+            } else { /* what this sequence's KV holds produced it: no later request may reuse it */
+                engine_seq_truncate(s->eng, i, 0);
+                s->slots[i].n_cache = 0;
+                finish_slot(s, i, SCHED_ERROR, ERR_INTERNAL, "model produced a non-finite hidden state");
+            }
             progress++;
         }
     }
