@@ -49,6 +49,7 @@ static void on_event(void *user, const struct sched_event *ev)
 }
 
 static json_t *g_golden;
+static bool g_verbose; /* print each comparison (test_oracle only, so the output stays short) */
 static struct model *g_model;
 static struct engine_ctx *g_eng;
 static char g_why[256];
@@ -220,6 +221,8 @@ static void check_golden(size_t i, const struct rec *r)
         nn += (double)r->v[k] * r->v[k];
     }
     CHECK(m <= 1e-4, "%s: max |ours - llama.cpp| = %.3g > 1e-4", name, m);
+    if (g_verbose)
+        printf("#   %-14s max |ours - llama.cpp| = %.3g\n", name, m);
     CHECK(fabs(nn - 1.0) < 1e-5, "%s: |v|^2 = %.9g, not 1", name, nn);
 }
 
@@ -232,6 +235,7 @@ static void test_oracle(void)
     CHECK_EQ_INT(model_info(g_model)->pooling_type, 3);
     CHECK_EQ_INT(sched_pooling(g_model), SCHED_POOL_LAST);
     CHECK(n_cases() >= 4, "golden has %zu cases", n_cases());
+    g_verbose = true;
     for (size_t i = 0; i < n_cases(); i++) {
         struct coll c;
         struct sched *s = make(&c, 2, 0);
@@ -250,6 +254,7 @@ static void test_oracle(void)
         CHECK_EQ_INT(c.r[1].n_tokens, 0);
         sched_free(s);
     }
+    g_verbose = false;
 }
 
 /* prefill chunks of 7: mean sums over every chunk, last takes the final chunk's last row, cls the first's */
