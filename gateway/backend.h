@@ -62,6 +62,8 @@ struct gw_gen {
     struct gw_bias *bias;      /* [n_bias] */
     size_t n_bias;
     bool ignore_eos;
+    bool embed;                /* an embedding of the prompt (gateway/embed.h), not a generation: no TOKEN
+                                * events, the DONE event carries the vector */
 };
 
 /* One alternative of a token's distribution. */
@@ -86,6 +88,8 @@ struct gw_event {
     /* DONE */
     const char *finish;        /* "stop" / "length" */
     int32_t n_prompt, n_gen;
+    const float *embd;         /* an embedding job's vector (L2-normalised), [n_embd] */
+    size_t n_embd;
     /* ERROR (the job's final event, also for a cancel) */
     int err_code;
     const char *err_msg;

@@ -215,7 +215,7 @@ static bool deliver_chunk(struct gw_job *j, const struct proto_chunk *c)
         deliver_chunk_token(j, c);
     if (c->finish == PF_STOP || c->finish == PF_LENGTH) {
         struct gw_event ev = {.kind = GW_EV_DONE, .finish = c->finish == PF_LENGTH ? "length" : "stop",
-                              .n_prompt = c->n_prompt, .n_gen = c->n_gen};
+                              .n_prompt = c->n_prompt, .n_gen = c->n_gen, .embd = c->embd, .n_embd = c->n_embd};
         deliver(j, &ev);
     } else if (c->finish == PF_CANCEL) {
         deliver_error(j, ERR_CANCELED, "canceled");
@@ -275,6 +275,7 @@ static bool run_job(struct gw_job *j)
     }
     struct pc_stream *st = NULL;
     pg.group = j->b->group;
+    pg.embed = j->g.embed;
     rc = pc_generate(j->b->pc, &pg, &st, &e);
     free(bias);
     if (rc) {

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "embed.h"
 #include "metrics.h"
 #include "oai.h"
 
@@ -71,7 +72,8 @@ static unsigned fd_room(unsigned want)
  * read the 413; beyond it the connection is answered and closed at once. */
 #define GW_DISCARD_MAX (1ull << 30)
 
-enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_MODEL_ONE, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PREFLIGHT };
+enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_MODEL_ONE, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PREFLIGHT,
+             R_EMBED };
 
 struct gen_req;
 
@@ -140,6 +142,7 @@ struct gen_req {
     bool suspended, streaming, closed, out_done;
     char *out;                      /* SSE bytes not yet handed to libmicrohttpd */
     size_t out_len, out_off;
+    struct gw_embed *emb;           /* /v1/embeddings: its inputs' jobs (embed.c) instead of jobs[] */
     double t0, t_last;
     bool got_first;
 };
@@ -254,6 +257,7 @@ static void gen_decref(struct gen_req *g)
         tc_parser_free(&g->tc[i]);
     }
     oai_request_free(&g->rq);
+    gw_embed_free(g->emb);
     free(g->out);
     pthread_mutex_destroy(&g->mu);
     free(g);
@@ -485,6 +489,8 @@ static void gen_abandon(struct gen_req *g)
     wake(g);
     pthread_mutex_unlock(&g->mu);
     cancel_jobs(g, jobs, k);
+    if (g->emb)
+        gw_embed_cancel(g->emb);
 }
 
 static void *watcher_main(void *arg)
@@ -612,7 +618,15 @@ static enum MHD_Result gen_progress(struct conn *c, struct MHD_Connection *mc)
         pthread_mutex_unlock(&g->mu);
         return respond_error(c, mc, st, code, msg, NULL);
     }
-    if (!g->rq.stream && g->n_final == g->n) {
+    if (g->emb) {
+        if (g->n_final) { /* every input's job ended (emb_done) */
+            char *body, msg[512], param[32];
+            int code, st = gw_embed_result(g->emb, g->model, &body, &code, msg, sizeof msg, param, sizeof param);
+            pthread_mutex_unlock(&g->mu);
+            return body ? respond(c, mc, 200, "application/json", body, strlen(body))
+                        : respond_error(c, mc, st, code, msg, param);
+        }
+    } else if (!g->rq.stream && g->n_final == g->n) {
         char *body = oai_response_body(g->rq.kind, &g->meta, g->choices, g->n, g->n_prompt, g->rq.think);
         pthread_mutex_unlock(&g->mu);
         return body ? respond(c, mc, 200, "application/json", body, strlen(body))
@@ -735,6 +749,70 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
         }
         pthread_mutex_unlock(&g->mu);
     }
+    return gen_progress(c, mc);
+}
+
+/* The embedding's last job ended (a backend thread, or the handler when nothing could start): answer. */
+static void emb_done(void *user)
+{
+    struct gen_req *g = user;
+    pthread_mutex_lock(&g->mu);
+    g->n_final = 1;
+    wake(g);
+    pthread_mutex_unlock(&g->mu);
+    gen_decref(g); /* the jobs' reference */
+}
+
+/* POST /v1/embeddings: a gen_req without choices (so the hang-up watcher, shutdown and the suspended
+ * connection work as for generations) whose inputs run as embedding jobs (embed.c). */
+static enum MHD_Result handle_embeddings(struct conn *c, struct MHD_Connection *mc)
+{
+    struct gw_server *s = c->srv;
+    size_t badat = 0;
+    if (!oai_utf8_valid(c->body ? c->body : "", c->len, &badat)) {
+        char m[128];
+        snprintf(m, sizeof m, "the request body is not valid UTF-8 (byte %zu)", badat);
+        return respond_error(c, mc, 400, ERR_INVALID, m, NULL);
+    }
+    json_error_t je;
+    json_t *body = json_loadb(c->body ? c->body : "", c->len, JSON_DECODE_ANY, &je);
+    if (!body) {
+        char m[400];
+        snprintf(m, sizeof m, "invalid JSON in the request body: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
+        return respond_error(c, mc, 400, ERR_INVALID, m, NULL);
+    }
+    char param[64];
+    struct err e;
+    struct gw_embed *x = NULL;
+    int rc = gw_embed_parse(body, &x, param, sizeof param, &e);
+    json_decref(body);
+    if (rc)
+        return respond_error(c, mc, gw_http_status(rc), rc, e.msg, param);
+    struct gen_req *g = calloc(1, sizeof *g);
+    if (!g) {
+        gw_embed_free(x);
+        return respond_error(c, mc, 500, ERR_NOMEM, "out of memory", NULL);
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_mutex_lock(&s->mu);
+    s->n_gen_alive++;
+    pthread_mutex_unlock(&s->mu);
+    g->refs = 2; /* the connection's and the jobs' (emb_done) */
+    g->srv = s;
+    g->conn = mc;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    g->fd = ci ? ci->connect_fd : -1;
+    g->emb = x;
+    if (gw_embed_model(x)[0])
+        snprintf(g->model, sizeof g->model, "%s", gw_embed_model(x));
+    else
+        default_model(s, g->model, sizeof g->model);
+    g->t0 = now_s();
+    c->gen = g;
+    gw_metrics_in_flight(&s->metrics, 1);
+    live_add(s, g);
+    gw_embed_start(x, &s->be, gw_embed_model(x), emb_done, g);
     return gen_progress(c, mc);
 }
 
@@ -982,6 +1060,8 @@ static int route_of(const char *url, const char *method, const char **endpoint, 
         {"/metrics", "GET", R_METRICS, "/metrics"},
         {"/tokenize", "POST", R_TOKENIZE, "/tokenize"},
         {"/detokenize", "POST", R_DETOKENIZE, "/detokenize"},
+        {"/v1/embeddings", "POST", R_EMBED, "/v1/embeddings"},
+        {"/embeddings", "POST", R_EMBED, "/v1/embeddings"},
     };
     *method_ok = false;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
@@ -1276,6 +1356,7 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
     case R_TOKENIZE: return handle_tokenize(c, mc);
     case R_DETOKENIZE: return handle_detokenize(c, mc);
     case R_PREFLIGHT: return handle_preflight(c, mc);
+    case R_EMBED: return handle_embeddings(c, mc);
     }
     return MHD_NO;
 }
@@ -1303,8 +1384,11 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum
             g->closed = true;
             k = running_jobs(g, jobs);
         }
+        bool emb_stop = g->emb && !g->n_final;
         pthread_mutex_unlock(&g->mu);
         cancel_jobs(g, jobs, k);
+        if (emb_stop)
+            gw_embed_cancel(g->emb);
         if (!c->responded)
             gw_metrics_request(&c->srv->metrics, c->endpoint, 499); /* the client left first */
         gw_metrics_in_flight(&c->srv->metrics, -1);

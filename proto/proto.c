@@ -148,6 +148,7 @@ void proto_chunk_free(struct proto_chunk *c)
         free(c->top[i].text);
     free(c->top);
     free(c->message);
+    free(c->embd);
     memset(c, 0, sizeof *c);
 }
 
@@ -233,8 +234,18 @@ int proto_chunk_copy(struct proto_chunk *d, const struct proto_chunk *s, struct 
     d->text = d->message = NULL;
     d->top = NULL;
     d->n_top = 0;
+    d->embd = NULL;
+    d->n_embd = 0;
     if (dupstr(&d->text, s->text, e) || dupstr(&d->message, s->message, e))
         goto fail;
+    if (s->n_embd) {
+        if (!(d->embd = malloc(s->n_embd * sizeof *d->embd))) {
+            err_set(e, ERR_NOMEM, "proto: out of memory");
+            goto fail;
+        }
+        memcpy(d->embd, s->embd, s->n_embd * sizeof *d->embd);
+        d->n_embd = s->n_embd;
+    }
     if (s->n_top) {
         if (!(d->top = calloc(s->n_top, sizeof *d->top))) {
             err_set(e, ERR_NOMEM, "proto: out of memory");
@@ -342,6 +353,7 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
     n += !!g->model + !!g->prompt + !!g->tokens + !!g->messages + !!g->n_stop + 1 /* logprobs */ +
          !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json + !!g->group;
     n += g->tool_required + !!g->tool_name;
+    n += 2 * (size_t)g->embed;
     n += (size_t)__builtin_popcount(g->set & 0x7ffu);
     msgpack_pack_map(pk, n);
     if (g->model)
@@ -405,6 +417,10 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
     KV_BOOL("cache_prompt", g->cache_prompt);
     if (g->group)
         KV_UINT("group", g->group);
+    if (g->embed) {
+        KV_BOOL("embed", true);
+        KV_INT("pooling", g->pooling);
+    }
 }
 
 static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const char *text, size_t n_text);
@@ -464,7 +480,7 @@ static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const
     bool stream = !proto_sid_is_zero(&c->stream);
     size_t n = 3 + c->has_logprob + !!c->n_top + (stream || c->sid);
     if (c->finish)
-        n += 4 + (c->finish == PF_ERROR ? 2 : 0);
+        n += 4 + (c->finish == PF_ERROR ? 2 : 0) + !!c->n_embd;
     msgpack_pack_map(pk, n);
     if (stream)
         (pk_key(pk, "s"), pk_sid(pk, &c->stream));
@@ -495,6 +511,21 @@ static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const
         if (c->finish == PF_ERROR) {
             KV_STR("code", proto_errc_name(c->errc));
             KV_STR("message", c->message);
+        }
+        if (c->n_embd) { /* little-endian f32 whatever the host: exact, and 4 bytes a value */
+            pk_key(pk, "emb");
+            msgpack_pack_bin(pk, 4 * c->n_embd);
+            unsigned char le[256];
+            for (size_t i = 0; i < c->n_embd;) {
+                size_t k = 0;
+                for (; k < sizeof le / 4 && i < c->n_embd; k++, i++) {
+                    uint32_t u;
+                    memcpy(&u, &c->embd[i], 4);
+                    for (int b = 0; b < 4; b++)
+                        le[4 * k + (size_t)b] = (unsigned char)(u >> (8 * b));
+                }
+                msgpack_pack_bin_body(pk, le, 4 * k);
+            }
         }
     }
 }
@@ -1073,7 +1104,9 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
         (rc = rd_bool(r, o, "add_special", &g->add_special)) ||
         (rc = rd_bool(r, o, "parse_special", &g->parse_special)) ||
         (rc = rd_bool(r, o, "special", &g->special)) ||
-        (rc = rd_bool(r, o, "cache_prompt", &g->cache_prompt)))
+        (rc = rd_bool(r, o, "cache_prompt", &g->cache_prompt)) ||
+        (rc = rd_bool(r, o, "embed", &g->embed)) ||
+        (rc = RD_I32(o, "pooling", 0, 3, g->pooling, false)))
         return rc;
     if ((rc = rd_u64(r, o, "group", &g->group, false)) < 0)
         return rc;
@@ -1137,6 +1170,21 @@ static int rd_chunk(struct rd *r, const msgpack_object *o, struct proto_chunk *c
             free(code);
             if ((rc = rd_str(r, o, "message", &c->message, false)))
                 return rc;
+        }
+        const msgpack_object *emb = get(o, "emb");
+        if (emb && emb->type != MSGPACK_OBJECT_NIL) {
+            if (emb->type != MSGPACK_OBJECT_BIN || emb->via.bin.size % 4 || !emb->via.bin.size ||
+                emb->via.bin.size / 4 > PROTO_MAX_EMBD)
+                return bad(r, "emb", "is not a bin of 1 to 2^20 little-endian f32");
+            c->n_embd = emb->via.bin.size / 4;
+            if (!(c->embd = malloc(c->n_embd * sizeof *c->embd)))
+                return err_set(r->e, ERR_NOMEM, "proto: out of memory");
+            const unsigned char *p = (const unsigned char *)emb->via.bin.ptr;
+            for (size_t i = 0; i < c->n_embd; i++) {
+                uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                             (uint32_t)p[4 * i + 3] << 24;
+                memcpy(&c->embd[i], &u, 4);
+            }
         }
     }
     return 0;

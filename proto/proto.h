@@ -29,6 +29,7 @@
 #define PROTO_MAX_STOP 16              /* stop strings per request */
 #define PROTO_MAX_TOP 32               /* top alternatives per token */
 #define PROTO_MAX_ACKS (1u << 20)      /* acknowledgements in one poll */
+#define PROTO_MAX_EMBD (1u << 20)      /* floats in one embedding */
 
 enum proto_type {
     PT_NONE = 0,
@@ -147,6 +148,10 @@ struct proto_gen {
     bool special;                     /* render control tokens in output text (default false) */
     bool cache_prompt;                /* allow KV prefix reuse (default true) */
     uint64_t group;                   /* C→D: poll group the stream joins (0 = none; polled with "next") */
+    /* an embedding instead of a generation ("embed", "pooling"; absent = false): the prompt's pooled,
+     * L2-normalised final hidden states come back on the final chunk (embd); no token is generated */
+    bool embed;
+    int32_t pooling;                  /* embed: 1 mean, 2 cls, 3 last (llama.cpp's numbers); 0 = the model's */
 };
 /* Zero the request and set the defaults named above. */
 void proto_gen_init(struct proto_gen *g);
@@ -175,6 +180,8 @@ struct proto_chunk {
     int32_t n_cached;      /* final: prompt tokens reused from the KV cache */
     int errc;              /* final with PF_ERROR: PE_* class */
     char *message;         /* final with PF_ERROR: one line */
+    float *embd;           /* final of an embedding request: [n_embd] ("emb": bin of little-endian f32) */
+    size_t n_embd;
 };
 
 /* What one worker is and does (status replies, ready, pong). */

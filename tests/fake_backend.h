@@ -10,7 +10,9 @@
  *  tokens, CANCEL_MID → a cancel after 2 tokens that nobody asked for (as when the worker dies);
  *  model other than "" / "fake-model" → 404;
  *  TOOLCALL / TOOLCALL2 / TOOLBAD → a reply in Qwen's tool-call format (one call; text + two calls; a call
- *  with broken JSON), sent 5 bytes a token, finish "stop". */
+ *  with broken JSON), sent 5 bytes a token, finish "stop". An embedding job (gw_gen.embed) ends with DONE
+ *  carrying an 8-value unit vector that depends on the prompt (same prompt, same vector), n_prompt = its
+ *  length. */
 #ifndef LLM170_TESTS_FAKE_BACKEND_H
 #define LLM170_TESTS_FAKE_BACKEND_H
 
@@ -50,7 +52,7 @@ struct gw_job {
     char prompt[256];
     int max_tokens;
     uint32_t seed;
-    bool seeded, slow, long_prompt;
+    bool seeded, slow, long_prompt, embed;
     int logprobs;
     char stop[4][32];
     int n_stop;
@@ -68,6 +70,23 @@ static void *fake_job_main(void *arg)
     if (strstr(j->prompt, "TOO_LONG") || j->long_prompt) {
         struct gw_event ev = {.kind = GW_EV_ERROR, .err_code = ERR_RANGE,
                               .err_msg = "the prompt (900 tokens) does not fit the context (64)"};
+        j->fn(j->user, &ev);
+        goto out;
+    }
+    if (j->embed) {
+        float v[8];
+        double ss = 0;
+        size_t h = 5381;
+        for (const char *p = j->prompt; *p; p++)
+            h = h * 33 + (unsigned char)*p;
+        for (int k = 0; k < 8; k++) {
+            v[k] = (float)((h >> (3 * k)) % 17) - 8.0f;
+            ss += (double)v[k] * v[k];
+        }
+        for (int k = 0; k < 8; k++)
+            v[k] = ss > 0 ? (float)(v[k] / sqrt(ss)) : 0.0f;
+        struct gw_event ev = {.kind = GW_EV_DONE, .finish = "stop", .n_prompt = (int32_t)strlen(j->prompt),
+                              .embd = v, .n_embd = 8};
         j->fn(j->user, &ev);
         goto out;
     }
@@ -197,6 +216,7 @@ static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *
     j->seeded = g->set & GW_SEED;
     j->seed = g->seed;
     j->long_prompt = p && strlen(p) > 4000;
+    j->embed = g->embed;
     j->slow = strstr(j->prompt, "SLOW") != NULL;
     if (j->slow && !(g->set & GW_MAX_TOKENS))
         j->max_tokens = 500;

@@ -22,6 +22,7 @@
 #include "../gateway/http.c"
 #include "../gateway/metrics.c"
 #include "../gateway/oai.c"
+#include "../gateway/embed.c"
 #include "check.h"
 
 #include "fake_backend.h"
@@ -468,6 +469,98 @@ static void backend_errors(void)
                  "does not fit the context");
     EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":\"TOO_LONG\",\"stream\":true}", 400,
                  "exceed_context_size_error", "does not fit the context");
+}
+
+/* POST /v1/embeddings over the fake backend (8-value vectors that depend on the prompt): more inputs than the
+ * gateway keeps in flight, in order; float vs base64; dimensions; the refusals and the backend's errors. */
+static void embeddings(void)
+{
+    char *b3 = gw_base64((const unsigned char *)"Man", 3), *b2 = gw_base64((const unsigned char *)"Ma", 2),
+         *b1 = gw_base64((const unsigned char *)"M", 1);
+    CHECK(!strcmp(b3, "TWFu") && !strcmp(b2, "TWE=") && !strcmp(b1, "TQ=="), "base64 %s %s %s", b3, b2, b1);
+    free(b3);
+    free(b2);
+    free(b1);
+    char body[4096] = "{\"input\":[";
+    for (int i = 0; i < 40; i++)
+        strcat(body, i ? (i % 2 ? ",\"bb\"" : ",\"a\"") : "\"a\"");
+    strcat(body, "]}");
+    int before = atomic_load(&fake_submitted);
+    struct resp r = http(port_open, "POST", "/v1/embeddings", NULL, body);
+    CHECK(r.status == 200, "status %d %s", r.status, r.body);
+    CHECK_EQ_INT(atomic_load(&fake_submitted) - before, 40);
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_t *data = json_object_get(j, "data");
+    CHECK(json_is_string(json_object_get(j, "object")) && !strcmp(json_string_value(json_object_get(j, "object")), "list"),
+          "object");
+    CHECK_EQ_INT(json_array_size(data), 40);
+    bool order = true, same = true;
+    for (size_t i = 0; i < json_array_size(data); i++) {
+        json_t *d = json_array_get(data, i);
+        order &= json_integer_value(json_object_get(d, "index")) == (json_int_t)i &&
+                 !strcmp(json_string_value(json_object_get(d, "object")), "embedding");
+        same &= json_equal(json_object_get(d, "embedding"), json_object_get(json_array_get(data, i % 2), "embedding"));
+    }
+    CHECK(order && same, "indexes in order %d, the same input the same vector %d", order, same);
+    CHECK(!json_equal(json_object_get(json_array_get(data, 0), "embedding"),
+                      json_object_get(json_array_get(data, 1), "embedding")),
+          "two prompts, two vectors");
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens")), 60);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")), 60);
+    /* base64: the float values' little-endian bytes */
+    json_t *fv = json_object_get(json_array_get(data, 0), "embedding");
+    unsigned char le[32];
+    for (size_t k = 0; k < 8 && k < json_array_size(fv); k++) {
+        float f = (float)json_real_value(json_array_get(fv, k));
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        for (int b = 0; b < 4; b++)
+            le[4 * k + (size_t)b] = (unsigned char)(u >> (8 * b));
+    }
+    char *want = gw_base64(le, sizeof le);
+    struct resp r2 = http(port_open, "POST", "/v1/embeddings", NULL, "{\"input\":\"a\",\"encoding_format\":\"base64\"}");
+    json_t *j2 = json_loads(r2.body, 0, NULL);
+    const char *got = json_string_value(json_object_get(json_array_get(json_object_get(j2, "data"), 0), "embedding"));
+    CHECK(r2.status == 200 && got && !strcmp(got, want), "base64 '%s', want '%s'", got ? got : r2.body, want);
+    free(want);
+    json_decref(j2);
+    resp_free(&r2);
+    /* dimensions: the first 4, unit length again */
+    r2 = http(port_open, "POST", "/v1/embeddings", NULL, "{\"input\":\"a\",\"dimensions\":4}");
+    j2 = json_loads(r2.body, 0, NULL);
+    json_t *dv = json_object_get(json_array_get(json_object_get(j2, "data"), 0), "embedding");
+    double ss = 0, ss4 = 0, worst = 0;
+    for (size_t k = 0; k < 4; k++)
+        ss4 += json_real_value(json_array_get(fv, k)) * json_real_value(json_array_get(fv, k));
+    for (size_t k = 0; k < json_array_size(dv); k++) {
+        double x = json_real_value(json_array_get(dv, k));
+        ss += x * x;
+        double d = fabs(x - json_real_value(json_array_get(fv, k)) / sqrt(ss4));
+        worst = d > worst ? d : worst;
+    }
+    CHECK(r2.status == 200 && json_array_size(dv) == 4 && fabs(ss - 1) < 1e-6 && worst < 1e-6,
+          "dimensions 4: status %d, %zu values, |v|^2 %g, off by %g", r2.status, json_array_size(dv), ss, worst);
+    json_decref(j2);
+    resp_free(&r2);
+    json_decref(j);
+    resp_free(&r);
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":\"a\",\"dimensions\":9}", 400,
+                 "invalid_request_error", "larger than the model's 8");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":\"\"}", 400, "invalid_request_error", "empty string");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":[]}", 400, "invalid_request_error", "empty array");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":[1,\"a\"]}", 400, "invalid_request_error",
+                 "must be a string");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":[[1],[]]}", 400, "invalid_request_error",
+                 "empty token array");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":\"a\",\"encoding_format\":\"f16\"}", 400,
+                 "invalid_request_error", "encoding_format");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":[\"a\",\"TOO_LONG\"]}", 400,
+                 "exceed_context_size_error", "does not fit the context");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":\"QUEUE_FULL\"}", 429, "rate_limit_error",
+                 "queue is full");
+    EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":\"a\",\"model\":\"nope\"}", 404, "not_found_error",
+                 "model 'nope' not found");
+    EXPECT_ERROR(port_key, "/v1/embeddings", NULL, "{\"input\":\"a\"}", 401, "authentication_error", "missing API key");
 }
 
 static void logit_bias_forms(void)
@@ -1462,6 +1555,7 @@ int main(void)
     RUN(n_choices_seed_logprobs);
     RUN(bad_requests);
     RUN(backend_errors);
+    RUN(embeddings);
     RUN(logit_bias_forms);
     RUN(limits);
     RUN(api_keys);

@@ -544,8 +544,61 @@ static void decoder_fuzz(void)
         free(seeds[i]);
 }
 
+/* Embeddings: a generate asking for one (embed, pooling) and the final chunk carrying the vector as
+ * little-endian f32 bytes, exact through the encoder, the batched encoder and proto_chunk_copy. */
+static void embedding_roundtrip(void)
+{
+    struct proto_msg m, d;
+    proto_msg_init(&m, PT_GENERATE);
+    m.id = 9;
+    int32_t toks[] = {5, 6, 7};
+    m.gen.tokens = toks;
+    m.gen.n_tokens = 3;
+    m.gen.embed = true;
+    m.gen.pooling = 1;
+    CHECK(roundtrip(&m, &d) == 0, "generate round trip");
+    CHECK(d.gen.embed && d.gen.pooling == 1, "embed %d pooling %d", d.gen.embed, d.gen.pooling);
+    proto_msg_free(&d);
+    m.gen.embed = false;
+    CHECK(roundtrip(&m, &d) == 0 && !d.gen.embed && d.gen.pooling == 0, "a generation says nothing of embeddings");
+    proto_msg_free(&d);
+
+    float v[300];
+    for (int i = 0; i < 300; i++)
+        v[i] = (float)sin(i * 0.37) * (i % 7 ? 1.0f : 1e-30f);
+    v[5] = -0.0f;
+    struct proto_chunk c = {.token = -1, .text = "", .finish = PF_STOP, .n_prompt = 3, .embd = v, .n_embd = 300};
+    proto_msg_init(&m, PT_CHUNKS);
+    m.id = 9;
+    m.chunks = &c;
+    m.n_chunks = 1;
+    CHECK(roundtrip(&m, &d) == 0 && d.n_chunks == 1, "chunks round trip");
+    if (d.n_chunks == 1) {
+        CHECK(d.chunks[0].n_embd == 300 && !memcmp(d.chunks[0].embd, v, sizeof v), "the vector, bit for bit");
+        struct proto_chunk cp;
+        struct err e;
+        CHECK(proto_chunk_copy(&cp, &d.chunks[0], &e) == 0, "copy");
+        CHECK(cp.n_embd == 300 && cp.embd != d.chunks[0].embd && !memcmp(cp.embd, v, sizeof v), "a copy of its own");
+        proto_chunk_free(&cp);
+    }
+    proto_msg_free(&d);
+    struct proto_chunkbuf b = {0};
+    struct err e;
+    const char *buf = NULL;
+    size_t len = 0;
+    c.sid = 4;
+    bool made = proto_chunkbuf_add(&b, &c, 0, &e) == 0 && proto_chunkbuf_end(&b, &buf, &len, &e) == 0;
+    CHECK(made, "batched");
+    CHECK(made && proto_decode(buf, len, &d, &e) == 0 && d.n_chunks == 1, "batched decodes");
+    if (d.n_chunks == 1)
+        CHECK(d.chunks[0].n_embd == 300 && !memcmp(d.chunks[0].embd, v, sizeof v), "batched vector, bit for bit");
+    proto_msg_free(&d);
+    proto_chunkbuf_free(&b);
+}
+
 int main(void)
 {
+    RUN(embedding_roundtrip);
     RUN(generate_roundtrip);
     RUN(chunks_roundtrip);
     RUN(poll_group_roundtrip);

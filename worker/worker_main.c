@@ -164,6 +164,8 @@ static void send_event(struct worker *w, const struct sched_event *ev)
     c.n_prompt = ev->n_prompt;
     c.n_gen = ev->n_gen;
     c.n_cached = ev->n_cached;
+    c.embd = (float *)ev->embd; /* an embedding's final event */
+    c.n_embd = ev->embd ? (size_t)ev->n_embd : 0;
     if (ev->finish == SCHED_ERROR) {
         c.errc = proto_errc_from_err(ev->err_code);
         if (c.errc == PE_NONE || c.errc == PE_QUEUE_FULL)
@@ -554,6 +556,8 @@ static void job_submit(void *user, void *job)
     q.ignore_eos = g->ignore_eos;
     q.special = g->special;
     q.cache_prompt = g->cache_prompt;
+    q.embed = g->embed;
+    q.pooling = g->pooling;
     if (j->prefill) {
         pre_add(w, j->m.id, j->prefill); /* before the first event can come */
         j->prefill = NULL;

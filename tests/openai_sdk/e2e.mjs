@@ -322,6 +322,28 @@ await tcase('body_100mb', async () => {
   if (r.status === -1) throw new Error('connection failed before a response: ' + r.error);
   expectError(r, 413, null, 'too large');
 });
+await tcase('embeddings', async () => {
+  const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  // the SDK asks for base64 unless told otherwise, and decodes it to floats
+  const r = await client.embeddings.create({ model: MODEL, input: [PROMPT, 'The end.'] });
+  eq(r.object, 'list', 'object');
+  eq(r.data.length, 2, 'data length');
+  eq(r.data[1].index, 1, 'index');
+  eq(r.data[0].object, 'embedding', 'data object');
+  assert(Array.isArray(r.data[0].embedding) && r.data[0].embedding.length > 0, 'embedding is not decoded to numbers');
+  assert(Math.abs(norm(r.data[0].embedding) - 1) < 1e-5, 'not unit length: ' + norm(r.data[0].embedding));
+  assert(r.usage.prompt_tokens > 0 && r.usage.total_tokens === r.usage.prompt_tokens, 'usage ' + JSON.stringify(r.usage));
+  const f = await client.embeddings.create({ model: MODEL, input: PROMPT, encoding_format: 'float' });
+  eq(f.data.length, 1, 'one input');
+  assert(f.data[0].embedding.every((x, i) => Math.fround(x) === r.data[0].embedding[i]), 'float and base64 differ');
+  const d = await client.embeddings.create({ model: MODEL, input: PROMPT, dimensions: 4, encoding_format: 'float' });
+  eq(d.data[0].embedding.length, 4, 'dimensions');
+  assert(Math.abs(norm(d.data[0].embedding) - 1) < 1e-5, 'dimensions: not re-normalised');
+  const e = await sdkError(() => client.embeddings.create({ model: MODEL, input: PROMPT, dimensions: 1 << 20 }));
+  eq(e.status, 400, 'dimensions beyond the model');
+  const e2 = await sdkError(() => client.embeddings.create({ model: MODEL, input: '' }));
+  eq(e2.status, 400, 'empty input');
+});
 await tcase('prompt_longer_than_context', async () => {
   const long = 'Once upon a time there was a little girl. '.repeat(1200); // far beyond stories260K's context
   const r = await raw('/v1/completions', { body: JSON.stringify({ model: MODEL, prompt: long, max_tokens: 4 }) });

@@ -146,6 +146,10 @@ int32_t llama_tokenize(const struct llama_vocab *vocab, const char *text, int32_
 int32_t llama_token_to_piece(const struct llama_vocab *vocab, llama_token token, char *buf,
                              int32_t length, int32_t lstrip, bool special);
 int32_t llama_decode(struct llama_context *ctx, struct llama_batch batch);
+/* Embeddings (context made with embeddings = true): n_embd, and a sequence's pooled embedding of the
+ * last decode (pooling_type mean / cls / last; not normalised). */
+int32_t llama_model_n_embd(const struct llama_model *model);
+float *llama_get_embeddings_seq(struct llama_context *ctx, llama_seq_id seq_id);
 /* Row i of the outputs of the last decode (i counts rows with logits != 0; -1 = last). */
 float *llama_get_logits_ith(struct llama_context *ctx, int32_t i);
 uint32_t llama_model_quantize(const char *in, const char *out, const struct llama_model_quantize_params *p);

@@ -14,6 +14,9 @@
  *   oracle greedy --model M --prompt-tokens 1,2,3 --n N [--threads 1] [--kv f32|f16] [--stop-eog]
  *       prompt in one decode, then one token per decode; prints JSON
  *       {"ids":[...],"top1":[...],"gap":[...]} — top1 = largest logit, gap = top1 - second largest
+ *   oracle embed --model M --prompt-tokens 1,2,3 [--pooling mean|cls|last] --out F [--threads 1]
+ *       one llama_decode with embeddings on (pooling from the model unless given), F32 KV; writes
+ *       llama_get_embeddings_seq of the sequence, n_embd f32 LE, not normalised; prints "n_embd N"
  *   oracle quantize IN OUT TYPE
  *       llama_model_quantize with pure = true (every quantizable tensor gets TYPE), 1 thread
  *   oracle info
@@ -58,7 +61,7 @@ static void quiet_log(int32_t level, const char *text, void *user)
 /* ---- argument helpers ---- */
 
 struct opts {
-    const char *model, *text, *file, *out, *inp, *kv;
+    const char *model, *text, *file, *out, *inp, *kv, *pooling;
     const char *tokens;       /* "1,2,3" */
     int no_special, no_bos, all, threads, n, stop_eog, tg, reps;
 };
@@ -78,6 +81,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
         else if (!strcmp(a, "--out")) VAL(out);
         else if (!strcmp(a, "--inp")) VAL(inp);
         else if (!strcmp(a, "--kv")) VAL(kv);
+        else if (!strcmp(a, "--pooling")) VAL(pooling);
         else if (!strcmp(a, "--prompt-tokens")) VAL(tokens);
         else if (!strcmp(a, "--threads")) { if (!v) die("--threads needs a value"); o->threads = atoi(v); i++; }
         else if (!strcmp(a, "--n")) { if (!v) die("--n needs a value"); o->n = atoi(v); i++; }
@@ -338,6 +342,46 @@ static int cmd_logits(struct opts *o)
     return 0;
 }
 
+static int cmd_embed(struct opts *o)
+{
+    if (!o->tokens || !o->out) die("embed needs --prompt-tokens and --out");
+    int n;
+    llama_token *ids = parse_ids(o->tokens, &n);
+    struct llama_model *m = load_model(o->model, 0);
+    int nv = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= nv) die("token id %d out of range (n_vocab %d)", ids[i], nv);
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t)n; /* the whole input in one micro-batch */
+    cp.n_seq_max = 1;
+    cp.n_outputs_max = 0;
+    cp.n_outputs_max_per_seq = 0;
+    cp.n_threads = cp.n_threads_batch = o->threads;
+    cp.flash_attn_type = ORACLE_FA_OFF;
+    cp.type_k = cp.type_v = ORACLE_GGML_F32;
+    cp.no_perf = true;
+    cp.embeddings = true;
+    cp.pooling_type = -1; /* LLAMA_POOLING_TYPE_UNSPECIFIED: the model's */
+    if (o->pooling)
+        cp.pooling_type = !strcmp(o->pooling, "mean") ? 1 : !strcmp(o->pooling, "cls") ? 2
+                        : !strcmp(o->pooling, "last") ? 3 : (die("--pooling must be mean, cls or last"), 0);
+    struct llama_context *ctx = llama_init_from_model(m, cp);
+    if (!ctx) die("cannot create an embeddings context (n_ctx %d)", n);
+    decode(ctx, ids, n, 0, 1);
+    const float *v = llama_get_embeddings_seq(ctx, 0);
+    if (!v) die("no pooled embedding for sequence 0 (pooling none?)");
+    int ne = llama_model_n_embd(m);
+    FILE *f = fopen(o->out, "wb");
+    if (!f) die("cannot write '%s': %s", o->out, strerror(errno));
+    if (fwrite(v, sizeof(float), (size_t)ne, f) != (size_t)ne) die("short write to '%s'", o->out);
+    if (fclose(f)) die("cannot write '%s'", o->out);
+    printf("n_embd %d n_tokens %d\n", ne, n);
+    llama_free(ctx);
+    llama_model_free(m);
+    free(ids);
+    return 0;
+}
+
 static int cmd_greedy(struct opts *o)
 {
     if (!o->tokens || o->n < 1) die("greedy needs --prompt-tokens and --n N (N >= 1)");
@@ -485,6 +529,7 @@ int main(int argc, char **argv)
         else if (!strcmp(cmd, "tokenize-inp")) rc = cmd_tokenize_inp(&o);
         else if (!strcmp(cmd, "logits")) rc = cmd_logits(&o);
         else if (!strcmp(cmd, "greedy")) rc = cmd_greedy(&o);
+        else if (!strcmp(cmd, "embed")) rc = cmd_embed(&o);
         else if (!strcmp(cmd, "bench")) rc = cmd_bench(&o);
         else die("unknown command '%s'", cmd);
     }

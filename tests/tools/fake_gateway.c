@@ -11,6 +11,7 @@
 #include "../../gateway/http.c"
 #include "../../gateway/metrics.c"
 #include "../../gateway/oai.c"
+#include "../../gateway/embed.c"
 #include "../fake_backend.h"
 
 int main(int argc, char **argv)

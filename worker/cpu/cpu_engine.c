@@ -789,7 +789,8 @@ static const struct layer_ops cpu_layer_ops = {
     .output = op_output,
 };
 
-static int cpu_engine_decode(void *b, const struct engine_tok *toks, int n, float *logits, struct err *e)
+static int cpu_engine_decode_embd(void *b, const struct engine_tok *toks, int n, const bool *want, float *logits,
+                                  float *embd, struct err *e)
 {
     struct cpu_engine *c = b;
     int rc = validate(c, toks, n, e);
@@ -801,6 +802,9 @@ static int cpu_engine_decode(void *b, const struct engine_tok *toks, int n, floa
             c->out_rows[n_out++] = t;
     if (n_out && !logits)
         return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
+    for (int t = 0; want && t < n; t++)
+        if (want[t] && !embd)
+            return err_set(e, ERR_INVALID, "engine_decode: token %d asked for its hidden state but the buffer is NULL", t);
     c->toks = toks;
     c->logits = logits;
     rc = model_forward(c->m, &cpu_layer_ops, c, n, n_out, e);
@@ -808,9 +812,20 @@ static int cpu_engine_decode(void *b, const struct engine_tok *toks, int n, floa
     c->logits = NULL;
     if (rc)
         return rc;
+    /* embeddings: x is the final residual stream (the output op only reads it); a row's own norm, so the
+     * result does not depend on what else is in the batch */
+    const int E = c->m->hp.n_embd;
+    for (int t = 0, r = 0; want && t < n; t++)
+        if (want[t])
+            ops_rms_norm(embd + (size_t)r++ * E, c->x + (size_t)t * E, c->m->output_norm.data, E, c->m->hp.rms_eps);
     for (int s = 0; s < c->p.n_seq; s++)
         c->kv.len[s] = c->seq_next[s];
     return 0;
+}
+
+static int cpu_engine_decode(void *b, const struct engine_tok *toks, int n, float *logits, struct err *e)
+{
+    return cpu_engine_decode_embd(b, toks, n, NULL, logits, NULL, e);
 }
 
 static int cpu_engine_seq_len(const void *b, int seq)
@@ -866,6 +881,7 @@ const struct backend_ops cpu_backend = {
     .n_ctx = cpu_n_ctx,
     .pool = cpu_pool,
     .decode = cpu_engine_decode,
+    .decode_embd = cpu_engine_decode_embd,
     .seq_len = cpu_engine_seq_len,
     .seq_restore = cpu_engine_seq_restore,
     .seq_copy = cpu_engine_seq_copy,

@@ -101,6 +101,19 @@ int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int 
 
 bool engine_has_topk(const struct engine_ctx *c) { return c && c->ops->decode_topk; }
 
+int engine_decode_embd(struct engine_ctx *c, const struct engine_tok *toks, int n, const bool *want, float *logits,
+                       float *embd, struct err *e)
+{
+    if (c->ops->decode_embd)
+        return c->ops->decode_embd(c->b, toks, n, want, logits, embd, e);
+    for (int t = 0; want && t < n; t++)
+        if (want[t])
+            return err_set(e, ERR_UNSUPPORTED, "embeddings on the %s backend: not yet", c->ops->name);
+    return c->ops->decode(c->b, toks, n, logits, e);
+}
+
+bool engine_has_embd(const struct engine_ctx *c) { return c && c->ops->decode_embd; }
+
 float *engine_logits_alloc(struct engine_ctx *c, size_t n)
 {
     if (!c || !c->ops->host_alloc)

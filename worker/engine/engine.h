@@ -68,6 +68,13 @@ int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int 
 /* Whether engine_decode_topk pre-selects on this engine (else it is engine_decode). */
 bool engine_has_topk(const struct engine_ctx *c);
 
+/* engine_decode that also writes, for each token t with want[t], its final hidden state after the output
+ * norm (what the LM head would multiply; n_embd floats per such token, in batch order) to embd: what an
+ * embedding pools. ERR_UNSUPPORTED naming the backend when it has none (engine_has_embd) and a token asks. */
+int engine_decode_embd(struct engine_ctx *c, const struct engine_tok *toks, int n, const bool *want, float *logits,
+                       float *embd, struct err *e);
+bool engine_has_embd(const struct engine_ctx *c);
+
 /* Sequence state: forget all positions >= pos (pos 0 clears it). Returns 0, or ERR_UNSUPPORTED
  * when the model has recurrent layers (qwen35*) and pos is neither 0, the current length, nor a
  * snapshot position of the sequence: a recurrent state folds in every position and cannot be

@@ -44,6 +44,9 @@ int model_load(struct model **out, const char *path, struct err *e)
     struct loader L = { .m = m, .g = m->g, .path = path, .A = m->arch_name };
     if ((rc = m->arch->load(&L, e)))
         goto fail;
+    int pooling = -1; /* embeddings: how a sequence's hidden states pool (llama.cpp's enum; any arch) */
+    if ((rc = mload_int(&L, "pooling_type", false, -1, -1, 4, &pooling, e)))
+        goto fail;
     if ((rc = tok_load(&m->vocab, m->g, e))) {
         err_prefix(e, "%s", path);
         goto fail;
@@ -63,6 +66,7 @@ int model_load(struct model **out, const char *path, struct err *e)
     mi->n_ctx_train = m->hp.n_ctx_train;
     mi->n_embd = m->hp.n_embd;
     mi->n_layer = m->hp.n_layer;
+    mi->pooling_type = pooling;
     for (uint64_t i = 0; i < m->g->n_tensors; i++) {
         const struct gguf_tensor *t = &m->g->tensors[i];
         mi->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);

@@ -31,6 +31,8 @@ struct model_info {
     int32_t n_layer;
     uint64_t n_params;    /* elements over all tensors */
     uint64_t n_bytes;     /* bytes of tensor data */
+    int32_t pooling_type; /* {arch}.pooling_type as llama.cpp numbers it (0 none, 1 mean, 2 cls, 3 last,
+                           * 4 rank), -1 when the file does not say */
 };
 
 struct model;

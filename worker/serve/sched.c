@@ -40,6 +40,12 @@ struct sreq {
     struct smp_prob *probs;     /* [33] with logprobs (n_probs >= 0), else NULL */
     struct sched_top *tops;     /* [32] likewise */
     char *top_text;             /* [32][3 * piece_cap + 1] likewise: each piece cleaned, up to 3 bytes a byte */
+    /* an embedding request (sched_request.embed): pool is enum sched_pool, resolved; acc [n_embd] the sum of
+     * the pooled rows so far (mean: every position, possibly over several prefill chunks; cls: the first; last:
+     * the last), vec [n_embd] the result */
+    int pool;
+    double *acc;
+    float *vec;
 };
 
 /* What the parallel part of a step made of one logits row, for the stepping
@@ -81,6 +87,9 @@ struct sched {
     int *row_slot;              /* [n_slots] slot of each logits row */
     struct row_out *rows;       /* [n_slots] each logits row's outcome */
     float *logits;              /* [n_slots][n_vocab] */
+    float *embd;                /* [n_batch][n_embd] a step's hidden-state rows for embeddings (at first use) */
+    bool *embd_want;            /* [n_batch] which batch tokens those rows are of */
+    int n_embd;
     /* a step's top-k pre-selection made by the engine (engine_decode_topk), when it can: */
     bool topk;                  /* the engine pre-selects and whole_rows is off */
     bool step_cands;            /* this step's rows came through engine_decode_topk */
@@ -118,6 +127,8 @@ static void sreq_free(struct sreq *r)
     free(r->probs);
     free(r->tops);
     free(r->top_text);
+    free(r->acc);
+    free(r->vec);
     smp_free(r->smp);
     stop_free(r->stop);
     free(r);
@@ -146,6 +157,7 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     }
     s->n_ctx = engine_n_ctx(eng);
     s->n_vocab = model_info(m)->n_vocab;
+    s->n_embd = model_info(m)->n_embd;
     s->emit = emit;
     s->user = user;
     pthread_mutex_init(&s->mu, NULL);
@@ -155,13 +167,14 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->text_cap = 4 * s->piece_cap + 64;
     s->slots = calloc((size_t)s->p.n_slots, sizeof *s->slots);
     s->batch = calloc((size_t)s->p.n_batch, sizeof *s->batch);
+    s->embd_want = calloc((size_t)s->p.n_batch, sizeof *s->embd_want);
     s->row_slot = calloc((size_t)s->p.n_slots, sizeof *s->row_slot);
     s->rows = calloc((size_t)s->p.n_slots, sizeof *s->rows);
     s->logits = engine_logits_alloc(eng, (size_t)s->p.n_slots * (size_t)s->n_vocab);
     s->piece = malloc((size_t)s->p.n_slots * s->piece_cap);
     s->text = malloc(s->text_cap);
     s->eog = calloc((size_t)s->n_vocab, sizeof *s->eog);
-    bool ok = s->slots && s->batch && s->row_slot && s->rows && s->logits && s->piece && s->text && s->eog;
+    bool ok = s->slots && s->batch && s->embd_want && s->row_slot && s->rows && s->logits && s->piece && s->text && s->eog;
     s->topk = engine_has_topk(eng) && !p->whole_rows;
     if (ok && s->topk) {
         s->topk_k = calloc((size_t)s->p.n_slots, sizeof *s->topk_k);
@@ -203,6 +216,8 @@ void sched_free(struct sched *s)
     free(s->row_slot);
     free(s->rows);
     engine_logits_free(s->eng, s->logits);
+    free(s->embd);
+    free(s->embd_want);
     free(s->topk_k);
     free(s->n_cands);
     free(s->cand_ids);
@@ -217,11 +232,28 @@ void sched_free(struct sched *s)
 
 /* ---------------------------------------------------------------- submit */
 
+int sched_pooling(const struct model *m)
+{
+    int p = model_info(m)->pooling_type;
+    return p == SCHED_POOL_MEAN || p == SCHED_POOL_CLS || p == SCHED_POOL_LAST ? p : p == 4 ? -1 : SCHED_POOL_LAST;
+}
+
 int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
 {
     if (q->n_prompt == 0)
         return err_set(e, ERR_INVALID, "empty prompt");
-    if (q->n_prompt >= (size_t)s->n_ctx)
+    int pool = 0;
+    if (q->embed) {
+        if (!engine_has_embd(s->eng)) /* the engine's own message names the backend */
+            return engine_decode_embd(s->eng, &(struct engine_tok){0}, 1, &(bool){true}, NULL, NULL, e);
+        pool = q->pooling == SCHED_POOL_MODEL ? sched_pooling(s->m) : q->pooling;
+        if (pool < SCHED_POOL_MEAN || pool > SCHED_POOL_LAST)
+            return err_set(e, ERR_UNSUPPORTED, pool < 0 ? "the model is a reranker (pooling_type rank): no embeddings"
+                                                        : "unknown pooling %d (1 mean, 2 cls, 3 last)", q->pooling);
+        /* nothing is generated after the prompt, so it may fill the context */
+        if (q->n_prompt > (size_t)s->n_ctx)
+            return err_set(e, ERR_RANGE, "input of %zu tokens does not fit the context of %d", q->n_prompt, s->n_ctx);
+    } else if (q->n_prompt >= (size_t)s->n_ctx)
         return err_set(e, ERR_RANGE, "prompt of %zu tokens does not fit the context of %d (at least one position must stay free)",
                        q->n_prompt, s->n_ctx);
     for (size_t i = 0; i < q->n_prompt; i++)
@@ -242,6 +274,17 @@ int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
     r->ignore_eos = q->ignore_eos;
     r->special = q->special;
     r->cache_prompt = q->cache_prompt;
+    r->pool = pool;
+    if (q->embed) {
+        r->max_tokens = -1;
+        r->n_probs = -1;
+        r->acc = calloc((size_t)s->n_embd, sizeof *r->acc);
+        r->vec = calloc((size_t)s->n_embd, sizeof *r->vec);
+        if (!r->acc || !r->vec) {
+            sreq_free(r);
+            return err_set(e, ERR_NOMEM, "out of memory");
+        }
+    }
     tok_stream_init(&r->ts);
     r->prompt = malloc(q->n_prompt * sizeof *r->prompt);
     if (!r->prompt) {
@@ -370,6 +413,10 @@ static void emit_final(struct sched *s, struct sreq *r, int finish, const char *
         .n_prompt = r->n_prompt, .n_gen = r->n_gen, .n_cached = r->n_cached, .err_code = err_code,
         .message = message,
     };
+    if (r->pool && finish == SCHED_STOP) {
+        ev.embd = r->vec;
+        ev.n_embd = s->n_embd;
+    }
     s->emit(s->user, &ev);
 }
 
@@ -436,7 +483,8 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
         return err_set(e, ERR_INTERNAL, "sched: admit without a free slot");
     struct slot *sl = &s->slots[best_free];
     int reuse = best_free_lcp;
-    int limit = r->n_prompt - 1;
+    /* mean and cls pooling need the hidden states of the first positions too: nothing is reused */
+    int limit = r->pool == SCHED_POOL_MEAN || r->pool == SCHED_POOL_CLS ? 0 : r->n_prompt - 1;
     if (best_src >= 0 && best_src != best_free && best_src_lcp > reuse) {
         int n = best_src_lcp < limit ? best_src_lcp : limit;
         struct err ce;
@@ -469,7 +517,7 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
         s->cnt.slot_gap_ns += clock_now_ns() - sl->t_free;
     }
     /* llama-server feeds the prompt to the penalty window */
-    for (int i = 0; i < r->n_prompt; i++)
+    for (int i = 0; !r->pool && i < r->n_prompt; i++)
         smp_accept(r->smp, r->prompt[i]);
     pthread_mutex_lock(&s->mu);
     sl->r = r;
@@ -626,6 +674,24 @@ static void emit_row(struct sched *s, int si, const struct row_out *o)
         finish_slot(s, si, SCHED_LENGTH, 0, NULL);
 }
 
+/* An embedding's vector from its pooled sum: the mean divides by the positions; then the L2 normalisation
+ * llama.cpp's common_embd_normalize does (sum of squares in double, a zero vector stays zero). False when a
+ * value is NaN or infinite (a broken model, as for logits). */
+static bool embd_finish(struct sched *s, struct sreq *r)
+{
+    const int E = s->n_embd;
+    const double div = r->pool == SCHED_POOL_MEAN ? (double)r->n_prompt : 1.0;
+    double ss = 0.0;
+    for (int k = 0; k < E; k++) {
+        r->vec[k] = (float)(r->acc[k] / div);
+        ss += (double)r->vec[k] * (double)r->vec[k];
+    }
+    const float scale = ss > 0.0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+    for (int k = 0; k < E; k++)
+        r->vec[k] *= scale;
+    return isfinite(ss);
+}
+
 int sched_step(struct sched *s, struct err *e)
 {
     /* 1. cancellations and admissions */
@@ -695,6 +761,7 @@ int sched_step(struct sched *s, struct err *e)
         struct sreq *r = s->slots[i].r;
         if (!r || r->pending < 0)
             continue;
+        s->embd_want[nb] = false;
         s->batch[nb++] = (struct engine_tok){r->pending, r->n_past, i, true};
         s->row_slot[n_rows++] = i;
     }
@@ -715,6 +782,7 @@ int sched_step(struct sched *s, struct err *e)
         }
         order[k] = i;
     }
+    int n_erows = 0; /* rows of hidden states for embeddings */
     for (int oi = 0; oi < n_order && budget > 0; oi++) {
         int i = order[oi];
         struct sreq *r = s->slots[i].r;
@@ -724,6 +792,15 @@ int sched_step(struct sched *s, struct err *e)
         for (int k = 0; k < take; k++) {
             int pos = r->n_past + k;
             bool last = pos == r->n_prompt - 1;
+            if (r->pool) { /* an embedding: no logits, the hidden states its pooling needs */
+                bool want = r->pool == SCHED_POOL_MEAN || (r->pool == SCHED_POOL_CLS && pos == 0) ||
+                            (r->pool == SCHED_POOL_LAST && last);
+                s->embd_want[nb] = want;
+                s->batch[nb++] = (struct engine_tok){r->prompt[pos], pos, i, false};
+                n_erows += want;
+                continue;
+            }
+            s->embd_want[nb] = false;
             s->batch[nb++] = (struct engine_tok){r->prompt[pos], pos, i, last};
             if (last)
                 s->row_slot[n_rows++] = i;
@@ -745,7 +822,19 @@ int sched_step(struct sched *s, struct err *e)
         s->topk_k[row] = k <= ENGINE_CAND_CAP / 2 ? k : 0;
         s->step_cands |= s->topk_k[row] > 0;
     }
-    int rc = s->step_cands ? engine_decode_topk(s->eng, s->batch, nb, s->topk_k, s->cand_ids, s->cand_vals,
+    if (n_erows && !s->embd) {
+        s->embd = malloc((size_t)s->p.n_batch * (size_t)s->n_embd * sizeof *s->embd);
+        if (!s->embd)
+            n_erows = -1;
+    }
+    int rc;
+    if (n_erows < 0)
+        rc = err_set(e, ERR_NOMEM, "sched: out of memory for the embeddings' hidden states");
+    else if (n_erows) { /* the engine's whole rows: no top-k pre-selection in a step with embeddings */
+        s->step_cands = false;
+        rc = engine_decode_embd(s->eng, s->batch, nb, s->embd_want, s->logits, s->embd, e);
+    } else
+        rc = s->step_cands ? engine_decode_topk(s->eng, s->batch, nb, s->topk_k, s->cand_ids, s->cand_vals,
                                                 s->n_cands, s->logits, e)
                            : engine_decode(s->eng, s->batch, nb, s->logits, e);
     uint64_t t2 = clock_now_ns();
@@ -766,6 +855,16 @@ int sched_step(struct sched *s, struct err *e)
         }
         return rc;
     }
+    /* embeddings: pool this step's rows into their requests (in batch order, so mean sums the positions
+     * in order whatever the chunking) */
+    for (int t = 0, row = 0; n_erows > 0 && t < nb; t++) {
+        if (!s->embd_want[t])
+            continue;
+        struct sreq *r = s->slots[s->batch[t].seq].r;
+        const float *h = s->embd + (size_t)row++ * (size_t)s->n_embd;
+        for (int k = 0; k < s->n_embd; k++)
+            r->acc[k] += h[k];
+    }
     /* bookkeeping: positions now in the KV */
     for (int t = 0; t < nb; t++) {
         struct slot *sl = &s->slots[s->batch[t].seq];
@@ -782,6 +881,16 @@ int sched_step(struct sched *s, struct err *e)
             r->pending = -1;
         } else {
             r->n_past += chunk_of[i];
+        }
+        if (r->pool && r->n_past >= r->n_prompt) { /* its last chunk ran: the embedding is done */
+            if (embd_finish(s, r)) {
+                finish_slot(s, i, SCHED_STOP, 0, NULL);
+            } else { /* what this sequence's KV holds produced it: no later request may reuse it */
+                engine_seq_truncate(s->eng, i, 0);
+                s->slots[i].n_cache = 0;
+                finish_slot(s, i, SCHED_ERROR, ERR_INTERNAL, "model produced a non-finite hidden state");
+            }
+            progress++;
         }
     }
 

@@ -51,7 +51,19 @@ struct sched_request {
     bool ignore_eos;            /* EOG tokens do not end the request */
     bool special;               /* render control tokens in the text */
     bool cache_prompt;          /* allow KV prefix reuse */
+    /* An embedding request: its prompt is evaluated (prefill only, batched with the rest), the final
+     * hidden states of its positions (after the output norm, before the LM head) are pooled and L2-normalised,
+     * and the final event carries the vector; no token is generated and the sampler fields are ignored. */
+    bool embed;
+    int32_t pooling;            /* embed: enum sched_pool; SCHED_POOL_MODEL = the model's (sched_pooling) */
 };
+
+/* Pooling of an embedding, numbered as llama.cpp's pooling_type (0 none and 4 rank are not poolings here). */
+enum sched_pool { SCHED_POOL_MODEL = 0, SCHED_POOL_MEAN = 1, SCHED_POOL_CLS = 2, SCHED_POOL_LAST = 3 };
+/* The pooling an embedding request of model m gets when it asks for SCHED_POOL_MODEL: the GGUF's
+ * {arch}.pooling_type when it is mean, cls or last; else (none, absent) last, which is what decoder
+ * embedding models (Qwen3-Embedding) are trained with; -1 for rank (a reranker: no embedding). */
+int sched_pooling(const struct model *m);
 /* Greedy, no limit, no stop strings, prefix reuse on. */
 void sched_request_init(struct sched_request *r);
 
@@ -73,6 +85,8 @@ struct sched_event {
     int n_top;
     int finish;                /* enum sched_finish; non-zero on the last event of a request */
     int32_t n_prompt, n_gen, n_cached;
+    const float *embd;         /* final event of an embedding request (finish SCHED_STOP): [n_embd], L2-normalised */
+    int32_t n_embd;
     int err_code;              /* finish == SCHED_ERROR: ERR_* */
     const char *message;       /* finish == SCHED_ERROR */
 };
@@ -87,7 +101,8 @@ void sched_free(struct sched *s);
 
 /* Thread-safe. ERR_FULL: every slot busy and the queue full. ERR_RANGE: the
  * prompt does not fit the context. ERR_INVALID: empty prompt, an id outside
- * the vocabulary, bad sampler parameters. ERR_CANCELED: sched_close was called. */
+ * the vocabulary, bad sampler parameters. ERR_CANCELED: sched_close was called.
+ * ERR_UNSUPPORTED: an embedding the engine or the model cannot make. */
 int sched_submit(struct sched *s, const struct sched_request *r, struct err *e);
 /* Thread-safe. The request ends with SCHED_CANCEL at the next step, its slot
  * freed. Returns ERR_NOTFOUND when no live request has that id. */
