@@ -1,0 +1,748 @@
+/* gram.c — byte grammar, pushdown parser over sets of stacks, token mask
+ * by trie walk (see gram.h for the model). */
+#include "gram.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Flattened elements: ≥ 0 a byte-set id, END closes an alternative, ≤ −2 a
+ * rule reference (rule = −e − 2). */
+#define END (-1)
+#define REF(r) (-(r) - 2)
+#define REF_RULE(e) (-(e) - 2)
+
+struct rule {
+    int32_t *alt; /* [n] start position of each alternative in elems */
+    int32_t n, cap;
+};
+
+struct gram {
+    int32_t *elems;
+    size_t n_elems, cap_elems;
+    struct gram_set *sets;
+    int32_t n_sets, cap_sets;
+    int32_t single[256]; /* set id of each one-byte set, −1 not made yet */
+    struct rule *rules;
+    int32_t n_rules, cap_rules;
+    int32_t root;
+    bool oom, too_big;
+};
+
+/* ---------------------------------------------------------------- sets */
+
+void gram_set_clear(struct gram_set *s) { memset(s, 0, sizeof *s); }
+
+void gram_set_add(struct gram_set *s, unsigned lo, unsigned hi)
+{
+    for (unsigned b = lo; b <= hi && b < 256; b++)
+        s->w[b >> 5] |= 1u << (b & 31);
+}
+
+bool gram_set_has(const struct gram_set *s, unsigned b) { return b < 256 && (s->w[b >> 5] >> (b & 31)) & 1u; }
+
+/* ---------------------------------------------------------------- building */
+
+static bool grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+void gram_seq_init(struct gram_seq *q) { memset(q, 0, sizeof *q); }
+void gram_seq_free(struct gram_seq *q)
+{
+    free(q->e);
+    memset(q, 0, sizeof *q);
+}
+void gram_seq_clear(struct gram_seq *q) { q->n = 0; }
+
+static void seq_push(struct gram_seq *q, int32_t x)
+{
+    if (q->oom || !grow((void **)&q->e, &q->cap, q->n + 1, sizeof *q->e)) {
+        q->oom = true;
+        return;
+    }
+    q->e[q->n++] = x;
+}
+
+struct gram *gram_new(void)
+{
+    struct gram *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    for (int i = 0; i < 256; i++)
+        g->single[i] = -1;
+    return g;
+}
+
+void gram_free(struct gram *g)
+{
+    if (!g)
+        return;
+    for (int32_t i = 0; i < g->n_rules; i++)
+        free(g->rules[i].alt);
+    free(g->rules);
+    free(g->sets);
+    free(g->elems);
+    free(g);
+}
+
+int gram_error(const struct gram *g, struct err *e)
+{
+    if (!g || g->oom)
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    if (g->too_big)
+        return err_set(e, ERR_RANGE, "grammar: more than %d elements (the schema is too large)", GRAM_MAX_ELEMS);
+    if (g->n_rules == 0)
+        return err_set(e, ERR_INVALID, "grammar: no rules");
+    return 0;
+}
+
+int32_t gram_rule_new(struct gram *g)
+{
+    size_t cap = (size_t)g->cap_rules;
+    if (g->oom || !grow((void **)&g->rules, &cap, (size_t)g->n_rules + 1, sizeof *g->rules)) {
+        g->oom = true;
+        return 0;
+    }
+    g->cap_rules = (int32_t)cap;
+    g->rules[g->n_rules] = (struct rule){0};
+    return g->n_rules++;
+}
+
+static int32_t set_id(struct gram *g, const struct gram_set *s)
+{
+    size_t cap = (size_t)g->cap_sets;
+    if (g->oom || !grow((void **)&g->sets, &cap, (size_t)g->n_sets + 1, sizeof *g->sets)) {
+        g->oom = true;
+        return 0;
+    }
+    g->cap_sets = (int32_t)cap;
+    g->sets[g->n_sets] = *s;
+    return g->n_sets++;
+}
+
+void gram_seq_set(struct gram *g, struct gram_seq *q, const struct gram_set *s) { seq_push(q, set_id(g, s)); }
+
+void gram_seq_range(struct gram *g, struct gram_seq *q, unsigned lo, unsigned hi)
+{
+    if (lo == hi && lo < 256) {
+        if (g->single[lo] < 0) {
+            struct gram_set s;
+            gram_set_clear(&s);
+            gram_set_add(&s, lo, lo);
+            g->single[lo] = set_id(g, &s);
+        }
+        seq_push(q, g->single[lo]);
+        return;
+    }
+    struct gram_set s;
+    gram_set_clear(&s);
+    gram_set_add(&s, lo, hi);
+    gram_seq_set(g, q, &s);
+}
+
+void gram_seq_lit(struct gram *g, struct gram_seq *q, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        gram_seq_range(g, q, (unsigned char)s[i], (unsigned char)s[i]);
+}
+
+void gram_seq_ref(struct gram_seq *q, int32_t rule) { seq_push(q, REF(rule)); }
+
+void gram_seq_append(struct gram_seq *q, const struct gram_seq *tail)
+{
+    for (size_t i = 0; i < tail->n; i++)
+        seq_push(q, tail->e[i]);
+    q->oom |= tail->oom;
+}
+
+void gram_alt(struct gram *g, int32_t rule, const struct gram_seq *q)
+{
+    if (q->oom)
+        g->oom = true;
+    if (g->oom || g->too_big || rule < 0 || rule >= g->n_rules)
+        return;
+    if (g->n_elems + q->n + 1 > GRAM_MAX_ELEMS) {
+        g->too_big = true;
+        return;
+    }
+    struct rule *r = &g->rules[rule];
+    size_t cap = (size_t)r->cap;
+    if (!grow((void **)&g->elems, &g->cap_elems, g->n_elems + q->n + 1, sizeof *g->elems) ||
+        !grow((void **)&r->alt, &cap, (size_t)r->n + 1, sizeof *r->alt)) {
+        g->oom = true;
+        return;
+    }
+    r->cap = (int32_t)cap;
+    r->alt[r->n++] = (int32_t)g->n_elems;
+    memcpy(g->elems + g->n_elems, q->e, q->n * sizeof *q->e);
+    g->n_elems += q->n;
+    g->elems[g->n_elems++] = END;
+}
+
+int32_t gram_rule_of(struct gram *g, const struct gram_seq *q)
+{
+    int32_t r = gram_rule_new(g);
+    gram_alt(g, r, q);
+    return r;
+}
+
+int32_t gram_rule_repeat(struct gram *g, int32_t rule, int32_t min, int32_t max)
+{
+    if (min < 0)
+        min = 0;
+    struct gram_seq q;
+    gram_seq_init(&q);
+    int32_t tail = -1;
+    if (max < 0) { /* S ::= item S | ε — the ref ends its alternative: no stack growth */
+        tail = gram_rule_new(g);
+        gram_seq_ref(&q, rule);
+        gram_seq_ref(&q, tail);
+        gram_alt(g, tail, &q);
+        gram_seq_clear(&q);
+        gram_alt(g, tail, &q);
+    } else if (max > min) { /* O_k ::= item O_{k−1} | ε, O_0 = ε */
+        for (int32_t k = 1; k <= max - min && !g->oom && !g->too_big; k++) {
+            int32_t o = gram_rule_new(g);
+            gram_seq_clear(&q);
+            gram_seq_ref(&q, rule);
+            if (tail >= 0)
+                gram_seq_ref(&q, tail);
+            gram_alt(g, o, &q);
+            gram_seq_clear(&q);
+            gram_alt(g, o, &q);
+            tail = o;
+        }
+    }
+    gram_seq_clear(&q);
+    for (int32_t i = 0; i < min && !q.oom; i++)
+        gram_seq_ref(&q, rule);
+    if (tail >= 0)
+        gram_seq_ref(&q, tail);
+    int32_t r = gram_rule_new(g);
+    if (max < 0 || max >= min)
+        gram_alt(g, r, &q); /* max < min: the rule matches nothing */
+    gram_seq_free(&q);
+    return r;
+}
+
+void gram_set_root(struct gram *g, int32_t rule) { g->root = rule; }
+size_t gram_n_elems(const struct gram *g) { return g->n_elems; }
+
+/* ---------------------------------------------------------------- parser state */
+
+struct node {
+    int32_t pos, parent, depth;
+};
+
+struct gram_state {
+    const struct gram *g;
+    struct node *nd; /* [n_nd] node 0 = the empty stack */
+    size_t n_nd, cap_nd;
+    int32_t *ht;     /* open addressing over nodes (0 = empty slot), cap a power of two */
+    size_t ht_cap;
+    int32_t *cur;    /* the live set of stacks, sorted */
+    size_t n_cur, cap_cur;
+    int32_t *scr;    /* scratch: sets as segments, used like a stack */
+    size_t n_scr, cap_scr;
+    bool oom;
+};
+
+static inline uint32_t node_hash(int32_t pos, int32_t parent)
+{
+    uint64_t h = (uint64_t)(uint32_t)pos * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uint32_t)parent * 0xC2B2AE3D27D4EB4Full;
+    return (uint32_t)(h >> 32);
+}
+
+static bool ht_rebuild(struct gram_state *st, size_t cap)
+{
+    int32_t *h = calloc(cap, sizeof *h);
+    if (!h)
+        return false;
+    for (size_t i = 1; i < st->n_nd; i++) {
+        uint32_t k = node_hash(st->nd[i].pos, st->nd[i].parent) & (uint32_t)(cap - 1);
+        while (h[k])
+            k = (k + 1) & (uint32_t)(cap - 1);
+        h[k] = (int32_t)i;
+    }
+    free(st->ht);
+    st->ht = h;
+    st->ht_cap = cap;
+    return true;
+}
+
+/* The stack (pos, parent…), one id for equal stacks; −1 when out of memory
+ * or too deep. */
+static int32_t cons(struct gram_state *st, int32_t pos, int32_t parent)
+{
+    if (st->nd[parent].depth + 1 > GRAM_MAX_DEPTH)
+        return -1;
+    uint32_t mask = (uint32_t)(st->ht_cap - 1);
+    uint32_t k = node_hash(pos, parent) & mask;
+    for (int32_t i; (i = st->ht[k]); k = (k + 1) & mask)
+        if (st->nd[i].pos == pos && st->nd[i].parent == parent)
+            return i;
+    if (st->n_nd >= INT32_MAX / 2 || !grow((void **)&st->nd, &st->cap_nd, st->n_nd + 1, sizeof *st->nd)) {
+        st->oom = true;
+        return -1;
+    }
+    int32_t id = (int32_t)st->n_nd++;
+    st->nd[id] = (struct node){pos, parent, st->nd[parent].depth + 1};
+    if (st->n_nd * 2 > st->ht_cap) {
+        if (!ht_rebuild(st, st->ht_cap * 2)) {
+            st->oom = true;
+            st->n_nd--;
+            return -1;
+        }
+    } else {
+        st->ht[k] = id;
+    }
+    return id;
+}
+
+static void scr_push(struct gram_state *st, int32_t x)
+{
+    if (!grow((void **)&st->scr, &st->cap_scr, st->n_scr + 1, sizeof *st->scr)) {
+        st->oom = true;
+        return;
+    }
+    st->scr[st->n_scr++] = x;
+}
+
+/* Push onto scr every stack that stack s reaches without consuming a byte:
+ * the ones whose top is a byte set, and the empty stack (complete). */
+static void expand(struct gram_state *st, int32_t s, int level)
+{
+    const struct gram *g = st->g;
+    if (level > GRAM_MAX_DEPTH)
+        return; /* a rule that reaches itself without consuming (left recursion) */
+    for (;;) {
+        if (s < 0)
+            return;
+        if (s == 0) {
+            scr_push(st, 0);
+            return;
+        }
+        int32_t pos = st->nd[s].pos, parent = st->nd[s].parent;
+        int32_t e = g->elems[pos];
+        if (e >= 0) {
+            scr_push(st, s);
+            return;
+        }
+        if (e == END) {
+            s = parent;
+            continue;
+        }
+        const struct rule *r = &g->rules[REF_RULE(e)];
+        int32_t cont = g->elems[pos + 1] == END ? parent : cons(st, pos + 1, parent);
+        if (cont < 0)
+            return;
+        for (int32_t a = 0; a < r->n; a++) {
+            int32_t start = r->alt[a];
+            expand(st, g->elems[start] == END ? cont : cons(st, start, cont), level + 1);
+        }
+        return;
+    }
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sort and deduplicate scr[off..n_scr); returns the count left. */
+static size_t dedupe(struct gram_state *st, size_t off)
+{
+    size_t n = st->n_scr - off;
+    int32_t *a = st->scr + off;
+    if (n > 1) {
+        qsort(a, n, sizeof *a, cmp_i32);
+        size_t m = 1;
+        for (size_t i = 1; i < n; i++)
+            if (a[i] != a[m - 1])
+                a[m++] = a[i];
+        n = m;
+    }
+    st->n_scr = off + n;
+    return n;
+}
+
+/* The set after byte b from the set scr[in..in+n): appended to scr; its count. */
+static size_t step(struct gram_state *st, size_t in, size_t n, unsigned b)
+{
+    const struct gram *g = st->g;
+    size_t out = st->n_scr;
+    for (size_t i = 0; i < n; i++) {
+        int32_t s = st->scr[in + i];
+        if (s == 0)
+            continue;
+        int32_t pos = st->nd[s].pos, parent = st->nd[s].parent;
+        if (!gram_set_has(&g->sets[g->elems[pos]], b))
+            continue;
+        expand(st, g->elems[pos + 1] == END ? parent : cons(st, pos + 1, parent), 0);
+    }
+    return dedupe(st, out);
+}
+
+static void state_clear(struct gram_state *st)
+{
+    st->n_nd = 1;
+    st->nd[0] = (struct node){-1, 0, 0};
+    memset(st->ht, 0, st->ht_cap * sizeof *st->ht);
+    st->n_cur = st->n_scr = 0;
+    st->oom = false;
+}
+
+/* Make the set from scr[off..n_scr) the live one. */
+static int set_cur(struct gram_state *st, size_t off, size_t n)
+{
+    if (!grow((void **)&st->cur, &st->cap_cur, n ? n : 1, sizeof *st->cur))
+        return ERR_NOMEM;
+    memcpy(st->cur, st->scr + off, n * sizeof *st->cur);
+    st->n_cur = n;
+    return 0;
+}
+
+int gram_state_reset(struct gram_state *st, struct err *e)
+{
+    state_clear(st);
+    const struct gram *g = st->g;
+    const struct rule *r = &g->rules[g->root];
+    for (int32_t a = 0; a < r->n; a++) {
+        int32_t start = r->alt[a];
+        expand(st, g->elems[start] == END ? 0 : cons(st, start, 0), 0);
+    }
+    size_t n = dedupe(st, 0);
+    if (st->oom || set_cur(st, 0, n))
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    st->n_scr = 0;
+    return 0;
+}
+
+struct gram_state *gram_state_new(const struct gram *g, struct err *e)
+{
+    if (gram_error(g, e))
+        return NULL;
+    struct gram_state *st = calloc(1, sizeof *st);
+    if (!st || !(st->nd = malloc(1024 * sizeof *st->nd)) || !(st->ht = calloc(4096, sizeof *st->ht))) {
+        gram_state_free(st);
+        err_set(e, ERR_NOMEM, "grammar: out of memory");
+        return NULL;
+    }
+    st->g = g;
+    st->cap_nd = 1024;
+    st->ht_cap = 4096;
+    if (gram_state_reset(st, e)) {
+        gram_state_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+void gram_state_free(struct gram_state *st)
+{
+    if (!st)
+        return;
+    free(st->nd);
+    free(st->ht);
+    free(st->cur);
+    free(st->scr);
+    free(st);
+}
+
+bool gram_accepts_byte(const struct gram_state *st, unsigned b)
+{
+    const struct gram *g = st->g;
+    for (size_t i = 0; i < st->n_cur; i++) {
+        int32_t s = st->cur[i];
+        if (s && gram_set_has(&g->sets[g->elems[st->nd[s].pos]], b))
+            return true;
+    }
+    return false;
+}
+
+bool gram_complete(const struct gram_state *st)
+{
+    return st->n_cur > 0 && st->cur[0] == 0; /* sorted: the empty stack comes first */
+}
+
+bool gram_finished(const struct gram_state *st) { return st->n_cur == 0 || (st->n_cur == 1 && st->cur[0] == 0); }
+
+/* Copy the live stacks into a fresh node store so what dead branches and
+ * mask walks left behind goes away (nodes are never freed one by one). */
+static int32_t gc_copy(struct gram_state *st, const struct node *old, int32_t *map, int32_t s)
+{
+    if (s <= 0)
+        return s;
+    if (map[s])
+        return map[s];
+    int32_t p = gc_copy(st, old, map, old[s].parent);
+    if (p < 0)
+        return -1;
+    return map[s] = cons(st, old[s].pos, p);
+}
+
+static int gc(struct gram_state *st)
+{
+    size_t n_old = st->n_nd;
+    struct node *old = st->nd;
+    int32_t *map = calloc(n_old, sizeof *map);
+    struct node *fresh = malloc(1024 * sizeof *fresh);
+    if (!map || !fresh) {
+        free(map);
+        free(fresh);
+        return 0; /* keep the old store: correct, only bigger */
+    }
+    st->nd = fresh;
+    st->cap_nd = 1024;
+    st->n_nd = 1;
+    st->nd[0] = (struct node){-1, 0, 0};
+    memset(st->ht, 0, st->ht_cap * sizeof *st->ht);
+    int rc = 0;
+    for (size_t i = 0; i < st->n_cur; i++) {
+        int32_t c = gc_copy(st, old, map, st->cur[i]);
+        if (c < 0) {
+            rc = ERR_NOMEM;
+            break;
+        }
+        st->cur[i] = c;
+    }
+    free(old);
+    free(map);
+    if (!rc)
+        qsort(st->cur, st->n_cur, sizeof *st->cur, cmp_i32);
+    return rc;
+}
+
+int gram_advance(struct gram_state *st, const void *bytes, size_t n, struct err *e)
+{
+    const unsigned char *p = bytes;
+    st->n_scr = 0;
+    for (size_t i = 0; i < st->n_cur; i++)
+        scr_push(st, st->cur[i]);
+    size_t off = 0, m = st->n_cur;
+    for (size_t i = 0; i < n && m > 0; i++) {
+        size_t o = st->n_scr;
+        m = step(st, off, m, p[i]);
+        off = o;
+    }
+    if (st->oom) {
+        st->n_scr = 0;
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    }
+    if (m == 0) {
+        st->n_scr = 0;
+        return err_set(e, ERR_INVALID, "grammar: the text leaves the grammar");
+    }
+    if (set_cur(st, off, m)) {
+        st->n_scr = 0;
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    }
+    st->n_scr = 0;
+    if (st->n_nd > 65536 && gc(st))
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    return 0;
+}
+
+bool gram_match(const struct gram *g, const char *s, size_t n)
+{
+    struct gram_state *st = gram_state_new(g, NULL);
+    bool ok = st && gram_advance(st, s, n, NULL) == 0 && gram_complete(st);
+    gram_state_free(st);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- vocabulary trie */
+
+struct gram_vocab {
+    int32_t n_tok;
+    char *bytes;      /* every piece, back to back */
+    size_t *off;      /* [n_tok + 1] piece t is bytes[off[t]..off[t+1]) */
+    /* trie: node 0 the root */
+    int32_t n_node;
+    uint8_t *byte;    /* [n_node] the edge into the node */
+    int32_t *child;   /* [n_node] first child, −1 none (children in ascending byte order) */
+    int32_t *sib;     /* [n_node] next sibling, −1 none */
+    int32_t *tok;     /* [n_node] first token ending here, −1 none */
+    int32_t *tok_next;/* [n_tok] next token ending at the same node */
+};
+
+void gram_vocab_free(struct gram_vocab *v)
+{
+    if (!v)
+        return;
+    free(v->bytes);
+    free(v->off);
+    free(v->byte);
+    free(v->child);
+    free(v->sib);
+    free(v->tok);
+    free(v->tok_next);
+    free(v);
+}
+
+int32_t gram_vocab_size(const struct gram_vocab *v) { return v->n_tok; }
+
+const char *gram_vocab_piece(const struct gram_vocab *v, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= v->n_tok) {
+        *len = 0;
+        return "";
+    }
+    *len = v->off[id + 1] - v->off[id];
+    return v->bytes + v->off[id];
+}
+
+static int cmp_piece(const void *a, const void *b, void *ctx)
+{
+    const struct gram_vocab *sort_v = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    size_t lx = sort_v->off[x + 1] - sort_v->off[x], ly = sort_v->off[y + 1] - sort_v->off[y];
+    int c = memcmp(sort_v->bytes + sort_v->off[x], sort_v->bytes + sort_v->off[y], lx < ly ? lx : ly);
+    if (c)
+        return c;
+    return (lx > ly) - (lx < ly);
+}
+
+struct gram_vocab *gram_vocab_new(int32_t n, size_t (*piece)(void *user, int32_t id, char *buf, size_t cap),
+                                  void *user, struct err *e)
+{
+    struct gram_vocab *v = calloc(1, sizeof *v);
+    int32_t *order = NULL;
+    char buf[1024];
+    size_t total = 0, cap = 0;
+    if (!v || n < 0 || !(v->off = malloc(((size_t)n + 1) * sizeof *v->off)) ||
+        !(v->tok_next = malloc(((size_t)n ? (size_t)n : 1) * sizeof *v->tok_next)))
+        goto oom;
+    v->n_tok = n;
+    for (int32_t t = 0; t < n; t++) {
+        size_t len = piece(user, t, buf, sizeof buf);
+        if (len > sizeof buf)
+            len = 0; /* longer than any real token: never in a mask */
+        if (!grow((void **)&v->bytes, &cap, total + len + 1, 1))
+            goto oom;
+        v->off[t] = total;
+        memcpy(v->bytes + total, buf, len);
+        total += len;
+        v->tok_next[t] = -1;
+    }
+    v->off[n] = total;
+    if (!v->bytes && !(v->bytes = malloc(1)))
+        goto oom;
+    /* sorted pieces make the trie in one pass: each piece shares a path with
+     * the one before for their common prefix, and a new child always has the
+     * largest byte among its siblings */
+    if (!(order = malloc(((size_t)n ? (size_t)n : 1) * sizeof *order)))
+        goto oom;
+    for (int32_t t = 0; t < n; t++)
+        order[t] = t;
+    qsort_r(order, (size_t)n, sizeof *order, cmp_piece, v);
+    size_t max_nodes = total + 1;
+    if (!(v->byte = malloc(max_nodes)) || !(v->child = malloc(max_nodes * sizeof *v->child)) ||
+        !(v->sib = malloc(max_nodes * sizeof *v->sib)) || !(v->tok = malloc(max_nodes * sizeof *v->tok)))
+        goto oom;
+    int32_t *last = malloc(max_nodes * sizeof *last); /* last child of each node */
+    int32_t path[1025];
+    if (!last)
+        goto oom;
+    v->n_node = 1;
+    v->byte[0] = 0;
+    v->child[0] = v->sib[0] = v->tok[0] = last[0] = -1;
+    const char *prev = NULL;
+    size_t prev_len = 0;
+    path[0] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t t = order[i];
+        size_t len = v->off[t + 1] - v->off[t];
+        const char *p = v->bytes + v->off[t];
+        if (len == 0)
+            continue;
+        size_t lcp = 0;
+        while (prev && lcp < len && lcp < prev_len && p[lcp] == prev[lcp])
+            lcp++;
+        for (size_t d = lcp; d < len; d++) {
+            int32_t par = path[d], c = v->n_node++;
+            v->byte[c] = (uint8_t)p[d];
+            v->child[c] = v->sib[c] = v->tok[c] = last[c] = -1;
+            if (last[par] < 0)
+                v->child[par] = c;
+            else
+                v->sib[last[par]] = c;
+            last[par] = c;
+            path[d + 1] = c;
+        }
+        int32_t at = path[len];
+        v->tok_next[t] = v->tok[at];
+        v->tok[at] = t;
+        prev = p;
+        prev_len = len;
+    }
+    free(last);
+    free(order);
+    return v;
+oom:
+    free(order);
+    gram_vocab_free(v);
+    err_set(e, ERR_NOMEM, "grammar: out of memory building the vocabulary trie");
+    return NULL;
+}
+
+/* Mask walk from trie node `at` with the set scr[off..off+n). */
+static int32_t walk(struct gram_state *st, const struct gram_vocab *v, int32_t at, size_t off, size_t n,
+                    uint32_t *allow)
+{
+    const struct gram *g = st->g;
+    struct gram_set u; /* bytes any stack of the set takes next */
+    gram_set_clear(&u);
+    for (size_t i = 0; i < n; i++) {
+        int32_t s = st->scr[off + i];
+        if (s) {
+            const struct gram_set *x = &g->sets[g->elems[st->nd[s].pos]];
+            for (int w = 0; w < 8; w++)
+                u.w[w] |= x->w[w];
+        }
+    }
+    int32_t count = 0;
+    for (int32_t c = v->child[at]; c >= 0 && !st->oom; c = v->sib[c]) {
+        if (!gram_set_has(&u, v->byte[c]))
+            continue;
+        size_t save = st->n_scr;
+        size_t m = step(st, off, n, v->byte[c]);
+        if (m > 0) {
+            for (int32_t t = v->tok[c]; t >= 0; t = v->tok_next[t]) {
+                allow[t >> 5] |= 1u << (t & 31);
+                count++;
+            }
+            if (v->child[c] >= 0)
+                count += walk(st, v, c, save, m, allow);
+        }
+        st->n_scr = save;
+    }
+    return count;
+}
+
+int32_t gram_mask(struct gram_state *st, const struct gram_vocab *v, uint32_t *allow, struct err *e)
+{
+    memset(allow, 0, (((size_t)v->n_tok + 31) / 32) * sizeof *allow);
+    st->n_scr = 0;
+    for (size_t i = 0; i < st->n_cur; i++)
+        scr_push(st, st->cur[i]);
+    int32_t count = st->oom ? 0 : walk(st, v, 0, 0, st->n_cur, allow);
+    st->n_scr = 0;
+    if (st->oom) {
+        st->oom = false;
+        return err_set(e, ERR_NOMEM, "grammar: out of memory computing the token mask");
+    }
+    return count;
+}
