@@ -49,6 +49,8 @@ struct smp_chain {
     int32_t ring_len, ring_head;
     int32_t *counts;        /* [n_vocab] occurrences of each token in the window */
 
+    const uint32_t *allow;  /* [(n_vocab + 31) / 32] tokens a constraint allows, NULL none (smp_set_allowed) */
+
     uint32_t seed;          /* seed in use (drawn when params asked for random) */
     uint32_t mt[MT_N];      /* MT19937 state */
     int mti;
@@ -820,6 +822,16 @@ static int32_t run_chain(struct smp_chain *c)
     const struct smp_params *p = &c->p;
     c->sorted = false;
     c->selected = -1;
+    if (c->allow) { /* the constraint first: what it forbids is not a candidate at all */
+        cand_build(c);
+        int32_t m = 0;
+        for (int32_t i = 0; i < c->size; i++) {
+            int32_t t = c->cur[i].id;
+            if ((c->allow[t >> 5] >> (t & 31)) & 1u)
+                c->cur[m++] = c->cur[i];
+        }
+        c->size = m;
+    }
     if (c->n_bias > 0 || penalties_active(c)) /* they edit entries of the list */
         cand_build(c);
     if (c->n_bias > 0)
@@ -874,9 +886,15 @@ bool smp_row_finite(const float *x, int32_t n)
     return t == 0.0f;
 }
 
+void smp_set_allowed(struct smp_chain *c, const uint32_t *allow)
+{
+    if (c)
+        c->allow = allow;
+}
+
 int32_t smp_topk_only(const struct smp_chain *c)
 {
-    if (!c || c->n_bias > 0 || penalties_active(c) || c->p.mirostat != 0)
+    if (!c || c->allow || c->n_bias > 0 || penalties_active(c) || c->p.mirostat != 0)
         return 0;
     for (int32_t s = 0; s < c->p.n_samplers; s++) {
         switch (c->p.samplers[s]) {

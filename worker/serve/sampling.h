@@ -163,6 +163,15 @@ uint32_t smp_seed(const struct smp_chain *c);
  * not accept the token: call smp_accept. */
 int32_t smp_sample(struct smp_chain *c, const float *logits);
 
+/* Constrain the following smp_sample calls to the tokens whose bit is set
+ * in allow[(n_vocab + 31) / 32] (structured output, gram.h): the others
+ * leave the candidate list before anything else runs (logit bias,
+ * penalties, top-k, greedy), so neither a sampler nor the draw can pick
+ * them. The chain keeps the pointer; NULL lifts the constraint. While set,
+ * smp_topk_only is 0: a pre-selection made without the mask may hold no
+ * allowed token. */
+void smp_set_allowed(struct smp_chain *c, const uint32_t *allow);
+
 /* The k of a chain whose draw depends on the k largest logits of the row
  * alone (the first of its samplers that does anything is top-k with
  * 0 < k < n_vocab; no logit bias, no penalties), else 0. Such a chain can

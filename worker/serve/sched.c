@@ -15,6 +15,8 @@
 #include <time.h>
 
 #include "../../common/clock.h"
+#include "gram.h"
+#include "jsg_schema.h"
 #include "stop.h"
 #include "../tok/tok.h"
 
@@ -46,11 +48,15 @@ struct sreq {
     int pool;
     double *acc;
     float *vec;
+    struct gram *gram;          /* structured output: the response's grammar, NULL none */
+    struct gram_state *gs;      /* where the output so far stands in it */
+    uint32_t *allow;            /* [(n_vocab + 31) / 32] the tokens it allows next */
 };
 
 /* What the parallel part of a step made of one logits row, for the stepping
  * thread to send out in batch order. */
-enum row_fate { ROW_NONE, ROW_TOKEN, ROW_EOG, ROW_NO_CANDIDATE, ROW_STOP_NOMEM, ROW_NONFINITE };
+enum row_fate { ROW_NONE, ROW_TOKEN, ROW_EOG, ROW_NO_CANDIDATE, ROW_STOP_NOMEM, ROW_NONFINITE, ROW_GRAMMAR_END,
+                ROW_GRAMMAR_FAIL };
 struct row_out {
     int fate;               /* enum row_fate */
     struct sched_event ev;  /* ROW_TOKEN, ROW_EOG: the token's event (text in the request's stop matcher) */
@@ -103,6 +109,7 @@ struct sched {
     size_t text_cap;
     int32_t *eog;               /* [n_eog] EOG ids for ignore_eos biasing */
     int n_eog;
+    struct gram_vocab *gv;      /* the vocabulary's byte trie for grammar masks, made at the first such request */
     struct sched_counters cnt;  /* stepping thread */
 };
 
@@ -131,6 +138,9 @@ static void sreq_free(struct sreq *r)
     free(r->vec);
     smp_free(r->smp);
     stop_free(r->stop);
+    gram_state_free(r->gs);
+    gram_free(r->gram);
+    free(r->allow);
     free(r);
 }
 
@@ -225,6 +235,7 @@ void sched_free(struct sched *s)
     free(s->piece);
     free(s->text);
     free(s->eog);
+    gram_vocab_free(s->gv);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -316,6 +327,19 @@ int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
     if (rc) {
         sreq_free(r);
         return rc;
+    }
+    /* Structured output: the schema compiled here, on the submitting thread, so a bad one is refused at
+     * once; its size is bounded by jsg_schema.h's limits. */
+    if (q->json_schema) {
+        if ((rc = jsg_compile_text(q->json_schema, strlen(q->json_schema), &r->gram, e)) ||
+            !(r->gs = gram_state_new(r->gram, e))) {
+            sreq_free(r);
+            return rc ? rc : e ? e->code : ERR_NOMEM;
+        }
+        if (!(r->allow = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof *r->allow))) {
+            sreq_free(r);
+            return err_set(e, ERR_NOMEM, "out of memory");
+        }
     }
     pthread_mutex_lock(&s->mu);
     if (s->closed) {
@@ -464,6 +488,12 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
 /* Put r into a free slot, reusing the longest cached prefix: a free slot's
  * own leftover KV, or a copy from any slot's. At least the last prompt token
  * is always evaluated (its logits start generation). */
+/* A token's bytes as the output text holds them (gram_vocab_new's callback). */
+static size_t vocab_piece(void *user, int32_t id, char *buf, size_t cap)
+{
+    return tok_piece(user, id, false, buf, cap);
+}
+
 static int admit(struct sched *s, struct sreq *r, struct err *e)
 {
     int best_free = -1, best_free_lcp = -1, best_src = -1, best_src_lcp = 0;
@@ -481,6 +511,8 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
     }
     if (best_free < 0)
         return err_set(e, ERR_INTERNAL, "sched: admit without a free slot");
+    if (r->gs && !s->gv && !(s->gv = gram_vocab_new(s->n_vocab, vocab_piece, (void *)s->v, e)))
+        return e ? e->code : ERR_NOMEM;
     struct slot *sl = &s->slots[best_free];
     int reuse = best_free_lcp;
     /* mean and cls pooling need the hidden states of the first positions too: nothing is reused */
@@ -587,11 +619,38 @@ static void sample_row(void *ctx, int64_t i, int worker)
         o->fate = ROW_NONFINITE;
         return;
     }
+    if (r->gs) {
+        /* structured output: only what keeps the text inside the grammar is a candidate (the row is whole:
+         * see sched_step); the end of generation only once the text is complete */
+        int32_t n_ok = gram_mask(r->gs, s->gv, r->allow, NULL);
+        if (n_ok < 0) {
+            o->fate = ROW_GRAMMAR_FAIL;
+            return;
+        }
+        if (gram_complete(r->gs) && !r->ignore_eos)
+            for (int k = 0; k < s->n_eog; k++) {
+                r->allow[s->eog[k] >> 5] |= 1u << (s->eog[k] & 31);
+                n_ok++;
+            }
+        if (n_ok == 0) { /* complete with nothing else to say, or a dead end: stop rather than break the format */
+            o->fate = ROW_GRAMMAR_END;
+            return;
+        }
+        smp_set_allowed(r->smp, r->allow);
+    }
     int32_t tok = cands ? smp_sample_cands(r->smp, s->cand_ids + co, s->cand_vals + co, s->n_cands[i])
                         : smp_sample(r->smp, logits);
     if (tok < 0) {
         o->fate = ROW_NO_CANDIDATE;
         return;
+    }
+    if (r->gs && !tok_is_eog(s->v, tok)) {
+        size_t len;
+        const char *bytes = gram_vocab_piece(s->gv, tok, &len);
+        if (gram_advance(r->gs, bytes, len, NULL)) {
+            o->fate = ROW_GRAMMAR_FAIL;
+            return;
+        }
     }
     smp_accept(r->smp, tok);
     r->n_gen++;
@@ -651,6 +710,12 @@ static void emit_row(struct sched *s, int si, const struct row_out *o)
     case ROW_EOG:
         s->emit(s->user, &o->ev);
         finish_slot(s, si, SCHED_STOP, 0, NULL);
+        return;
+    case ROW_GRAMMAR_END:
+        finish_slot(s, si, SCHED_STOP, 0, NULL);
+        return;
+    case ROW_GRAMMAR_FAIL:
+        finish_slot(s, si, SCHED_ERROR, ERR_NOMEM, "structured output: the grammar could not follow the token");
         return;
     case ROW_TOKEN:
         break;
@@ -818,7 +883,7 @@ int sched_step(struct sched *s, struct err *e)
     s->step_cands = false;
     for (int row = 0; s->topk && row < n_rows; row++) {
         const struct sreq *r = s->slots[s->row_slot[row]].r;
-        int32_t k = r->n_probs < 0 ? smp_topk_only(r->smp) : 0;
+        int32_t k = r->n_probs < 0 && !r->gs ? smp_topk_only(r->smp) : 0; /* a grammar masks the whole row */
         s->topk_k[row] = k <= ENGINE_CAND_CAP / 2 ? k : 0;
         s->step_cands |= s->topk_k[row] > 0;
     }

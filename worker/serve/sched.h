@@ -56,6 +56,8 @@ struct sched_request {
      * and the final event carries the vector; no token is generated and the sampler fields are ignored. */
     bool embed;
     int32_t pooling;            /* embed: enum sched_pool; SCHED_POOL_MODEL = the model's (sched_pooling) */
+    const char *json_schema;    /* structured output: JSON Schema text the response must match (jsg_schema.h;
+                                 * compiled by sched_submit, ERR_INVALID naming the keyword it cannot do), or NULL */
 };
 
 /* Pooling of an embedding, numbered as llama.cpp's pooling_type (0 none and 4 rank are not poolings here). */
