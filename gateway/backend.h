@@ -64,6 +64,7 @@ struct gw_gen {
     bool ignore_eos;
     bool embed;                /* an embedding of the prompt (gateway/embed.h), not a generation: no TOKEN
                                 * events, the DONE event carries the vector */
+    const char *json_schema;   /* structured output: JSON Schema text the response must match, NULL = free text */
 };
 
 /* One alternative of a token's distribution. */

@@ -74,6 +74,7 @@ struct gw_job {
     size_t n_msgs;
     char *msgs_json, *tools_json, *kwargs_json; /* the whole chat request for the template */
     char *tool_name;           /* tool_choice's function */
+    char *json_schema;         /* structured output, NULL none */
     char **stop;
     size_t n_stop;
     struct gw_bias *bias;
@@ -95,6 +96,7 @@ static void job_free(struct gw_job *j)
     free(j->tools_json);
     free(j->kwargs_json);
     free(j->tool_name);
+    free(j->json_schema);
     for (size_t i = 0; i < j->n_stop; i++)
         free(j->stop[i]);
     free(j->stop);
@@ -140,6 +142,7 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->template_kwargs_json = j->kwargs_json;
     pg->tool_required = j->g.tool_required;
     pg->tool_name = j->tool_name;
+    pg->json_schema = j->json_schema;
     static const struct { uint32_t gw, pg; } bits[] = {
         {GW_MAX_TOKENS, PG_MAX_TOKENS}, {GW_TEMPERATURE, PG_TEMPERATURE}, {GW_TOP_K, PG_TOP_K}, {GW_TOP_P, PG_TOP_P},
         {GW_MIN_P, PG_MIN_P}, {GW_TYPICAL_P, PG_TYPICAL_P}, {GW_REPEAT_PENALTY, PG_REPEAT_PENALTY},
@@ -482,6 +485,8 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
     j->model = dup_or_null(g->model && *g->model ? g->model : NULL);
     if (g->prompt)
         oom |= !(j->prompt = strdup(g->prompt));
+    if (g->json_schema)
+        oom |= !(j->json_schema = strdup(g->json_schema));
     if (g->n_tokens) {
         oom |= !(j->tokens = malloc(g->n_tokens * sizeof *j->tokens));
         if (j->tokens)

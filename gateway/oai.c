@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/chat.h"
+#include "../worker/serve/jsg_schema.h"
 
 /* ---------------------------------------------------------------- status */
 
@@ -221,6 +222,57 @@ static int add_bias(struct pctx *P, struct oai_request *rq, size_t *cap, json_t 
         }
     }
     rq->gen.n_bias++;
+    return 0;
+}
+
+/* response_format (OpenAI): "text"; "json_object" (any object; a "schema"
+ * beside it, as llama-server takes, narrows it); "json_schema" with
+ * json_schema.schema. The schema is compiled here once so an unsupported one
+ * is a 400 naming its keyword before anything is queued; the worker compiles
+ * its text again for the sampler. */
+static int parse_response_format(struct pctx *P, json_t *rf, struct oai_request *rq)
+{
+    json_t *t = json_object_get(rf, "type");
+    if (!json_is_object(rf) || !json_is_string(t))
+        return bad(P, "response_format", "'%s' must be an object with a 'type'", NULL);
+    const char *type = json_string_value(t);
+    json_t *sch = NULL;
+    if (!strcmp(type, "text"))
+        return 0;
+    if (!strcmp(type, "json_object")) {
+        sch = json_object_get(rf, "schema");
+        if (sch && !json_is_object(sch))
+            return bad(P, "response_format", "'%s.schema' must be an object", NULL);
+    } else if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_object(js))
+            return bad(P, "response_format", "'%s' of type 'json_schema' needs a 'json_schema' object", NULL);
+        json_t *strict = json_object_get(js, "strict"), *name = json_object_get(js, "name");
+        if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+            return bad(P, "response_format", "'%s.json_schema.strict' must be a boolean", NULL);
+        if (name && !json_is_null(name) && !json_is_string(name))
+            return bad(P, "response_format", "'%s.json_schema.name' must be a string", NULL);
+        sch = json_object_get(js, "schema");
+        if (!sch || (!json_is_object(sch) && !json_is_boolean(sch)))
+            return bad(P, "response_format", "'%s.json_schema.schema' must be a JSON Schema object", NULL);
+    } else {
+        return bad(P, "response_format", "'%s' of type '%s' is not supported (text, json_object, json_schema)", type);
+    }
+    json_t *own = sch ? json_incref(sch) : json_pack("{s:s}", "type", "object");
+    char *text = own ? json_dumps(own, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    struct gram *g = NULL;
+    int rc = text ? jsg_compile(own, &g, P->e) : err_set(P->e, ERR_NOMEM, "out of memory");
+    json_decref(own);
+    gram_free(g);
+    if (rc) {
+        free(text);
+        snprintf(P->param, P->param_cap, "response_format");
+        /* a schema too large is the request's fault too: 400 invalid_request_error, not a context overflow */
+        if (rc == ERR_RANGE && P->e)
+            P->e->code = ERR_INVALID;
+        return rc == ERR_RANGE ? ERR_INVALID : rc;
+    }
+    rq->json_schema = text;
     return 0;
 }
 
@@ -537,13 +589,9 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
     rq->gen.bias = rq->bias;
 
     json_t *rf = field(&P, "response_format");
-    if (rf) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(t))
-            return bad(&P, "response_format", "'%s' must be an object with a 'type'", NULL);
-        if (strcmp(json_string_value(t), "text"))
-            return bad(&P, "response_format", "'%s' of type '%s' is not supported (only 'text')", json_string_value(t));
-    }
+    if (rf && (rc = parse_response_format(&P, rf, rq)))
+        return rc;
+    rq->gen.json_schema = rq->json_schema;
     rq->think = kind == OAI_CHAT;
     json_t *rfmt = field(&P, "reasoning_format");
     if (rfmt && !json_is_string(rfmt))
@@ -560,6 +608,7 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
 void oai_request_free(struct oai_request *rq)
 {
     free(rq->model);
+    free(rq->json_schema);
     json_decref(rq->messages);
     json_decref(rq->tools);
     json_decref(rq->template_vars);

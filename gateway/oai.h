@@ -44,6 +44,7 @@ struct oai_request {
     struct gw_bias *bias;
     struct tc_choice tool_choice; /* chat: tool_choice + parallel_tool_calls */
     struct oai_tools tool_parse;  /* chat: how the reply's tool calls are read */
+    char *json_schema;            /* response_format's schema as compact JSON text (gen.json_schema), NULL none */
 };
 
 /* Parse a request body (an already-parsed JSON value). On failure returns

@@ -134,6 +134,7 @@ void proto_gen_free(struct proto_gen *g)
     free(g->tools_json);
     free(g->template_kwargs_json);
     free(g->tool_name);
+    free(g->json_schema);
     for (size_t i = 0; i < g->n_stop; i++)
         free(g->stop[i]);
     free(g->stop);
@@ -269,7 +270,7 @@ int proto_gen_copy(struct proto_gen *d, const struct proto_gen *s, struct err *e
 {
     *d = *s;
     d->model = d->prompt = NULL;
-    d->messages_json = d->tools_json = d->template_kwargs_json = d->tool_name = NULL;
+    d->messages_json = d->tools_json = d->template_kwargs_json = d->tool_name = d->json_schema = NULL;
     d->tokens = NULL;
     d->messages = NULL;
     d->stop = NULL;
@@ -278,6 +279,7 @@ int proto_gen_copy(struct proto_gen *d, const struct proto_gen *s, struct err *e
     if (dupstr(&d->model, s->model, e) || dupstr(&d->prompt, s->prompt, e) ||
         dupstr(&d->messages_json, s->messages_json, e) || dupstr(&d->tools_json, s->tools_json, e) ||
         dupstr(&d->template_kwargs_json, s->template_kwargs_json, e) || dupstr(&d->tool_name, s->tool_name, e) ||
+        dupstr(&d->json_schema, s->json_schema, e) ||
         dupmem((void **)&d->tokens, s->tokens, s->n_tokens, sizeof *s->tokens, e) ||
         dupmem((void **)&d->logit_bias, s->logit_bias, s->n_logit_bias, sizeof *s->logit_bias, e))
         goto fail;
@@ -351,7 +353,8 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
 {
     size_t n = 5; /* the booleans */
     n += !!g->model + !!g->prompt + !!g->tokens + !!g->messages + !!g->n_stop + 1 /* logprobs */ +
-         !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json + !!g->group;
+         !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json + !!g->group +
+         !!g->json_schema;
     n += g->tool_required + !!g->tool_name;
     n += 2 * (size_t)g->embed;
     n += (size_t)__builtin_popcount(g->set & 0x7ffu);
@@ -383,6 +386,8 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
         KV_BOOL("tool_required", true);
     if (g->tool_name)
         KV_STR("tool_name", g->tool_name);
+    if (g->json_schema)
+        KV_STR("json_schema", g->json_schema);
     if (g->set & PG_MAX_TOKENS) KV_INT("max_tokens", g->max_tokens);
     if (g->set & PG_TEMPERATURE) KV_FLT("temperature", g->temperature);
     if (g->set & PG_TOP_K) KV_INT("top_k", g->top_k);
@@ -1011,7 +1016,8 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
         (rc = rd_str(r, o, "tools_json", &g->tools_json, false)) ||
         (rc = rd_str(r, o, "template_kwargs_json", &g->template_kwargs_json, false)) ||
         (rc = rd_bool(r, o, "tool_required", &g->tool_required)) ||
-        (rc = rd_str(r, o, "tool_name", &g->tool_name, false)))
+        (rc = rd_str(r, o, "tool_name", &g->tool_name, false)) ||
+        (rc = rd_str(r, o, "json_schema", &g->json_schema, false)))
         return rc;
     if (!g->prompt && !g->tokens && !g->messages && !g->messages_json)
         return err_set(r->e, ERR_FORMAT, "proto: %s: none of 'prompt', 'tokens', 'messages', 'messages_json' given",

@@ -562,6 +562,7 @@ static void job_submit(void *user, void *job)
         pre_add(w, j->m.id, j->prefill); /* before the first event can come */
         j->prefill = NULL;
     }
+    q.json_schema = g->json_schema;
     rc = sched_submit(w->s, &q, &e);
     free(bias);
     if (rc) {
