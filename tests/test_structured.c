@@ -1,0 +1,386 @@
+/* test_structured.c — structured output end to end through the scheduler:
+ * ten JSON schemas × N requests sampled at temperature 1.0 on tiny models
+ * (stories260K, and the random-weight qwen35-tiny); every output must parse
+ * as JSON and validate against its schema. The validator below is written
+ * from the JSON Schema rules with jansson and POSIX regex, independent of
+ * the grammar code. N is LLM170_STRUCTURED_N (default 20 a schema; the
+ * acceptance run is 200). */
+#include <jansson.h>
+#include <regex.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../worker/engine/engine.h"
+#include "../worker/serve/sched.h"
+#include "../worker/tok/tok.h"
+#include "check.h"
+
+/* ---------------------------------------------------------------- validator */
+
+static bool re_full(const char *re, const char *s)
+{
+    regex_t r;
+    if (regcomp(&r, re, REG_EXTENDED | REG_NOSUB))
+        return false;
+    bool ok = regexec(&r, s, 0, NULL, 0) == 0;
+    regfree(&r);
+    return ok;
+}
+
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static bool format_ok(const char *f, const char *s)
+{
+    int y, mo, d, h, mi, se;
+    if (!strcmp(f, "date"))
+        return re_full("^[0-9]{4}-[0-9]{2}-[0-9]{2}$", s) && sscanf(s, "%d-%d-%d", &y, &mo, &d) == 3 && mo >= 1 &&
+               mo <= 12 && d >= 1 && d <= 31;
+    static const char *const time_re = "[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$";
+    char re[256];
+    if (!strcmp(f, "time")) {
+        snprintf(re, sizeof re, "^%s", time_re);
+        return re_full(re, s) && sscanf(s, "%d:%d:%d", &h, &mi, &se) == 3 && h <= 23 && mi <= 59 && se <= 59;
+    }
+    if (!strcmp(f, "date-time")) {
+        snprintf(re, sizeof re, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T%s", time_re);
+        return re_full(re, s) && sscanf(s, "%d-%d-%dT%d:%d:%d", &y, &mo, &d, &h, &mi, &se) == 6 && mo >= 1 &&
+               mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 && se <= 59;
+    }
+    if (!strcmp(f, "uuid"))
+        return re_full("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", s);
+    return false;
+}
+
+static bool type_ok(const char *t, const json_t *v)
+{
+    if (!strcmp(t, "object")) return json_is_object(v);
+    if (!strcmp(t, "array")) return json_is_array(v);
+    if (!strcmp(t, "string")) return json_is_string(v);
+    if (!strcmp(t, "integer")) return json_is_integer(v);
+    if (!strcmp(t, "number")) return json_is_number(v);
+    if (!strcmp(t, "boolean")) return json_is_boolean(v);
+    if (!strcmp(t, "null")) return json_is_null(v);
+    return false;
+}
+
+static bool valid(const json_t *v, const json_t *s, const json_t *root, char *why, size_t cap)
+{
+#define NO(...) do { snprintf(why, cap, __VA_ARGS__); return false; } while (0)
+    const json_t *x;
+    if ((x = json_object_get(s, "$ref"))) {
+        const char *ref = json_string_value(x);
+        const json_t *t = !strncmp(ref, "#/$defs/", 8) ? json_object_get(json_object_get(root, "$defs"), ref + 8) : NULL;
+        if (!t)
+            NO("unresolved $ref");
+        return valid(v, t, root, why, cap);
+    }
+    if ((x = json_object_get(s, "const")) && !json_equal((json_t *)x, (json_t *)v))
+        NO("const");
+    if ((x = json_object_get(s, "enum"))) {
+        bool any = false;
+        for (size_t i = 0; i < json_array_size(x); i++)
+            any |= json_equal(json_array_get(x, i), (json_t *)v);
+        if (!any)
+            NO("enum");
+    }
+    if ((x = json_object_get(s, "anyOf"))) {
+        bool any = false;
+        for (size_t i = 0; i < json_array_size(x); i++)
+            any |= valid(v, json_array_get(x, i), root, why, cap);
+        if (!any)
+            NO("anyOf");
+    }
+    if ((x = json_object_get(s, "oneOf"))) {
+        int n = 0;
+        for (size_t i = 0; i < json_array_size(x); i++)
+            n += valid(v, json_array_get(x, i), root, why, cap);
+        if (n != 1)
+            NO("oneOf: %d branches match", n);
+    }
+    if ((x = json_object_get(s, "type"))) {
+        bool ok = false;
+        if (json_is_string(x))
+            ok = type_ok(json_string_value(x), v);
+        for (size_t i = 0; json_is_array(x) && i < json_array_size(x); i++)
+            ok |= type_ok(json_string_value(json_array_get(x, i)), v);
+        if (!ok)
+            NO("type");
+    }
+    if (json_is_object(v)) {
+        const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+        for (size_t i = 0; i < json_array_size(req); i++)
+            if (!json_object_get(v, json_string_value(json_array_get(req, i))))
+                NO("required '%s'", json_string_value(json_array_get(req, i)));
+        const char *k;
+        json_t *val;
+        json_object_foreach((json_t *)v, k, val) {
+            const json_t *ps = json_object_get(props, k);
+            if (ps) {
+                if (!valid(val, ps, root, why, cap))
+                    return false;
+            } else if (json_is_false(json_object_get(s, "additionalProperties"))) {
+                NO("additional property '%s'", k);
+            }
+        }
+    }
+    if (json_is_array(v)) {
+        const json_t *items = json_object_get(s, "items");
+        size_t n = json_array_size(v);
+        if ((x = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(x))
+            NO("minItems");
+        if ((x = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(x))
+            NO("maxItems");
+        for (size_t i = 0; items && i < n; i++)
+            if (!valid(json_array_get(v, i), items, root, why, cap))
+                return false;
+    }
+    if (json_is_string(v)) {
+        const char *str = json_string_value(v);
+        size_t n = utf8_chars(str);
+        if ((x = json_object_get(s, "minLength")) && n < (size_t)json_integer_value(x))
+            NO("minLength");
+        if ((x = json_object_get(s, "maxLength")) && n > (size_t)json_integer_value(x))
+            NO("maxLength");
+        if ((x = json_object_get(s, "pattern")) && !re_full(json_string_value(x), str))
+            NO("pattern");
+        if ((x = json_object_get(s, "format")) && !format_ok(json_string_value(x), str))
+            NO("format %s", json_string_value(x));
+    }
+    return true;
+#undef NO
+}
+
+/* ---------------------------------------------------------------- the schemas */
+
+static const char *const schemas[10] = {
+    /* 1 flat object, strict */
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},\"age\":{\"type\":\"integer\"},"
+    "\"student\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\",\"student\"],\"additionalProperties\":false}",
+    /* 2 nested objects and an array of bounded strings, one optional property */
+    "{\"type\":\"object\",\"properties\":{\"user\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":6},\"minItems\":1,\"maxItems\":3}},"
+    "\"required\":[\"id\",\"tags\"],\"additionalProperties\":false},\"active\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"user\"],\"additionalProperties\":false}",
+    /* 3 enums */
+    "{\"type\":\"object\",\"properties\":{\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},\"size\":{\"enum\":[1,2,3,null]},"
+    "\"mode\":{\"type\":\"string\",\"enum\":[\"a\",\"ab\",\"abc\"]}},\"required\":[\"color\",\"size\",\"mode\"],"
+    "\"additionalProperties\":false}",
+    /* 4 anyOf */
+    "{\"type\":\"object\",\"properties\":{\"value\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":5},"
+    "{\"type\":\"null\"}]},\"list\":{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"boolean\"},{\"const\":\"x\"}]},"
+    "\"maxItems\":4}},\"required\":[\"value\",\"list\"],\"additionalProperties\":false}",
+    /* 5 numbers and integers, a type array */
+    "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},\"y\":{\"type\":\"integer\"},"
+    "\"z\":{\"type\":[\"number\",\"null\"]}},\"required\":[\"x\",\"y\",\"z\"],\"additionalProperties\":false}",
+    /* 6 string formats */
+    "{\"type\":\"object\",\"properties\":{\"day\":{\"type\":\"string\",\"format\":\"date\"},\"at\":{\"type\":\"string\","
+    "\"format\":\"time\"},\"when\":{\"type\":\"string\",\"format\":\"date-time\"},\"id\":{\"type\":\"string\",\"format\":"
+    "\"uuid\"}},\"required\":[\"day\",\"at\",\"when\",\"id\"],\"additionalProperties\":false}",
+    /* 7 an array of objects at the root, minItems/maxItems */
+    "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\",\"minLength\":1,"
+    "\"maxLength\":4},\"v\":{\"type\":\"number\"}},\"required\":[\"k\",\"v\"],\"additionalProperties\":false},"
+    "\"minItems\":2,\"maxItems\":4}",
+    /* 8 oneOf with disjoint branches, through $defs */
+    "{\"$defs\":{\"circle\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":\"number\"}},"
+    "\"required\":[\"kind\",\"r\"],\"additionalProperties\":false},\"square\":{\"type\":\"object\",\"properties\":"
+    "{\"kind\":{\"const\":\"square\"},\"side\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"side\"],"
+    "\"additionalProperties\":false}},\"type\":\"object\",\"properties\":{\"shape\":{\"oneOf\":[{\"$ref\":\"#/$defs/circle\"},"
+    "{\"$ref\":\"#/$defs/square\"}]}},\"required\":[\"shape\"],\"additionalProperties\":false}",
+    /* 9 a pattern and an optional property */
+    "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}-[0-9]{2,4}$\"},"
+    "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"code\"],\"additionalProperties\":false}",
+    /* 10 deep nesting */
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"object\",\"properties\":"
+    "{\"c\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":3},\"maxItems\":2},"
+    "\"d\":{\"type\":[\"boolean\",\"null\"]}},\"required\":[\"c\",\"d\"],\"additionalProperties\":false}},"
+    "\"required\":[\"b\"],\"additionalProperties\":false}},\"required\":[\"a\"],\"additionalProperties\":false}",
+};
+
+/* ---------------------------------------------------------------- running */
+
+#define MAX_OUT 8192
+
+struct out {
+    char text[MAX_OUT];
+    size_t n;
+    int finish;
+    bool overflow;
+    char message[160];
+};
+
+struct run {
+    struct out *o;
+    int n;
+};
+
+static void on_event(void *user, const struct sched_event *ev)
+{
+    struct run *r = user;
+    if (ev->id >= (uint64_t)r->n)
+        return;
+    struct out *o = &r->o[ev->id];
+    if (o->n + ev->n_text < MAX_OUT) {
+        memcpy(o->text + o->n, ev->text, ev->n_text);
+        o->n += ev->n_text;
+        o->text[o->n] = 0;
+    } else {
+        o->overflow = true;
+    }
+    if (ev->finish) {
+        o->finish = ev->finish;
+        snprintf(o->message, sizeof o->message, "%s", ev->message ? ev->message : "");
+    }
+}
+
+static int n_per_schema(void)
+{
+    const char *s = getenv("LLM170_STRUCTURED_N");
+    int n = s ? atoi(s) : 20;
+    return n > 0 ? n : 20;
+}
+
+static void run_model(const char *file)
+{
+    const char *sh = check_shared_dir();
+    if (!sh)
+        SKIP("no shared data (../shared/data)");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/%s", sh, file);
+    struct model *m = NULL;
+    struct engine_ctx *eng = NULL;
+    struct sched *s = NULL;
+    struct err e = {0};
+    if (model_load(&m, path, &e)) {
+        CHECK(0, "model_load %s: %s", path, e.msg);
+        return;
+    }
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_seq = 16;
+    p.n_ctx = 512;
+    p.n_batch = 256;
+    p.n_threads = 2;
+    int per = n_per_schema(), total = 10 * per;
+    struct run r = {calloc((size_t)total, sizeof *r.o), total};
+    json_t *sch[10] = {0};
+    for (int k = 0; k < 10; k++) {
+        json_error_t je;
+        sch[k] = json_loads(schemas[k], 0, &je);
+        CHECK(sch[k] != NULL, "schema %d: %s", k + 1, je.text);
+    }
+    struct sched_params sp = {.n_slots = 16, .n_queue = total, .n_batch = 256};
+    if (!r.o || engine_create(&eng, m, &p, &e) || sched_create(&s, eng, m, &sp, on_event, &r, &e)) {
+        CHECK(0, "setup: %s", e.msg);
+        goto out;
+    }
+    int32_t *prompt;
+    size_t n_prompt;
+    const char *ptxt = "Once upon a time, the answer as JSON:";
+    CHECK(tok_encode(model_vocab(m), ptxt, strlen(ptxt), true, false, &prompt, &n_prompt, &e) == 0, "tokenize");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < total; i++) {
+        struct sched_request q;
+        sched_request_init(&q);
+        q.id = (uint64_t)i;
+        q.prompt = prompt;
+        q.n_prompt = n_prompt;
+        q.smp.temp = 1.0f;
+        q.smp.seed = 1000u + (uint32_t)i;
+        q.max_tokens = 400;
+        q.json_schema = schemas[i % 10];
+        CHECK(sched_submit(s, &q, &e) == 0, "submit %d: %s", i, e.msg);
+    }
+    long steps = 0;
+    while (!sched_idle(s) && steps < 2000L * total) {
+        if (sched_step(s, &e) < 0)
+            break;
+        steps++;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    int bad = 0, stops = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < total; i++) {
+        struct out *o = &r.o[i];
+        json_error_t je;
+        json_t *v = o->overflow ? NULL : json_loadb(o->text, o->n, 0, &je);
+        char why[160] = "";
+        bool ok = o->finish == SCHED_STOP && v && valid(v, sch[i % 10], sch[i % 10], why, sizeof why);
+        stops += o->finish == SCHED_STOP;
+        bytes += o->n;
+        if (!ok && bad++ < 8)
+            printf("#   %s schema %d request %d (finish %d %s): %s: %.300s\n", file, i % 10 + 1, i, o->finish,
+                   o->message, !v ? (o->overflow ? "overflow" : je.text) : why, o->text);
+        if (getenv("LLM170_STRUCTURED_SHOW") && i < 10)
+            printf("#   schema %d: %s\n", i + 1, o->text);
+        json_decref(v);
+    }
+    printf("# %s: %d requests (%d a schema) in %.2f s, %ld steps, %zu output bytes, %d finished with stop\n", file,
+           total, per, secs, steps, bytes, stops);
+    CHECK(bad == 0, "%s: %d of %d outputs not valid JSON for their schema", file, bad, total);
+    free(prompt);
+out:
+    sched_free(s);
+    engine_free(eng);
+    model_free(m);
+    for (int k = 0; k < 10; k++)
+        json_decref(sch[k]);
+    free(r.o);
+}
+
+static void stories260k(void) { run_model("stories260K.gguf"); }
+static void qwen35_tiny_random(void) { run_model("synthetic/qwen35-tiny.gguf"); }
+
+/* A schema outside the subset is refused at submission, naming the keyword. */
+static void bad_schema_refused(void)
+{
+    const char *sh = check_shared_dir();
+    if (!sh)
+        SKIP("no shared data (../shared/data)");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", sh);
+    struct model *m = NULL;
+    struct engine_ctx *eng = NULL;
+    struct sched *s = NULL;
+    struct err e = {0};
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_seq = 1;
+    p.n_ctx = 64;
+    p.n_batch = 64;
+    struct run r = {calloc(1, sizeof *r.o), 1};
+    struct sched_params sp = {.n_slots = 1, .n_queue = 1, .n_batch = 64};
+    if (model_load(&m, path, &e) || engine_create(&eng, m, &p, &e) || sched_create(&s, eng, m, &sp, on_event, &r, &e)) {
+        CHECK(0, "setup: %s", e.msg);
+    } else {
+        int32_t prompt[2] = {1, 100};
+        struct sched_request q;
+        sched_request_init(&q);
+        q.prompt = prompt;
+        q.n_prompt = 2;
+        q.json_schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"contentEncoding\":\"base64\"}}}";
+        int rc = sched_submit(s, &q, &e);
+        CHECK(rc == ERR_INVALID && strstr(e.msg, "'contentEncoding'"), "rc %d: %s", rc, e.msg);
+    }
+    sched_free(s);
+    engine_free(eng);
+    model_free(m);
+    free(r.o);
+}
+
+int main(void)
+{
+    RUN(bad_schema_refused);
+    RUN(stories260k);
+    RUN(qwen35_tiny_random);
+    CHECK_EXIT();
+}
