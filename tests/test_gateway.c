@@ -439,8 +439,14 @@ static void bad_requests(void)
                  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
                  400, "invalid_request_error", "'image_url' is not supported");
     EXPECT_ERROR(port_open, chat, NULL,
-                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}", 400,
                  "invalid_request_error", "not supported");
+    /* a schema outside the structured-output subset: 400 naming the keyword */
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+                 "\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":"
+                 "{\"a\":{\"type\":\"integer\",\"multipleOf\":3}}}}}}",
+                 400, "invalid_request_error", "'multipleOf'");
     EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"max_tokens\":3}", 400, "invalid_request_error",
                  "'prompt' is required");
     EXPECT_ERROR(port_open, "/v1/completions", NULL, "{\"prompt\":[\"a\",\"b\"]}", 400, "invalid_request_error",
@@ -1327,6 +1333,59 @@ static void reasoning_content(void)
     oai_choice_free(&ch);
 }
 
+/* response_format: json_object and json_schema become the schema text the
+ * worker compiles; text is none; the rest is a 400 naming the field or keyword. */
+static void response_format_parse(void)
+{
+    static const char *const cases[][2] = {
+        {"{\"type\":\"text\"}", NULL},
+        {"{\"type\":\"json_object\"}", "{\"type\":\"object\"}"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"strict\":true,\"schema\":{\"type\":\"object\","
+         "\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"],\"additionalProperties\":false}}}",
+         "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"],"
+         "\"additionalProperties\":false}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":%s}",
+                 cases[i][0]);
+        json_t *o = json_loads(body, 0, NULL);
+        struct oai_request rq;
+        char param[64];
+        struct err e;
+        err_clear(&e);
+        int rc = oai_parse_request(OAI_CHAT, o, &rq, param, sizeof param, &e);
+        CHECK(rc == 0, "%s: %s", cases[i][0], e.msg);
+        const char *got = rq.gen.json_schema;
+        CHECK(cases[i][1] ? got && !strcmp(got, cases[i][1]) : !got, "%s: schema %s", cases[i][0], got ? got : "(none)");
+        oai_request_free(&rq);
+        json_decref(o);
+    }
+    static const char *const bad[][2] = {
+        {"{\"type\":\"json_schema\"}", "json_schema"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}", "schema"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"string\",\"format\":\"email\"}}}", "'format'"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"array\",\"maxItems\":999999}}}", "maxItems"},
+        {"{\"type\":\"json_object\",\"schema\":{\"allOf\":[]}}", "'allOf'"},
+        {"\"json\"", "response_format"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":%s}",
+                 bad[i][0]);
+        json_t *o = json_loads(body, 0, NULL);
+        struct oai_request rq;
+        char param[64];
+        struct err e;
+        err_clear(&e);
+        int rc = oai_parse_request(OAI_CHAT, o, &rq, param, sizeof param, &e);
+        CHECK(rc == ERR_INVALID && !strcmp(param, "response_format") && strstr(e.msg, bad[i][1]),
+              "%s: rc %d param '%s' message '%s' (want '%s')", bad[i][0], rc, param, e.msg, bad[i][1]);
+        oai_request_free(&rq);
+        json_decref(o);
+    }
+}
+
 /* Requests with every known field set to values of random types: each one
  * parses or fails with ERR_INVALID and a message naming a field (run under
  * `make asan`). */
@@ -1554,6 +1613,7 @@ int main(void)
     RUN(completions);
     RUN(n_choices_seed_logprobs);
     RUN(bad_requests);
+    RUN(response_format_parse);
     RUN(backend_errors);
     RUN(embeddings);
     RUN(logit_bias_forms);
