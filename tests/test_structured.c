@@ -339,6 +339,8 @@ out:
 
 static void stories260k(void) { run_model("stories260K.gguf"); }
 static void qwen35_tiny_random(void) { run_model("synthetic/qwen35-tiny.gguf"); }
+/* random weights with the 32000-token Llama 2 vocabulary: many multi-byte pieces in the mask */
+static void llama2_tiny_random(void) { run_model("untrained/llama-2-tiny-random.gguf"); }
 
 /* A schema outside the subset is refused at submission, naming the keyword. */
 static void bad_schema_refused(void)
@@ -382,5 +384,6 @@ int main(void)
     RUN(bad_schema_refused);
     RUN(stories260k);
     RUN(qwen35_tiny_random);
+    RUN(llama2_tiny_random);
     CHECK_EXIT();
 }

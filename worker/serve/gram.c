@@ -256,6 +256,31 @@ struct gram_state {
     int32_t *scr;    /* scratch: sets as segments, used like a stack */
     size_t n_scr, cap_scr;
     bool oom;
+    /* Memo of the byte steps: every set met is interned (equal sets, one id:
+     * the stacks are hash-consed, so a set is its sorted ids), and (set, byte)
+     * → next set is cached. Inside a JSON string the set after each character
+     * is the same one, so a mask walk over the vocabulary's trie costs a
+     * lookup per trie edge. Cleared whenever the node store is (gc). */
+    struct iset *sets;    /* [n_sets] */
+    size_t n_sets, cap_sets;
+    int32_t *set_data;    /* the interned sets' stacks, back to back */
+    size_t n_data, cap_data;
+    int32_t *set_ht;      /* open addressing over set ids + 1 (0 empty), cap a power of two */
+    size_t set_ht_cap;
+    struct trans *tr;     /* open addressing (set, byte) → next set, cap a power of two */
+    size_t n_tr, tr_cap;
+};
+
+struct iset {
+    size_t off;           /* stacks at set_data[off..off+len) */
+    int32_t len;
+    uint32_t hash;
+    struct gram_set next; /* bytes some stack takes next */
+};
+
+struct trans {
+    int64_t key;          /* set id << 8 | byte; −1 empty */
+    int32_t to;           /* the next set's id, −1 none (the byte is refused) */
 };
 
 static inline uint32_t node_hash(int32_t pos, int32_t parent)
@@ -395,6 +420,137 @@ static size_t step(struct gram_state *st, size_t in, size_t n, unsigned b)
     return dedupe(st, out);
 }
 
+static uint32_t set_hash(const int32_t *a, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint32_t)a[i]) * 0x100000001b3ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static void memo_clear(struct gram_state *st)
+{
+    st->n_sets = st->n_data = st->n_tr = 0;
+    if (st->set_ht)
+        memset(st->set_ht, 0, st->set_ht_cap * sizeof *st->set_ht);
+    for (size_t i = 0; i < st->tr_cap; i++)
+        st->tr[i].key = -1;
+}
+
+static bool set_ht_put(int32_t *ht, size_t cap, const struct iset *sets, int32_t id)
+{
+    uint32_t mask = (uint32_t)(cap - 1), k = sets[id].hash & mask;
+    while (ht[k])
+        k = (k + 1) & mask;
+    ht[k] = id + 1;
+    return true;
+}
+
+/* The id of the set scr[off..off+n) (interned on first sight), −1 when out of memory. */
+static int32_t set_intern(struct gram_state *st, size_t off, size_t n)
+{
+    const int32_t *a = st->scr + off;
+    uint32_t h = set_hash(a, n);
+    if (st->set_ht_cap) {
+        uint32_t mask = (uint32_t)(st->set_ht_cap - 1);
+        for (uint32_t k = h & mask; st->set_ht[k]; k = (k + 1) & mask) {
+            const struct iset *x = &st->sets[st->set_ht[k] - 1];
+            if (x->hash == h && (size_t)x->len == n && !memcmp(st->set_data + x->off, a, n * sizeof *a))
+                return st->set_ht[k] - 1;
+        }
+    }
+    if (!grow((void **)&st->sets, &st->cap_sets, st->n_sets + 1, sizeof *st->sets) ||
+        !grow((void **)&st->set_data, &st->cap_data, st->n_data + n + 1, sizeof *st->set_data)) {
+        st->oom = true;
+        return -1;
+    }
+    a = st->scr + off;
+    int32_t id = (int32_t)st->n_sets++;
+    struct iset *x = &st->sets[id];
+    x->off = st->n_data;
+    x->len = (int32_t)n;
+    x->hash = h;
+    gram_set_clear(&x->next);
+    for (size_t i = 0; i < n; i++) {
+        if (a[i]) {
+            const struct gram_set *b = &st->g->sets[st->g->elems[st->nd[a[i]].pos]];
+            for (int w = 0; w < 8; w++)
+                x->next.w[w] |= b->w[w];
+        }
+    }
+    memcpy(st->set_data + st->n_data, a, n * sizeof *a);
+    st->n_data += n;
+    if (st->n_sets * 2 > st->set_ht_cap) {
+        size_t cap = st->set_ht_cap ? st->set_ht_cap * 2 : 1024;
+        int32_t *ht = calloc(cap, sizeof *ht);
+        if (!ht) {
+            st->n_sets--;
+            st->n_data -= n;
+            st->oom = true;
+            return -1;
+        }
+        for (size_t i = 0; i < st->n_sets; i++)
+            set_ht_put(ht, cap, st->sets, (int32_t)i);
+        free(st->set_ht);
+        st->set_ht = ht;
+        st->set_ht_cap = cap;
+    } else {
+        set_ht_put(st->set_ht, st->set_ht_cap, st->sets, id);
+    }
+    return id;
+}
+
+static struct trans *tr_slot(struct gram_state *st, int64_t key)
+{
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+    size_t mask = st->tr_cap - 1, k = (size_t)(h >> 32) & mask;
+    while (st->tr[k].key != -1 && st->tr[k].key != key)
+        k = (k + 1) & mask;
+    return &st->tr[k];
+}
+
+/* The set after byte b from set sid: −1 when no stack takes b (or out of memory). */
+static int32_t set_step(struct gram_state *st, int32_t sid, unsigned b)
+{
+    if (!gram_set_has(&st->sets[sid].next, b))
+        return -1;
+    if ((st->n_tr + 1) * 2 > st->tr_cap) {
+        size_t cap = st->tr_cap ? st->tr_cap * 2 : 4096;
+        struct trans *t = malloc(cap * sizeof *t), *old = st->tr;
+        size_t old_cap = st->tr_cap;
+        if (!t) {
+            st->oom = true;
+            return -1;
+        }
+        for (size_t i = 0; i < cap; i++)
+            t[i].key = -1;
+        st->tr = t;
+        st->tr_cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].key != -1)
+                *tr_slot(st, old[i].key) = old[i];
+        free(old);
+    }
+    int64_t key = (int64_t)sid << 8 | (int64_t)b;
+    struct trans *t = tr_slot(st, key);
+    if (t->key == key)
+        return t->to;
+    size_t base = st->n_scr;
+    const struct iset *x = &st->sets[sid];
+    for (int32_t i = 0; i < x->len; i++)
+        scr_push(st, st->set_data[st->sets[sid].off + (size_t)i]);
+    size_t m = st->oom ? 0 : step(st, base, (size_t)x->len, b);
+    int32_t to = m ? set_intern(st, base + (size_t)x->len, m) : -1;
+    st->n_scr = base;
+    if (st->oom)
+        return -1;
+    t = tr_slot(st, key); /* set_intern does not touch tr, but keep the lookup honest */
+    t->key = key;
+    t->to = to;
+    st->n_tr++;
+    return to;
+}
+
 static void state_clear(struct gram_state *st)
 {
     st->n_nd = 1;
@@ -402,6 +558,7 @@ static void state_clear(struct gram_state *st)
     memset(st->ht, 0, st->ht_cap * sizeof *st->ht);
     st->n_cur = st->n_scr = 0;
     st->oom = false;
+    memo_clear(st);
 }
 
 /* Make the set from scr[off..n_scr) the live one. */
@@ -458,6 +615,10 @@ void gram_state_free(struct gram_state *st)
     free(st->ht);
     free(st->cur);
     free(st->scr);
+    free(st->sets);
+    free(st->set_data);
+    free(st->set_ht);
+    free(st->tr);
     free(st);
 }
 
@@ -504,6 +665,7 @@ static int gc(struct gram_state *st)
         free(fresh);
         return 0; /* keep the old store: correct, only bigger */
     }
+    memo_clear(st); /* its sets name the old nodes */
     st->nd = fresh;
     st->cap_nd = 1024;
     st->n_nd = 1;
@@ -531,26 +693,23 @@ int gram_advance(struct gram_state *st, const void *bytes, size_t n, struct err 
     st->n_scr = 0;
     for (size_t i = 0; i < st->n_cur; i++)
         scr_push(st, st->cur[i]);
-    size_t off = 0, m = st->n_cur;
-    for (size_t i = 0; i < n && m > 0; i++) {
-        size_t o = st->n_scr;
-        m = step(st, off, m, p[i]);
-        off = o;
-    }
-    if (st->oom) {
-        st->n_scr = 0;
-        return err_set(e, ERR_NOMEM, "grammar: out of memory");
-    }
-    if (m == 0) {
-        st->n_scr = 0;
-        return err_set(e, ERR_INVALID, "grammar: the text leaves the grammar");
-    }
-    if (set_cur(st, off, m)) {
-        st->n_scr = 0;
-        return err_set(e, ERR_NOMEM, "grammar: out of memory");
-    }
+    int32_t sid = st->oom ? -1 : set_intern(st, 0, st->n_cur);
     st->n_scr = 0;
-    if (st->n_nd > 65536 && gc(st))
+    for (size_t i = 0; i < n && sid >= 0; i++)
+        sid = set_step(st, sid, p[i]);
+    if (st->oom) {
+        st->oom = false;
+        memo_clear(st);
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    }
+    if (sid < 0)
+        return err_set(e, ERR_INVALID, "grammar: the text leaves the grammar");
+    const struct iset *x = &st->sets[sid];
+    if (!grow((void **)&st->cur, &st->cap_cur, (size_t)x->len + 1, sizeof *st->cur))
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    memcpy(st->cur, st->set_data + x->off, (size_t)x->len * sizeof *st->cur);
+    st->n_cur = (size_t)x->len;
+    if ((st->n_nd > 65536 || st->n_data > (8u << 20)) && gc(st))
         return err_set(e, ERR_NOMEM, "grammar: out of memory");
     return 0;
 }
@@ -698,36 +857,22 @@ oom:
     return NULL;
 }
 
-/* Mask walk from trie node `at` with the set scr[off..off+n). */
-static int32_t walk(struct gram_state *st, const struct gram_vocab *v, int32_t at, size_t off, size_t n,
-                    uint32_t *allow)
+/* Mask walk from trie node `at` with the set sid. */
+static int32_t walk(struct gram_state *st, const struct gram_vocab *v, int32_t at, int32_t sid, uint32_t *allow)
 {
-    const struct gram *g = st->g;
-    struct gram_set u; /* bytes any stack of the set takes next */
-    gram_set_clear(&u);
-    for (size_t i = 0; i < n; i++) {
-        int32_t s = st->scr[off + i];
-        if (s) {
-            const struct gram_set *x = &g->sets[g->elems[st->nd[s].pos]];
-            for (int w = 0; w < 8; w++)
-                u.w[w] |= x->w[w];
-        }
-    }
     int32_t count = 0;
     for (int32_t c = v->child[at]; c >= 0 && !st->oom; c = v->sib[c]) {
-        if (!gram_set_has(&u, v->byte[c]))
+        if (!gram_set_has(&st->sets[sid].next, v->byte[c]))
             continue;
-        size_t save = st->n_scr;
-        size_t m = step(st, off, n, v->byte[c]);
-        if (m > 0) {
-            for (int32_t t = v->tok[c]; t >= 0; t = v->tok_next[t]) {
-                allow[t >> 5] |= 1u << (t & 31);
-                count++;
-            }
-            if (v->child[c] >= 0)
-                count += walk(st, v, c, save, m, allow);
+        int32_t to = set_step(st, sid, v->byte[c]);
+        if (to < 0)
+            continue;
+        for (int32_t t = v->tok[c]; t >= 0; t = v->tok_next[t]) {
+            allow[t >> 5] |= 1u << (t & 31);
+            count++;
         }
-        st->n_scr = save;
+        if (v->child[c] >= 0)
+            count += walk(st, v, c, to, allow);
     }
     return count;
 }
@@ -738,10 +883,12 @@ int32_t gram_mask(struct gram_state *st, const struct gram_vocab *v, uint32_t *a
     st->n_scr = 0;
     for (size_t i = 0; i < st->n_cur; i++)
         scr_push(st, st->cur[i]);
-    int32_t count = st->oom ? 0 : walk(st, v, 0, 0, st->n_cur, allow);
+    int32_t sid = st->oom ? -1 : set_intern(st, 0, st->n_cur);
     st->n_scr = 0;
+    int32_t count = sid < 0 ? 0 : walk(st, v, 0, sid, allow);
     if (st->oom) {
         st->oom = false;
+        memo_clear(st);
         return err_set(e, ERR_NOMEM, "grammar: out of memory computing the token mask");
     }
     return count;
