@@ -54,14 +54,17 @@ static void generate_roundtrip(void)
     m.gen.template_kwargs_json = "{\"enable_thinking\":false}";
     m.gen.tool_required = true;
     m.gen.tool_name = "get_weather";
+    m.gen.json_schema = "{\"type\":\"object\"}";
     CHECK(roundtrip(&m, &d) == 0, "generate round trip");
     CHECK(d.gen.tool_required && d.gen.tool_name && !strcmp(d.gen.tool_name, "get_weather"), "tool_choice");
+    CHECK(d.gen.json_schema && !strcmp(d.gen.json_schema, m.gen.json_schema), "json_schema");
     CHECK(d.gen.messages_json && !strcmp(d.gen.messages_json, m.gen.messages_json), "messages_json");
     CHECK(d.gen.tools_json && !strcmp(d.gen.tools_json, "[]"), "tools_json");
     CHECK(d.gen.template_kwargs_json && strstr(d.gen.template_kwargs_json, "enable_thinking"), "kwargs");
     struct proto_gen cp;
     struct err ce;
-    CHECK(proto_gen_copy(&cp, &d.gen, &ce) == 0 && cp.tools_json && cp.n_stop == 2 && !strcmp(cp.stop[1], "User:"),
+    CHECK(proto_gen_copy(&cp, &d.gen, &ce) == 0 && cp.tools_json && cp.n_stop == 2 && !strcmp(cp.stop[1], "User:") &&
+              cp.json_schema && cp.json_schema != d.gen.json_schema && !strcmp(cp.json_schema, d.gen.json_schema),
           "deep copy");
     CHECK(cp.tool_required && cp.tool_name && cp.tool_name != d.gen.tool_name && !strcmp(cp.tool_name, "get_weather"),
           "deep copy of tool_name");

@@ -4,7 +4,10 @@
  * as JSON and validate against its schema. The validator below is written
  * from the JSON Schema rules with jansson and POSIX regex, independent of
  * the grammar code. N is LLM170_STRUCTURED_N (default 20 a schema; the
- * acceptance run is 200). */
+ * acceptance run is 200). LLM170_STRUCTURED_BACKEND=hip runs it on the GPU
+ * engine, where free-text requests (mixed in, one per schema request
+ * batch) take the device top-k path in the same steps as the constrained
+ * rows, which must come back whole. */
 #include <jansson.h>
 #include <regex.h>
 #include <stdint.h>
@@ -268,7 +271,12 @@ static void run_model(const char *file)
     p.n_ctx = 512;
     p.n_batch = 256;
     p.n_threads = 2;
-    int per = n_per_schema(), total = 10 * per;
+    const char *be = getenv("LLM170_STRUCTURED_BACKEND");
+    if (be && !engine_backend_parse(be, &p.backend)) {
+        CHECK(0, "LLM170_STRUCTURED_BACKEND=%s: no such backend", be);
+        return;
+    }
+    int per = n_per_schema(), total = 10 * per, n_free = total / 10;
     struct run r = {calloc((size_t)total, sizeof *r.o), total};
     json_t *sch[10] = {0};
     for (int k = 0; k < 10; k++) {
@@ -276,7 +284,7 @@ static void run_model(const char *file)
         sch[k] = json_loads(schemas[k], 0, &je);
         CHECK(sch[k] != NULL, "schema %d: %s", k + 1, je.text);
     }
-    struct sched_params sp = {.n_slots = 16, .n_queue = total, .n_batch = 256};
+    struct sched_params sp = {.n_slots = 16, .n_queue = total + n_free, .n_batch = 256};
     if (!r.o || engine_create(&eng, m, &p, &e) || sched_create(&s, eng, m, &sp, on_event, &r, &e)) {
         CHECK(0, "setup: %s", e.msg);
         goto out;
@@ -298,6 +306,12 @@ static void run_model(const char *file)
         q.max_tokens = 400;
         q.json_schema = schemas[i % 10];
         CHECK(sched_submit(s, &q, &e) == 0, "submit %d: %s", i, e.msg);
+        if (i % 10 == 9 && i / 10 < n_free) { /* free text beside them (ids past `total`: not collected) */
+            q.id = (uint64_t)(total + i / 10);
+            q.json_schema = NULL;
+            q.max_tokens = 24;
+            CHECK(sched_submit(s, &q, &e) == 0, "submit free %d: %s", i, e.msg);
+        }
     }
     long steps = 0;
     while (!sched_idle(s) && steps < 2000L * total) {
@@ -324,8 +338,8 @@ static void run_model(const char *file)
             printf("#   schema %d: %s\n", i + 1, o->text);
         json_decref(v);
     }
-    printf("# %s: %d requests (%d a schema) in %.2f s, %ld steps, %zu output bytes, %d finished with stop\n", file,
-           total, per, secs, steps, bytes, stops);
+    printf("# %s (%s): %d requests (%d a schema, %d free-text ones beside them) in %.2f s, %ld steps, %zu output "
+           "bytes, %d finished with stop\n", file, be ? be : "cpu", total, per, n_free, secs, steps, bytes, stops);
     CHECK(bad == 0, "%s: %d of %d outputs not valid JSON for their schema", file, bad, total);
     free(prompt);
 out:
@@ -379,8 +393,78 @@ static void bad_schema_refused(void)
     free(r.o);
 }
 
+/* The end of a grammar ends the request with stop: a constant answered
+ * with ignore_eos (no end-of-generation token may be drawn) stops once
+ * nothing else fits, having written exactly the constant; logprobs (whole
+ * rows, raw probabilities) keep working; and max_tokens still cuts. */
+static void grammar_end_stops(void)
+{
+    const char *sh = check_shared_dir();
+    if (!sh)
+        SKIP("no shared data (../shared/data)");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", sh);
+    struct model *m = NULL;
+    struct engine_ctx *eng = NULL;
+    struct sched *s = NULL;
+    struct err e = {0};
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_seq = 4;
+    p.n_ctx = 256;
+    p.n_batch = 64;
+    p.n_threads = 2;
+    struct run r = {calloc(3, sizeof *r.o), 3};
+    struct sched_params sp = {.n_slots = 4, .n_queue = 4, .n_batch = 64};
+    if (model_load(&m, path, &e) || engine_create(&eng, m, &p, &e) || sched_create(&s, eng, m, &sp, on_event, &r, &e)) {
+        CHECK(0, "setup: %s", e.msg);
+        goto out;
+    }
+    int32_t prompt[2] = {1, 100};
+    struct sched_request q;
+    sched_request_init(&q);
+    q.prompt = prompt;
+    q.n_prompt = 2;
+    q.smp.temp = 1.0f;
+    q.smp.seed = 5;
+    q.max_tokens = 200;
+    q.ignore_eos = true;
+    q.json_schema = "{\"const\":[true,\"ok\"]}";
+    CHECK(sched_submit(s, &q, &e) == 0, "submit: %s", e.msg);
+    q.id = 1;
+    q.ignore_eos = false;
+    q.n_probs = 2;
+    q.json_schema = "{\"enum\":[\"yes\",\"no\"]}";
+    CHECK(sched_submit(s, &q, &e) == 0, "submit: %s", e.msg);
+    q.id = 2;
+    q.n_probs = -1;
+    q.max_tokens = 3;
+    q.json_schema = "{\"type\":\"string\",\"minLength\":50}";
+    CHECK(sched_submit(s, &q, &e) == 0, "submit: %s", e.msg);
+    for (int i = 0; i < 2000 && !sched_idle(s); i++)
+        sched_step(s, &e);
+    json_t *v = json_loadb(r.o[0].text, r.o[0].n, 0, NULL);
+    json_t *want = json_loads("[true,\"ok\"]", 0, NULL);
+    CHECK(r.o[0].finish == SCHED_STOP && v && json_equal(v, want), "ignore_eos const: finish %d \"%s\"", r.o[0].finish,
+          r.o[0].text);
+    json_decref(v);
+    json_decref(want);
+    v = json_loadb(r.o[1].text, r.o[1].n, JSON_DECODE_ANY, NULL);
+    CHECK(r.o[1].finish == SCHED_STOP && json_is_string(v) &&
+              (!strcmp(json_string_value(v), "yes") || !strcmp(json_string_value(v), "no")),
+          "enum with logprobs: finish %d \"%s\" %s", r.o[1].finish, r.o[1].text, r.o[1].message);
+    json_decref(v);
+    CHECK(r.o[2].finish == SCHED_LENGTH, "max_tokens still cuts a constrained answer: finish %d", r.o[2].finish);
+out:
+    sched_free(s);
+    engine_free(eng);
+    model_free(m);
+    free(r.o);
+}
+
 int main(void)
 {
+    RUN(grammar_end_stops);
     RUN(bad_schema_refused);
     RUN(stories260k);
     RUN(qwen35_tiny_random);
