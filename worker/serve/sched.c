@@ -627,11 +627,14 @@ static void sample_row(void *ctx, int64_t i, int worker)
             o->fate = ROW_GRAMMAR_FAIL;
             return;
         }
-        if (gram_complete(r->gs) && !r->ignore_eos)
-            for (int k = 0; k < s->n_eog; k++) {
-                r->allow[s->eog[k] >> 5] |= 1u << (s->eog[k] & 31);
-                n_ok++;
-            }
+        /* an end-of-generation token whose piece the grammar would take as text (a vocabulary may give one
+         * a visible piece) still ends the request: it is allowed by completeness alone */
+        const bool end_ok = gram_complete(r->gs) && !r->ignore_eos;
+        for (int k = 0; k < s->n_eog; k++) {
+            uint32_t *w = &r->allow[s->eog[k] >> 5], bit = 1u << (s->eog[k] & 31);
+            n_ok += end_ok - !!(*w & bit);
+            *w = end_ok ? *w | bit : *w & ~bit;
+        }
         if (n_ok == 0) { /* complete with nothing else to say, or a dead end: stop rather than break the format */
             o->fate = ROW_GRAMMAR_END;
             return;
