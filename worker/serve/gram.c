@@ -185,7 +185,8 @@ void gram_alt(struct gram *g, int32_t rule, const struct gram_seq *q)
     }
     r->cap = (int32_t)cap;
     r->alt[r->n++] = (int32_t)g->n_elems;
-    memcpy(g->elems + g->n_elems, q->e, q->n * sizeof *q->e);
+    if (q->n)
+        memcpy(g->elems + g->n_elems, q->e, q->n * sizeof *q->e);
     g->n_elems += q->n;
     g->elems[g->n_elems++] = END;
 }
@@ -455,7 +456,7 @@ static int32_t set_intern(struct gram_state *st, size_t off, size_t n)
         uint32_t mask = (uint32_t)(st->set_ht_cap - 1);
         for (uint32_t k = h & mask; st->set_ht[k]; k = (k + 1) & mask) {
             const struct iset *x = &st->sets[st->set_ht[k] - 1];
-            if (x->hash == h && (size_t)x->len == n && !memcmp(st->set_data + x->off, a, n * sizeof *a))
+            if (x->hash == h && (size_t)x->len == n && (n == 0 || !memcmp(st->set_data + x->off, a, n * sizeof *a)))
                 return st->set_ht[k] - 1;
         }
     }
@@ -478,7 +479,8 @@ static int32_t set_intern(struct gram_state *st, size_t off, size_t n)
                 x->next.w[w] |= b->w[w];
         }
     }
-    memcpy(st->set_data + st->n_data, a, n * sizeof *a);
+    if (n)
+        memcpy(st->set_data + st->n_data, a, n * sizeof *a);
     st->n_data += n;
     if (st->n_sets * 2 > st->set_ht_cap) {
         size_t cap = st->set_ht_cap ? st->set_ht_cap * 2 : 1024;
@@ -566,7 +568,8 @@ static int set_cur(struct gram_state *st, size_t off, size_t n)
 {
     if (!grow((void **)&st->cur, &st->cap_cur, n ? n : 1, sizeof *st->cur))
         return ERR_NOMEM;
-    memcpy(st->cur, st->scr + off, n * sizeof *st->cur);
+    if (n)
+        memcpy(st->cur, st->scr + off, n * sizeof *st->cur);
     st->n_cur = n;
     return 0;
 }
@@ -592,7 +595,10 @@ struct gram_state *gram_state_new(const struct gram *g, struct err *e)
     if (gram_error(g, e))
         return NULL;
     struct gram_state *st = calloc(1, sizeof *st);
-    if (!st || !(st->nd = malloc(1024 * sizeof *st->nd)) || !(st->ht = calloc(4096, sizeof *st->ht))) {
+    /* every buffer exists from the start: no arithmetic on a null pointer for an empty set */
+    if (!st || !(st->nd = malloc(1024 * sizeof *st->nd)) || !(st->ht = calloc(4096, sizeof *st->ht)) ||
+        !(st->scr = malloc(256 * sizeof *st->scr)) || !(st->set_data = malloc(256 * sizeof *st->set_data)) ||
+        !(st->cur = malloc(16 * sizeof *st->cur))) {
         gram_state_free(st);
         err_set(e, ERR_NOMEM, "grammar: out of memory");
         return NULL;
@@ -600,6 +606,8 @@ struct gram_state *gram_state_new(const struct gram *g, struct err *e)
     st->g = g;
     st->cap_nd = 1024;
     st->ht_cap = 4096;
+    st->cap_scr = st->cap_data = 256;
+    st->cap_cur = 16;
     if (gram_state_reset(st, e)) {
         gram_state_free(st);
         return NULL;
@@ -707,9 +715,17 @@ int gram_advance(struct gram_state *st, const void *bytes, size_t n, struct err 
     const struct iset *x = &st->sets[sid];
     if (!grow((void **)&st->cur, &st->cap_cur, (size_t)x->len + 1, sizeof *st->cur))
         return err_set(e, ERR_NOMEM, "grammar: out of memory");
-    memcpy(st->cur, st->set_data + x->off, (size_t)x->len * sizeof *st->cur);
+    if (x->len)
+        memcpy(st->cur, st->set_data + x->off, (size_t)x->len * sizeof *st->cur);
     st->n_cur = (size_t)x->len;
     if ((st->n_nd > 65536 || st->n_data > (8u << 20)) && gc(st))
+        return err_set(e, ERR_NOMEM, "grammar: out of memory");
+    return 0;
+}
+
+int gram_state_compact(struct gram_state *st, struct err *e)
+{
+    if (gc(st))
         return err_set(e, ERR_NOMEM, "grammar: out of memory");
     return 0;
 }

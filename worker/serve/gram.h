@@ -91,6 +91,9 @@ int gram_state_reset(struct gram_state *st, struct err *e);
 bool gram_accepts_byte(const struct gram_state *st, unsigned b);
 /* Consume bytes; ERR_INVALID (state unchanged) when they leave the grammar. */
 int gram_advance(struct gram_state *st, const void *bytes, size_t n, struct err *e);
+/* Drop the stacks and memoized steps earlier steps and masks left behind
+ * (gram_advance does it by itself once they pass a bound). */
+int gram_state_compact(struct gram_state *st, struct err *e);
 /* The bytes so far form a complete sentence. */
 bool gram_complete(const struct gram_state *st);
 /* Nothing more can follow (no stack wants a byte). */
