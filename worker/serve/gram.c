@@ -8,6 +8,7 @@
 /* Flattened elements: ≥ 0 a byte-set id, END closes an alternative, ≤ −2 a
  * rule reference (rule = −e − 2). */
 #define END (-1)
+#define GRAM_MASK_MEMO 4
 #define REF(r) (-(r) - 2)
 #define REF_RULE(e) (-(e) - 2)
 
@@ -270,6 +271,15 @@ struct gram_state {
     size_t set_ht_cap;
     struct trans *tr;     /* open addressing (set, byte) → next set, cap a power of two */
     size_t n_tr, tr_cap;
+    /* The last masks made, by set: the text of a JSON string meets the same
+     * set token after token, and its mask is then a copy. */
+    struct mask_memo {
+        const struct gram_vocab *v;
+        int32_t sid;      /* −1 empty */
+        int32_t count;
+        uint32_t *bits;
+    } masks[GRAM_MASK_MEMO];
+    unsigned mask_next;   /* the entry to replace next (round robin) */
 };
 
 struct iset {
@@ -431,6 +441,8 @@ static uint32_t set_hash(const int32_t *a, size_t n)
 
 static void memo_clear(struct gram_state *st)
 {
+    for (int i = 0; i < GRAM_MASK_MEMO; i++)
+        st->masks[i].sid = -1;
     st->n_sets = st->n_data = st->n_tr = 0;
     if (st->set_ht)
         memset(st->set_ht, 0, st->set_ht_cap * sizeof *st->set_ht);
@@ -627,6 +639,8 @@ void gram_state_free(struct gram_state *st)
     free(st->set_data);
     free(st->set_ht);
     free(st->tr);
+    for (int i = 0; i < GRAM_MASK_MEMO; i++)
+        free(st->masks[i].bits);
     free(st);
 }
 
@@ -895,17 +909,37 @@ static int32_t walk(struct gram_state *st, const struct gram_vocab *v, int32_t a
 
 int32_t gram_mask(struct gram_state *st, const struct gram_vocab *v, uint32_t *allow, struct err *e)
 {
-    memset(allow, 0, (((size_t)v->n_tok + 31) / 32) * sizeof *allow);
+    size_t words = ((size_t)v->n_tok + 31) / 32;
+    memset(allow, 0, words * sizeof *allow);
     st->n_scr = 0;
     for (size_t i = 0; i < st->n_cur; i++)
         scr_push(st, st->cur[i]);
     int32_t sid = st->oom ? -1 : set_intern(st, 0, st->n_cur);
     st->n_scr = 0;
+    for (int i = 0; sid >= 0 && i < GRAM_MASK_MEMO; i++) {
+        struct mask_memo *m = &st->masks[i];
+        if (m->sid == sid && m->v == v) {
+            memcpy(allow, m->bits, words * sizeof *allow);
+            return m->count;
+        }
+    }
     int32_t count = sid < 0 ? 0 : walk(st, v, 0, sid, allow);
     if (st->oom) {
         st->oom = false;
         memo_clear(st);
         return err_set(e, ERR_NOMEM, "grammar: out of memory computing the token mask");
+    }
+    struct mask_memo *m = &st->masks[st->mask_next];
+    if (m->v != v || !m->bits) {
+        free(m->bits);
+        m->bits = malloc(words * sizeof *m->bits);
+        m->v = v;
+    }
+    if (m->bits) { /* without memory for it, the next mask is walked again: no harm */
+        memcpy(m->bits, allow, words * sizeof *allow);
+        m->sid = sid;
+        m->count = count;
+        st->mask_next = (st->mask_next + 1) % GRAM_MASK_MEMO;
     }
     return count;
 }
