@@ -80,6 +80,8 @@ static void builder_basics(void)
     gram_seq_lit(l, &q, "y", 1);
     gram_alt(l, L, &q);
     CHECK(match(l, "y") || !match(l, "y"), "left recursion returns");
+    CHECK(gram_check(l, NULL) == ERR_INVALID, "left recursion found");
+    CHECK(gram_check(g, NULL) == 0 && gram_check(h, NULL) == 0, "right recursion and repetition are fine");
     gram_seq_free(&q);
     gram_free(g);
     gram_free(h);
@@ -209,6 +211,9 @@ static void schema_errors(void)
         {"{\"type\":\"uuid\"}", "'type'"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}", "'not'"},
         {"{\"type\":\"object\",\"required\":[\"b\"],\"properties\":{\"a\":{}}}", "'required'"},
+        /* recursion before any text: would expand 2^depth ways */
+        {"{\"anyOf\":[{\"$ref\":\"#\"},{\"$ref\":\"#\"},{\"type\":\"null\"}]}", "'$ref'"},
+        {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "'$ref'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct gram *g = NULL;

@@ -238,6 +238,98 @@ int32_t gram_rule_repeat(struct gram *g, int32_t rule, int32_t min, int32_t max)
     return r;
 }
 
+/* Left recursion: rule r reaches itself through references that can come
+ * first (everything before them can match nothing). The parser would expand
+ * such a rule until its depth bound, in as many ways as the rule has such
+ * alternatives at every level — a schema must not be able to ask for that. */
+int gram_check(const struct gram *g, struct err *e)
+{
+    int rc = gram_error(g, e);
+    if (rc)
+        return rc;
+    int32_t n = g->n_rules;
+    bool *nullable = calloc((size_t)n, sizeof *nullable);
+    int32_t *first = malloc(((size_t)n + 1) * sizeof *first), *edges = NULL, *stack = NULL;
+    uint8_t *color = calloc((size_t)n, 1);
+    size_t n_edges = 0;
+    if (!nullable || !first || !color)
+        goto oom;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t r = 0; r < n; r++) {
+            if (nullable[r])
+                continue;
+            for (int32_t a = 0; a < g->rules[r].n && !nullable[r]; a++) {
+                int32_t p = g->rules[r].alt[a];
+                while (g->elems[p] <= -2 && nullable[REF_RULE(g->elems[p])])
+                    p++;
+                if (g->elems[p] == END)
+                    changed = nullable[r] = true;
+            }
+        }
+    }
+    /* the edges r → s of a reference that can come first, grouped by r (first[r]..first[r + 1]) */
+    for (int pass = 0; pass < 2; pass++) {
+        n_edges = 0;
+        for (int32_t r = 0; r < n; r++) {
+            first[r] = (int32_t)n_edges;
+            for (int32_t a = 0; a < g->rules[r].n; a++)
+                for (int32_t p = g->rules[r].alt[a]; g->elems[p] <= -2; p++) {
+                    if (pass)
+                        edges[n_edges] = REF_RULE(g->elems[p]);
+                    n_edges++;
+                    if (!nullable[REF_RULE(g->elems[p])])
+                        break;
+                }
+        }
+        first[n] = (int32_t)n_edges;
+        if (!pass && !(edges = malloc((n_edges ? n_edges : 1) * sizeof *edges)))
+            goto oom;
+    }
+    /* depth-first search, iterative (a deep grammar must not overflow the C stack): a grey rule met
+     * again is a cycle */
+    if (!(stack = malloc(2 * ((size_t)n + 1) * sizeof *stack)))
+        goto oom;
+    for (int32_t r0 = 0; r0 < n && !rc; r0++) {
+        if (color[r0])
+            continue;
+        size_t sp = 0;
+        stack[sp++] = r0;
+        stack[sp++] = first[r0];
+        color[r0] = 1;
+        while (sp && !rc) {
+            int32_t r = stack[sp - 2], i = stack[sp - 1];
+            if (i == first[r + 1]) {
+                color[r] = 2;
+                sp -= 2;
+                continue;
+            }
+            stack[sp - 1] = i + 1;
+            int32_t t = edges[i];
+            if (color[t] == 1)
+                rc = err_set(e, ERR_INVALID, "grammar: a rule refers to itself before matching anything (left recursion)");
+            else if (!color[t]) {
+                color[t] = 1;
+                stack[sp++] = t;
+                stack[sp++] = first[t];
+            }
+        }
+    }
+    free(nullable);
+    free(first);
+    free(edges);
+    free(stack);
+    free(color);
+    return rc;
+oom:
+    free(nullable);
+    free(first);
+    free(edges);
+    free(stack);
+    free(color);
+    return err_set(e, ERR_NOMEM, "grammar: out of memory");
+}
+
 void gram_set_root(struct gram *g, int32_t rule) { g->root = rule; }
 size_t gram_n_elems(const struct gram *g) { return g->n_elems; }
 

@@ -77,6 +77,10 @@ void gram_alt(struct gram *g, int32_t rule, const struct gram_seq *q);
 int32_t gram_rule_of(struct gram *g, const struct gram_seq *q);
 /* A rule matching `rule` repeated min..max times (max < 0: no bound). */
 int32_t gram_rule_repeat(struct gram *g, int32_t rule, int32_t min, int32_t max);
+/* gram_error, then left recursion (a rule that reaches itself before
+ * matching a byte): ERR_INVALID. A grammar from outside (a schema) must pass
+ * before it is parsed with. */
+int gram_check(const struct gram *g, struct err *e);
 /* The start rule (default: rule 0). */
 void gram_set_root(struct gram *g, int32_t rule);
 size_t gram_n_elems(const struct gram *g);

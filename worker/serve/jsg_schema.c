@@ -1288,8 +1288,11 @@ int jsg_compile(const json_t *schema, struct gram **out, struct err *e)
         free(c.refs[i].ref);
     free(c.refs);
     int rc = c.rc;
-    if (!rc && (rc = gram_error(c.g, e)) == ERR_RANGE)
+    if (!rc && (rc = gram_check(c.g, e)) == ERR_RANGE)
         err_set(e, ERR_RANGE, "json schema: too large for a grammar (more than %d elements)", GRAM_MAX_ELEMS);
+    else if (rc == ERR_INVALID && !c.rc)
+        err_set(e, ERR_INVALID, "json schema: unsupported keyword '$ref': a schema that refers to itself before "
+                                "any text (left recursion)");
     if (rc) {
         gram_free(c.g);
         return rc;
