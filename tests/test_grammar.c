@@ -364,6 +364,117 @@ static void mask_brute_schema(void)
                   12, 40);
 }
 
+/* Random schemas from the subset's keywords: each compiles or fails with a
+ * message; texts drawn byte by byte through the mask of a compiled one are
+ * JSON (jansson parses them) whenever the state says complete. */
+static size_t byte_piece(void *user, int32_t id, char *buf, size_t cap)
+{
+    (void)user;
+    if (cap)
+        buf[0] = (char)id;
+    return 1;
+}
+
+static json_t *random_schema(int depth)
+{
+    static const char *const leaves[] = {
+        "{\"type\":\"integer\"}", "{\"type\":\"number\"}", "{\"type\":\"boolean\"}", "{\"type\":\"null\"}",
+        "{\"type\":\"string\",\"maxLength\":3}", "{\"type\":\"string\",\"format\":\"date\"}",
+        "{\"type\":\"string\",\"pattern\":\"^a[b-d]?(x|yz)$\"}", "{\"enum\":[\"\\u00e9\\n\\\"\",1.5,[],{}]}",
+        "{\"const\":\"q\\\\\"}", "{\"type\":[\"string\",\"integer\"],\"maxLength\":1}", "{\"type\":\"string\",\"format\":\"uuid\"}",
+        "{\"type\":\"object\"}", "{}", "{\"type\":\"array\",\"maxItems\":2}",
+    };
+    if (depth <= 0 || rnd() % 3 == 0)
+        return json_loads(leaves[rnd() % (sizeof leaves / sizeof leaves[0])], 0, NULL);
+    switch (rnd() % 3) {
+    case 0: {
+        json_t *props = json_object(), *req = json_array();
+        int n = (int)(rnd() % 4);
+        for (int i = 0; i < n; i++) {
+            char k[8];
+            snprintf(k, sizeof k, "k%d", i);
+            json_object_set_new(props, k, random_schema(depth - 1));
+            if (rnd() % 2)
+                json_array_append_new(req, json_string(k));
+        }
+        return json_pack("{s:s, s:o, s:o, s:b}", "type", "object", "properties", props, "required", req,
+                         "additionalProperties", (int)(rnd() % 2));
+    }
+    case 1:
+        return json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", random_schema(depth - 1), "minItems",
+                         (int)(rnd() % 2), "maxItems", (int)(1 + rnd() % 3));
+    default:
+        return json_pack("{s:[o,o]}", rnd() % 2 ? "anyOf" : "oneOf", random_schema(depth - 1), random_schema(depth - 1));
+    }
+}
+
+static void random_schemas_give_json(void)
+{
+    struct err e = {0};
+    struct gram_vocab *gv = gram_vocab_new(256, byte_piece, NULL, &e);
+    CHECK(gv != NULL, "byte vocab: %s", e.msg);
+    if (!gv)
+        return;
+    int compiled = 0, texts = 0, bad = 0;
+    uint32_t allow[8];
+    char text[2048];
+    for (int i = 0; i < 300; i++) {
+        json_t *sch = random_schema(3);
+        struct gram *g = NULL;
+        int rc = jsg_compile(sch, &g, &e);
+        CHECK(rc == 0 || (rc < 0 && e.msg[0]), "schema %d: rc %d without a message", i, rc);
+        json_decref(sch);
+        if (rc)
+            continue;
+        compiled++;
+        for (int w = 0; w < 3; w++) {
+            struct gram_state *st = gram_state_new(g, &e);
+            size_t n = 0;
+            bool done = false;
+            while (st && n < sizeof text - 1) {
+                if (gram_complete(st) && (gram_finished(st) || rnd() % 4 == 0)) {
+                    done = true;
+                    break;
+                }
+                int32_t cnt = gram_mask(st, gv, allow, &e);
+                if (cnt <= 0)
+                    break;
+                /* lean towards closing characters so most walks end */
+                int pick = -1;
+                for (int tries = 0; tries < 4 && pick < 0; tries++) {
+                    const char *closers = "]}\"0";
+                    int b = (unsigned char)closers[rnd() % 4];
+                    if ((allow[b >> 5] >> (b & 31)) & 1u)
+                        pick = b;
+                }
+                for (int k = (int)(rnd() % (uint32_t)cnt); pick < 0; k--)
+                    for (int b = 0; b < 256 && pick < 0; b++)
+                        if ((allow[b >> 5] >> (b & 31)) & 1u && k-- == 0)
+                            pick = b;
+                text[n++] = (char)pick;
+                if (gram_advance(st, &text[n - 1], 1, &e)) {
+                    CHECK(0, "a masked byte was refused: %s", e.msg);
+                    break;
+                }
+            }
+            gram_state_free(st);
+            if (!done)
+                continue;
+            texts++;
+            json_error_t je;
+            json_t *v = json_loadb(text, n, JSON_DECODE_ANY, &je);
+            if (!v && bad++ < 5)
+                printf("#   not JSON (%s): %.*s\n", je.text, (int)n, text);
+            json_decref(v);
+        }
+        gram_free(g);
+    }
+    printf("# %d of 300 random schemas compiled, %d texts drawn\n", compiled, texts);
+    CHECK(bad == 0, "%d texts are not JSON", bad);
+    CHECK(compiled > 100 && texts > 100, "enough of them ran (%d, %d)", compiled, texts);
+    gram_vocab_free(gv);
+}
+
 /* A mask ends the candidate list before any sampler: greedy, top-k and
  * bias never reach a forbidden token. */
 static void sampler_honours_mask(void)
@@ -412,6 +523,7 @@ int main(void)
     RUN(schema_errors);
     RUN(mask_brute_object);
     RUN(mask_brute_schema);
+    RUN(random_schemas_give_json);
     RUN(sampler_honours_mask);
     CHECK_EXIT();
 }
