@@ -391,7 +391,7 @@ static json_t *random_schema(int depth)
         json_t *props = json_object(), *req = json_array();
         int n = (int)(rnd() % 4);
         for (int i = 0; i < n; i++) {
-            char k[8];
+            char k[16];
             snprintf(k, sizeof k, "k%d", i);
             json_object_set_new(props, k, random_schema(depth - 1));
             if (rnd() % 2)
