@@ -142,8 +142,15 @@ static void schema_objects(void)
     /* extra properties allowed after the listed ones when additionalProperties is absent */
     static const struct want w2[] = {
         {"{\"a\":1}", true}, {"{\"a\":1,\"zz\":[true]}", true}, {"{\"zz\":1}", false}, {"{}", false},
+        /* an extra member never repeats a listed name (its value would not be checked against its schema) */
+        {"{\"a\":1,\"a\":\"x\"}", false}, {"{\"a\":1,\"\\u0061\":\"x\"}", false}, {"{\"a\":1,\"ab\":\"x\"}", true},
+        {"{\"a\":1,\"\":0}", true}, {"{\"a\":1,\"b\u00e9\":0}", true}, {"{\"a\":1,\"b\u00e9x\":0}", true},
+        {"{\"a\":1,\"b\u00e9\u00e9\":0}", false}, {"{\"a\":1,\"b\u00e8\":0}", false} /* shares é's first byte: not offered (a subset) */, {"{\"a\":1,\"b\":0}", true},
+        {"{\"a\":1,\"b\u00e9\u00e9x\":0}", true},
     };
-    check_schema("{\"properties\":{\"a\":{\"type\":\"number\"}},\"required\":[\"a\"]}", w2, 4);
+    check_schema("{\"properties\":{\"a\":{\"type\":\"number\"},\"b\u00e9\u00e9\":{\"type\":\"null\"}},"
+                 "\"required\":[\"a\"]}",
+                 w2, sizeof w2 / sizeof w2[0]);
 }
 
 static void schema_scalars(void)

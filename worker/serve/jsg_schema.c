@@ -84,8 +84,9 @@ static int32_t ws(struct jsg *c)
 }
 
 /* One UTF-8 character of 2–4 bytes, exactly the valid ones (no overlongs,
- * no surrogates, ≤ U+10FFFF): jansson refuses anything else. */
-static void add_multibyte(struct gram *g, int32_t r)
+ * no surrogates, ≤ U+10FFFF): jansson refuses anything else. Leading bytes
+ * in excl (NULL none) are left out; tail (≥ 0) follows each alternative. */
+static void add_multibyte_excl(struct gram *g, int32_t r, const struct gram_set *excl, int32_t tail)
 {
     static const unsigned char seqs[][4][2] = {
         {{0xc2, 0xdf}, {0x80, 0xbf}},
@@ -101,12 +102,27 @@ static void add_multibyte(struct gram *g, int32_t r)
     gram_seq_init(&q);
     for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
         gram_seq_clear(&q);
-        for (int k = 0; k < 4 && seqs[i][k][0]; k++)
+        struct gram_set lead;
+        gram_set_clear(&lead);
+        bool any = false;
+        for (unsigned b = seqs[i][0][0]; b <= seqs[i][0][1]; b++)
+            if (!excl || !gram_set_has(excl, b)) {
+                gram_set_add(&lead, b, b);
+                any = true;
+            }
+        if (!any)
+            continue;
+        gram_seq_set(g, &q, &lead);
+        for (int k = 1; k < 4 && seqs[i][k][0]; k++)
             gram_seq_range(g, &q, seqs[i][k][0], seqs[i][k][1]);
+        if (tail >= 0)
+            gram_seq_ref(&q, tail);
         gram_alt(g, r, &q);
     }
     gram_seq_free(&q);
 }
+
+static void add_multibyte(struct gram *g, int32_t r) { add_multibyte_excl(g, r, NULL, -1); }
 
 static void add_hex(struct gram *g, struct gram_seq *q)
 {
@@ -436,6 +452,136 @@ static int32_t array_of(struct jsg *c, int32_t item, int32_t min, int32_t max)
         gram_alt(g, r, &q);
     }
     gram_seq_free(&q);
+    return r;
+}
+
+/* ---- a key that is none of an object's listed names (its extra members)
+ *
+ * Without it a model could write a listed name again as an "extra" member,
+ * with a value the name's schema refuses. The names go into a trie of whole
+ * characters; a key follows it while it spells a prefix of a name and may
+ * leave it by any other character, or end where no name ends. Extra keys
+ * are written without escapes (so "\u0061" cannot spell "a"); a character
+ * whose leading byte starts some branch of the trie only ever follows it. */
+struct ktrie {
+    int32_t child, sib;    /* first child, next sibling (−1 none) */
+    unsigned char ch[4];   /* the character into this node */
+    int nb;
+    bool end;              /* a name ends here */
+};
+
+static int32_t kt_add(struct ktrie **t, size_t *n, size_t *cap, int32_t parent, const unsigned char *ch, int nb)
+{
+    for (int32_t c = (*t)[parent].child; c >= 0; c = (*t)[c].sib)
+        if ((*t)[c].nb == nb && !memcmp((*t)[c].ch, ch, (size_t)nb))
+            return c;
+    if (*n == *cap) {
+        size_t nc = *cap * 2;
+        struct ktrie *x = realloc(*t, nc * sizeof *x);
+        if (!x)
+            return -1;
+        *t = x;
+        *cap = nc;
+    }
+    int32_t id = (int32_t)(*n)++;
+    (*t)[id] = (struct ktrie){-1, (*t)[parent].child, {0}, nb, false};
+    memcpy((*t)[id].ch, ch, (size_t)nb);
+    (*t)[parent].child = id;
+    return id;
+}
+
+/* chars* '"' without escapes */
+static int32_t key_rest(struct jsg *c)
+{
+    struct gram *g = c->g;
+    int32_t uchr = gram_rule_new(g);
+    struct gram_seq q;
+    gram_seq_init(&q);
+    struct gram_set s;
+    gram_set_clear(&s);
+    gram_set_add(&s, 0x20, 0x21);
+    gram_set_add(&s, 0x23, 0x5b);
+    gram_set_add(&s, 0x5d, 0x7f);
+    gram_seq_set(g, &q, &s);
+    gram_alt(g, uchr, &q);
+    add_multibyte(g, uchr);
+    gram_seq_clear(&q);
+    gram_seq_ref(&q, gram_rule_repeat(g, uchr, 0, -1));
+    gram_seq_lit(g, &q, "\"", 1);
+    int32_t r = gram_rule_of(g, &q);
+    gram_seq_free(&q);
+    return r;
+}
+
+static int32_t kt_rule(struct jsg *c, const struct ktrie *t, int32_t at, int32_t rest)
+{
+    struct gram *g = c->g;
+    int32_t r = gram_rule_new(g);
+    struct gram_seq q;
+    gram_seq_init(&q);
+    if (!t[at].end) {
+        gram_seq_lit(g, &q, "\"", 1);
+        gram_alt(g, r, &q);
+    }
+    struct gram_set leads; /* first bytes of the characters the trie goes on with */
+    gram_set_clear(&leads);
+    for (int32_t k = t[at].child; k >= 0; k = t[k].sib) {
+        gram_set_add(&leads, t[k].ch[0], t[k].ch[0]);
+        int32_t sub = kt_rule(c, t, k, rest);
+        gram_seq_clear(&q);
+        gram_seq_lit(g, &q, (const char *)t[k].ch, (size_t)t[k].nb);
+        gram_seq_ref(&q, sub);
+        gram_alt(g, r, &q);
+    }
+    struct gram_set a;
+    gram_set_clear(&a);
+    for (unsigned b = 0x20; b < 0x80; b++)
+        if (b != '"' && b != '\\' && !gram_set_has(&leads, b))
+            gram_set_add(&a, b, b);
+    gram_seq_clear(&q);
+    gram_seq_set(g, &q, &a);
+    gram_seq_ref(&q, rest);
+    gram_alt(g, r, &q);
+    add_multibyte_excl(g, r, &leads, rest);
+    gram_seq_free(&q);
+    return r;
+}
+
+static int32_t other_key(struct jsg *c, const json_t *props)
+{
+    size_t n = 1, cap = 16;
+    struct ktrie *t = malloc(cap * sizeof *t);
+    if (!t)
+        return fail(c, ERR_NOMEM, "out of memory");
+    t[0] = (struct ktrie){-1, -1, {0}, 0, false};
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)props, key, val) {
+        const unsigned char *p = (const unsigned char *)key;
+        bool plain = true; /* a name that needs escapes cannot be spelled without them: nothing to avoid */
+        for (const unsigned char *x = p; *x; x++)
+            plain &= *x >= 0x20 && *x != '"' && *x != '\\';
+        if (!plain)
+            continue;
+        int32_t at = 0;
+        while (*p && at >= 0) {
+            int nb = *p < 0x80 ? 1 : *p >= 0xf0 ? 4 : *p >= 0xe0 ? 3 : 2;
+            at = kt_add(&t, &n, &cap, at, p, nb);
+            p += nb;
+        }
+        if (at < 0) {
+            free(t);
+            return fail(c, ERR_NOMEM, "out of memory");
+        }
+        t[at].end = true;
+    }
+    struct gram_seq q;
+    gram_seq_init(&q);
+    gram_seq_lit(c->g, &q, "\"", 1);
+    gram_seq_ref(&q, kt_rule(c, t, 0, key_rest(c)));
+    int32_t r = gram_rule_of(c->g, &q);
+    gram_seq_free(&q);
+    free(t);
     return r;
 }
 
@@ -939,7 +1085,9 @@ static int32_t object_type(struct jsg *c, const json_t *s)
         int32_t v = addl && json_is_object(addl) ? compile_at(c, addl, "/additionalProperties", NULL) : any(c, 1);
         if (v < 0)
             return -1;
-        extra = member_of(c, str_any(c), v);
+        extra = member_of(c, json_object_size(props) ? other_key(c, props) : str_any(c), v);
+        if (c->rc)
+            return -1;
     }
     size_t n = json_object_size(props);
     if (n == 0)

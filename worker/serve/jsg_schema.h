@@ -13,7 +13,8 @@
  *
  * Output shape: listed properties come in the schema's order (required ones
  * always, optional ones may be skipped), as OpenAI's strict mode writes
- * them. Whitespace between tokens is bounded (nothing, one space, or a
+ * them; further members (additionalProperties not false) come after them,
+ * with keys written without escapes that are none of the listed names. Whitespace between tokens is bounded (nothing, one space, or a
  * newline and up to 16 spaces) so a model cannot pad forever; numbers are
  * bounded too (integers up to 18 digits: they stay 64-bit; fractions up to
  * 16 digits, exponents up to 2), and a schema-less value nests at most
