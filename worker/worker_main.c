@@ -562,6 +562,19 @@ static void h_detokenize(struct worker *w, struct proto_msg *m)
 
 /* ---------------------------------------------------------------- main */
 
+static double ts_diff(struct timespec a, struct timespec b)
+{
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+static uint64_t ms_of(double s) { return s > 0 ? (uint64_t)(s * 1000.0 + 0.5) : 0; }
+static void fmt_bytes(uint64_t b, char *out, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(out, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan] [--gpu N]\n"
@@ -631,6 +644,8 @@ int main(int argc, char **argv)
         logf_("cannot load model '%s': %s", path, e.msg);
         return EXIT_FATAL;
     }
+    struct timespec t_read;
+    clock_gettime(CLOCK_MONOTONIC, &t_read);
     w->v = model_vocab(w->m);
     struct engine_params ep;
     engine_params_default(&ep);
@@ -697,13 +712,40 @@ int main(int argc, char **argv)
     r.worker.slots = slots;
     r.worker.n_ctx = n_ctx;
     r.worker.n_vocab = mi->n_vocab;
-    /* weights + an upper bound of the f16 KV cache (n_embd per layer for K and V) */
-    r.worker.mem = mi->n_bytes + (uint64_t)mi->n_layer * (uint64_t)n_ctx * (uint64_t)slots * 2u *
-                                     (uint64_t)mi->n_embd * 2u;
+    /* how the load went and what the engine holds (engine_load): the ready line, `llm170 ps` */
+    struct engine_load ld;
+    engine_load_info(w->eng, &ld);
+    ld.t_read = ts_diff(t0, t_read);
+    const double t_all = ts_diff(t0, t1);
+    r.worker.load_ms = ms_of(t_all);
+    r.worker.read_ms = ms_of(ld.t_read);
+    r.worker.compile_ms = ms_of(ld.t_compile);
+    r.worker.upload_ms = ms_of(ld.t_upload);
+    r.worker.alloc_ms = ms_of(ld.t_alloc);
+    r.worker.mem_weights = ld.weights;
+    r.worker.mem_kv = ld.kv;
+    r.worker.mem_state = ld.state;
+    r.worker.mem_snap = ld.snap;
+    r.worker.mem_scratch = ld.scratch;
+    r.worker.state_per_slot = ld.state_per_seq;
+    r.worker.n_snap = ld.n_snap;
+    r.worker.dev_used = ld.dev_used;
+    r.worker.dev_total = ld.dev_total;
+    const uint64_t held = ld.weights + ld.kv + ld.state + ld.snap + ld.scratch;
+    /* the backend's count; without one, weights + an upper bound of the f16 KV cache (n_embd per layer
+     * for K and V) */
+    r.worker.mem = held ? held : mi->n_bytes + (uint64_t)mi->n_layer * (uint64_t)n_ctx * (uint64_t)slots * 2u *
+                                                   (uint64_t)mi->n_embd * 2u;
     send_msg(w, &r);
-    logf_("%s loaded in %.2f s (%s: %s, %d slots, ctx %d)", name ? name : mi->name,
-          (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, backend, engine_device(w->eng),
-          slots, n_ctx);
+    logf_("%s ready in %.2f s (read %.2f, compile %.2f, upload %.2f, allocate %.2f; %s: %s, %d slots, ctx %d)",
+          name ? name : mi->name, t_all, ld.t_read, ld.t_compile, ld.t_upload, ld.t_alloc, backend,
+          engine_device(w->eng), slots, n_ctx);
+    char b[7][24];
+    const uint64_t parts[7] = { held, ld.weights, ld.kv, ld.state, ld.snap, ld.state_per_seq, ld.scratch };
+    for (int i = 0; i < 7; i++)
+        fmt_bytes(parts[i], b[i], sizeof b[i]);
+    logf_("memory %s: weights %s, KV %s, states %s, snapshots %s (%d per slot of %s), scratch %s", b[0], b[1], b[2],
+          b[3], b[4], ld.n_snap, b[5], b[6]);
 
     pthread_t th;
     if (pthread_create(&th, NULL, sched_main, w)) {
