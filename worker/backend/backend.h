@@ -31,11 +31,18 @@ struct engine_params {
                        faster multi-token kernels (saves a copy of the packable weights in memory;
                        packing is also skipped when the weights exceed a quarter of the RAM) */
     /* recurrent hybrids (qwen35*) */
-    int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
+    int n_snap;         /* state snapshots kept per sequence; 0 = ENGINE_N_SNAP_DEFAULT */
     int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
                            Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
                            backend's faster choice (CPU: token by token for every run) */
 };
+/* Recurrent-state snapshots a sequence keeps when engine_params.n_snap is 0 (the scheduler takes one at
+ * each prefill chunk boundary for prefix reuse). Each is one sequence's whole state: on qwen35-27b
+ * 149.6 MiB, so 32 slots keep 18.7 GiB of them (docs/hybrid-models.md has the arithmetic). */
+#define ENGINE_N_SNAP_DEFAULT 4
+/* Most snapshots per sequence a caller may ask for (the worker's --snapshots, llm170d's `snapshots`). */
+#define ENGINE_N_SNAP_MAX 64
+
 /* The defaults: the CPU backend, one sequence, every size 0 (resolved by backend_params_resolve). */
 void backend_params_default(struct engine_params *p);
 /* *out = *in (or the defaults when in is NULL) with n_ctx (min(train, 4096)), n_batch (512) and n_seq (1)

@@ -124,7 +124,7 @@ int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const stru
     /* default: token by token for every run; on the CPU its AVX2 form measured ~2x faster than the
      * f32 chunked form (d_k = d_v = 128, 512 tokens: 4.6 vs 9.8 ms per head) */
     hy->chunk_min = p->gdn_chunk_min > 0 ? p->gdn_chunk_min : INT_MAX;
-    hy->n_snap = p->n_snap > 0 ? p->n_snap : 4;
+    hy->n_snap = p->n_snap > 0 ? p->n_snap : ENGINE_N_SNAP_DEFAULT;
     hy->key_dim = hp->n_k_heads * hp->d_state;
     hy->value_dim = hp->n_v_heads * hp->d_state;
     hy->conv_dim = 2 * hy->key_dim + hy->value_dim;

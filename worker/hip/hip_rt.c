@@ -2,6 +2,8 @@
  * with an on-disk cache, memory, launches and graphs (hip_rt.h). */
 #include "hip_rt.h"
 
+#include "../../common/clock.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -289,6 +291,7 @@ struct hip_rt {
     char desc[320];
     struct mod mods[16];
     int n_mods;
+    double compile_s;       /* hip_rt_open's module loop (hip_rt_compile_s) */
     d_init_t init;
     d_int_t dev_count, drv_version;
     d_devget_t dev_get;
@@ -625,6 +628,7 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
     snprintf(rt->desc, sizeof rt->desc, "%s (%s, %d %s, driver %d.%d, %s%s)", name, rt->arch, rt->sm_count,
              rt->amd ? "CUs" : "SMs", rt->driver_version / 1000, (rt->driver_version % 1000) / 10,
              hip_rtc_version(rt->rtc), rt->pdl ? ", PDL" : "");
+    const uint64_t t_mods = clock_now_ns();
     for (int i = 0; i < hip_kernel_n_srcs; i++) {
         const char *nm = hip_kernel_srcs[i].name;
         size_t l = strlen(nm);
@@ -636,6 +640,7 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
             }
         }
     }
+    rt->compile_s = (double)(clock_now_ns() - t_mods) / 1e9;
     /* where a marked kernel lets the next one launch (kernels/prelude.h): after its wait, unless
      * LLM170_HIP_PDL_EARLY=1 (at entry: measured slower on qwen3-8b and qwen3-30b-a3b,
      * docs/benchmarks.md); modules without PDL kernels have no such constant */
@@ -686,6 +691,14 @@ void hip_rt_close(struct hip_rt *rt)
 const char *hip_rt_describe(const struct hip_rt *rt) { return rt->desc; }
 int hip_rt_sm_count(const struct hip_rt *rt) { return rt->sm_count; }
 int hip_rt_warp(const struct hip_rt *rt) { return rt->warp; }
+
+int hip_rt_mem_info(struct hip_rt *rt, size_t *free_b, size_t *total_b)
+{
+    *free_b = *total_b = 0;
+    return rt->mem_info(free_b, total_b) ? ERR_INTERNAL : 0;
+}
+
+double hip_rt_compile_s(const struct hip_rt *rt) { return rt->compile_s; }
 
 size_t hip_rt_free_mem(struct hip_rt *rt)
 {

@@ -73,6 +73,12 @@ void hip_rt_close(struct hip_rt *rt);
 const char *hip_rt_describe(const struct hip_rt *rt);
 int hip_rt_sm_count(const struct hip_rt *rt);
 size_t hip_rt_free_mem(struct hip_rt *rt);
+/* The device's free and total memory as the driver counts them (every process's use included); 0 when
+ * the driver does not say. */
+int hip_rt_mem_info(struct hip_rt *rt, size_t *free_b, size_t *total_b);
+/* Seconds hip_rt_open spent compiling the kernel modules or reading them from the disk cache (the rest
+ * of the open is the driver, the context and the stream). */
+double hip_rt_compile_s(const struct hip_rt *rt);
 
 int hip_rt_fn(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e);
 /* The same, and marks the kernel for programmatic dependent launch: when PDL is on (hip_rt_pdl) its
