@@ -324,7 +324,7 @@ static void worker_bin(struct daemon *d, char *out, size_t cap)
 
 static void spawn(struct daemon *d, struct worker *w)
 {
-    char bin[1024], slots[16], queue[16], threads[16], ctx[16], idx[16], flush[16];
+    char bin[1024], slots[16], queue[16], threads[16], ctx[16], idx[16], flush[16], snaps[16];
     worker_bin(d, bin, sizeof bin);
     snprintf(slots, sizeof slots, "%d", d->cfg.slots);
     snprintf(queue, sizeof queue, "%d", d->cfg.queue);
@@ -332,6 +332,7 @@ static void spawn(struct daemon *d, struct worker *w)
     snprintf(ctx, sizeof ctx, "%d", d->cfg.ctx);
     snprintf(idx, sizeof idx, "%d", w->idx);
     snprintf(flush, sizeof flush, "%d", d->cfg.flush_ms);
+    snprintf(snaps, sizeof snaps, "%d", d->cfg.snapshots);
     bool gpu = strcmp(w->device, "cpu") != 0;
     const char *argv[32];
     int n = 0;
@@ -348,6 +349,10 @@ static void spawn(struct daemon *d, struct worker *w)
     argv[n++] = "--queue"; argv[n++] = queue;
     argv[n++] = "--threads"; argv[n++] = threads;
     argv[n++] = "--ctx"; argv[n++] = ctx;
+    if (d->cfg.snapshots > 0) { /* only when set: the worker's default otherwise */
+        argv[n++] = "--snapshots";
+        argv[n++] = snaps;
+    }
     argv[n++] = "--idx"; argv[n++] = idx;
     argv[n++] = "--flush-ms"; argv[n++] = flush;
     argv[n] = NULL;

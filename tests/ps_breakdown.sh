@@ -65,3 +65,21 @@ grep -q "worker 0 (cpu): ready in .* (read .*, compile .*, upload .*, allocate .
 check "llm170d's log: the ready line has the split" '[ $? -eq 0 ]' "$(cat "$T/d.log")"
 grep -q "llm170-worker: qwen35-tiny ready in .* (read .*, compile .*, upload .*, allocate .*;" "$T/d.log"
 check "the worker's log: the ready line has the split" '[ $? -eq 0 ]' "$(cat "$T/d.log")"
+
+# the snapshot knob: llm170d's `snapshots` key (and --snapshots, which overrides it) reaches the worker's
+# engine (engine_params.n_snap): ps shows that many a slot, and the snapshots' bytes follow
+printf '[daemon]\nslots = 2\nsnapshots = 3\n' >"$T/c.conf"
+serve --config "$T/c.conf"
+mem=$(printf '%s\n' "$out" | grep '^worker 0: memory ')
+per=$(printf '%s' "$mem" | bytes_of "of"); sn=$(printf '%s' "$mem" | bytes_of snapshots)
+check "config snapshots = 3: 3 per slot, 3 states' worth each" \
+    '[[ "$mem" == *"(3 per slot of 11264 B)"* ]] && [ "$sn" -eq $((3 * 2 * 11264)) ]' "$out"
+stop
+serve --config "$T/c.conf" --snapshots 1
+mem=$(printf '%s\n' "$out" | grep '^worker 0: memory ')
+check "--snapshots 1 overrides the config" '[[ "$mem" == *"snapshots 22528 B (1 per slot of 11264 B)"* ]]' "$out"
+stop
+"$BIN/llm170d" --model "$MODEL" --snapshots 65 >/dev/null 2>"$T/e"; rc=$?
+check "llm170d: --snapshots beyond 64 is a usage error" '[ $rc -eq 2 ] && grep -q "snapshots" "$T/e"' "$(cat "$T/e")"
+"$BIN/llm170-worker" --connect "ipc://$T/none" --model "$MODEL" --snapshots 65 >/dev/null 2>"$T/e"; rc=$?
+check "llm170-worker: --snapshots beyond 64 is a usage error" '[ $rc -eq 2 ] && grep -q "snapshots" "$T/e"' "$(cat "$T/e")"

@@ -3,7 +3,7 @@
  *
  *   llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan]
  *                 [--gpu N] [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--idx N]
- *                 [--flush-ms N]
+ *                 [--flush-ms N] [--snapshots N]
  *
  * Two threads: the main one receives the daemon's messages (generate,
  * cancel, ping, tokenize, detokenize, shutdown); the scheduler thread steps
@@ -579,7 +579,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan] [--gpu N]\n"
                "                     [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--prefill-chunk N]\n"
-               "                     [--idx N] [--flush-ms N]   |   --version\n"
+               "                     [--idx N] [--flush-ms N] [--snapshots N]   |   --version\n"
                "Started by llm170d; serves one device over the daemon's socket.\n");
 }
 
@@ -587,6 +587,7 @@ int main(int argc, char **argv)
 {
     const char *url = NULL, *path = NULL, *name = NULL, *backend = "cpu", *gpu = NULL;
     int slots = 4, queue = 64, threads = 0, ctx = 0, batch = 0, prefill = 256, idx = 0, flush_ms = DEFAULT_FLUSH_MS;
+    int snaps = 0; /* recurrent-state snapshots per slot (hybrids); 0: the engine's default */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -614,6 +615,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--prefill-chunk")) prefill = atoi(v);
         else if (!strcmp(k, "--idx")) idx = atoi(v);
         else if (!strcmp(k, "--flush-ms")) flush_ms = atoi(v);
+        else if (!strcmp(k, "--snapshots")) snaps = atoi(v);
         else {
             fprintf(stderr, "llm170-worker: unknown option '%s'\n", k);
             return 2;
@@ -623,8 +625,10 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (slots < 1 || slots > 256 || queue < 0 || flush_ms < 0 || flush_ms > 1000) {
-        fprintf(stderr, "llm170-worker: --slots must be in [1, 256], --queue >= 0, --flush-ms in [0, 1000]\n");
+    if (slots < 1 || slots > 256 || queue < 0 || flush_ms < 0 || flush_ms > 1000 || snaps < 0 ||
+        snaps > ENGINE_N_SNAP_MAX) {
+        fprintf(stderr, "llm170-worker: --slots must be in [1, 256], --queue >= 0, --flush-ms in [0, 1000], "
+                        "--snapshots in [0, %d]\n", ENGINE_N_SNAP_MAX);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -659,6 +663,7 @@ int main(int argc, char **argv)
     if (ep.n_batch < slots)
         ep.n_batch = slots;
     ep.n_threads = threads;
+    ep.n_snap = snaps;
     if (engine_create(&w->eng, w->m, &ep, &e)) {
         logf_("backend %s%s%s: %s", backend, gpu ? " gpu " : "", gpu ? gpu : "", e.msg);
         return EXIT_FATAL;
