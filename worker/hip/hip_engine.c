@@ -322,7 +322,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     /* the load's phases (engine_load): opening the device counts as allocation, its module loop as
      * compilation (hip_rt_compile_s) */
     uint64_t t0 = clock_now_ns();
-    int rc = hip_rt_open(&c->ops.rt, e);
+    int rc = hip_rt_open_ex(&c->ops.rt, k->compile_threads, e);
     if (!rc)
         c->ops.pf = hip_rt_pdl(c->ops.rt) && k->pdl_prefetch;
     if (!rc)
@@ -361,9 +361,9 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ld.state_per_seq = fit.state_per_seq;
     c->ld.n_snap = fit.n_snap;
 
-    /* weights, uploaded once through a pinned staging buffer */
-    struct stager s = { .cap = 64u << 20 };
-    if ((rc = hip_rt_host_alloc(c->ops.rt, s.cap, &s.buf, e))) {
+    /* weights, uploaded once through pinned staging buffers (two alternating: hip_knobs.upload_pipe) */
+    struct stager s;
+    if ((rc = hip_ops_stager_open(&c->ops, &s, 64u << 20, e))) {
         hip_engine_free(c);
         return rc;
     }
@@ -397,7 +397,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     }
     if (!rc && m->arch->hybrid)
         rc = hip_hybrid_create(&c->hy, &c->ops, m, &p, &s, e);
-    hip_rt_host_free(c->ops.rt, s.buf);
+    /* every copy has landed once the stager is closed (it synchronizes before freeing the buffers) */
+    const int rc_s = hip_ops_stager_close(&c->ops, &s, rc ? NULL : e);
+    if (!rc)
+        rc = rc_s;
     if (rc) {
         hip_engine_free(c);
         return rc;
