@@ -14,6 +14,13 @@
 struct hip_knobs {
     /* host_alloc page-locks (default on). PINNED=0: plain malloc, for A/B runs of the copy path */
     bool pinned;
+    /* cold start: weights go up through two alternating pinned buffers, the memcpy of one chunk overlapping
+     * the copy of the one before (default on). UPLOAD_PIPE=0: one buffer, each chunk waited for */
+    bool upload_pipe;
+    /* cold start: host threads that compile the kernel modules (or read them from the disk cache) at open:
+     * 0 (default) = one per online core, at most one a module; COMPILE_THREADS=1 one after another.
+     * COMPILE_THREADS=n (n >= 0, else the default) */
+    int compile_threads;
     /* decode steps (batches of up to 16 rows) replayed as captured graphs (default on). GRAPH=0 launches
      * every kernel each step: for profiling or for ruling graphs out when chasing a bug */
     bool graphs;
@@ -74,13 +81,6 @@ struct hip_knobs {
      * DeltaNet form (default 16; only engines with batches over 8 rows; negative or 0 = never).
      * GDN_CHUNK=n */
     int gdn_chunk;
-    /* cold start: weights go up through two alternating pinned buffers, the memcpy of one chunk overlapping
-     * the copy of the one before (default on). UPLOAD_PIPE=0: one buffer, each chunk waited for */
-    bool upload_pipe;
-    /* cold start: host threads that compile the kernel modules (or read them from the disk cache) at open:
-     * 0 (default) = one per online core, at most one a module; COMPILE_THREADS=1 one after another.
-     * COMPILE_THREADS=n (n >= 0, else the default) */
-    int compile_threads;
 };
 
 /* *k = today's defaults, overridden by the LLM170_HIP_* variables as each field above says. */
