@@ -126,6 +126,15 @@ static void parallel_compile_matches_serial(void)
         free(serial_code[i]);
         serial_code[i] = NULL;
     }
+    /* NVRTC's -split-compile (LLM170_HIP_SPLIT_COMPILE) compiles a module too (not byte for byte the same
+     * code; the GPU tests run it) */
+    hip_rtc_set_split_compile(c, 0);
+    void *sc = NULL;
+    size_t ss = 0;
+    int rs = hip_rtc_compile(c, "attn.cu", "sm_90", &sc, &ss, NULL, &e);
+    CHECK(rs == 0 && ss > 64, "attn.cu with -split-compile=0: rc %d, %zu bytes: %s", rs, ss, e.msg);
+    free(sc);
+    hip_rtc_set_split_compile(c, -1);
     /* a bad architecture fails with a message and hands back nothing */
     int n = -1;
     void *none[16] = { 0 };

@@ -278,6 +278,7 @@ static void knobs_from_env(void)
         "LLM170_HIP_GEMV_R", "LLM170_HIP_GEMV_WARPS", "LLM170_HIP_GEMVB", "LLM170_HIP_GEMVBM_MIN",
         "LLM170_HIP_MMA_T", "LLM170_HIP_SPLIT_BUCKETS", "LLM170_HIP_MMA_WAVES", "LLM170_HIP_FA", "LLM170_HIP_GQA",
         "LLM170_HIP_PDL_PREFETCH", "LLM170_HIP_GDN_CHUNK", "LLM170_HIP_UPLOAD_PIPE", "LLM170_HIP_COMPILE_THREADS",
+        "LLM170_HIP_SPLIT_COMPILE",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unsetenv(names[i]);
@@ -287,8 +288,8 @@ static void knobs_from_env(void)
     CHECK(k.pinned && k.graphs && k.q8 && k.use_mma && k.defer_norm && k.join_qkv && k.amax_split &&
           k.split_buckets && k.use_fa && k.pdl_prefetch, "a default-on knob is off");
     CHECK(!k.fuse_route && !k.fuse_attn && !k.gqa, "a default-off knob is on");
-    CHECK(k.upload_pipe && k.compile_threads == 0, "cold start: pipe %d, compile threads %d", k.upload_pipe,
-          k.compile_threads);
+    CHECK(k.upload_pipe && k.compile_threads == 0 && k.split_compile == -1,
+          "cold start: pipe %d, compile threads %d, split %d", k.upload_pipe, k.compile_threads, k.split_compile);
     CHECK(k.gemv_r == 0 && k.gemv_warps == 0 && k.gemvb_t == 8 && k.gemvbm_min == 5 && k.mma_t == 0 &&
           k.mma_waves == 85 && k.gdn_chunk == 16, "numeric defaults: r %d warps %d gemvb %d bm %d mma_t %d waves %d "
           "chunk %d", k.gemv_r, k.gemv_warps, k.gemvb_t, k.gemvbm_min, k.mma_t, k.mma_waves, k.gdn_chunk);
@@ -311,8 +312,16 @@ static void knobs_from_env(void)
     CHECK(!k.upload_pipe && k.compile_threads == 1, "cold start off: pipe %d, compile threads %d", k.upload_pipe,
           k.compile_threads);
     setenv("LLM170_HIP_COMPILE_THREADS", "-3", 1);
+    setenv("LLM170_HIP_SPLIT_COMPILE", "1", 1);
     hip_knobs_from_env(&k);
     CHECK(k.compile_threads == 0, "a negative thread count keeps the default: %d", k.compile_threads);
+    CHECK(k.split_compile == 0, "SPLIT_COMPILE=1: every core (0), not %d", k.split_compile);
+    setenv("LLM170_HIP_SPLIT_COMPILE", "6", 1);
+    hip_knobs_from_env(&k);
+    CHECK(k.split_compile == 6, "SPLIT_COMPILE=6: %d", k.split_compile);
+    setenv("LLM170_HIP_SPLIT_COMPILE", "0", 1);
+    hip_knobs_from_env(&k);
+    CHECK(k.split_compile == -1, "SPLIT_COMPILE=0: off, not %d", k.split_compile);
     CHECK(!k.graphs && k.q8 && k.gqa && !k.fuse_attn, "booleans: graphs %d q8 %d gqa %d fuse_attn %d", k.graphs,
           k.q8, k.gqa, k.fuse_attn);
     CHECK(k.gemv_r == 4 && k.gemv_warps == 0 && k.gemvb_t == 8 && k.gemvbm_min == 17 && k.mma_waves == 85 &&

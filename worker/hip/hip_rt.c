@@ -36,6 +36,7 @@ struct hip_rtc {
     rtc_errstr_t errstr;
     int major, minor;
     char version[64];
+    int split;          /* NVRTC -split-compile threads: -1 off (default), 0 every core (hip_rtc_set_split_compile) */
 };
 
 /* RTLD_NODELETE: the vendor libraries (and the C++ runtime they bring) stay mapped after dlclose, as
@@ -84,6 +85,7 @@ int hip_rtc_open(struct hip_rtc **out, bool amd, struct err *e)
     }
     c->lib = lib;
     c->amd = amd;
+    c->split = -1;
     const char *p = amd ? "hiprtc" : "nvrtc";
     char nm[64];
 #define SYM(field, suffix, type)                                                          \
@@ -130,6 +132,8 @@ void hip_rtc_close(struct hip_rtc *c)
 
 const char *hip_rtc_version(const struct hip_rtc *c) { return c->version; }
 
+void hip_rtc_set_split_compile(struct hip_rtc *c, int threads) { c->split = c->amd || threads < 0 ? -1 : threads; }
+
 static const struct hip_src *find_src(const char *name)
 {
     for (int i = 0; i < hip_kernel_n_srcs; i++)
@@ -138,8 +142,26 @@ static const struct hip_src *find_src(const char *name)
     return NULL;
 }
 
+static int rtc_compile(struct hip_rtc *c, const char *name, const char *arch, int split, void **code, size_t *size,
+                       char **log, struct err *e);
+
 int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void **code, size_t *size, char **log,
                     struct err *e)
+{
+    int rc = rtc_compile(c, name, arch, c->split, code, size, log, e);
+    if (rc && c->split >= 0) { /* an NVRTC without -split-compile (or a real error, which says so again) */
+        if (log) {
+            free(*log);
+            *log = NULL;
+        }
+        rc = rtc_compile(c, name, arch, -1, code, size, log, e);
+    }
+    return rc;
+}
+
+/* One compile; split >= 0 adds NVRTC's -split-compile=split (its optimizer on that many threads, 0: all) */
+static int rtc_compile(struct hip_rtc *c, const char *name, const char *arch, int split, void **code, size_t *size,
+                       char **log, struct err *e)
 {
     *code = NULL;
     *size = 0;
@@ -175,6 +197,11 @@ int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void 
         opts[no++] = archopt;
         opts[no++] = "-std=c++17";
         opts[no++] = "-default-device";
+    }
+    char splitopt[32];
+    if (split >= 0) {
+        snprintf(splitopt, sizeof splitopt, "-split-compile=%d", split);
+        opts[no++] = splitopt;
     }
     r = c->compile(prog, no, opts);
     size_t ls = 0;
@@ -671,9 +698,9 @@ static int load_modules(struct hip_rt *rt, int threads, struct err *e)
     return rc;
 }
 
-int hip_rt_open(struct hip_rt **out, struct err *e) { return hip_rt_open_ex(out, 0, e); }
+int hip_rt_open(struct hip_rt **out, struct err *e) { return hip_rt_open_ex(out, 0, -1, e); }
 
-int hip_rt_open_ex(struct hip_rt **out, int compile_threads, struct err *e)
+int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, struct err *e)
 {
     *out = NULL;
     struct hip_rt *rt = calloc(1, sizeof *rt);
@@ -762,6 +789,7 @@ int hip_rt_open_ex(struct hip_rt **out, int compile_threads, struct err *e)
         hip_rt_close(rt);
         return rc;
     }
+    hip_rtc_set_split_compile(rt->rtc, split_compile);
     snprintf(rt->desc, sizeof rt->desc, "%s (%s, %d %s, driver %d.%d, %s%s)", name, rt->arch, rt->sm_count,
              rt->amd ? "CUs" : "SMs", rt->driver_version / 1000, (rt->driver_version % 1000) / 10,
              hip_rtc_version(rt->rtc), rt->pdl ? ", PDL" : "");

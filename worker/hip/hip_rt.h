@@ -39,6 +39,10 @@ int hip_rtc_open(struct hip_rtc **out, bool amd, struct err *e);
 void hip_rtc_close(struct hip_rtc *c);
 /* "NVRTC 13.0" */
 const char *hip_rtc_version(const struct hip_rtc *c);
+/* NVRTC's own optimizer threads for every later compile (-split-compile=threads; 0: every core; < 0: off,
+ * the default; hipRTC: ignored). An NVRTC that refuses the option compiles without it. The code may
+ * differ in layout from a plain compile (not byte for byte the same). */
+void hip_rtc_set_split_compile(struct hip_rtc *c, int threads);
 /* Compile embedded source `name` for `arch` ("sm_90", "gfx942") into device code (cubin / code
  * object; malloc'd, caller frees). On failure the compiler log is in e->msg (truncated) and,
  * when log is not NULL, in *log (malloc'd). */
@@ -77,8 +81,10 @@ typedef void *hip_event;  /* a point in the stream's work */
  * stream, compile (or load from the cache) every embedded kernel module. */
 int hip_rt_open(struct hip_rt **out, struct err *e);
 /* The same, compiling the kernel modules on `compile_threads` host threads (0: one per online core, 1:
- * one after another; hip_knobs.compile_threads); the disk cache is looked up per module either way. */
-int hip_rt_open_ex(struct hip_rt **out, int compile_threads, struct err *e);
+ * one after another; hip_knobs.compile_threads), each compile with NVRTC's -split-compile=split_compile
+ * when >= 0 (hip_rtc_set_split_compile; hip_knobs.split_compile); the disk cache is looked up per module
+ * either way. */
+int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, struct err *e);
 void hip_rt_close(struct hip_rt *rt);
 /* "NVIDIA H200 (sm_90, 132 SMs, driver 13.0, NVRTC 13.0)" */
 const char *hip_rt_describe(const struct hip_rt *rt);
