@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -567,6 +568,25 @@ static double ts_diff(struct timespec a, struct timespec b)
     return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 }
 static uint64_t ms_of(double s) { return s > 0 ? (uint64_t)(s * 1000.0 + 0.5) : 0; }
+/* Ask the kernel to read the model's files ahead (MADV_WILLNEED) while the engine is created: on a GPU
+ * the kernels compile meanwhile, and the weights' upload then copies from the page cache instead of
+ * waiting on the disk chunk by chunk. On its own thread, as the advice may wait for the disk's queue.
+ * Not for a model larger than half the memory, whose pages would push each other out. */
+static void *prefetch_main(void *arg)
+{
+    const struct gguf *g = arg;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t total = 0;
+    for (int i = 0; i < g->n_parts; i++)
+        total += g->parts[i].size;
+    if (pages > 0 && psz > 0 && total > (uint64_t)pages * (uint64_t)psz / 2)
+        return NULL;
+    for (int i = 0; i < g->n_parts; i++)
+        if (g->parts[i].map && g->parts[i].fd >= 0)
+            madvise(g->parts[i].map, g->parts[i].size, MADV_WILLNEED);
+    return NULL;
+}
+
 static void fmt_bytes(uint64_t b, char *out, size_t cap)
 {
     if (b >= (1ull << 30))
@@ -650,6 +670,8 @@ int main(int argc, char **argv)
     }
     struct timespec t_read;
     clock_gettime(CLOCK_MONOTONIC, &t_read);
+    pthread_t pf;
+    const bool pf_on = pthread_create(&pf, NULL, prefetch_main, (void *)model_gguf(w->m)) == 0;
     w->v = model_vocab(w->m);
     struct engine_params ep;
     engine_params_default(&ep);
@@ -808,6 +830,8 @@ int main(int argc, char **argv)
     proto_chunkbuf_free(&w->batch);
     engine_free(w->eng);
     free(w->chat_tmpl);
+    if (pf_on)
+        pthread_join(pf, NULL); /* done long since; the mapping outlives it */
     model_free(w->m);
     return 0;
 }
