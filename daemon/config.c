@@ -6,6 +6,7 @@
  *   model = stories            (a path, or a name from [models])
  *   devices = cpu,0
  *   slots = 4
+ *   snapshots = 4              (hybrids: state snapshots per slot)
  *   [models]
  *   stories = /srv/models/stories260K.gguf
  *
@@ -66,6 +67,7 @@ int dconfig_set(struct dconfig *c, const char *path, int line, const char *key, 
     STR("allow_uids", allow_uids);
     INT("threads", threads, 0, 1024);
     INT("ctx", ctx, 0, 1 << 24);
+    INT("snapshots", snapshots, 0, 64); /* ENGINE_N_SNAP_MAX */
     INT("slots", slots, 1, 256);
     INT("queue", queue, 0, 100000);
     INT("drain_timeout", drain_s, 0, 3600);

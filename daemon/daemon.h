@@ -29,6 +29,8 @@ struct dconfig {
     char gpu_backend[16];  /* backend passed to GPU workers ("hip") */
     int threads;           /* CPU threads per worker, 0 = worker decides */
     int ctx;               /* positions per sequence, 0 = worker decides */
+    int snapshots;         /* recurrent-state snapshots each slot keeps (hybrids; prefix reuse), 0 = worker
+                            * decides (ENGINE_N_SNAP_DEFAULT, worker/backend/backend.h) */
     int slots;             /* sequences per worker (engine n_seq) */
     int queue;             /* waiting requests per worker beyond its slots */
     int drain_s;           /* SIGTERM: longest wait for open requests */

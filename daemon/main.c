@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "  --queue N         requests each worker queues beyond its slots (default 64)\n"
             "  --threads N       CPU threads per worker (default: all cores)\n"
             "  --ctx N           context positions per sequence (default: the model's, at most 4096)\n"
+            "  --snapshots N     hybrids: recurrent-state snapshots each slot keeps for prefix reuse\n"
+            "                    (0..64; default 0 = the engine's, 4)\n"
             "  --worker PATH     the worker program (default llm170-worker next to llm170d)\n"
             "  --drain-timeout S on SIGTERM, wait this long for open requests (default 30)\n"
             "  --ping-timeout-ms N  restart a worker silent this long (default 10000)\n"
@@ -113,7 +115,7 @@ int main(int argc, char **argv)
     static const struct { const char *flag, *key; } flags[] = {
         {"--socket", "socket"}, {"--model", "model"}, {"--devices", "devices"}, {"--worker", "worker"},
         {"--gpu-backend", "gpu_backend"}, {"--slots", "slots"}, {"--queue", "queue"},
-        {"--threads", "threads"}, {"--ctx", "ctx"}, {"--drain-timeout", "drain_timeout"},
+        {"--threads", "threads"}, {"--ctx", "ctx"}, {"--snapshots", "snapshots"}, {"--drain-timeout", "drain_timeout"},
         {"--ping-timeout-ms", "ping_timeout_ms"}, {"--ping-interval-ms", "ping_interval_ms"},
         {"--load-timeout", "load_timeout"}, {"--stream-idle-ms", "stream_idle_ms"}, {"--flush-ms", "flush_ms"},
         {"--config", NULL},

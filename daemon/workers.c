@@ -66,13 +66,30 @@ static void on_message(struct daemon *d, struct worker *w, struct proto_msg *m)
         w->info.n_ctx = m->worker.n_ctx;
         w->info.n_vocab = m->worker.n_vocab;
         w->info.mem = m->worker.mem;
+        /* the load split and the memory breakdown, for `llm170 ps` (zeros from an older worker) */
+        w->info.load_ms = m->worker.load_ms;
+        w->info.read_ms = m->worker.read_ms;
+        w->info.compile_ms = m->worker.compile_ms;
+        w->info.upload_ms = m->worker.upload_ms;
+        w->info.alloc_ms = m->worker.alloc_ms;
+        w->info.mem_weights = m->worker.mem_weights;
+        w->info.mem_kv = m->worker.mem_kv;
+        w->info.mem_state = m->worker.mem_state;
+        w->info.mem_snap = m->worker.mem_snap;
+        w->info.mem_scratch = m->worker.mem_scratch;
+        w->info.state_per_slot = m->worker.state_per_slot;
+        w->info.n_snap = m->worker.n_snap;
+        w->info.dev_used = m->worker.dev_used;
+        w->info.dev_total = m->worker.dev_total;
         if (m->worker.model && *m->worker.model)
             set_str(&w->info.model, m->worker.model);
         if (m->worker.backend)
             set_str(&w->info.backend, m->worker.backend);
-        d_log("worker %d (%s): ready in %.1f s — model %s, %d slots, ctx %d, %.1f MiB", w->idx, w->device,
-              (double)(w->t_ready_ms - w->t_start_ms) / 1000.0, w->info.model ? w->info.model : "?",
-              w->info.slots, w->info.n_ctx, (double)w->info.mem / 1048576.0);
+        d_log("worker %d (%s): ready in %.1f s (read %.1f, compile %.1f, upload %.1f, allocate %.1f) — model %s, "
+              "%d slots, ctx %d, %.1f MiB", w->idx, w->device, (double)(w->t_ready_ms - w->t_start_ms) / 1000.0,
+              (double)w->info.read_ms / 1000.0, (double)w->info.compile_ms / 1000.0,
+              (double)w->info.upload_ms / 1000.0, (double)w->info.alloc_ms / 1000.0,
+              w->info.model ? w->info.model : "?", w->info.slots, w->info.n_ctx, (double)w->info.mem / 1048576.0);
         break;
     case PT_PONG:
         w->t_pong_ms = d_now_ms();
@@ -307,7 +324,7 @@ static void worker_bin(struct daemon *d, char *out, size_t cap)
 
 static void spawn(struct daemon *d, struct worker *w)
 {
-    char bin[1024], slots[16], queue[16], threads[16], ctx[16], idx[16], flush[16];
+    char bin[1024], slots[16], queue[16], threads[16], ctx[16], idx[16], flush[16], snaps[16];
     worker_bin(d, bin, sizeof bin);
     snprintf(slots, sizeof slots, "%d", d->cfg.slots);
     snprintf(queue, sizeof queue, "%d", d->cfg.queue);
@@ -315,6 +332,7 @@ static void spawn(struct daemon *d, struct worker *w)
     snprintf(ctx, sizeof ctx, "%d", d->cfg.ctx);
     snprintf(idx, sizeof idx, "%d", w->idx);
     snprintf(flush, sizeof flush, "%d", d->cfg.flush_ms);
+    snprintf(snaps, sizeof snaps, "%d", d->cfg.snapshots);
     bool gpu = strcmp(w->device, "cpu") != 0;
     const char *argv[32];
     int n = 0;
@@ -331,6 +349,10 @@ static void spawn(struct daemon *d, struct worker *w)
     argv[n++] = "--queue"; argv[n++] = queue;
     argv[n++] = "--threads"; argv[n++] = threads;
     argv[n++] = "--ctx"; argv[n++] = ctx;
+    if (d->cfg.snapshots > 0) { /* only when set: the worker's default otherwise */
+        argv[n++] = "--snapshots";
+        argv[n++] = snaps;
+    }
     argv[n++] = "--idx"; argv[n++] = idx;
     argv[n++] = "--flush-ms"; argv[n++] = flush;
     argv[n] = NULL;

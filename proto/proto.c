@@ -537,7 +537,7 @@ static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const
 
 static void pk_worker(msgpack_packer *pk, const struct proto_worker *w)
 {
-    msgpack_pack_map(pk, 14);
+    msgpack_pack_map(pk, 14 + 14); /* the original fields, then the load split and the breakdown */
     KV_INT("idx", w->idx);
     KV_STR("device", w->device);
     KV_STR("backend", w->backend);
@@ -552,6 +552,20 @@ static void pk_worker(msgpack_packer *pk, const struct proto_worker *w)
     KV_INT("n_ctx", w->n_ctx);
     KV_INT("n_vocab", w->n_vocab);
     KV_UINT("mem", w->mem);
+    KV_UINT("load_ms", w->load_ms);
+    KV_UINT("read_ms", w->read_ms);
+    KV_UINT("compile_ms", w->compile_ms);
+    KV_UINT("upload_ms", w->upload_ms);
+    KV_UINT("alloc_ms", w->alloc_ms);
+    KV_UINT("mem_weights", w->mem_weights);
+    KV_UINT("mem_kv", w->mem_kv);
+    KV_UINT("mem_state", w->mem_state);
+    KV_UINT("mem_snap", w->mem_snap);
+    KV_UINT("mem_scratch", w->mem_scratch);
+    KV_UINT("state_per_slot", w->state_per_slot);
+    KV_INT("n_snap", w->n_snap);
+    KV_UINT("dev_used", w->dev_used);
+    KV_UINT("dev_total", w->dev_total);
 }
 
 static void pk_status(msgpack_packer *pk, const struct proto_status *s)
@@ -1218,6 +1232,19 @@ static int rd_worker(struct rd *r, const msgpack_object *o, struct proto_worker 
         return rc;
     (void)v;
     if ((rc = rd_u64(r, o, "mem", &w->mem, false)) < 0)
+        return rc;
+    /* the load split and the memory breakdown: optional, an older worker sends none */
+    const struct { const char *k; uint64_t *dst; } opt[] = {
+        { "load_ms", &w->load_ms },         { "read_ms", &w->read_ms },       { "compile_ms", &w->compile_ms },
+        { "upload_ms", &w->upload_ms },     { "alloc_ms", &w->alloc_ms },     { "mem_weights", &w->mem_weights },
+        { "mem_kv", &w->mem_kv },           { "mem_state", &w->mem_state },   { "mem_snap", &w->mem_snap },
+        { "mem_scratch", &w->mem_scratch }, { "state_per_slot", &w->state_per_slot },
+        { "dev_used", &w->dev_used },       { "dev_total", &w->dev_total },
+    };
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if ((rc = rd_u64(r, o, opt[i].k, opt[i].dst, false)) < 0)
+            return rc;
+    if ((rc = RD_I32(o, "n_snap", 0, INT32_MAX, w->n_snap, false)))
         return rc;
     return 0;
 }

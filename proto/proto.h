@@ -202,7 +202,17 @@ struct proto_worker {
     int32_t queued;    /* requests waiting for one */
     int32_t n_ctx;
     int32_t n_vocab;
-    uint64_t mem;      /* bytes of weights + KV the worker holds */
+    uint64_t mem;      /* bytes of weights + KV the worker holds (the breakdown's sum when it sent one) */
+    /* From "ready" on (optional on the wire: 0 when an older worker did not send them). How long the
+     * load took, in ms: the whole of it (process start to ready), then reading the GGUF, compiling
+     * kernels, uploading weights and allocating the rest (engine_load in worker/backend/backend.h) */
+    uint64_t load_ms, read_ms, compile_ms, upload_ms, alloc_ms;
+    /* What it holds, in bytes: weights, KV cache, recurrent states, their snapshots, step buffers;
+     * one sequence's recurrent state (a snapshot is as large) and the snapshots kept per sequence;
+     * the device's own count of its used and total memory (0: no device, e.g. the CPU) */
+    uint64_t mem_weights, mem_kv, mem_state, mem_snap, mem_scratch, state_per_slot;
+    int32_t n_snap;
+    uint64_t dev_used, dev_total;
 };
 
 struct proto_status {

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../worker/hip/hip_rt.h"
 #include "check.h"
@@ -32,6 +34,20 @@ static void embedded_sources_current(void)
     CHECK(hip_kernel_n_srcs >= 4, "only %d embedded sources", hip_kernel_n_srcs);
 }
 
+/* every_kernel_compiles_sm90's device code, module by module in source order, for the parallel compile
+ * to match (one compile of everything is a minute or two on a small machine) */
+static void *serial_code[16];
+static size_t serial_size[16];
+static int n_serial;
+static double serial_s;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void every_kernel_compiles_sm90(void)
 {
     struct hip_rtc *c = NULL;
@@ -43,6 +59,7 @@ static void every_kernel_compiles_sm90(void)
     }
     printf("# %s\n", hip_rtc_version(c));
     int n = 0;
+    const double t0 = now_s();
     for (int i = 0; i < hip_kernel_n_srcs; i++) {
         const char *nm = hip_kernel_srcs[i].name;
         size_t l = strlen(nm);
@@ -51,7 +68,9 @@ static void every_kernel_compiles_sm90(void)
         void *code = NULL;
         size_t size = 0;
         char *log = NULL;
+        const double tm = now_s();
         int rc = hip_rtc_compile(c, nm, "sm_90", &code, &size, &log, &e);
+        printf("# %s: %.1f s, %zu bytes\n", nm, now_s() - tm, size); /* the longest bounds a threaded compile */
         CHECK(rc == 0, "%s: %s", nm, e.msg);
         if (rc == 0) {
             CHECK(size > 64, "%s: %zu bytes of cubin", nm, size);
@@ -61,10 +80,67 @@ static void every_kernel_compiles_sm90(void)
         } else if (log) {
             printf("%s\n", log);
         }
-        free(code);
+        if (rc == 0 && n_serial < 16 && n_serial == n - 1) { /* kept while every module before compiled */
+            serial_code[n_serial] = code;
+            serial_size[n_serial++] = size;
+        } else {
+            free(code);
+        }
         free(log);
     }
+    serial_s = now_s() - t0;
     CHECK(n >= 4, "compiled %d modules", n);
+    hip_rtc_close(c);
+}
+
+/* hip_rt_open's compile step on several host threads (hip_rtc_compile_all, the code it runs on a device
+ * before loading the modules) gives every module the same device code as one thread does, in source
+ * order; the times are printed, not judged. */
+static void parallel_compile_matches_serial(void)
+{
+    struct hip_rtc *c = NULL;
+    struct err e = { 0 };
+    if (hip_rtc_open(&c, false, &e) != 0) {
+        static char why[600];
+        snprintf(why, sizeof why, "%s", e.msg);
+        SKIP(why);
+    }
+    if (n_serial < 4) {
+        hip_rtc_close(c);
+        SKIP("every_kernel_compiles_sm90 kept no serial compile to compare with");
+    }
+    void *par[16] = { 0 };
+    size_t szp[16] = { 0 };
+    int np = 0;
+    const double t1 = now_s();
+    int usedp = hip_rtc_compile_all(c, "sm_90", 4, par, szp, 16, &np, &e);
+    const double t2 = now_s();
+    CHECK(usedp == 4 && np == n_serial, "4 threads: rc %d, %d modules of %d: %s", usedp, np, n_serial, e.msg);
+    printf("# %d modules: %.1f s one after another, %.1f s on %d threads (%ld cores here)\n", n_serial, serial_s,
+           t2 - t1, usedp, sysconf(_SC_NPROCESSORS_ONLN));
+    for (int i = 0; i < n_serial && i < np; i++)
+        CHECK(serial_size[i] == szp[i] && !memcmp(serial_code[i], par[i], szp[i]), "module %d: %zu vs %zu bytes", i,
+              serial_size[i], szp[i]);
+    for (int i = 0; i < 16; i++) {
+        free(par[i]);
+        free(serial_code[i]);
+        serial_code[i] = NULL;
+    }
+    /* NVRTC's -split-compile (LLM170_HIP_SPLIT_COMPILE) compiles a module too (not byte for byte the same
+     * code; the GPU tests run it) */
+    hip_rtc_set_split_compile(c, 0);
+    void *sc = NULL;
+    size_t ss = 0;
+    int rs = hip_rtc_compile(c, "attn.cu", "sm_90", &sc, &ss, NULL, &e);
+    CHECK(rs == 0 && ss > 64, "attn.cu with -split-compile=0: rc %d, %zu bytes: %s", rs, ss, e.msg);
+    free(sc);
+    hip_rtc_set_split_compile(c, -1);
+    /* a bad architecture fails with a message and hands back nothing */
+    int n = -1;
+    void *none[16] = { 0 };
+    size_t szn[16];
+    int rc = hip_rtc_compile_all(c, "sm_1", 3, none, szn, 16, &n, &e);
+    CHECK(rc < 0 && n == 0 && none[0] == NULL && e.msg[0], "sm_1: rc %d, n %d, '%s'", rc, n, e.msg);
     hip_rtc_close(c);
 }
 
@@ -107,6 +183,7 @@ int main(void)
 {
     RUN(embedded_sources_current);
     RUN(every_kernel_compiles_sm90);
+    RUN(parallel_compile_matches_serial);
     RUN(backend_reports_unavailable_cleanly);
     CHECK_EXIT();
 }

@@ -461,6 +461,66 @@ static void unknown_and_missing_fields(void)
     proto_msg_free(&d);
 }
 
+/* A ready message as a worker from before the load split and the memory breakdown sends it. */
+static void pack_old_ready(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 3);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "ready");
+    ps(pk, "worker"); msgpack_pack_map(pk, 3);
+    ps(pk, "idx"); msgpack_pack_int(pk, 2);
+    ps(pk, "slots"); msgpack_pack_int(pk, 4);
+    ps(pk, "mem"); msgpack_pack_uint64(pk, 1234);
+}
+/* ... and one whose breakdown holds a negative number (a broken peer) */
+static void pack_bad_breakdown(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 3);
+    ps(pk, "v"); msgpack_pack_int(pk, 1);
+    ps(pk, "t"); ps(pk, "ready");
+    ps(pk, "worker"); msgpack_pack_map(pk, 1);
+    ps(pk, "mem_snap"); msgpack_pack_int(pk, -5);
+}
+
+/* The load split and the memory breakdown travel in the worker record (ready, status), every field,
+ * and an older peer's record without them decodes with zeros. */
+static void worker_load_and_memory(void)
+{
+    struct proto_msg m, d;
+    struct err e;
+    proto_msg_init(&m, PT_READY);
+    m.worker = (struct proto_worker){ .idx = 0, .device = "0", .backend = "hip", .model = "q", .slots = 32,
+                                      .load_ms = 5200, .read_ms = 1100, .compile_ms = 400, .upload_ms = 3200,
+                                      .alloc_ms = 500, .mem_weights = 15461882265ull, .mem_kv = 2147483648ull,
+                                      .mem_state = 5020581888ull, .mem_snap = 20082327552ull, .mem_scratch = 7,
+                                      .state_per_slot = 156893184ull, .n_snap = 4, .dev_used = 43000000000ull,
+                                      .dev_total = 150754820096ull };
+    CHECK(roundtrip(&m, &d) == 0, "ready with the breakdown decodes");
+    const struct proto_worker *w = &d.worker;
+    CHECK(w->load_ms == 5200 && w->read_ms == 1100 && w->compile_ms == 400 && w->upload_ms == 3200 &&
+              w->alloc_ms == 500,
+          "load split %llu %llu %llu %llu %llu", (unsigned long long)w->load_ms, (unsigned long long)w->read_ms,
+          (unsigned long long)w->compile_ms, (unsigned long long)w->upload_ms, (unsigned long long)w->alloc_ms);
+    CHECK(w->mem_weights == 15461882265ull && w->mem_kv == 2147483648ull && w->mem_state == 5020581888ull &&
+              w->mem_snap == 20082327552ull && w->mem_scratch == 7 && w->state_per_slot == 156893184ull &&
+              w->n_snap == 4 && w->dev_used == 43000000000ull && w->dev_total == 150754820096ull,
+          "memory breakdown");
+    /* the daemon hands its copy on in status replies */
+    struct proto_worker cp;
+    CHECK(proto_worker_copy(&cp, w, &e) == 0 && cp.mem_snap == w->mem_snap && cp.upload_ms == 3200, "copy");
+    proto_worker_free(&cp);
+    proto_msg_free(&d);
+
+    CHECK(decode_packed(pack_old_ready, &d, &e) == 0 && d.worker.idx == 2 && d.worker.mem == 1234,
+          "an older worker's ready decodes: %s", e.msg);
+    CHECK(d.worker.load_ms == 0 && d.worker.mem_weights == 0 && d.worker.n_snap == 0 && d.worker.dev_total == 0,
+          "... with the new fields 0");
+    proto_msg_free(&d);
+    CHECK(decode_packed(pack_bad_breakdown, &d, &e) == ERR_FORMAT && strstr(e.msg, "mem_snap"),
+          "a negative byte count is refused by name: %s", e.msg);
+    proto_msg_free(&d);
+}
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
 {
@@ -609,6 +669,7 @@ int main(void)
     RUN(chunkbuf_messages);
     RUN(small_types_roundtrip);
     RUN(unknown_and_missing_fields);
+    RUN(worker_load_and_memory);
     RUN(decoder_fuzz);
     CHECK_EXIT();
 }

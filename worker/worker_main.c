@@ -3,7 +3,7 @@
  *
  *   llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan]
  *                 [--gpu N] [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--idx N]
- *                 [--flush-ms N]
+ *                 [--flush-ms N] [--snapshots N]
  *
  * Two threads: the main one receives the daemon's messages (generate,
  * cancel, ping, tokenize, detokenize, shutdown); the scheduler thread steps
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -662,11 +663,43 @@ static void h_detokenize(struct worker *w, struct proto_msg *m)
 
 /* ---------------------------------------------------------------- main */
 
+static double ts_diff(struct timespec a, struct timespec b)
+{
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+static uint64_t ms_of(double s) { return s > 0 ? (uint64_t)(s * 1000.0 + 0.5) : 0; }
+/* Ask the kernel to read the model's files ahead (MADV_WILLNEED) while the engine is created: on a GPU
+ * the kernels compile meanwhile, and the weights' upload then copies from the page cache instead of
+ * waiting on the disk chunk by chunk. On its own thread, as the advice may wait for the disk's queue.
+ * Not for a model larger than half the memory, whose pages would push each other out. */
+static void *prefetch_main(void *arg)
+{
+    const struct gguf *g = arg;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t total = 0;
+    for (int i = 0; i < g->n_parts; i++)
+        total += g->parts[i].size;
+    if (pages > 0 && psz > 0 && total > (uint64_t)pages * (uint64_t)psz / 2)
+        return NULL;
+    for (int i = 0; i < g->n_parts; i++)
+        if (g->parts[i].map && g->parts[i].fd >= 0)
+            madvise(g->parts[i].map, g->parts[i].size, MADV_WILLNEED);
+    return NULL;
+}
+
+static void fmt_bytes(uint64_t b, char *out, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(out, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: llm170-worker --connect URL --model PATH [--name NAME] [--backend cpu|hip|vulkan] [--gpu N]\n"
                "                     [--slots N] [--queue N] [--threads N] [--ctx N] [--batch N] [--prefill-chunk N]\n"
-               "                     [--idx N] [--flush-ms N]   |   --version\n"
+               "                     [--idx N] [--flush-ms N] [--snapshots N]   |   --version\n"
                "Started by llm170d; serves one device over the daemon's socket.\n");
 }
 
@@ -674,6 +707,7 @@ int main(int argc, char **argv)
 {
     const char *url = NULL, *path = NULL, *name = NULL, *backend = "cpu", *gpu = NULL;
     int slots = 4, queue = 64, threads = 0, ctx = 0, batch = 0, prefill = 256, idx = 0, flush_ms = DEFAULT_FLUSH_MS;
+    int snaps = 0; /* recurrent-state snapshots per slot (hybrids); 0: the engine's default */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -701,6 +735,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--prefill-chunk")) prefill = atoi(v);
         else if (!strcmp(k, "--idx")) idx = atoi(v);
         else if (!strcmp(k, "--flush-ms")) flush_ms = atoi(v);
+        else if (!strcmp(k, "--snapshots")) snaps = atoi(v);
         else {
             fprintf(stderr, "llm170-worker: unknown option '%s'\n", k);
             return 2;
@@ -710,8 +745,10 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (slots < 1 || slots > 256 || queue < 0 || flush_ms < 0 || flush_ms > 1000) {
-        fprintf(stderr, "llm170-worker: --slots must be in [1, 256], --queue >= 0, --flush-ms in [0, 1000]\n");
+    if (slots < 1 || slots > 256 || queue < 0 || flush_ms < 0 || flush_ms > 1000 || snaps < 0 ||
+        snaps > ENGINE_N_SNAP_MAX) {
+        fprintf(stderr, "llm170-worker: --slots must be in [1, 256], --queue >= 0, --flush-ms in [0, 1000], "
+                        "--snapshots in [0, %d]\n", ENGINE_N_SNAP_MAX);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -732,6 +769,10 @@ int main(int argc, char **argv)
         logf_("cannot load model '%s': %s", path, e.msg);
         return EXIT_FATAL;
     }
+    struct timespec t_read;
+    clock_gettime(CLOCK_MONOTONIC, &t_read);
+    pthread_t pf;
+    const bool pf_on = pthread_create(&pf, NULL, prefetch_main, (void *)model_gguf(w->m)) == 0;
     w->v = model_vocab(w->m);
     struct engine_params ep;
     engine_params_default(&ep);
@@ -745,6 +786,7 @@ int main(int argc, char **argv)
     if (ep.n_batch < slots)
         ep.n_batch = slots;
     ep.n_threads = threads;
+    ep.n_snap = snaps;
     if (engine_create(&w->eng, w->m, &ep, &e)) {
         logf_("backend %s%s%s: %s", backend, gpu ? " gpu " : "", gpu ? gpu : "", e.msg);
         return EXIT_FATAL;
@@ -798,13 +840,40 @@ int main(int argc, char **argv)
     r.worker.slots = slots;
     r.worker.n_ctx = n_ctx;
     r.worker.n_vocab = mi->n_vocab;
-    /* weights + an upper bound of the f16 KV cache (n_embd per layer for K and V) */
-    r.worker.mem = mi->n_bytes + (uint64_t)mi->n_layer * (uint64_t)n_ctx * (uint64_t)slots * 2u *
-                                     (uint64_t)mi->n_embd * 2u;
+    /* how the load went and what the engine holds (engine_load): the ready line, `llm170 ps` */
+    struct engine_load ld;
+    engine_load_info(w->eng, &ld);
+    ld.t_read = ts_diff(t0, t_read);
+    const double t_all = ts_diff(t0, t1);
+    r.worker.load_ms = ms_of(t_all);
+    r.worker.read_ms = ms_of(ld.t_read);
+    r.worker.compile_ms = ms_of(ld.t_compile);
+    r.worker.upload_ms = ms_of(ld.t_upload);
+    r.worker.alloc_ms = ms_of(ld.t_alloc);
+    r.worker.mem_weights = ld.weights;
+    r.worker.mem_kv = ld.kv;
+    r.worker.mem_state = ld.state;
+    r.worker.mem_snap = ld.snap;
+    r.worker.mem_scratch = ld.scratch;
+    r.worker.state_per_slot = ld.state_per_seq;
+    r.worker.n_snap = ld.n_snap;
+    r.worker.dev_used = ld.dev_used;
+    r.worker.dev_total = ld.dev_total;
+    const uint64_t held = ld.weights + ld.kv + ld.state + ld.snap + ld.scratch;
+    /* the backend's count; without one, weights + an upper bound of the f16 KV cache (n_embd per layer
+     * for K and V) */
+    r.worker.mem = held ? held : mi->n_bytes + (uint64_t)mi->n_layer * (uint64_t)n_ctx * (uint64_t)slots * 2u *
+                                                   (uint64_t)mi->n_embd * 2u;
     send_msg(w, &r);
-    logf_("%s loaded in %.2f s (%s: %s, %d slots, ctx %d)", name ? name : mi->name,
-          (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, backend, engine_device(w->eng),
-          slots, n_ctx);
+    logf_("%s ready in %.2f s (read %.2f, compile %.2f, upload %.2f, allocate %.2f; %s: %s, %d slots, ctx %d)",
+          name ? name : mi->name, t_all, ld.t_read, ld.t_compile, ld.t_upload, ld.t_alloc, backend,
+          engine_device(w->eng), slots, n_ctx);
+    char b[7][24];
+    const uint64_t parts[7] = { held, ld.weights, ld.kv, ld.state, ld.snap, ld.state_per_seq, ld.scratch };
+    for (int i = 0; i < 7; i++)
+        fmt_bytes(parts[i], b[i], sizeof b[i]);
+    logf_("memory %s: weights %s, KV %s, states %s, snapshots %s (%d per slot of %s), scratch %s", b[0], b[1], b[2],
+          b[3], b[4], ld.n_snap, b[5], b[6]);
 
     pthread_t th;
     if (pthread_create(&th, NULL, sched_main, w)) {
@@ -864,6 +933,8 @@ int main(int argc, char **argv)
     free(w->chat_tmpl);
     while (w->pre)
         free(pre_take(w, w->pre->id));
+    if (pf_on)
+        pthread_join(pf, NULL); /* done long since; the mapping outlives it */
     model_free(w->m);
     return 0;
 }

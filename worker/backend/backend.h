@@ -31,11 +31,18 @@ struct engine_params {
                        faster multi-token kernels (saves a copy of the packable weights in memory;
                        packing is also skipped when the weights exceed a quarter of the RAM) */
     /* recurrent hybrids (qwen35*) */
-    int n_snap;         /* state snapshots kept per sequence; 0 = 4 */
+    int n_snap;         /* state snapshots kept per sequence; 0 = ENGINE_N_SNAP_DEFAULT */
     int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
                            Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
                            backend's faster choice (CPU: token by token for every run) */
 };
+/* Recurrent-state snapshots a sequence keeps when engine_params.n_snap is 0 (the scheduler takes one at
+ * each prefill chunk boundary for prefix reuse). Each is one sequence's whole state: on qwen35-27b
+ * 149.6 MiB, so 32 slots keep 18.7 GiB of them (docs/hybrid-models.md has the arithmetic). */
+#define ENGINE_N_SNAP_DEFAULT 4
+/* Most snapshots per sequence a caller may ask for (the worker's --snapshots, llm170d's `snapshots`). */
+#define ENGINE_N_SNAP_MAX 64
+
 /* The defaults: the CPU backend, one sequence, every size 0 (resolved by backend_params_resolve). */
 void backend_params_default(struct engine_params *p);
 /* *out = *in (or the defaults when in is NULL) with n_ctx (min(train, 4096)), n_batch (512) and n_seq (1)
@@ -50,6 +57,26 @@ struct engine_tok {
     int32_t pos;    /* position in its sequence (0-based, contiguous after the cached ones) */
     int32_t seq;    /* sequence id in [0, n_seq) */
     bool logits;    /* return logits for this token */
+};
+
+/* What creating an engine took and what it holds: the worker's ready line and `llm170 ps` show it
+ * (engine_load_info). Times are seconds of the monotonic clock; bytes are what the backend allocated
+ * (the hip backend's from the plan its allocations follow, hip_fit.c). A backend fills what applies
+ * and leaves the rest 0 (the CPU compiles nothing). */
+struct engine_load {
+    double t_read;     /* the GGUF mapped and its tensors bound (model_load: the caller times it) */
+    double t_compile;  /* kernel modules compiled, or read from the disk cache */
+    double t_upload;   /* weights into the backend's memory (hip: host → device copies; cpu: repacking) */
+    double t_alloc;    /* KV cache, recurrent states, snapshots and step buffers allocated and cleared */
+    uint64_t weights;  /* bytes of weights the backend holds (cpu: the mapped tensors + repacked copies) */
+    uint64_t kv;       /* KV cache */
+    uint64_t state;    /* recurrent states of every sequence (hybrids) */
+    uint64_t snap;     /* their snapshots: n_seq · n_snap · state_per_seq (hip: allocated at create; cpu: the
+                          budget, allocated as snapshots are first taken) */
+    uint64_t scratch;  /* step buffers (activations, the hybrids' step scratch) */
+    uint64_t state_per_seq; /* one sequence's recurrent state; a snapshot is as large */
+    int n_snap;        /* snapshots kept per sequence (hybrids; 0 for a model without recurrent state) */
+    uint64_t dev_used, dev_total; /* the device's own count after create (total − free, total); 0: no device */
 };
 
 /* Most candidates one row's top-k pre-selection hands back (engine_decode_topk). */
@@ -88,6 +115,8 @@ struct backend_ops {
     int (*seq_restorable)(const void *b, int seq, int pos);
     /* optional: the device in words ("NVIDIA H200 (sm_90, …)"); NULL: the backend's name */
     const char *(*describe)(const void *b);
+    /* optional: what create took and what the engine holds (*out is zeroed by the caller); NULL: all 0 */
+    void (*load_info)(const void *b, struct engine_load *out);
 };
 
 /* For backends: check a batch against the engine_decode contract (sizes, ids, contiguous positions per

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../common/clock.h"
 #include "cpu_engine.h"
 #include "../backend/backend.h"
 #include "../model/model_forward.h"
@@ -36,6 +37,7 @@ struct cpu_engine {
     size_t pk_cap;
     struct matmul_arena pk_arena; /* the packed matrices' memory (huge pages where allowed) */
     float *f16tab;            /* [65536] f16 → f32, for the f16 cache */
+    struct engine_load ld;    /* what create took and allocated (cpu_load_info) */
 
     /* per-batch scratch, B = n_batch rows */
     float *x;                 /* [B][n_embd] residual stream */
@@ -188,8 +190,10 @@ static int pack_weights(struct cpu_engine *c, struct err *e)
         return err_set(e, ERR_NOMEM, "engine: out of memory for the packed-weight table");
     size_t bytes = 0;
     for (int pass = 0; pass < 2; pass++) { /* sizes, then the matrices into one arena */
-        if (pass == 1)
+        if (pass == 1) {
             matmul_arena_reserve(&c->pk_arena, bytes);
+            c->ld.weights += bytes; /* the repacked copies, besides the mapped file */
+        }
         for (int il = 0; il < m->hp.n_layer; il++) {
             const struct wt *ws[LAYER_MATRICES];
             layer_matrices(&m->layers[il], ws);
@@ -207,6 +211,13 @@ static void *alloc_f(size_t n, bool *ok)
     if (!p)
         *ok = false;
     return p;
+}
+
+/* alloc_f, counted as step scratch (cpu_load_info) */
+static void *alloc_fc(struct cpu_engine *c, size_t n, bool *ok)
+{
+    c->ld.scratch += (uint64_t)(n ? n : 1) * sizeof(float);
+    return alloc_f(n, ok);
 }
 
 static void mm_wt(void *c, const struct wt *w, const float *X, int n, float *Y);
@@ -238,6 +249,7 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
         return err_set(e, ERR_NOMEM, "engine: cannot start %d threads", p.n_threads);
     }
     c->p.n_threads = tpool_size(c->tp);
+    uint64_t t0 = clock_now_ns();
     if (!p.no_pack) {
         int prc = pack_weights(c, e);
         if (prc) {
@@ -245,6 +257,11 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
             return prc;
         }
     }
+    /* the weights stay in the mapping; repacking them is this backend's upload */
+    const uint64_t t1 = clock_now_ns();
+    c->ld.t_upload = (double)(t1 - t0) / 1e9;
+    c->ld.weights += model_info(m)->n_bytes;
+    t0 = t1;
 
     int nkvl = m->n_kv_layers;
     int *dk = calloc((size_t)nkvl + 1, sizeof(int));
@@ -270,29 +287,29 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
     const size_t K = (size_t)hp->n_expert_used, X = (size_t)hp->n_expert;
     bool ok = true;
     if (!p.kv_f32) {
-        c->f16tab = alloc_f(65536, &ok);
+        c->f16tab = alloc_fc(c, 65536, &ok);
         if (ok)
             ops_f16_table_init(c->f16tab);
     }
-    c->x = alloc_f(B * E, &ok);
-    c->h = alloc_f(B * E, &ok);
-    c->q = alloc_f(B * nq, &ok);
-    c->k = alloc_f(B * nkv, &ok);
-    c->v = alloc_f(B * nkv, &ok);
-    c->qkv = alloc_f(B * (nq + 2 * nkv), &ok);
-    c->o = alloc_f(B * nq, &ok);
-    c->a = alloc_f(B * E, &ok);
-    c->fg = alloc_f(B * nff, &ok);
-    c->fu = alloc_f(B * nff, &ok);
-    c->cs = alloc_f(B * (size_t)hp->n_rot, &ok);
+    c->x = alloc_fc(c, B * E, &ok);
+    c->h = alloc_fc(c, B * E, &ok);
+    c->q = alloc_fc(c, B * nq, &ok);
+    c->k = alloc_fc(c, B * nkv, &ok);
+    c->v = alloc_fc(c, B * nkv, &ok);
+    c->qkv = alloc_fc(c, B * (nq + 2 * nkv), &ok);
+    c->o = alloc_fc(c, B * nq, &ok);
+    c->a = alloc_fc(c, B * E, &ok);
+    c->fg = alloc_fc(c, B * nff, &ok);
+    c->fu = alloc_fc(c, B * nff, &ok);
+    c->cs = alloc_fc(c, B * (size_t)hp->n_rot, &ok);
     c->att_per = 8 * (size_t)p.n_ctx;
-    c->att = alloc_f((size_t)c->p.n_threads * c->att_per, &ok);
+    c->att = alloc_fc(c, (size_t)c->p.n_threads * c->att_per, &ok);
     if (X) {
-        c->rl = alloc_f(B * X, &ok);
+        c->rl = alloc_fc(c, B * X, &ok);
         c->sel = calloc(B * K, sizeof(int));
-        c->sw = alloc_f(B * K, &ok);
-        c->ey = alloc_f(B * K * E, &ok);
-        c->ex = alloc_f(B * E, &ok);
+        c->sw = alloc_fc(c, B * K, &ok);
+        c->ey = alloc_fc(c, B * K * E, &ok);
+        c->ex = alloc_fc(c, B * E, &ok);
         c->etok = calloc(B * K, sizeof(int));
         if (!c->sel || !c->etok)
             ok = false;
@@ -304,10 +321,12 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
         widest = nff;
     c->gact_slot = (2 * widest + 1024 + 63) & ~(size_t)63; /* any vec_dot type is <= 2 bytes/element + block headers */
     c->gact = aligned_alloc(64, 4 * c->gact_slot);
+    c->ld.scratch += 4 * c->gact_slot;
     /* matmul's activation scratch at its largest (B rows of the widest input, any activation type, plus the
      * packed kernels' per-block sums), so that it never grows during decode */
     c->ms.cap = (B * (c->gact_slot + widest / 4 + 64) + 127) & ~(size_t)63;
     c->ms.buf = aligned_alloc(64, c->ms.cap);
+    c->ld.scratch += c->ms.cap;
     if (!c->gact || !c->ms.buf)
         ok = false;
     c->blk0 = calloc(B, sizeof(int));
@@ -320,6 +339,15 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
         cpu_engine_free(c);
         return rc;
     }
+    c->ld.kv = c->kv.bytes;
+    if (c->hy) {
+        uint64_t hs = 0;
+        cpu_hybrid_mem(c->hy, &c->ld.state, &c->ld.state_per_seq, &c->ld.n_snap, &hs);
+        c->ld.scratch += hs;
+        /* the snapshots' budget: allocated as they are first taken (cpu_hybrid_seq_snapshot) */
+        c->ld.snap = (uint64_t)p.n_seq * (uint64_t)c->ld.n_snap * c->ld.state_per_seq;
+    }
+    c->ld.t_alloc = (double)(clock_now_ns() - t0) / 1e9;
     *out = c;
     return 0;
 }
@@ -873,6 +901,7 @@ static int cpu_create(void **out, const struct model *m, const struct engine_par
 static void cpu_free(void *b) { cpu_engine_free(b); }
 static int cpu_n_ctx(const void *b) { return ((const struct cpu_engine *)b)->p.n_ctx; }
 static struct tpool *cpu_pool(void *b) { return ((struct cpu_engine *)b)->tp; }
+static void cpu_load_info(const void *b, struct engine_load *out) { *out = ((const struct cpu_engine *)b)->ld; }
 
 const struct backend_ops cpu_backend = {
     .name = "cpu",
@@ -887,4 +916,5 @@ const struct backend_ops cpu_backend = {
     .seq_copy = cpu_engine_seq_copy,
     .seq_snapshot = cpu_engine_seq_snapshot,
     .seq_restorable = cpu_engine_seq_restorable,
+    .load_info = cpu_load_info,
 };

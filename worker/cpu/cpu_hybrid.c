@@ -62,6 +62,7 @@ struct cpu_hybrid {
     int *grp_start;           /* [B] start of group i in rows */
     int *grp_len;             /* [B] rows of group i */
     int n_grp;
+    uint64_t bytes;           /* what cpu_hybrid_create allocated (the state included; snapshots come later) */
 };
 
 static void *alloc_z(size_t n, size_t sz, bool *ok)
@@ -70,6 +71,23 @@ static void *alloc_z(size_t n, size_t sz, bool *ok)
     if (!p)
         *ok = false;
     return p;
+}
+
+/* alloc_z, counted in hy->bytes (cpu_hybrid_mem) */
+static void *alloc_zc(struct cpu_hybrid *hy, size_t n, size_t sz, bool *ok)
+{
+    hy->bytes += (uint64_t)(n ? n : 1) * sz;
+    return alloc_z(n, sz, ok);
+}
+
+void cpu_hybrid_mem(const struct cpu_hybrid *hy, uint64_t *state, uint64_t *per_seq, int *n_snap, uint64_t *scratch)
+{
+    const uint64_t one = 4u * (uint64_t)hy->per_seq, all = one * (uint64_t)hy->n_seq;
+    *state = hy->per_seq ? all : 0;
+    *per_seq = one;
+    *n_snap = hy->per_seq ? hy->n_snap : 0;
+    /* a model without GDN layers still has the state's one-element placeholder: scratch */
+    *scratch = hy->bytes - *state;
 }
 
 void cpu_hybrid_free(struct cpu_hybrid *hy)
@@ -106,7 +124,7 @@ int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const stru
     /* default: token by token for every run; on the CPU its AVX2 form measured ~2x faster than the
      * f32 chunked form (d_k = d_v = 128, 512 tokens: 4.6 vs 9.8 ms per head) */
     hy->chunk_min = p->gdn_chunk_min > 0 ? p->gdn_chunk_min : INT_MAX;
-    hy->n_snap = p->n_snap > 0 ? p->n_snap : 4;
+    hy->n_snap = p->n_snap > 0 ? p->n_snap : ENGINE_N_SNAP_DEFAULT;
     hy->key_dim = hp->n_k_heads * hp->d_state;
     hy->value_dim = hp->n_v_heads * hp->d_state;
     hy->conv_dim = 2 * hy->key_dim + hy->value_dim;
@@ -119,35 +137,35 @@ int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const stru
     const size_t cd = (size_t)hy->conv_dim, vd = (size_t)hy->value_dim, HV = (size_t)hp->n_v_heads;
     size_t wmix = cd > 2 * nq ? cd : 2 * nq, wo = vd > nq ? vd : nq;
     bool ok = true;
-    hy->state = alloc_z((size_t)p->n_seq * hy->per_seq, sizeof(float), &ok);
-    hy->slots = alloc_z((size_t)p->n_seq * (size_t)hy->n_snap, sizeof(struct snap_slot), &ok);
-    hy->snap_state = alloc_z((size_t)p->n_seq * (size_t)hy->n_snap, sizeof(float *), &ok);
-    hy->pe_pair = alloc_z((size_t)hp->n_rot / 2 + 1, 1, &ok);
-    hy->hn = alloc_z(B * E, sizeof(float), &ok);
-    hy->mix = alloc_z(B * wmix, sizeof(float), &ok);
-    hy->y = alloc_z(B * cd, sizeof(float), &ok);
-    hy->z = alloc_z(B * vd, sizeof(float), &ok);
-    hy->beta = alloc_z(B * HV, sizeof(float), &ok);
-    hy->gd = alloc_z(B * HV, sizeof(float), &ok);
-    hy->o = alloc_z(B * wo, sizeof(float), &ok);
-    hy->q = alloc_z(B * nq, sizeof(float), &ok);
-    hy->k = alloc_z(B * nkv, sizeof(float), &ok);
-    hy->v = alloc_z(B * nkv, sizeof(float), &ok);
-    hy->sg = alloc_z(B * (size_t)hp->n_ff_shexp, sizeof(float), &ok);
-    hy->su = alloc_z(B * (size_t)hp->n_ff_shexp, sizeof(float), &ok);
+    hy->state = alloc_zc(hy, (size_t)p->n_seq * hy->per_seq, sizeof(float), &ok);
+    hy->slots = alloc_zc(hy, (size_t)p->n_seq * (size_t)hy->n_snap, sizeof(struct snap_slot), &ok);
+    hy->snap_state = alloc_zc(hy, (size_t)p->n_seq * (size_t)hy->n_snap, sizeof(float *), &ok);
+    hy->pe_pair = alloc_zc(hy, (size_t)hp->n_rot / 2 + 1, 1, &ok);
+    hy->hn = alloc_zc(hy, B * E, sizeof(float), &ok);
+    hy->mix = alloc_zc(hy, B * wmix, sizeof(float), &ok);
+    hy->y = alloc_zc(hy, B * cd, sizeof(float), &ok);
+    hy->z = alloc_zc(hy, B * vd, sizeof(float), &ok);
+    hy->beta = alloc_zc(hy, B * HV, sizeof(float), &ok);
+    hy->gd = alloc_zc(hy, B * HV, sizeof(float), &ok);
+    hy->o = alloc_zc(hy, B * wo, sizeof(float), &ok);
+    hy->q = alloc_zc(hy, B * nq, sizeof(float), &ok);
+    hy->k = alloc_zc(hy, B * nkv, sizeof(float), &ok);
+    hy->v = alloc_zc(hy, B * nkv, sizeof(float), &ok);
+    hy->sg = alloc_zc(hy, B * (size_t)hp->n_ff_shexp, sizeof(float), &ok);
+    hy->su = alloc_zc(hy, B * (size_t)hp->n_ff_shexp, sizeof(float), &ok);
     int n_gqa_max = 1;
     for (int il = 0; il < hp->n_layer; il++)
         if (m->layers[il].kind == LAYER_GATED_ATTN && m->layers[il].n_head / m->layers[il].n_head_kv > n_gqa_max)
             n_gqa_max = m->layers[il].n_head / m->layers[il].n_head_kv;
     /* ops_attn's AVX2 form scores queries in groups of 8 whatever n_q is: room for 8 at least */
     hy->att_per = (size_t)(n_gqa_max > 8 ? n_gqa_max : 8) * (size_t)p->n_ctx;
-    hy->att = alloc_z((size_t)hy->n_threads * hy->att_per, sizeof(float), &ok);
+    hy->att = alloc_zc(hy, (size_t)hy->n_threads * hy->att_per, sizeof(float), &ok);
     hy->cw_per = gdn_chunk_work(hp->d_state, hp->d_state);
-    hy->cw = alloc_z((size_t)hy->n_threads * hy->cw_per, sizeof(double), &ok);
-    hy->rows = alloc_z(B, sizeof(int), &ok);
-    hy->grp_seq = alloc_z(B, sizeof(int), &ok);
-    hy->grp_start = alloc_z(B, sizeof(int), &ok);
-    hy->grp_len = alloc_z(B, sizeof(int), &ok);
+    hy->cw = alloc_zc(hy, (size_t)hy->n_threads * hy->cw_per, sizeof(double), &ok);
+    hy->rows = alloc_zc(hy, B, sizeof(int), &ok);
+    hy->grp_seq = alloc_zc(hy, B, sizeof(int), &ok);
+    hy->grp_start = alloc_zc(hy, B, sizeof(int), &ok);
+    hy->grp_len = alloc_zc(hy, B, sizeof(int), &ok);
     if (!ok) {
         cpu_hybrid_free(hy);
         return err_set(e, ERR_NOMEM, "engine: out of memory for the recurrent state (%d sequences × %zu floats)",

@@ -30,6 +30,9 @@ typedef void (*cpu_hybrid_mm_fn)(void *ctx, const struct wt *w, const float *X, 
 int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const struct engine_params *p, struct tpool *tp,
                   cpu_hybrid_mm_fn mm, void *mm_ctx, struct err *e);
 void cpu_hybrid_free(struct cpu_hybrid *hy);
+/* Bytes hy holds: the recurrent states of every sequence, one sequence's state (a snapshot's size),
+ * the snapshots kept per sequence, and the step scratch cpu_hybrid_create allocated besides the states. */
+void cpu_hybrid_mem(const struct cpu_hybrid *hy, uint64_t *state, uint64_t *per_seq, int *n_snap, uint64_t *scratch);
 
 /* The mixer of one trunk layer (LAYER_GDN or LAYER_GATED_ATTN) over n batch tokens:
  * a[n][n_embd] = mixer(attn_norm(x)); the caller adds it to the residual x.

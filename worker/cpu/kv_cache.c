@@ -32,6 +32,7 @@ int kv_init(struct kv_cache *kv, int n_layer, const int *dim_k, const int *dim_v
         kv->v[l] = calloc(cells, (size_t)dim_v[l] * kv->elt);
         if (!kv->k[l] || !kv->v[l])
             goto nomem;
+        kv->bytes += (uint64_t)cells * (uint64_t)(dim_k[l] + dim_v[l]) * kv->elt;
     }
     return 0;
 nomem:

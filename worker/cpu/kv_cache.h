@@ -26,6 +26,7 @@ struct kv_cache {
     void **k;          /* [n_layer] → [n_seq][n_ctx][dim_k] */
     void **v;          /* [n_layer] → [n_seq][n_ctx][dim_v] */
     int *len;          /* [n_seq] cached positions */
+    uint64_t bytes;    /* of the K and V cells kv_init allocated */
 };
 
 int kv_init(struct kv_cache *kv, int n_layer, const int *dim_k, const int *dim_v, int n_seq, int n_ctx,

@@ -71,6 +71,13 @@ const char *engine_device(const struct engine_ctx *c)
     return c->ops->describe ? c->ops->describe(c->b) : c->ops->name;
 }
 
+void engine_load_info(const struct engine_ctx *c, struct engine_load *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c && c->ops->load_info)
+        c->ops->load_info(c->b, out);
+}
+
 void engine_parallel(struct engine_ctx *c, void (*fn)(void *ctx, int64_t i, int worker), void *ctx, int64_t n)
 {
     struct tpool *tp = !c ? NULL : c->ops->pool ? c->ops->pool(c->b) : c->host_tp;

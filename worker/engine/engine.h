@@ -37,6 +37,9 @@ void engine_free(struct engine_ctx *c);
 int engine_n_ctx(const struct engine_ctx *c);
 /* The device in words ("NVIDIA H200 (sm_90, …)"), or the backend's name when it says no more ("cpu"). */
 const char *engine_device(const struct engine_ctx *c);
+/* What engine_create took (per phase) and what the engine holds (per part): struct engine_load in
+ * backend/backend.h. t_read is the caller's (model_load happens before the engine): 0 here. */
+void engine_load_info(const struct engine_ctx *c, struct engine_load *out);
 /* fn(ctx, i, worker) for i in [0, n) on the CPU engine's threads (the caller's included), or on a GPU
  * engine's host threads (n_threads of them, else up to 8); for independent per-sequence host work
  * between steps (sampling), which otherwise leaves those threads idle or, on a GPU, takes longer than

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../../kernels/args.h"
+#include "../../common/clock.h"
 #include "hip_engine.h"
 #include "hip_hybrid.h"
 #include "hip_knobs.h"
@@ -118,6 +119,7 @@ struct hip_engine {
     int step_n_out;        /* rows that asked for logits */
     bool step_greedy;      /* the output op ends in the device argmax */
     bool step_dn;          /* defer_ok(c, n): the sublayer norms after the first are deferred to their GEMVs */
+    struct engine_load ld; /* what create took and holds (hb_load_info): the fit plan's bytes, the phases' times */
 };
 
 /* ---- setup ---- */
@@ -336,7 +338,10 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.mma_waves = k->mma_waves;
     c->use_fa = k->use_fa;
     c->gqa = k->gqa;
-    int rc = hip_rt_open(&c->ops.rt, e);
+    /* the load's phases (engine_load): opening the device counts as allocation, its module loop as
+     * compilation (hip_rt_compile_s) */
+    uint64_t t0 = clock_now_ns();
+    int rc = hip_rt_open_ex(&c->ops.rt, k->compile_threads, k->split_compile, e);
     if (!rc)
         c->ops.pf = hip_rt_pdl(c->ops.rt) && k->pdl_prefetch;
     if (!rc)
@@ -353,6 +358,11 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.warp = hip_rt_warp(c->ops.rt);
     c->ops.sms = hip_rt_sm_count(c->ops.rt);
 
+    c->ld.t_compile = hip_rt_compile_s(c->ops.rt);
+    uint64_t t1 = clock_now_ns();
+    c->ld.t_alloc = (double)(t1 - t0) / 1e9 - c->ld.t_compile;
+    t0 = t1;
+
     /* refuse a model that does not fit before uploading anything, with the numbers */
     struct hip_fit fit;
     hip_fit_need(m, &p, &fit);
@@ -361,10 +371,18 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         hip_engine_free(c);
         return rc;
     }
+    /* the breakdown `llm170 ps` shows: the plan the allocations below follow buffer by buffer */
+    c->ld.weights = fit.weights;
+    c->ld.kv = fit.kv;
+    c->ld.state = fit.state;
+    c->ld.snap = fit.snap;
+    c->ld.scratch = fit.act;
+    c->ld.state_per_seq = fit.state_per_seq;
+    c->ld.n_snap = fit.n_snap;
 
-    /* weights, uploaded once through a pinned staging buffer */
-    struct stager s = { .cap = 64u << 20 };
-    if ((rc = hip_rt_host_alloc(c->ops.rt, s.cap, &s.buf, e))) {
+    /* weights, uploaded once through pinned staging buffers (two alternating: hip_knobs.upload_pipe) */
+    struct stager s;
+    if ((rc = hip_ops_stager_open(&c->ops, &s, 64u << 20, e))) {
         hip_engine_free(c);
         return rc;
     }
@@ -398,11 +416,17 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     }
     if (!rc && m->arch->hybrid)
         rc = hip_hybrid_create(&c->hy, &c->ops, m, &p, &s, e);
-    hip_rt_host_free(c->ops.rt, s.buf);
+    /* every copy has landed once the stager is closed (it synchronizes before freeing the buffers) */
+    const int rc_s = hip_ops_stager_close(&c->ops, &s, rc ? NULL : e);
+    if (!rc)
+        rc = rc_s;
     if (rc) {
         hip_engine_free(c);
         return rc;
     }
+    t1 = clock_now_ns();
+    c->ld.t_upload = (double)(t1 - t0) / 1e9; /* the hybrids' states and step scratch (hip_hybrid_create) too */
+    t0 = t1;
 
     /* KV cache */
     c->ops.kv_elt = p.kv_f32 ? 4 : 2;
@@ -469,6 +493,12 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     if (rc) {
         hip_engine_free(c);
         return rc;
+    }
+    c->ld.t_alloc += (double)(clock_now_ns() - t0) / 1e9;
+    size_t dfree = 0, dtotal = 0;
+    if (!hip_rt_mem_info(c->ops.rt, &dfree, &dtotal) && dtotal >= dfree) {
+        c->ld.dev_used = dtotal - dfree;
+        c->ld.dev_total = dtotal;
     }
     *out = c;
     return 0;
@@ -1143,6 +1173,7 @@ static int hb_seq_copy(void *b, int src, int dst, int n, struct err *e) { return
 static int hb_seq_snapshot(void *b, int seq, struct err *e) { return hip_engine_seq_snapshot(b, seq, e); }
 static int hb_seq_restorable(const void *b, int seq, int pos) { return hip_engine_seq_restorable(b, seq, pos); }
 static const char *hb_describe(const void *b) { return hip_engine_device(b); }
+static void hb_load_info(const void *b, struct engine_load *out) { *out = ((const struct hip_engine *)b)->ld; }
 
 const struct backend_ops hip_backend = {
     .name = "hip",
@@ -1159,4 +1190,5 @@ const struct backend_ops hip_backend = {
     .seq_snapshot = hb_seq_snapshot,
     .seq_restorable = hb_seq_restorable,
     .describe = hb_describe,
+    .load_info = hb_load_info,
 };

@@ -44,14 +44,30 @@ void hip_fit_need(const struct model *m, const struct engine_params *p, struct h
     }
     f->weights = w;
     f->kv = kv;
-    f->act = hip_scratch_bytes(m, p);
-    f->state = hip_hybrid_device_bytes(m, p);
+    struct hip_hybrid_plan hy;
+    hip_hybrid_plan(m, p, &hy);
+    f->act = hip_scratch_bytes(m, p) + hy.scratch;
+    f->state = hy.state;
+    f->snap = hy.snap;
+    f->state_per_seq = hy.per_seq;
+    f->n_snap = hy.n_snap;
     f->reserve = HIP_FIT_RESERVE;
 }
 
-uint64_t hip_fit_total(const struct hip_fit *f) { return f->weights + f->kv + f->act + f->state + f->reserve; }
+uint64_t hip_fit_total(const struct hip_fit *f)
+{
+    return f->weights + f->kv + f->act + f->state + f->snap + f->reserve;
+}
 
-static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+/* "14.40 GiB", "384.0 MiB" */
+static const char *human(uint64_t b, char *out, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(out, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+    return out;
+}
 
 int hip_fit_check(const struct hip_fit *f, uint64_t free_bytes, const char *device, const struct engine_params *p,
                   struct err *e)
@@ -59,13 +75,19 @@ int hip_fit_check(const struct hip_fit *f, uint64_t free_bytes, const char *devi
     const uint64_t need = hip_fit_total(f);
     if (need <= free_bytes)
         return 0;
-    char st[64] = "";
-    if (f->state)
-        snprintf(st, sizeof st, " + recurrent state %.0f", mib(f->state));
+    char t[32], w[32], kv[32], st[32], sn[32], per[32], sc[32], rs[32], fr[32];
+    /* the recurrent parts only where there is recurrent state (hybrids) */
+    char rec[160] = "", lower[64] = "";
+    if (f->state_per_seq) {
+        snprintf(rec, sizeof rec, ", states %s, snapshots %s (%d per slot of %s)", human(f->state, st, sizeof st),
+                 human(f->snap, sn, sizeof sn), f->n_snap, human(f->state_per_seq, per, sizeof per));
+        snprintf(lower, sizeof lower, ", the snapshots (n_snap %d)", f->n_snap);
+    }
     return err_set(e, ERR_NOMEM,
-                   "hip: model does not fit on %s: needs %.0f MiB (weights %.0f + KV cache %.0f for %d x %d "
-                   "positions + activations %.0f%s + reserve %.0f) but %.0f MiB are free; lower the context "
-                   "(n_ctx %d) or the sequences (n_seq %d), or use a smaller quantization",
-                   device ? device : "the device", mib(need), mib(f->weights), mib(f->kv), p->n_seq, p->n_ctx,
-                   mib(f->act), st, mib(f->reserve), mib(free_bytes), p->n_ctx, p->n_seq);
+                   "hip: model does not fit: needs %s: weights %s, KV %s (%d x %d positions)%s, scratch %s, "
+                   "reserve %s; %s has %s free; lower the context (n_ctx %d), the slots (n_seq %d)%s, or use a "
+                   "smaller quantization",
+                   human(need, t, sizeof t), human(f->weights, w, sizeof w), human(f->kv, kv, sizeof kv), p->n_seq,
+                   p->n_ctx, rec, human(f->act, sc, sizeof sc), human(f->reserve, rs, sizeof rs),
+                   device ? device : "the device", human(free_bytes, fr, sizeof fr), p->n_ctx, p->n_seq, lower);
 }

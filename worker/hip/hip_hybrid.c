@@ -45,7 +45,8 @@ struct hip_hybrid {
     size_t per_seq;          /* floats of one sequence's state over all GDN layers */
     struct hip_dptr state;   /* [n_seq][per_seq] */
     struct snap_slot *slots; /* [n_seq][n_snap] which position each snapshot holds (snap.h) */
-    struct hip_dptr *snap_state; /* [n_seq][n_snap] → [per_seq] floats on the device, none until first used */
+    struct hip_dptr *snap_state; /* [n_seq][n_snap] → [per_seq] floats on the device, in snaps */
+    struct hip_dptr snaps;   /* [n_seq][n_snap][per_seq] every snapshot's state, allocated at create */
     uint64_t stamp;
     unsigned char *pe_pair;  /* [n_rot/2] 1 where IMROPE takes p_e (angle 0 for text) */
     hip_fn k_conv, k_rec, k_gnorm, k_split, k_gate, k_shexp, k_rope, k_attn, k_comb, k_swiglu;
@@ -109,7 +110,15 @@ static size_t hb_state_floats(const struct model *m)
     return (size_t)m->n_gdn_layers * (conv_per + ssm_per);
 }
 
-enum { HB_STATE, HB_MIX, HB_Y, HB_Z, HB_B, HB_A, HB_OG, HB_GATE, HB_SG, HB_SU, HB_SY, HB_WU, HB_P, HB_SC, HB_GRP,
+/* snapshots kept per sequence: p->n_snap resolved; 0 without GDN layers (nothing to snapshot) */
+static int hb_n_snap(const struct model *m, const struct engine_params *p)
+{
+    if (!m->n_gdn_layers)
+        return 0;
+    return p->n_snap > 0 ? p->n_snap : ENGINE_N_SNAP_DEFAULT;
+}
+
+enum { HB_STATE, HB_SNAP, HB_MIX, HB_Y, HB_Z, HB_B, HB_A, HB_OG, HB_GATE, HB_SG, HB_SU, HB_SY, HB_WU, HB_P, HB_SC, HB_GRP,
        HB_COUNT };
 
 #define HB_GEMV_MAX 8 /* hip_engine.c's GEMV_MAX: larger batches may take the chunked delta rule */
@@ -125,6 +134,7 @@ static void hb_sizes(const struct model *m, const struct engine_params *p, size_
     const size_t wmix = cd > 2 * nq ? cd : 2 * nq, wo = vd > nq ? vd : nq;
     const size_t state_n = (size_t)p->n_seq * hb_state_floats(m);
     sz[HB_STATE] = (state_n ? state_n : 1) * 4;
+    sz[HB_SNAP] = (state_n ? state_n * (size_t)hb_n_snap(m, p) : 1) * 4;
     sz[HB_MIX] = B * wmix * 4;
     sz[HB_Y] = B * (cd ? cd : 1) * 4;
     sz[HB_Z] = B * (vd ? vd : 1) * 4;
@@ -141,16 +151,24 @@ static void hb_sizes(const struct model *m, const struct engine_params *p, size_
     sz[HB_GRP] = GDN_GRP_INTS(B) * 4;
 }
 
-uint64_t hip_hybrid_device_bytes(const struct model *m, const struct engine_params *p)
+void hip_hybrid_plan(const struct model *m, const struct engine_params *p, struct hip_hybrid_plan *out)
 {
+    memset(out, 0, sizeof *out);
     if (!m->arch || !m->arch->hybrid)
-        return 0;
+        return;
     size_t sz[HB_COUNT];
     hb_sizes(m, p, sz);
-    uint64_t t = 0;
+    /* every buffer create allocates: the states and snapshots by name (their one-float placeholders on a
+     * model without GDN layers count as scratch), the rest scratch */
+    out->per_seq = 4u * (uint64_t)hb_state_floats(m);
+    out->n_snap = hb_n_snap(m, p);
     for (int i = 0; i < HB_COUNT; i++)
-        t += sz[i];
-    return t;
+        if (i == HB_STATE && out->per_seq)
+            out->state = sz[i];
+        else if (i == HB_SNAP && out->per_seq)
+            out->snap = sz[i];
+        else
+            out->scratch += sz[i];
 }
 
 int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct model *m,
@@ -170,7 +188,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct m
     hy->m = m;
     hy->n_seq = p->n_seq;
     hy->n_batch = p->n_batch;
-    hy->n_snap = p->n_snap > 0 ? p->n_snap : 4;
+    hy->n_snap = p->n_snap > 0 ? p->n_snap : ENGINE_N_SNAP_DEFAULT;
     hy->key_dim = hp->n_k_heads * hp->d_state;
     hy->value_dim = hp->n_v_heads * hp->d_state;
     hy->conv_dim = 2 * hy->key_dim + hy->value_dim;
@@ -241,7 +259,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct m
     hb_sizes(m, p, sz);
     const size_t state_n = (size_t)p->n_seq * hy->per_seq;
     struct { struct hip_dptr *d; size_t n; } sc[] = {
-        { &hy->state, sz[HB_STATE] }, { &hy->mix, sz[HB_MIX] }, { &hy->y, sz[HB_Y] }, { &hy->z, sz[HB_Z] },
+        { &hy->state, sz[HB_STATE] }, { &hy->snaps, sz[HB_SNAP] }, { &hy->mix, sz[HB_MIX] }, { &hy->y, sz[HB_Y] }, { &hy->z, sz[HB_Z] },
         { &hy->b, sz[HB_B] }, { &hy->a, sz[HB_A] }, { &hy->og, sz[HB_OG] }, { &hy->gate, sz[HB_GATE] },
         { &hy->sg, sz[HB_SG] }, { &hy->su, sz[HB_SU] }, { &hy->sy, sz[HB_SY] }, { &hy->wu, sz[HB_WU] },
         { &hy->p, sz[HB_P] }, { &hy->sc, sz[HB_SC] }, { &hy->grp, sz[HB_GRP] },
@@ -250,6 +268,9 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct m
         rc = hip_ops_dalloc(c, sc[i].n, sc[i].d, e);
     if (!rc && state_n)
         rc = hip_rt_memset32(l->rt, hy->state, 0, state_n, e);
+    /* each snapshot slot's state in the slab: taking one is then a copy, never an allocation */
+    for (size_t i = 0; !rc && state_n && i < (size_t)p->n_seq * (size_t)hy->n_snap; i++)
+        hy->snap_state[i] = hip_dptr_off(hy->snaps, 4u * (uint64_t)i * (uint64_t)hy->per_seq);
     if (!rc)
         rc = hip_rt_host_alloc(l->rt, sz[HB_GRP], (void **)&hy->grp_h, e);
     if (rc) {
@@ -547,6 +568,8 @@ static int d2d(struct hip_hybrid *hy, struct hip_dptr dst, struct hip_dptr src, 
     return rc;
 }
 
+/* Every snapshot slot already points into the slab create allocated; this allocates only where the
+ * slab has no room, on a hybrid without GDN layers (per_seq 0: nothing to keep). */
 static int snap_alloc(struct hip_hybrid *hy, struct hip_dptr *state, struct err *e)
 {
     if (!hip_dptr_null(*state))

@@ -14,9 +14,17 @@ struct hip_hybrid;
 /* Uploads the GDN and shared-expert weights through s and allocates the state (zero) and scratch. */
 int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *o, const struct model *m,
                       const struct engine_params *p, struct stager *s, struct err *e);
-/* Device bytes hip_hybrid_create allocates for m (recurrent state of n_seq sequences + step
- * scratch; snapshots come later, on demand): the fit check counts them. 0 for non-hybrids. */
-uint64_t hip_hybrid_device_bytes(const struct model *m, const struct engine_params *p);
+/* The device bytes hip_hybrid_create allocates for m with p, by what holds them: the recurrent states of
+ * n_seq sequences, their snapshots (n_snap a sequence, allocated with the states so a snapshot never
+ * runs out of memory mid-serve), the step scratch; and one sequence's state (a snapshot is as large).
+ * The fit check and the engine's memory breakdown read this; create allocates exactly these buffers.
+ * All 0 for a model that is not a hybrid. */
+struct hip_hybrid_plan {
+    uint64_t state, snap, scratch;
+    uint64_t per_seq;
+    int n_snap;         /* resolved (ENGINE_N_SNAP_DEFAULT for 0); 0 without GDN layers */
+};
+void hip_hybrid_plan(const struct model *m, const struct engine_params *p, struct hip_hybrid_plan *out);
 /* Host memory and the pinned buffer; device buffers belong to the engine's allocation list. */
 void hip_hybrid_free(struct hip_hybrid *hy);
 /* Before a step's kernels: groups the batch rows by sequence and sends them up (on the engine's

@@ -26,6 +26,11 @@ static bool off_unless_1(const char *name)
 void hip_knobs_from_env(struct hip_knobs *k)
 {
     k->pinned = on_unless_0("LLM170_HIP_PINNED");
+    k->upload_pipe = on_unless_0("LLM170_HIP_UPLOAD_PIPE");
+    const char *cte = env("LLM170_HIP_COMPILE_THREADS");
+    k->compile_threads = cte && atoi(cte) >= 0 ? atoi(cte) : 0;
+    const char *sce = env("LLM170_HIP_SPLIT_COMPILE");
+    k->split_compile = !sce || atoi(sce) < 1 ? -1 : atoi(sce) == 1 ? 0 : atoi(sce);
     k->graphs = on_unless_0("LLM170_HIP_GRAPH");
     k->q8 = on_unless_0("LLM170_HIP_Q8");
     k->use_mma = on_unless_0("LLM170_HIP_MMA");

@@ -14,6 +14,18 @@
 struct hip_knobs {
     /* host_alloc page-locks (default on). PINNED=0: plain malloc, for A/B runs of the copy path */
     bool pinned;
+    /* cold start: weights go up through two alternating pinned buffers, the memcpy of one chunk overlapping
+     * the copy of the one before (default on). UPLOAD_PIPE=0: one buffer, each chunk waited for */
+    bool upload_pipe;
+    /* cold start: host threads that compile the kernel modules (or read them from the disk cache) at open:
+     * 0 (default) = one per online core, at most one a module; COMPILE_THREADS=1 one after another.
+     * COMPILE_THREADS=n (n >= 0, else the default) */
+    int compile_threads;
+    /* cold start: NVRTC's -split-compile (its optimizer on several threads inside one module; gemv.cu alone
+     * is most of a cold compile): -1 (default) off, 0 every core, n threads. SPLIT_COMPILE=1 every core,
+     * =n (n >= 2) n threads, other values off. Off by default: the code is not byte-identical to a plain
+     * compile and its speed is not measured yet */
+    int split_compile;
     /* decode steps (batches of up to 16 rows) replayed as captured graphs (default on). GRAPH=0 launches
      * every kernel each step: for profiling or for ruling graphs out when chasing a bug */
     bool graphs;

@@ -40,14 +40,61 @@ int hip_ops_dalloc(struct hip_ops *c, size_t n, struct hip_dptr *out, struct err
     return track(c, *out, e);
 }
 
+int hip_ops_stager_open(struct hip_ops *c, struct stager *s, size_t cap, struct err *e)
+{
+    memset(s, 0, sizeof *s);
+    s->cap = cap;
+    int rc = hip_rt_host_alloc(c->rt, cap, &s->buf[0], e);
+    if (rc || !c->k.upload_pipe)
+        return rc;
+    /* the pipeline's second buffer and its events; without any of them the upload runs one chunk at a time */
+    struct err ign;
+    if (hip_rt_host_alloc(c->rt, cap, &s->buf[1], &ign) || hip_rt_event_create(c->rt, &s->ev[0], &ign) ||
+        hip_rt_event_create(c->rt, &s->ev[1], &ign)) {
+        hip_rt_host_free(c->rt, s->buf[1]);
+        hip_rt_event_free(c->rt, s->ev[0]);
+        hip_rt_event_free(c->rt, s->ev[1]);
+        s->buf[1] = NULL;
+        s->ev[0] = s->ev[1] = NULL;
+    }
+    return 0;
+}
+
+int hip_ops_stager_close(struct hip_ops *c, struct stager *s, struct err *e)
+{
+    /* no buffer is freed while a copy may still read it */
+    int rc = hip_rt_sync(c->rt, e);
+    for (int i = 0; i < 2; i++) {
+        hip_rt_host_free(c->rt, s->buf[i]);
+        hip_rt_event_free(c->rt, s->ev[i]);
+    }
+    memset(s, 0, sizeof *s);
+    return rc;
+}
+
 int hip_ops_upload(struct hip_ops *c, struct stager *s, struct hip_dptr dst, const void *src, size_t n, struct err *e)
 {
+    const bool pipe = s->buf[1] != NULL;
     for (size_t off = 0; off < n; off += s->cap) {
-        size_t k = n - off < s->cap ? n - off : s->cap;
-        memcpy(s->buf, (const char *)src + off, k);
-        int rc = hip_rt_h2d(c->rt, hip_dptr_off(dst, off), s->buf, k, e);
-        if (!rc)
+        const size_t k = n - off < s->cap ? n - off : s->cap;
+        const int i = s->cur;
+        int rc = 0;
+        if (s->busy[i]) { /* the copy that last read this buffer is done before it is written again */
+            rc = s->ev[i] ? hip_rt_event_wait(c->rt, s->ev[i], e) : hip_rt_sync(c->rt, e);
+            if (rc)
+                return rc;
+            s->busy[i] = false;
+        }
+        memcpy(s->buf[i], (const char *)src + off, k);
+        s->busy[i] = true; /* from here a copy may read it, even when what follows fails */
+        rc = hip_rt_h2d(c->rt, hip_dptr_off(dst, off), s->buf[i], k, e);
+        if (!rc && pipe) {
+            rc = hip_rt_event_record(c->rt, s->ev[i], e);
+            s->cur = i ^ 1; /* the next chunk fills the other buffer while this one crosses */
+        } else if (!rc) {
             rc = hip_rt_sync(c->rt, e);
+            s->busy[i] = false;
+        }
         if (rc)
             return rc;
     }

@@ -28,9 +28,16 @@ struct dw {                /* a weight on the device */
     size_t row_bytes;
 };
 
+/* The weights' way up: page-locked buffers of cap bytes the host copies chunks into, the device reads them
+ * with async copies. Two alternate (hip_knobs.upload_pipe) so the memcpy of chunk i+1 runs while chunk i
+ * crosses the bus; a buffer is written again only after the event recorded behind its last copy. One
+ * (buf[1] NULL): each chunk is waited for, as before the pipeline. */
 struct stager {
-    void *buf;             /* pinned */
-    size_t cap;
+    void *buf[2];          /* pinned; buf[1] NULL: one buffer */
+    hip_event ev[2];       /* recorded after the last copy out of buf[i]; NULL: the stream is synchronized */
+    bool busy[2];          /* a copy out of buf[i] may still run */
+    int cur;               /* the buffer the next chunk goes into */
+    size_t cap;            /* bytes of each buffer */
 };
 
 /* A layer's device weights (the attention and FFN tensors; the hybrids' own live in hip_hybrid.c) and
@@ -102,7 +109,14 @@ struct hip_ops {
 void hip_ops_release(struct hip_ops *c);
 /* Device memory of n bytes, tracked for hip_ops_release. */
 int hip_ops_dalloc(struct hip_ops *c, size_t n, struct hip_dptr *out, struct err *e);
-/* n bytes from src to the device at dst through the pinned stager (synchronous). */
+/* A stager of buffers of cap bytes: two when c->k.upload_pipe and the second buffer and the events can be
+ * had, else one (the first buffer failing is the error). */
+int hip_ops_stager_open(struct hip_ops *c, struct stager *s, size_t cap, struct err *e);
+/* Waits for the copies still running, then frees the buffers and events: 0 or the wait's error. */
+int hip_ops_stager_close(struct hip_ops *c, struct stager *s, struct err *e);
+/* n bytes from src to the device at dst through the stager. With two buffers it returns while the last
+ * chunks may still be crossing (src may be reused at once: the bytes are in the stager); they are done
+ * after hip_ops_stager_close or any synchronization of the stream. With one, each chunk is waited for. */
 int hip_ops_upload(struct hip_ops *c, struct stager *s, struct hip_dptr dst, const void *src, size_t n, struct err *e);
 /* Whether the kernels cover weight type t. */
 bool hip_ops_type_ok(int t);

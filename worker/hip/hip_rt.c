@@ -2,8 +2,12 @@
  * with an on-disk cache, memory, launches and graphs (hip_rt.h). */
 #include "hip_rt.h"
 
+#include "../../common/clock.h"
+
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,7 @@ struct hip_rtc {
     rtc_errstr_t errstr;
     int major, minor;
     char version[64];
+    int split;          /* NVRTC -split-compile threads: -1 off (default), 0 every core (hip_rtc_set_split_compile) */
 };
 
 /* RTLD_NODELETE: the vendor libraries (and the C++ runtime they bring) stay mapped after dlclose, as
@@ -80,6 +85,7 @@ int hip_rtc_open(struct hip_rtc **out, bool amd, struct err *e)
     }
     c->lib = lib;
     c->amd = amd;
+    c->split = -1;
     const char *p = amd ? "hiprtc" : "nvrtc";
     char nm[64];
 #define SYM(field, suffix, type)                                                          \
@@ -126,6 +132,8 @@ void hip_rtc_close(struct hip_rtc *c)
 
 const char *hip_rtc_version(const struct hip_rtc *c) { return c->version; }
 
+void hip_rtc_set_split_compile(struct hip_rtc *c, int threads) { c->split = c->amd || threads < 0 ? -1 : threads; }
+
 static const struct hip_src *find_src(const char *name)
 {
     for (int i = 0; i < hip_kernel_n_srcs; i++)
@@ -134,8 +142,26 @@ static const struct hip_src *find_src(const char *name)
     return NULL;
 }
 
+static int rtc_compile(struct hip_rtc *c, const char *name, const char *arch, int split, void **code, size_t *size,
+                       char **log, struct err *e);
+
 int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void **code, size_t *size, char **log,
                     struct err *e)
+{
+    int rc = rtc_compile(c, name, arch, c->split, code, size, log, e);
+    if (rc && c->split >= 0) { /* an NVRTC without -split-compile (or a real error, which says so again) */
+        if (log) {
+            free(*log);
+            *log = NULL;
+        }
+        rc = rtc_compile(c, name, arch, -1, code, size, log, e);
+    }
+    return rc;
+}
+
+/* One compile; split >= 0 adds NVRTC's -split-compile=split (its optimizer on that many threads, 0: all) */
+static int rtc_compile(struct hip_rtc *c, const char *name, const char *arch, int split, void **code, size_t *size,
+                       char **log, struct err *e)
 {
     *code = NULL;
     *size = 0;
@@ -171,6 +197,11 @@ int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void 
         opts[no++] = archopt;
         opts[no++] = "-std=c++17";
         opts[no++] = "-default-device";
+    }
+    char splitopt[32];
+    if (split >= 0) {
+        snprintf(splitopt, sizeof splitopt, "-split-compile=%d", split);
+        opts[no++] = splitopt;
     }
     r = c->compile(prog, no, opts);
     size_t ls = 0;
@@ -266,6 +297,7 @@ typedef const char *(*d_errstr_hip_t)(int);
 typedef int (*d_evcreate_t)(void **, unsigned);
 typedef int (*d_evrecord_t)(void *, void *);
 typedef int (*d_evelapsed_t)(float *, void *, void *);
+typedef int (*d_evsync_t)(void *);
 
 #define PROF_MAX 32768
 #define FN_NAMES 256
@@ -289,6 +321,8 @@ struct hip_rt {
     char desc[320];
     struct mod mods[16];
     int n_mods;
+    double compile_s;       /* hip_rt_open's module loop (hip_rt_compile_s) */
+    int compile_threads;    /* the threads it compiled on */
     d_init_t init;
     d_int_t dev_count, drv_version;
     d_devget_t dev_get;
@@ -326,6 +360,7 @@ struct hip_rt {
     d_evrecord_t ev_record;
     d_evelapsed_t ev_elapsed;
     d_stream_t ev_destroy;
+    d_evsync_t ev_sync;     /* cuEventSynchronize / hipEventSynchronize, or NULL (hip_rt_event_wait syncs the stream) */
     /* kernel names by handle, for profiles; fn_pdl: marked by hip_rt_fn_pdl */
     void *fn_h[FN_NAMES];
     char fn_name[FN_NAMES][48];
@@ -417,6 +452,7 @@ static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
     /* optional (CUDA 11.8+): without it every kernel launches plainly */
     rt->launch_ex = amd ? NULL : (d_launchex_t)dlsym(rt->lib, "cuLaunchKernelEx");
     rt->mod_global = amd ? NULL : (d_modglobal_t)dlsym(rt->lib, "cuModuleGetGlobal_v2");
+    rt->ev_sync = (d_evsync_t)dlsym(rt->lib, amd ? "hipEventSynchronize" : "cuEventSynchronize");
     return 0;
 }
 
@@ -479,8 +515,37 @@ static void *read_file(const char *path, size_t *n)
     return buf;
 }
 
-/* Compile (or load from the disk cache) one module and load it into the context. */
-static int load_module(struct hip_rt *rt, const char *name, struct err *e)
+/* One kernel module on its way into the context: its device code from the disk cache or the compiler
+ * (fetch_code, on any thread), then loaded and, when compiled afresh, written to the cache
+ * (install_module, on the thread that owns the context). */
+struct mod_job {
+    const char *name;   /* "gemv.cu" */
+    char dir[900], path[1100];
+    void *code;         /* malloc'd device code */
+    size_t n;
+    bool from_cache;
+    int rc;             /* fetch_code's result, its message in e */
+    struct err e;
+};
+
+/* The cache path of job->name and its device code: read from the cache (unless LLM170_NO_KERNEL_CACHE),
+ * else compiled. Touches only the job and the read-only compiler table, so several run at once (NVRTC and
+ * hipRTC compile separate programs concurrently). */
+struct fetch_pool;
+static void fetch_code(const struct fetch_pool *fp, struct mod_job *j);
+
+/* fetch_code over jobs[0..n) on up to `threads` threads taking the next job from a shared counter */
+struct fetch_pool {
+    struct hip_rtc *rtc;
+    const char *arch;
+    int driver_version;
+    bool cache;         /* look in the disk cache first */
+    struct mod_job *jobs;
+    int n;
+    atomic_int next;
+};
+
+static void fetch_code(const struct fetch_pool *fp, struct mod_job *j)
 {
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < hip_kernel_n_srcs; i++) {
@@ -488,52 +553,154 @@ static int load_module(struct hip_rt *rt, const char *name, struct err *e)
         h = fnv(h, hip_kernel_srcs[i].text, strlen(hip_kernel_srcs[i].text) + 1);
     }
     char key[128];
-    snprintf(key, sizeof key, "%s|%s|%d|%s", name, rt->arch, rt->driver_version, hip_rtc_version(rt->rtc));
+    snprintf(key, sizeof key, "%s|%s|%d|%s", j->name, fp->arch, fp->driver_version, hip_rtc_version(fp->rtc));
     h = fnv(h, key, strlen(key));
-    char dir[900], path[1100];
-    hip_cache_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/%s-%s-%016llx.bin", dir, name, rt->arch, (unsigned long long)h);
-    size_t n = 0;
-    void *code = getenv("LLM170_NO_KERNEL_CACHE") ? NULL : read_file(path, &n);
-    bool from_cache = code != NULL;
-    if (!code) {
-        int rc = hip_rtc_compile(rt->rtc, name, rt->arch, &code, &n, NULL, e);
-        if (rc)
-            return rc;
+    hip_cache_dir(j->dir, sizeof j->dir);
+    snprintf(j->path, sizeof j->path, "%s/%s-%s-%016llx.bin", j->dir, j->name, fp->arch, (unsigned long long)h);
+    j->n = 0;
+    j->code = fp->cache ? read_file(j->path, &j->n) : NULL;
+    j->from_cache = j->code != NULL;
+    j->rc = j->code ? 0 : hip_rtc_compile(fp->rtc, j->name, fp->arch, &j->code, &j->n, NULL, &j->e);
+}
+
+/* Load a fetched module into the context (a damaged cache entry is compiled afresh) and cache fresh
+ * code. Frees the job's code. */
+static int install_module(struct hip_rt *rt, struct mod_job *j, struct err *e)
+{
+    if (j->rc) {
+        err_set(e, j->rc, "%s", j->e.msg);
+        return j->rc;
     }
     void *m = NULL;
-    int r = rt->mod_load(&m, code);
-    if (r && from_cache) { /* a stale or damaged cache entry: compile afresh */
-        free(code);
-        int rc = hip_rtc_compile(rt->rtc, name, rt->arch, &code, &n, NULL, e);
+    int r = rt->mod_load(&m, j->code);
+    if (r && j->from_cache) { /* a stale or damaged cache entry: compile afresh */
+        free(j->code);
+        j->code = NULL;
+        int rc = hip_rtc_compile(rt->rtc, j->name, rt->arch, &j->code, &j->n, NULL, e);
         if (rc)
             return rc;
-        from_cache = false;
-        r = rt->mod_load(&m, code);
+        j->from_cache = false;
+        r = rt->mod_load(&m, j->code);
     }
     if (r) {
-        free(code);
-        return err_set(e, ERR_INTERNAL, "hip: loading module %s for %s failed: %s", name, rt->arch, rt_errstr(rt, r));
+        free(j->code);
+        j->code = NULL;
+        return err_set(e, ERR_INTERNAL, "hip: loading module %s for %s failed: %s", j->name, rt->arch,
+                       rt_errstr(rt, r));
     }
-    if (!from_cache) {
-        mkdirs(dir);
+    if (!j->from_cache) {
+        mkdirs(j->dir);
         char tmp[1200];
-        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", j->path, (int)getpid());
         FILE *f = fopen(tmp, "wb");
         if (f) {
-            bool ok = fwrite(code, 1, n, f) == n;
+            bool ok = fwrite(j->code, 1, j->n, f) == j->n;
             ok = (fclose(f) == 0) && ok;
-            if (!ok || rename(tmp, path) != 0)
+            if (!ok || rename(tmp, j->path) != 0)
                 unlink(tmp);
         }
     }
-    free(code);
-    snprintf(rt->mods[rt->n_mods].name, sizeof rt->mods[0].name, "%s", name);
+    free(j->code);
+    j->code = NULL;
+    snprintf(rt->mods[rt->n_mods].name, sizeof rt->mods[0].name, "%s", j->name);
     rt->mods[rt->n_mods++].m = m;
     return 0;
 }
 
-int hip_rt_open(struct hip_rt **out, struct err *e)
+static void *fetch_main(void *arg)
+{
+    struct fetch_pool *fp = arg;
+    for (int i; (i = atomic_fetch_add(&fp->next, 1)) < fp->n;)
+        fetch_code(fp, &fp->jobs[i]);
+    return NULL;
+}
+
+/* jobs[0..16) ← the embedded modules (.cu), in source order; returns how many */
+static int module_jobs(struct mod_job jobs[16])
+{
+    int n = 0;
+    for (int i = 0; i < hip_kernel_n_srcs && n < 16; i++) {
+        const char *nm = hip_kernel_srcs[i].name;
+        size_t l = strlen(nm);
+        if (l > 3 && !strcmp(nm + l - 3, ".cu")) {
+            memset(&jobs[n], 0, sizeof jobs[n]);
+            jobs[n++].name = nm;
+        }
+    }
+    return n;
+}
+
+/* fetch_code for every job of fp on `threads` threads (0: one per online core; at most one a job, 16);
+ * returns the threads it ran on. Each thread takes the next job until none is left. */
+static int fetch_all(struct fetch_pool *fp, int threads)
+{
+    if (threads <= 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = nc > 0 ? (int)nc : 1;
+    }
+    if (threads > fp->n)
+        threads = fp->n > 0 ? fp->n : 1;
+    atomic_init(&fp->next, 0);
+    pthread_t th[16];
+    int started = 0;
+    for (int t = 1; t < threads && started < 16; t++) /* this thread is the first worker */
+        if (pthread_create(&th[started], NULL, fetch_main, fp) == 0)
+            started++;
+    fetch_main(fp);
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    return started + 1;
+}
+
+int hip_rtc_compile_all(struct hip_rtc *c, const char *arch, int threads, void **code, size_t *size, int max,
+                        int *n_out, struct err *e)
+{
+    struct mod_job jobs[16];
+    struct fetch_pool fp = { .rtc = c, .arch = arch, .cache = false, .jobs = jobs, .n = module_jobs(jobs) };
+    const int used = fetch_all(&fp, threads);
+    int rc = 0;
+    *n_out = 0;
+    for (int i = 0; i < fp.n; i++) {
+        if (!rc && jobs[i].rc)
+            rc = err_set(e, jobs[i].rc, "%s", jobs[i].e.msg);
+        if (!rc && i < max) {
+            code[i] = jobs[i].code;
+            size[i] = jobs[i].n;
+            *n_out = i + 1;
+        } else {
+            free(jobs[i].code);
+        }
+    }
+    if (rc) {
+        for (int i = 0; i < *n_out; i++)
+            free(code[i]);
+        *n_out = 0;
+    }
+    return rc ? rc : used;
+}
+
+/* Every embedded module (.cu) into the context. The compiles (or cache reads) run on `threads` threads
+ * (0: one per online core; capped by the modules), the loads after them on this thread in source order,
+ * so a failure names the first failing module as a serial run would. */
+static int load_modules(struct hip_rt *rt, int threads, struct err *e)
+{
+    struct mod_job jobs[16];
+    struct fetch_pool fp = { .rtc = rt->rtc, .arch = rt->arch, .driver_version = rt->driver_version,
+                             .cache = !getenv("LLM170_NO_KERNEL_CACHE"), .jobs = jobs, .n = module_jobs(jobs) };
+    const int n = fp.n;
+    rt->compile_threads = fetch_all(&fp, threads);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (!rc)
+            rc = install_module(rt, &jobs[i], e);
+        free(jobs[i].code); /* the rest after a failure */
+    }
+    return rc;
+}
+
+int hip_rt_open(struct hip_rt **out, struct err *e) { return hip_rt_open_ex(out, 0, -1, e); }
+
+int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, struct err *e)
 {
     *out = NULL;
     struct hip_rt *rt = calloc(1, sizeof *rt);
@@ -622,20 +789,17 @@ int hip_rt_open(struct hip_rt **out, struct err *e)
         hip_rt_close(rt);
         return rc;
     }
+    hip_rtc_set_split_compile(rt->rtc, split_compile);
     snprintf(rt->desc, sizeof rt->desc, "%s (%s, %d %s, driver %d.%d, %s%s)", name, rt->arch, rt->sm_count,
              rt->amd ? "CUs" : "SMs", rt->driver_version / 1000, (rt->driver_version % 1000) / 10,
              hip_rtc_version(rt->rtc), rt->pdl ? ", PDL" : "");
-    for (int i = 0; i < hip_kernel_n_srcs; i++) {
-        const char *nm = hip_kernel_srcs[i].name;
-        size_t l = strlen(nm);
-        if (l > 3 && !strcmp(nm + l - 3, ".cu") && rt->n_mods < 16) {
-            rc = load_module(rt, nm, e);
-            if (rc) {
-                hip_rt_close(rt);
-                return rc;
-            }
-        }
+    const uint64_t t_mods = clock_now_ns();
+    rc = load_modules(rt, compile_threads, e);
+    if (rc) {
+        hip_rt_close(rt);
+        return rc;
     }
+    rt->compile_s = (double)(clock_now_ns() - t_mods) / 1e9;
     /* where a marked kernel lets the next one launch (kernels/prelude.h): after its wait, unless
      * LLM170_HIP_PDL_EARLY=1 (at entry: measured slower on qwen3-8b and qwen3-30b-a3b,
      * docs/benchmarks.md); modules without PDL kernels have no such constant */
@@ -686,6 +850,45 @@ void hip_rt_close(struct hip_rt *rt)
 const char *hip_rt_describe(const struct hip_rt *rt) { return rt->desc; }
 int hip_rt_sm_count(const struct hip_rt *rt) { return rt->sm_count; }
 int hip_rt_warp(const struct hip_rt *rt) { return rt->warp; }
+
+/* CU_EVENT_DISABLE_TIMING = hipEventDisableTiming: an ordering marker, cheaper than a timed event */
+#define EV_NO_TIMING 0x2
+
+int hip_rt_event_create(struct hip_rt *rt, hip_event *out, struct err *e)
+{
+    *out = NULL;
+    CK(rt->ev_create(out, EV_NO_TIMING), "event create");
+    return 0;
+}
+
+int hip_rt_event_record(struct hip_rt *rt, hip_event ev, struct err *e)
+{
+    CK(rt->ev_record(ev, rt->stream), "event record");
+    return 0;
+}
+
+int hip_rt_event_wait(struct hip_rt *rt, hip_event ev, struct err *e)
+{
+    if (!rt->ev_sync) /* an old driver: everything before it is done once the stream is */
+        return hip_rt_sync(rt, e);
+    CK(rt->ev_sync(ev), "event synchronize");
+    return 0;
+}
+
+void hip_rt_event_free(struct hip_rt *rt, hip_event ev)
+{
+    if (ev)
+        rt->ev_destroy(ev);
+}
+
+int hip_rt_mem_info(struct hip_rt *rt, size_t *free_b, size_t *total_b)
+{
+    *free_b = *total_b = 0;
+    return rt->mem_info(free_b, total_b) ? ERR_INTERNAL : 0;
+}
+
+double hip_rt_compile_s(const struct hip_rt *rt) { return rt->compile_s; }
+int hip_rt_compile_threads(const struct hip_rt *rt) { return rt->compile_threads; }
 
 size_t hip_rt_free_mem(struct hip_rt *rt)
 {

@@ -39,11 +39,22 @@ int hip_rtc_open(struct hip_rtc **out, bool amd, struct err *e);
 void hip_rtc_close(struct hip_rtc *c);
 /* "NVRTC 13.0" */
 const char *hip_rtc_version(const struct hip_rtc *c);
+/* NVRTC's own optimizer threads for every later compile (-split-compile=threads; 0: every core; < 0: off,
+ * the default; hipRTC: ignored). An NVRTC that refuses the option compiles without it. The code may
+ * differ in layout from a plain compile (not byte for byte the same). */
+void hip_rtc_set_split_compile(struct hip_rtc *c, int threads);
 /* Compile embedded source `name` for `arch` ("sm_90", "gfx942") into device code (cubin / code
  * object; malloc'd, caller frees). On failure the compiler log is in e->msg (truncated) and,
  * when log is not NULL, in *log (malloc'd). */
 int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void **code, size_t *size, char **log,
                     struct err *e);
+
+/* Compile every embedded module (.cu, source order) for `arch` on `threads` host threads (0: one per
+ * online core), as hip_rt_open does on a device (without its disk cache): code[i] / size[i] for the
+ * first `max` (malloc'd, caller frees), *n their count. Returns the threads it used (> 0), or the ERR_*
+ * code (< 0) of the first failing module, its message in e (then nothing is returned to free). */
+int hip_rtc_compile_all(struct hip_rtc *c, const char *arch, int threads, void **code, size_t *size, int max,
+                        int *n, struct err *e);
 
 /* ---- the device ---- */
 
@@ -64,15 +75,29 @@ static inline bool hip_dptr_null(struct hip_dptr p) { return p.a == 0; }
 struct hip_rt;
 typedef void *hip_fn;     /* a kernel */
 typedef void *hip_graph;  /* an instantiated graph */
+typedef void *hip_event;  /* a point in the stream's work */
 
 /* Open device 0 (LLM170_HIP_DEVICE overrides): load the driver and compiler, make a context and a
  * stream, compile (or load from the cache) every embedded kernel module. */
 int hip_rt_open(struct hip_rt **out, struct err *e);
+/* The same, compiling the kernel modules on `compile_threads` host threads (0: one per online core, 1:
+ * one after another; hip_knobs.compile_threads), each compile with NVRTC's -split-compile=split_compile
+ * when >= 0 (hip_rtc_set_split_compile; hip_knobs.split_compile); the disk cache is looked up per module
+ * either way. */
+int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, struct err *e);
 void hip_rt_close(struct hip_rt *rt);
 /* "NVIDIA H200 (sm_90, 132 SMs, driver 13.0, NVRTC 13.0)" */
 const char *hip_rt_describe(const struct hip_rt *rt);
 int hip_rt_sm_count(const struct hip_rt *rt);
 size_t hip_rt_free_mem(struct hip_rt *rt);
+/* The device's free and total memory as the driver counts them (every process's use included); 0 when
+ * the driver does not say. */
+int hip_rt_mem_info(struct hip_rt *rt, size_t *free_b, size_t *total_b);
+/* Seconds hip_rt_open spent compiling the kernel modules or reading them from the disk cache (the rest
+ * of the open is the driver, the context and the stream). */
+double hip_rt_compile_s(const struct hip_rt *rt);
+/* Host threads that compile ran on. */
+int hip_rt_compile_threads(const struct hip_rt *rt);
 
 int hip_rt_fn(struct hip_rt *rt, const char *name, hip_fn *out, struct err *e);
 /* The same, and marks the kernel for programmatic dependent launch: when PDL is on (hip_rt_pdl) its
@@ -96,6 +121,12 @@ int hip_rt_memset32(struct hip_rt *rt, struct hip_dptr dst, uint32_t v, size_t c
 int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **params,
                   struct err *e);
 int hip_rt_sync(struct hip_rt *rt, struct err *e);
+/* Events: record marks the point the stream's work has reached; wait blocks the host until the work
+ * before that point is done (the whole stream's work on a driver without event synchronization). */
+int hip_rt_event_create(struct hip_rt *rt, hip_event *out, struct err *e);
+int hip_rt_event_record(struct hip_rt *rt, hip_event ev, struct err *e);
+int hip_rt_event_wait(struct hip_rt *rt, hip_event ev, struct err *e);
+void hip_rt_event_free(struct hip_rt *rt, hip_event ev); /* NULL: a no-op */
 /* Make the device current on the calling thread (call first in every entry
  * point that may run on another thread than hip_rt_open's). */
 int hip_rt_bind(struct hip_rt *rt, struct err *e);
