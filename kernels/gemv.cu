@@ -14,6 +14,8 @@
  * Mode 4 (MoE down projection + weighted combine): a block's threads stride
  * over the (slot, unit) pairs of its token's selected experts, so the K
  * experts' rows meet in the same block reduction, in a fixed order. */
+/* llm170-parts: 6 (part.h) */
+#include "part.h"
 #include "gemv_pdl.h"
 #include "group_tail.h"
 #include "qtypes.h"
@@ -240,13 +242,27 @@ static __device__ __forceinline__ void gemv_body(const struct gemv_args &a)
     extern "C" __global__ void __launch_bounds__(256) name(const struct gemv_args a) { gemv_body<T, R, false>(a); } \
     extern "C" __global__ void __launch_bounds__(256) name##_dn(const struct gemv_args a) { gemv_body<T, R, true>(a); }
 
+#if IN_PART(KT_F32)
 GEMV(gemv_f32, KT_F32, 2)
+#endif
+#if IN_PART(KT_F16)
 GEMV(gemv_f16, KT_F16, 2)
+#endif
+#if IN_PART(KT_Q8_0)
 GEMV(gemv_q8_0, KT_Q8_0, 2)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMV(gemv_q4_K, KT_Q4_K, 2)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMV(gemv_q5_K, KT_Q5_K, 2)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMV(gemv_q6_K, KT_Q6_K, 2)
+#endif
+#if IN_PART(KT_IQ4_XS)
 GEMV(gemv_iq4_xs, KT_IQ4_XS, 2)
+#endif
 
 /* The same on q8 activations: x is int8 [..][x_stride], xd the (d, d·Σq) of each 32 of them. */
 template <int T, int R, bool DN>
@@ -305,15 +321,39 @@ static __device__ __forceinline__ void gemvq_body(const struct gemv_args &a)
     extern "C" __global__ void __launch_bounds__(256) name(const struct gemv_args a) { gemvq_body<T, R, false>(a); } \
     extern "C" __global__ void __launch_bounds__(256) name##_dn(const struct gemv_args a) { gemvq_body<T, R, true>(a); }
 
+#if IN_PART(KT_Q8_0)
 GEMVQ(gemvq_q8_0, KT_Q8_0, 2)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVQ(gemvq_q4_K, KT_Q4_K, 2)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVQ(gemvq_q5_K, KT_Q5_K, 2)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVQ(gemvq_q6_K, KT_Q6_K, 2)
+#endif
+#if IN_PART(KT_Q8_0)
 GEMVQ(gemvq4_q8_0, KT_Q8_0, 4)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVQ(gemvq4_q4_K, KT_Q4_K, 4)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVQ(gemvq4_q5_K, KT_Q5_K, 4)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVQ(gemvq4_q6_K, KT_Q6_K, 4)
+#endif
+#if IN_PART(KT_Q8_0)
 GEMVQ(gemvq8_q8_0, KT_Q8_0, 8)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVQ(gemvq8_q4_K, KT_Q4_K, 8)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVQ(gemvq8_q5_K, KT_Q5_K, 8)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVQ(gemvq8_q6_K, KT_Q6_K, 8)
+#endif

@@ -11,6 +11,8 @@
  * (31 shuffles instead of 32 × 5), then across warps through shared memory.
  * Modes 0..3 as struct gemv_args (plain, added into the residual, SwiGLU with its q8 copy, two
  * outputs of one input); no expert slices, no fused norm or routing (the host keeps those on gemv.cu). */
+/* llm170-parts: 6 (part.h) */
+#include "part.h"
 #include "gemv_pdl.h"
 #include "group_tail.h"
 #include "qtypes.h"
@@ -333,23 +335,55 @@ static __device__ __forceinline__ void gemvb_body(const struct gemv_args &a)
     extern "C" __global__ void __launch_bounds__(256) name(const struct gemv_args a) { gemvb_body<T, R, NT, DUAL>(a); }
 
 /* modes 0 and 1: 4 rows × 8 tokens, or 2 rows × 16 tokens in one pass */
+#if IN_PART(KT_Q8_0)
 GEMVB(gemvb_q8_0, KT_Q8_0, 4, 8, false)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVB(gemvb_q4_K, KT_Q4_K, 4, 8, false)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVB(gemvb_q5_K, KT_Q5_K, 4, 8, false)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVB(gemvb_q6_K, KT_Q6_K, 4, 8, false)
+#endif
+#if IN_PART(KT_Q8_0)
 GEMVB(gemvb16_q8_0, KT_Q8_0, 2, 16, false)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVB(gemvb16_q4_K, KT_Q4_K, 2, 16, false)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVB(gemvb16_q5_K, KT_Q5_K, 2, 16, false)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVB(gemvb16_q6_K, KT_Q6_K, 2, 16, false)
+#endif
 /* modes 2 and 3: 2 rows of each matrix × 8 tokens, or 1 row × 16 tokens */
+#if IN_PART(KT_Q8_0)
 GEMVB(gemvbd_q8_0, KT_Q8_0, 2, 8, true)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVB(gemvbd_q4_K, KT_Q4_K, 2, 8, true)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVB(gemvbd_q5_K, KT_Q5_K, 2, 8, true)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVB(gemvbd_q6_K, KT_Q6_K, 2, 8, true)
+#endif
+#if IN_PART(KT_Q8_0)
 GEMVB(gemvbd16_q8_0, KT_Q8_0, 1, 16, true)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVB(gemvbd16_q4_K, KT_Q4_K, 1, 16, true)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVB(gemvbd16_q5_K, KT_Q5_K, 1, 16, true)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVB(gemvbd16_q6_K, KT_Q6_K, 1, 16, true)
+#endif
 
 /* ---- the same products on int8 tensor cores (NVIDIA sm_80+): gemvbm_<type> ----
  * A block owns 16 weight rows (and 16 of W2 in the dual modes) and every token of the batch (≤ 16: two
@@ -621,12 +655,28 @@ static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
 #define GEMVBM(name, T, DUAL, MINB) \
     extern "C" __global__ void __launch_bounds__(256, MINB) name(const struct gemv_args a) { gemvbm_body<T, DUAL>(a); }
 
+#if IN_PART(KT_Q8_0)
 GEMVBM(gemvbm_q8_0, KT_Q8_0, false, 2)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVBM(gemvbm_q4_K, KT_Q4_K, false, 2)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVBM(gemvbm_q5_K, KT_Q5_K, false, 2)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVBM(gemvbm_q6_K, KT_Q6_K, false, 2)
+#endif
+#if IN_PART(KT_Q8_0)
 GEMVBM(gemvbmd_q8_0, KT_Q8_0, true, 1)
+#endif
+#if IN_PART(KT_Q4_K)
 GEMVBM(gemvbmd_q4_K, KT_Q4_K, true, 2)
+#endif
+#if IN_PART(KT_Q5_K)
 GEMVBM(gemvbmd_q5_K, KT_Q5_K, true, 2)
+#endif
+#if IN_PART(KT_Q6_K)
 GEMVBM(gemvbmd_q6_K, KT_Q6_K, true, 1)
+#endif
 #endif

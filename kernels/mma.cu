@@ -20,6 +20,8 @@
  * Modes 0 (y = W·x + bias) and 1 (y += W·x + bias) of gemv_args; k % 64 == 0,
  * x rows 16-byte aligned (x_stride % 4 == 0). Rows past n_rows read the last
  * row and are not written; tokens past nz are zeros and not written. */
+/* llm170-parts: 6 (part.h) */
+#include "part.h"
 #include "qtypes.h"
 #include "tc.h"
 
@@ -522,19 +524,33 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
     extern "C" __global__ void __launch_bounds__(256, 3) mmag32_##type(const struct gemv_args a) { mma_body<T, 32, true>(a); } \
     extern "C" __global__ void __launch_bounds__(256, 1) mmag128_##type(const struct gemv_args a) { mma_body<T, 128, true>(a); }
 
+#if IN_PART(KT_F16)
 MMA(f16, KT_F16)
+#endif
+#if IN_PART(KT_Q8_0)
 MMA(q8_0, KT_Q8_0)
+#endif
+#if IN_PART(KT_Q4_K)
 MMA(q4_K, KT_Q4_K)
+#endif
+#if IN_PART(KT_Q5_K)
 MMA(q5_K, KT_Q5_K)
+#endif
+#if IN_PART(KT_Q6_K)
 MMA(q6_K, KT_Q6_K)
+#endif
+#if IN_PART(KT_IQ4_XS)
 MMA(iq4_xs, KT_IQ4_XS)
+#endif
 
 /* y[m][r] = 0 for r < n_rows, m < nz (before a split-K mode-0 product). Grid (⌈n_rows/256⌉, nz). */
+#if IN_PART0
 extern "C" __global__ void __launch_bounds__(256) mma_zero(const struct gemv_args a)
 {
     const int r = blockIdx.x * 256 + threadIdx.x;
     if (r < a.n_rows)
         a.y[(long long)blockIdx.y * a.y_stride + r] = 0.0f;
 }
+#endif
 
 #endif

@@ -36,8 +36,8 @@ static void embedded_sources_current(void)
 
 /* every_kernel_compiles_sm90's device code, module by module in source order, for the parallel compile
  * to match (one compile of everything is a minute or two on a small machine) */
-static void *serial_code[16];
-static size_t serial_size[16];
+static void *serial_code[HIP_MAX_MODS];
+static size_t serial_size[HIP_MAX_MODS];
 static int n_serial;
 static double serial_s;
 
@@ -60,11 +60,11 @@ static void every_kernel_compiles_sm90(void)
     printf("# %s\n", hip_rtc_version(c));
     int n = 0;
     const double t0 = now_s();
-    for (int i = 0; i < hip_kernel_n_srcs; i++) {
-        const char *nm = hip_kernel_srcs[i].name;
-        size_t l = strlen(nm);
-        if (l < 3 || strcmp(nm + l - 3, ".cu"))
-            continue;
+    /* the modules as hip_rt_open compiles them: a module in parts (kernels/part.h) part by part */
+    static char names[HIP_MAX_MODS][48];
+    const int nn = hip_rtc_module_names(names, HIP_MAX_MODS);
+    for (int i = 0; i < nn; i++) {
+        const char *nm = names[i];
         void *code = NULL;
         size_t size = 0;
         char *log = NULL;
@@ -80,7 +80,7 @@ static void every_kernel_compiles_sm90(void)
         } else if (log) {
             printf("%s\n", log);
         }
-        if (rc == 0 && n_serial < 16 && n_serial == n - 1) { /* kept while every module before compiled */
+        if (rc == 0 && n_serial < HIP_MAX_MODS && n_serial == n - 1) { /* kept while every module before compiled */
             serial_code[n_serial] = code;
             serial_size[n_serial++] = size;
         } else {
@@ -109,11 +109,11 @@ static void parallel_compile_matches_serial(void)
         hip_rtc_close(c);
         SKIP("every_kernel_compiles_sm90 kept no serial compile to compare with");
     }
-    void *par[16] = { 0 };
-    size_t szp[16] = { 0 };
+    void *par[HIP_MAX_MODS] = { 0 };
+    size_t szp[HIP_MAX_MODS] = { 0 };
     int np = 0;
     const double t1 = now_s();
-    int usedp = hip_rtc_compile_all(c, "sm_90", 4, par, szp, 16, &np, &e);
+    int usedp = hip_rtc_compile_all(c, "sm_90", 4, par, szp, HIP_MAX_MODS, &np, &e);
     const double t2 = now_s();
     CHECK(usedp == 4 && np == n_serial, "4 threads: rc %d, %d modules of %d: %s", usedp, np, n_serial, e.msg);
     printf("# %d modules: %.1f s one after another, %.1f s on %d threads (%ld cores here)\n", n_serial, serial_s,
@@ -121,7 +121,7 @@ static void parallel_compile_matches_serial(void)
     for (int i = 0; i < n_serial && i < np; i++)
         CHECK(serial_size[i] == szp[i] && !memcmp(serial_code[i], par[i], szp[i]), "module %d: %zu vs %zu bytes", i,
               serial_size[i], szp[i]);
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < HIP_MAX_MODS; i++) {
         free(par[i]);
         free(serial_code[i]);
         serial_code[i] = NULL;

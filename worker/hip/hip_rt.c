@@ -167,9 +167,13 @@ static int rtc_compile(struct hip_rtc *c, const char *name, const char *arch, in
     *size = 0;
     if (log)
         *log = NULL;
-    const struct hip_src *s = find_src(name);
+    /* "gemv.cu#2": part 2 of gemv.cu (kernels/part.h), compiled with -DLLM_PART=2 */
+    char base[64];
+    const char *hash = strchr(name, '#');
+    snprintf(base, sizeof base, "%.*s", hash ? (int)(hash - name) : (int)strlen(name), name);
+    const struct hip_src *s = find_src(base);
     if (!s)
-        return err_set(e, ERR_NOTFOUND, "hip: no embedded kernel source %s", name);
+        return err_set(e, ERR_NOTFOUND, "hip: no embedded kernel source %s", base);
     /* every header travels in memory */
     const char *hdrs[64], *hnames[64];
     int nh = 0;
@@ -184,7 +188,7 @@ static int rtc_compile(struct hip_rtc *c, const char *name, const char *arch, in
     int r = c->create(&prog, s->text, s->name, nh, hdrs, hnames);
     if (r)
         return err_set(e, ERR_INTERNAL, "hip: %s: create program: %s", name, c->errstr(r));
-    char archopt[96];
+    char archopt[96], partopt[32];
     const char *opts[8];
     int no = 0;
     if (c->amd) {
@@ -197,6 +201,10 @@ static int rtc_compile(struct hip_rtc *c, const char *name, const char *arch, in
         opts[no++] = archopt;
         opts[no++] = "-std=c++17";
         opts[no++] = "-default-device";
+    }
+    if (hash) {
+        snprintf(partopt, sizeof partopt, "-DLLM_PART=%d", atoi(hash + 1));
+        opts[no++] = partopt;
     }
     char splitopt[32];
     if (split >= 0) {
@@ -319,7 +327,7 @@ struct hip_rt {
     int driver_version;
     char arch[32];
     char desc[320];
-    struct mod mods[16];
+    struct mod mods[HIP_MAX_MODS];
     int n_mods;
     double compile_s;       /* hip_rt_open's module loop (hip_rt_compile_s) */
     int compile_threads;    /* the threads it compiled on */
@@ -519,7 +527,8 @@ static void *read_file(const char *path, size_t *n)
  * (fetch_code, on any thread), then loaded and, when compiled afresh, written to the cache
  * (install_module, on the thread that owns the context). */
 struct mod_job {
-    const char *name;   /* "gemv.cu" */
+    const char *name;   /* "gemv.cu", or "gemv.cu#2" for part 2 of a module in parts (kernels/part.h) */
+    char part_name[48];
     char dir[900], path[1100];
     void *code;         /* malloc'd device code */
     size_t n;
@@ -615,22 +624,34 @@ static void *fetch_main(void *arg)
     return NULL;
 }
 
-/* jobs[0..16) ← the embedded modules (.cu), in source order; returns how many */
-static int module_jobs(struct mod_job jobs[16])
+/* jobs[0..HIP_MAX_MODS) ← the embedded modules (.cu) in source order, a module whose source says
+ * "llm170-parts: N" as its N parts (kernels/part.h: compiled at once, the slowest part bounds its time);
+ * returns how many */
+static int module_jobs(struct mod_job jobs[HIP_MAX_MODS])
 {
     int n = 0;
-    for (int i = 0; i < hip_kernel_n_srcs && n < 16; i++) {
+    for (int i = 0; i < hip_kernel_n_srcs && n < HIP_MAX_MODS; i++) {
         const char *nm = hip_kernel_srcs[i].name;
         size_t l = strlen(nm);
-        if (l > 3 && !strcmp(nm + l - 3, ".cu")) {
+        if (l <= 3 || strcmp(nm + l - 3, ".cu"))
+            continue;
+        const char *pm = strstr(hip_kernel_srcs[i].text, "llm170-parts: ");
+        const int parts = pm ? atoi(pm + strlen("llm170-parts: ")) : 0;
+        if (parts < 2) {
             memset(&jobs[n], 0, sizeof jobs[n]);
             jobs[n++].name = nm;
+            continue;
+        }
+        for (int p = 0; p < parts && n < HIP_MAX_MODS; p++, n++) {
+            memset(&jobs[n], 0, sizeof jobs[n]);
+            snprintf(jobs[n].part_name, sizeof jobs[n].part_name, "%s#%d", nm, p);
+            jobs[n].name = jobs[n].part_name;
         }
     }
     return n;
 }
 
-/* fetch_code for every job of fp on `threads` threads (0: one per online core; at most one a job, 16);
+/* fetch_code for every job of fp on `threads` threads (0: one per online core; at most one a job, 32);
  * returns the threads it ran on. Each thread takes the next job until none is left. */
 static int fetch_all(struct fetch_pool *fp, int threads)
 {
@@ -641,9 +662,9 @@ static int fetch_all(struct fetch_pool *fp, int threads)
     if (threads > fp->n)
         threads = fp->n > 0 ? fp->n : 1;
     atomic_init(&fp->next, 0);
-    pthread_t th[16];
+    pthread_t th[32];
     int started = 0;
-    for (int t = 1; t < threads && started < 16; t++) /* this thread is the first worker */
+    for (int t = 1; t < threads && started < 32; t++) /* this thread is the first worker */
         if (pthread_create(&th[started], NULL, fetch_main, fp) == 0)
             started++;
     fetch_main(fp);
@@ -652,10 +673,19 @@ static int fetch_all(struct fetch_pool *fp, int threads)
     return started + 1;
 }
 
+int hip_rtc_module_names(char (*names)[48], int max)
+{
+    struct mod_job jobs[HIP_MAX_MODS];
+    const int n = module_jobs(jobs);
+    for (int i = 0; i < n && i < max; i++)
+        snprintf(names[i], 48, "%s", jobs[i].name);
+    return n < max ? n : max;
+}
+
 int hip_rtc_compile_all(struct hip_rtc *c, const char *arch, int threads, void **code, size_t *size, int max,
                         int *n_out, struct err *e)
 {
-    struct mod_job jobs[16];
+    struct mod_job jobs[HIP_MAX_MODS];
     struct fetch_pool fp = { .rtc = c, .arch = arch, .cache = false, .jobs = jobs, .n = module_jobs(jobs) };
     const int used = fetch_all(&fp, threads);
     int rc = 0;
@@ -684,7 +714,7 @@ int hip_rtc_compile_all(struct hip_rtc *c, const char *arch, int threads, void *
  * so a failure names the first failing module as a serial run would. */
 static int load_modules(struct hip_rt *rt, int threads, struct err *e)
 {
-    struct mod_job jobs[16];
+    struct mod_job jobs[HIP_MAX_MODS];
     struct fetch_pool fp = { .rtc = rt->rtc, .arch = rt->arch, .driver_version = rt->driver_version,
                              .cache = !getenv("LLM170_NO_KERNEL_CACHE"), .jobs = jobs, .n = module_jobs(jobs) };
     const int n = fp.n;

@@ -49,6 +49,12 @@ void hip_rtc_set_split_compile(struct hip_rtc *c, int threads);
 int hip_rtc_compile(struct hip_rtc *c, const char *name, const char *arch, void **code, size_t *size, char **log,
                     struct err *e);
 
+/* The most kernel modules a context loads: the .cu sources, a source in parts counted part by part */
+#define HIP_MAX_MODS 48
+/* The names hip_rt_open compiles, in its order: "attn.cu", and "gemv.cu#0".."gemv.cu#5" for a module in
+ * parts (kernels/part.h); each is a name hip_rtc_compile takes. Returns how many (at most max). */
+int hip_rtc_module_names(char (*names)[48], int max);
+
 /* Compile every embedded module (.cu, source order) for `arch` on `threads` host threads (0: one per
  * online core), as hip_rt_open does on a device (without its disk cache): code[i] / size[i] for the
  * first `max` (malloc'd, caller frees), *n their count. Returns the threads it used (> 0), or the ERR_*
