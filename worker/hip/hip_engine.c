@@ -695,9 +695,9 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
         if (moe_gemm_ok(c, d, n)) {
             /* a prompt: the pairs grouped by expert on the device, then gate, up and down each one grouped
              * GEMM for all experts (a tile takes 32, 64 or 128 pairs of one expert, by the mean pairs an
-             * expert gets), the SwiGLU between, the weighted combine after */
+             * expert gets: hip_knobs.moe_t), the SwiGLU between, the weighted combine after */
             const int P = n * K, mean = P / X;
-            const int mt = c->ops.k.moe_t ? c->ops.k.moe_t : mean <= 48 ? 32 : mean <= 112 ? 64 : 128;
+            const int mt = c->ops.k.moe_t ? c->ops.k.moe_t : mean < 24 ? 32 : mean <= 96 ? 64 : 128;
             const uint64_t map = HIP_GRP_MAP((uint64_t)c->ops.p.n_batch * (uint64_t)K, (uint64_t)X);
             uint64_t gm = c->grp.a, gp = c->grp.a + 4 * map;
             int pp = P, mtt = mt;

@@ -58,7 +58,7 @@ void hip_knobs_from_env(struct hip_knobs *k)
     const char *ce = env("LLM170_HIP_GDN_CHUNK");
     k->gdn_chunk = ce ? atoi(ce) : 16;
     k->moe_gemm = on_unless_0("LLM170_HIP_MOE_GEMM");
-    k->attn_tc = off_unless_1("LLM170_HIP_ATTN_TC");
+    k->attn_tc = on_unless_0("LLM170_HIP_ATTN_TC");
     const char *mt = env("LLM170_HIP_MOE_T");
     k->moe_t = mt && (!strcmp(mt, "32") || !strcmp(mt, "64") || !strcmp(mt, "128")) ? atoi(mt) : 0;
 }
