@@ -103,7 +103,7 @@ struct sched {
     int32_t *n_cands;           /* [n_slots] each row's candidates, −1: the whole row is in logits */
     int32_t *cand_ids;          /* [n_slots][ENGINE_CAND_CAP] */
     float *cand_vals;           /* [n_slots][ENGINE_CAND_CAP] */
-    char *piece;                /* [n_slots][piece_cap] each row's detokenized piece */
+    char *piece;                /* [n_slots][3 · piece_cap] each row's detokenized piece (room for nul_to_fffd) */
     size_t piece_cap;
     char *text;                 /* [text_cap] final event text (stepping thread) */
     size_t text_cap;
@@ -181,7 +181,7 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->row_slot = calloc((size_t)s->p.n_slots, sizeof *s->row_slot);
     s->rows = calloc((size_t)s->p.n_slots, sizeof *s->rows);
     s->logits = engine_logits_alloc(eng, (size_t)s->p.n_slots * (size_t)s->n_vocab);
-    s->piece = malloc((size_t)s->p.n_slots * s->piece_cap);
+    s->piece = malloc((size_t)s->p.n_slots * 3 * s->piece_cap);
     s->text = malloc(s->text_cap);
     s->eog = calloc((size_t)s->n_vocab, sizeof *s->eog);
     bool ok = s->slots && s->batch && s->embd_want && s->row_slot && s->rows && s->logits && s->piece && s->text && s->eog;
@@ -570,7 +570,7 @@ static size_t utf8_clean(const char *in, size_t n, char *out)
     for (size_t i = 0; i < n;) {
         unsigned c = p[i];
         size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= n;
+        bool ok = len > 0 && c != 0 && i + len <= n; /* a NUL cannot travel in the C strings ahead */
         for (size_t k = 1; ok && k < len; k++)
             ok = (p[i + k] & 0xC0) == 0x80;
         if (ok && len > 1) { /* no overlong forms, surrogates or values past U+10FFFF */
@@ -592,6 +592,29 @@ static size_t utf8_clean(const char *in, size_t n, char *out)
     }
     out[o] = 0;
     return o;
+}
+
+/* A NUL byte of a token's piece (byte-level vocabularies have a token for byte 0; a random or confused
+ * model picks it) as U+FFFD, in place (buf holds 3n bytes): the text travels as C strings from here to
+ * the client, and the wire refuses a NUL inside one — the whole message of chunks it sat in would be
+ * lost. Returns the new length. */
+static size_t nul_to_fffd(char *buf, size_t n)
+{
+    size_t nul = 0;
+    for (size_t i = 0; i < n; i++)
+        nul += buf[i] == 0;
+    if (!nul)
+        return n;
+    size_t o = n + 2 * nul;
+    for (size_t i = n; i-- > 0;) {
+        if (buf[i]) {
+            buf[--o] = buf[i];
+        } else {
+            o -= 3;
+            memcpy(buf + o, "\xEF\xBF\xBD", 3);
+        }
+    }
+    return n + 2 * nul;
 }
 
 /* Logits row i, on any of the engine's threads: sample it, accept the token,
@@ -662,7 +685,7 @@ static void sample_row(void *ctx, int64_t i, int worker)
     if (r->n_probs >= 0) {
         struct smp_prob chosen;
         int n_top = smp_probs(r->smp, logits, tok, &chosen, r->probs, r->n_probs);
-        char *piece = s->piece + (size_t)i * s->piece_cap;
+        char *piece = s->piece + (size_t)i * 3 * s->piece_cap;
         o->ev.has_logprob = true;
         o->ev.logprob = chosen.logprob;
         for (int k = 0; k < n_top; k++) {
@@ -678,8 +701,8 @@ static void sample_row(void *ctx, int64_t i, int worker)
         o->fate = ROW_EOG; /* llama-server does not stream the end-of-generation token's text */
         return;
     }
-    char *piece = s->piece + (size_t)i * s->piece_cap;
-    size_t n = tok_stream_push(s->v, &r->ts, tok, r->special, piece, s->piece_cap);
+    char *piece = s->piece + (size_t)i * 3 * s->piece_cap;
+    size_t n = nul_to_fffd(piece, tok_stream_push(s->v, &r->ts, tok, r->special, piece, s->piece_cap));
     struct stop_result sr = {0};
     if (stop_feed(r->stop, piece, n, &sr)) {
         o->fate = ROW_STOP_NOMEM;

@@ -1,0 +1,37 @@
+#!/bin/bash
+# gpu_hybrid_serve_check.sh STAGE — the first check of the next device session: on 2026-12-03 every HTTP
+# request to qwen35-27b on the hip backend ended in an error after its prompt step (docs/benchmarks.md),
+# while bench --np ran and the hybrids' engine tests passed. This serves a 4-layer qwen35 with the real
+# 248k vocabulary (written here with ../shared/tools/bigsynth.py's writer; STAGE/tools/bigsynth.py,
+# STAGE/tok.json.xz) through hip and prints one request's whole answer (streamed and not, sampled and
+# greedy) and a short loadgen run. STAGE/new holds llm170* and loadgen, STAGE/libs their libraries.
+set -u
+S=$(cd "${1:?stage folder}" && pwd)
+O=${OUT:-/tmp/out}
+mkdir -p "$O"
+export LD_LIBRARY_PATH=$S/libs:/usr/local/cuda/lib64 XDG_CACHE_HOME=/tmp/kc
+xz -dc "$S/tok.json.xz" >/tmp/tok.json
+python3 - "$S/tools/bigsynth.py" <<'PY'
+import sys, importlib.util
+spec = importlib.util.spec_from_file_location("bigsynth", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+m.PRESETS["qwen35-mini"] = dict(arch="qwen35", n_layer=4, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, head_dim=256,
+                                n_vocab=248320, n_rot=64, sections=[11, 11, 10, 0], d_state=128, h_k=2, h_v=4, d_conv=4,
+                                interval=4)
+sys.argv = ["bigsynth.py", "--preset", "qwen35-mini", "--quant", "q4_k", "--tokenizer", "/tmp/tok.json",
+            "--out", "/tmp/mini35.gguf"]
+m.main()
+PY
+N=$S/new
+export LLM170_SOCKET=ipc:///tmp/hsc.sock LLM170_SCHED_STATS=2
+"$N/llm170" serve --model /tmp/mini35.gguf --backend hip --slots 8 --ctx 1024 --port 18092 >"$O/serve.log" 2>&1 &
+sp=$!
+for _ in $(seq 600); do curl -sf localhost:18092/health 2>/dev/null | grep -q ok && break; sleep 0.1; done
+for body in '"temperature":0.8,"stream":true' '"temperature":0.8' '"temperature":0'; do
+    curl -s -m 5 localhost:18092/v1/completions -d "{\"prompt\":\"Once upon a time\",\"max_tokens\":4,$body}" | head -c 1500
+    echo
+done
+timeout 10 "$N/loadgen" --port 18092 --clients 8 --seconds 4 --max-tokens 16 --temperature 0.8 2>&1 | grep -E '^clients'
+kill $sp
+wait $sp 2>/dev/null
+grep -v 'ready\|serving\|listening\|stopp\|drain' "$O/serve.log" | head -8
