@@ -2013,6 +2013,52 @@ static void anth_count_and_errors(void)
     resp_free(&r);
 }
 
+/* anthropic.c without HTTP: a reasoning model's <think> becomes a thinking block, whole and streamed. */
+static void anth_unit(void)
+{
+    json_t *body = json_loads("{\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL);
+    struct oai_request rq;
+    char param[64];
+    struct err e;
+    CHECK(anth_parse(body, false, &rq, param, sizeof param, &e) == 0, "parse: %s", e.msg);
+    CHECK(rq.kind == OAI_CHAT && rq.gen.max_tokens == 9 && rq.think, "chat request with the reasoning split");
+    struct anth_state *a = anth_state_new(&rq, "msg_1", "m");
+    char *s = anth_response_body(a, "<think>\nhmm\n</think>\n\nHello", "stop", 0, 4, 6);
+    CHECK(s && !strcmp(s, "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[{\"type\":"
+                          "\"thinking\",\"thinking\":\"hmm\",\"signature\":\"\"},{\"type\":\"text\",\"text\":\"Hello\"}],"
+                          "\"stop_reason\":\"end_turn\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":4,"
+                          "\"output_tokens\":6}}"),
+          "whole: %s", s ? s : "(null)");
+    free(s);
+    char *buf = NULL;
+    size_t len = 0;
+    static const char *const pieces[] = {"<thi", "nk>\nhm", "m\n</think>\n\nHel", "lo"};
+    for (size_t i = 0; i < 4; i++) {
+        struct gw_event ev = {.kind = GW_EV_TOKEN, .token = (int32_t)i, .text = pieces[i]};
+        CHECK(anth_sse_event(a, &ev, &buf, &len) == 0, "event %zu", i);
+    }
+    struct gw_event done = {.kind = GW_EV_DONE, .finish = "stop", .n_prompt = 4, .n_gen = 4};
+    CHECK(anth_sse_event(a, &done, &buf, &len) == 0, "done");
+    json_t *ev = anth_events(buf ? buf : "");
+    char names[1024], text[256];
+    anth_sequence(ev, names, sizeof names, text, sizeof text);
+    CHECK(!strcmp(names, "message_start content_block_start content_block_delta content_block_delta content_block_stop "
+                         "content_block_start content_block_delta content_block_delta content_block_stop message_delta "
+                         "message_stop "),
+          "sequence: %s", names);
+    CHECK(!strcmp(text, "Hello"), "text '%s'", text);
+    CHECK(strstr(buf, "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\"") &&
+              strstr(buf, "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hm\"}") &&
+              strstr(buf, "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"m\"}") &&
+              strstr(buf, "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\""),
+          "blocks: %s", buf);
+    json_decref(ev);
+    free(buf);
+    anth_state_free(a);
+    oai_request_free(&rq);
+    json_decref(body);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -2062,6 +2108,7 @@ int main(void)
     RUN(chat_fields);
     RUN(tool_calls_reply);
     RUN(tool_calls_streamed);
+    RUN(anth_unit);
     RUN(anth_messages_text);
     RUN(anth_messages_stream);
     RUN(anth_tool_use);
