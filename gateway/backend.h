@@ -88,6 +88,7 @@ struct gw_event {
     size_t n_top;
     /* DONE */
     const char *finish;        /* "stop" / "length" */
+    int stop_hit;              /* "stop" by a stop string: 1 + its index in gw_gen.stop; 0 = none (end of generation) */
     int32_t n_prompt, n_gen;
     const float *embd;         /* an embedding job's vector (L2-normalised), [n_embd] */
     size_t n_embd;

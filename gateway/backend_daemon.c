@@ -218,7 +218,8 @@ static bool deliver_chunk(struct gw_job *j, const struct proto_chunk *c)
         deliver_chunk_token(j, c);
     if (c->finish == PF_STOP || c->finish == PF_LENGTH) {
         struct gw_event ev = {.kind = GW_EV_DONE, .finish = c->finish == PF_LENGTH ? "length" : "stop",
-                              .n_prompt = c->n_prompt, .n_gen = c->n_gen, .embd = c->embd, .n_embd = c->n_embd};
+                              .n_prompt = c->n_prompt, .n_gen = c->n_gen, .embd = c->embd, .n_embd = c->n_embd,
+                              .stop_hit = c->stop_hit};
         deliver(j, &ev);
     } else if (c->finish == PF_CANCEL) {
         deliver_error(j, ERR_CANCELED, "canceled");

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "anthropic.h"
 #include "embed.h"
 #include "metrics.h"
 #include "oai.h"
@@ -73,7 +74,7 @@ static unsigned fd_room(unsigned want)
 #define GW_DISCARD_MAX (1ull << 30)
 
 enum route { R_NONE, R_CHAT, R_COMPL, R_MODELS, R_MODEL_ONE, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PREFLIGHT,
-             R_EMBED };
+             R_EMBED, R_MESSAGES, R_COUNT_TOKENS };
 
 struct gen_req;
 
@@ -143,6 +144,9 @@ struct gen_req {
     char *out;                      /* SSE bytes not yet handed to libmicrohttpd */
     size_t out_len, out_off;
     struct gw_embed *emb;           /* /v1/embeddings: its inputs' jobs (embed.c) instead of jobs[] */
+    struct anth_state *anth;        /* /v1/messages (anthropic.c): the reply is written as Anthropic's */
+    bool anth_count;                /* /v1/messages/count_tokens: answer the prompt's token count */
+    int stop_hit;                   /* the DONE event's stop_hit */
     double t0, t_last;
     bool got_first;
 };
@@ -232,10 +236,13 @@ static enum MHD_Result respond_json(struct conn *c, struct MHD_Connection *mc, i
     return respond(c, mc, status, "application/json", s, s ? strlen(s) : 0);
 }
 
+static bool anth_route(int route) { return route == R_MESSAGES || route == R_COUNT_TOKENS; }
+
 static enum MHD_Result respond_error(struct conn *c, struct MHD_Connection *mc, int status, int code, const char *msg,
                                      const char *param)
 {
-    char *s = oai_error_body(status, code, msg, param);
+    /* each API's clients read their own error objects */
+    char *s = anth_route(c->route) ? anth_error_body(status, code, msg) : oai_error_body(status, code, msg, param);
     return respond(c, mc, status, "application/json", s, s ? strlen(s) : 0);
 }
 
@@ -258,6 +265,7 @@ static void gen_decref(struct gen_req *g)
     }
     oai_request_free(&g->rq);
     gw_embed_free(g->emb);
+    anth_state_free(g->anth);
     free(g->out);
     pthread_mutex_destroy(&g->mu);
     free(g);
@@ -357,7 +365,9 @@ static void on_event(void *user, const struct gw_event *ev)
         if (g->closed) {
             /* nobody to tell: the job is being canceled */
         } else if (g->rq.stream) {
-            if (!g->out_done && !g->failed) {
+            if (!g->out_done && !g->failed && g->anth) {
+                sse_fail(g, anth_sse_event(g->anth, ev, &g->out, &g->out_len));
+            } else if (!g->out_done && !g->failed) {
                 int rc = 0;
                 if (!g->role_sent[i]) {
                     rc = oai_sse_role(g->rq.kind, &g->meta, i, usage_null, &g->out, &g->out_len);
@@ -380,7 +390,11 @@ static void on_event(void *user, const struct gw_event *ev)
             g->n_prompt = ev->n_prompt;
             g->n_gen += ev->n_gen;
             gw_metrics_tokens(&s->metrics, 0, ev->n_gen);
-            if (g->rq.stream) {
+            g->stop_hit = ev->stop_hit;
+            if (g->rq.stream && g->anth) {
+                if (!g->out_done && !g->failed)
+                    sse_fail(g, anth_sse_event(g->anth, ev, &g->out, &g->out_len));
+            } else if (g->rq.stream) {
                 if (!g->out_done && !g->failed) {
                     int rc = 0;
                     if (!g->role_sent[i]) {
@@ -401,7 +415,9 @@ static void on_event(void *user, const struct gw_event *ev)
             }
             if (g->n_final == g->n && !g->failed) {
                 gw_metrics_tokens(&s->metrics, g->n_prompt, 0);
-                if (g->rq.stream && !g->out_done) {
+                if (g->rq.stream && !g->out_done && g->anth) {
+                    g->out_done = true; /* message_stop was the last event */
+                } else if (g->rq.stream && !g->out_done) {
                     int rc = 0;
                     if (g->rq.include_usage)
                         rc = oai_sse_usage(g->rq.kind, &g->meta, g->n_prompt, g->n_gen, &g->out, &g->out_len);
@@ -427,9 +443,14 @@ static void on_event(void *user, const struct gw_event *ev)
             if (g->rq.stream && g->streaming && !g->out_done) {
                 /* the 200 and earlier chunks are already sent: report in-band,
                  * then end the stream as every stream ends */
-                int rc = oai_sse_error(g->err_status, g->err_code, g->err_msg, &g->out, &g->out_len);
-                if (!rc)
-                    rc = oai_sse_done(&g->out, &g->out_len);
+                int rc;
+                if (g->anth) { /* Anthropic's streams end with the error event */
+                    rc = anth_sse_error(g->err_status, g->err_code, g->err_msg, &g->out, &g->out_len);
+                } else {
+                    rc = oai_sse_error(g->err_status, g->err_code, g->err_msg, &g->out, &g->out_len);
+                    if (!rc)
+                        rc = oai_sse_done(&g->out, &g->out_len);
+                }
                 sse_fail(g, rc);
                 g->out_done = true;
             }
@@ -627,7 +648,10 @@ static enum MHD_Result gen_progress(struct conn *c, struct MHD_Connection *mc)
                         : respond_error(c, mc, st, code, msg, param);
         }
     } else if (!g->rq.stream && g->n_final == g->n) {
-        char *body = oai_response_body(g->rq.kind, &g->meta, g->choices, g->n, g->n_prompt, g->rq.think);
+        char *body = g->anth_count ? anth_count_body(g->n_prompt)
+                     : g->anth     ? anth_response_body(g->anth, g->choices[0].text, g->choices[0].finish, g->stop_hit,
+                                                        g->n_prompt, g->n_gen)
+                                   : oai_response_body(g->rq.kind, &g->meta, g->choices, g->n, g->n_prompt, g->rq.think);
         pthread_mutex_unlock(&g->mu);
         return body ? respond(c, mc, 200, "application/json", body, strlen(body))
                     : respond_error(c, mc, 500, ERR_NOMEM, "out of memory", NULL);
@@ -660,6 +684,7 @@ static enum MHD_Result gen_progress(struct conn *c, struct MHD_Connection *mc)
 
 static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc, int kind)
 {
+    const bool anth = anth_route(c->route);
     struct gw_server *s = c->srv;
     size_t badat = 0;
     if (!oai_utf8_valid(c->body ? c->body : "", c->len, &badat)) {
@@ -682,7 +707,8 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     }
     char param[64];
     struct err e;
-    int rc = oai_parse_request(kind, body, &g->rq, param, sizeof param, &e);
+    int rc = anth ? anth_parse(body, c->route == R_COUNT_TOKENS, &g->rq, param, sizeof param, &e)
+                  : oai_parse_request(kind, body, &g->rq, param, sizeof param, &e);
     json_decref(body);
     if (rc) {
         oai_request_free(&g->rq);
@@ -698,13 +724,20 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     g->conn = mc;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     g->fd = ci ? ci->connect_fd : -1;
-    random_id(g->id, sizeof g->id, kind == OAI_CHAT ? "chatcmpl-" : "cmpl-");
+    random_id(g->id, sizeof g->id, anth ? "msg_" : kind == OAI_CHAT ? "chatcmpl-" : "cmpl-");
     if (g->rq.model[0])
         snprintf(g->model, sizeof g->model, "%s", g->rq.model);
     else
         default_model(s, g->model, sizeof g->model);
     g->meta = (struct oai_meta){g->id, (long long)time(NULL), g->model, NULL};
-    if (g->rq.tool_parse.family) {
+    g->anth_count = c->route == R_COUNT_TOKENS;
+    if (anth && !(g->anth = anth_state_new(&g->rq, g->id, g->model))) {
+        g->failed = true; /* answered by gen_progress below, before any job */
+        g->err_status = 500;
+        g->err_code = ERR_NOMEM;
+        snprintf(g->err_msg, sizeof g->err_msg, "out of memory");
+    }
+    if (g->rq.tool_parse.family && !anth) {
         g->meta.tools = &g->rq.tool_parse;
         for (int i = 0; i < g->rq.n; i++)
             tc_parser_init(&g->tc[i], g->rq.tool_parse.family, g->rq.tool_parse.tools, g->rq.tool_parse.max_calls, 0);
@@ -715,7 +748,7 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     live_add(s, g);
 
     /* all choices count from the start, so an early finisher cannot end the request alone */
-    int want = g->rq.n;
+    int want = anth && !g->anth ? 0 : g->rq.n;
     pthread_mutex_lock(&g->mu);
     g->n = want;
     g->refs += want; /* one per job, dropped at its final event */
@@ -1035,7 +1068,8 @@ static enum MHD_Result handle_preflight(struct conn *c, struct MHD_Connection *m
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST, OPTIONS");
     if (c->srv->cfg.cors_origins[0]) {
         MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, Content-Type");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS,
+                                "Authorization, Content-Type, x-api-key, anthropic-version");
         MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "86400");
     }
     c->responded = true;
@@ -1062,6 +1096,8 @@ static int route_of(const char *url, const char *method, const char **endpoint, 
         {"/detokenize", "POST", R_DETOKENIZE, "/detokenize"},
         {"/v1/embeddings", "POST", R_EMBED, "/v1/embeddings"},
         {"/embeddings", "POST", R_EMBED, "/v1/embeddings"},
+        {"/v1/messages", "POST", R_MESSAGES, "/v1/messages"},
+        {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, "/v1/messages/count_tokens"},
     };
     *method_ok = false;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
@@ -1094,11 +1130,13 @@ static bool auth_ok(struct gw_server *s, struct MHD_Connection *mc)
     if (!s->cfg.api_key[0])
         return true;
     const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7))
-        return false;
-    h += 7;
-    while (*h == ' ')
-        h++;
+    if (h && !strncasecmp(h, "Bearer ", 7)) {
+        h += 7;
+        while (*h == ' ')
+            h++;
+    } else if (!(h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key"))) {
+        return false; /* Anthropic's clients send the key as x-api-key */
+    }
     /* compare in time independent of where they differ */
     size_t a = strlen(h), b = strlen(s->cfg.api_key);
     unsigned diff = (unsigned)(a ^ b);
@@ -1285,9 +1323,12 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
         if (c->route == R_PREFLIGHT)
             return MHD_YES;
         if (c->route != R_HEALTH && !auth_ok(s, mc)) {
-            const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+            bool h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION) ||
+                     MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key");
             return respond_error(c, mc, 401, ERR_INVALID,
-                                 h ? "invalid API key" : "missing API key (send 'Authorization: Bearer <key>')", NULL);
+                                 h ? "invalid API key"
+                                   : "missing API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')",
+                                 NULL);
         }
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
@@ -1357,6 +1398,7 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *mc, const char *url
     case R_DETOKENIZE: return handle_detokenize(c, mc);
     case R_PREFLIGHT: return handle_preflight(c, mc);
     case R_EMBED: return handle_embeddings(c, mc);
+    case R_MESSAGES: case R_COUNT_TOKENS: return handle_generate(c, mc, OAI_CHAT);
     }
     return MHD_NO;
 }

@@ -485,7 +485,7 @@ static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const
     bool stream = !proto_sid_is_zero(&c->stream);
     size_t n = 3 + c->has_logprob + !!c->n_top + (stream || c->sid);
     if (c->finish)
-        n += 4 + (c->finish == PF_ERROR ? 2 : 0) + !!c->n_embd;
+        n += 4 + (c->finish == PF_ERROR ? 2 : 0) + !!c->n_embd + !!c->stop_hit;
     msgpack_pack_map(pk, n);
     if (stream)
         (pk_key(pk, "s"), pk_sid(pk, &c->stream));
@@ -513,6 +513,8 @@ static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const
         KV_INT("n_prompt", c->n_prompt);
         KV_INT("n_gen", c->n_gen);
         KV_INT("n_cached", c->n_cached);
+        if (c->stop_hit)
+            KV_INT("stop_hit", c->stop_hit);
         if (c->finish == PF_ERROR) {
             KV_STR("code", proto_errc_name(c->errc));
             KV_STR("message", c->message);
@@ -1180,7 +1182,8 @@ static int rd_chunk(struct rd *r, const msgpack_object *o, struct proto_chunk *c
         c->finish = f;
         if ((rc = RD_I32(o, "n_prompt", 0, INT32_MAX, c->n_prompt, false)) ||
             (rc = RD_I32(o, "n_gen", 0, INT32_MAX, c->n_gen, false)) ||
-            (rc = RD_I32(o, "n_cached", 0, INT32_MAX, c->n_cached, false)))
+            (rc = RD_I32(o, "n_cached", 0, INT32_MAX, c->n_cached, false)) ||
+            (rc = RD_I32(o, "stop_hit", 0, PROTO_MAX_STOP, c->stop_hit, false)))
             return rc;
         if (f == PF_ERROR) {
             char *code = NULL;

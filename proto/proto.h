@@ -180,6 +180,7 @@ struct proto_chunk {
     int32_t n_prompt;      /* final: prompt tokens */
     int32_t n_gen;         /* final: generated tokens */
     int32_t n_cached;      /* final: prompt tokens reused from the KV cache */
+    int32_t stop_hit;      /* final PF_STOP by a stop string: 1 + its index in gen.stop ("stop_hit"); 0 none */
     int errc;              /* final with PF_ERROR: PE_* class */
     char *message;         /* final with PF_ERROR: one line */
     float *embd;           /* final of an embedding request: [n_embd] ("emb": bin of little-endian f32) */

@@ -3,7 +3,7 @@
  * the gateway sources. It "generates" a predictable sequence:
  *   token i has id 100+i and text "w<i> " ("s<seed>_<i> " when seeded),
  *   logprob -0.25 and alternatives (-0.25, -1.5, -2.5);
- *   4 tokens unless max_tokens says otherwise; stop strings cut the text;
+ *   4 tokens unless max_tokens says otherwise; stop strings cut the text (DONE's stop_hit names the one);
  *   prompt/last message containing QUEUE_FULL → 429 at submit, TOO_LONG (or
  *   longer than 4000 bytes) → a context error event, SLOW → tokens at 20 ms each
  *  (500 unless max_tokens says otherwise) (for disconnect tests); FAIL_MID → an error event after 2
@@ -29,6 +29,8 @@ static struct gw_gen fake_last;         /* scalar copy of the last request */
 static char fake_last_bias[512];        /* "tok:bias,text:bias," */
 static char fake_last_msgs[512];        /* "role:content|" */
 static char fake_last_tool[128];        /* the last request's tool_name ("" none) */
+static char fake_last_calls[512];       /* the messages' tool calls "id=name(args);" and results "<-id;" */
+static char fake_last_tools[512];       /* the tools as compact JSON ("" none) */
 
 /* Scripted replies: a model answering with tool calls in Qwen's format. */
 static const char *fake_tool_script(const char *prompt)
@@ -107,6 +109,7 @@ static void *fake_job_main(void *arg)
     char text[8192] = "";
     int n = 0;
     bool stopped = false, canceled = false;
+    int stop_hit = 0;
     for (int i = 0; i < j->max_tokens; i++) {
         if (i == 2 && (strstr(j->prompt, "FAIL_MID") || strstr(j->prompt, "CANCEL_MID"))) {
             bool c = strstr(j->prompt, "CANCEL_MID") != NULL;
@@ -134,8 +137,10 @@ static void *fake_job_main(void *arg)
         size_t cut = (size_t)-1;
         for (int s = 0; s < j->n_stop; s++) {
             char *hit = strstr(text, j->stop[s]);
-            if (hit && (size_t)(hit - text) < cut)
+            if (hit && (size_t)(hit - text) < cut) {
                 cut = (size_t)(hit - text);
+                stop_hit = s + 1;
+            }
         }
         char released[64];
         if (cut != (size_t)-1) {
@@ -156,7 +161,8 @@ static void *fake_job_main(void *arg)
         struct gw_event ev = {.kind = GW_EV_ERROR, .err_code = ERR_CANCELED, .err_msg = "canceled"};
         j->fn(j->user, &ev);
     } else {
-        struct gw_event ev = {.kind = GW_EV_DONE, .finish = stopped ? "stop" : "length", .n_prompt = 5, .n_gen = n};
+        struct gw_event ev = {.kind = GW_EV_DONE, .finish = stopped ? "stop" : "length", .n_prompt = 5, .n_gen = n,
+                              .stop_hit = stopped ? stop_hit : 0};
         j->fn(j->user, &ev);
     }
 out:
@@ -187,7 +193,10 @@ static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *
         return err_set(e, ERR_FULL, "the queue is full (8 waiting)");
     pthread_mutex_lock(&fake_mu);
     fake_last = *g;
-    fake_last_bias[0] = fake_last_msgs[0] = 0;
+    fake_last_bias[0] = fake_last_msgs[0] = fake_last_calls[0] = fake_last_tools[0] = 0;
+    char *tj = g->tools ? json_dumps(g->tools, JSON_COMPACT) : NULL;
+    snprintf(fake_last_tools, sizeof fake_last_tools, "%s", tj ? tj : "");
+    free(tj);
     snprintf(fake_last_tool, sizeof fake_last_tool, "%s", g->tool_name ? g->tool_name : "");
     for (size_t i = 0; i < g->n_bias; i++) {
         char one[64];
@@ -203,6 +212,18 @@ static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *
         snprintf(one, sizeof one, "%s:%s|", json_string_value(json_object_get(m, "role")),
                  json_string_value(json_object_get(m, "content")));
         strncat(fake_last_msgs, one, sizeof fake_last_msgs - strlen(fake_last_msgs) - 1);
+        size_t k;
+        json_t *tc;
+        json_array_foreach(json_object_get(m, "tool_calls"), k, tc) {
+            json_t *fn = json_object_get(tc, "function");
+            snprintf(one, sizeof one, "%s=%s(%s);", json_string_value(json_object_get(tc, "id")),
+                     json_string_value(json_object_get(fn, "name")), json_string_value(json_object_get(fn, "arguments")));
+            strncat(fake_last_calls, one, sizeof fake_last_calls - strlen(fake_last_calls) - 1);
+        }
+        if (json_is_string(json_object_get(m, "tool_call_id"))) {
+            snprintf(one, sizeof one, "<-%s;", json_string_value(json_object_get(m, "tool_call_id")));
+            strncat(fake_last_calls, one, sizeof fake_last_calls - strlen(fake_last_calls) - 1);
+        }
     }
     pthread_mutex_unlock(&fake_mu);
     struct gw_job *j = calloc(1, sizeof *j);

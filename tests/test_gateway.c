@@ -2,7 +2,7 @@
  * metrics.c) against a fake backend: routing, request validation, OpenAI
  * error objects and statuses, JSON and SSE responses, n > 1, logprobs, stop
  * strings, API keys, body limits, invalid UTF-8, client disconnects, idle
- * connections, /metrics.
+ * connections, /metrics; the Anthropic Messages API (anthropic.c).
  *
  * The fake is a test double for the HTTP layer only: it "generates" a
  * predictable token sequence so the expected JSON can be written down here
@@ -23,6 +23,7 @@
 #include "../gateway/metrics.c"
 #include "../gateway/oai.c"
 #include "../gateway/embed.c"
+#include "../gateway/anthropic.c"
 #include "check.h"
 
 #include "fake_backend.h"
@@ -1578,6 +1579,486 @@ static void parse_unit(void)
     CHECK(!oai_utf8_valid("\xe2\x82", 2, &bad), "truncated accepted");
 }
 
+/* ------------------------------------------------------------ Anthropic Messages API */
+
+/* An Anthropic error object {"type":"error","error":{"type","message"}}: checks the shape, returns the message. */
+static const char *check_anth_error(const struct resp *r, int status, const char *type, json_t **keep)
+{
+    CHECK(r->status == status, "status %d, want %d (body %s)", r->status, status, r->body);
+    json_t *j = body_json(r);
+    *keep = j;
+    json_t *err = json_object_get(j, "error");
+    CHECK(!strcmp(json_string_value(json_object_get(j, "type")) ?: "", "error"), "type 'error' missing: %s", r->body);
+    CHECK(json_is_object(err) && !strcmp(json_string_value(json_object_get(err, "type")) ?: "", type),
+          "error.type in %s, want %s", r->body, type);
+    const char *m = json_string_value(json_object_get(err, "message"));
+    CHECK(m != NULL, "error.message missing: %s", r->body);
+    return m ? m : "";
+}
+
+#define EXPECT_ANTH_ERROR(port, path, headers, body, status, type, needle)                              \
+    do {                                                                                                \
+        struct resp r_ = http((port), "POST", (path), (headers), (body));                              \
+        json_t *k_ = NULL;                                                                              \
+        const char *m_ = check_anth_error(&r_, (status), (type), &k_);                                  \
+        CHECK(strstr(m_, (needle)) != NULL, "message '%s' lacks '%s'", m_, (needle));                   \
+        json_decref(k_);                                                                                \
+        resp_free(&r_);                                                                                 \
+    } while (0)
+
+#define ANTH_TOOLS                                                                                                  \
+    "\"tools\":[{\"name\":\"get_weather\",\"description\":\"Weather of a city\",\"input_schema\":{\"type\":\"object\"," \
+    "\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}},{\"name\":\"get_time\","               \
+    "\"input_schema\":{\"type\":\"object\",\"properties\":{\"tz\":{\"type\":\"string\"}}}}]"
+
+/* "type:text|type:text|…" of a message's content blocks (tool_use: name(input)). */
+static void anth_blocks(json_t *msg, char *out, size_t cap)
+{
+    out[0] = 0;
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(msg, "content"), i, b) {
+        const char *type = json_string_value(json_object_get(b, "type")) ?: "?";
+        char one[512];
+        if (!strcmp(type, "tool_use")) {
+            char *in = json_dumps(json_object_get(b, "input"), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+            snprintf(one, sizeof one, "tool_use:%s(%s)|", json_string_value(json_object_get(b, "name")) ?: "?",
+                     in ? in : "?");
+            free(in);
+            CHECK(!strncmp(json_string_value(json_object_get(b, "id")) ?: "", "toolu_", 6), "tool_use id: %s",
+                  json_string_value(json_object_get(b, "id")) ?: "(none)");
+        } else {
+            snprintf(one, sizeof one, "%s:%s|", type, json_string_value(json_object_get(b, "text")) ?: "?");
+        }
+        strncat(out, one, cap - strlen(out) - 1);
+    }
+}
+
+static void anth_messages_text(void)
+{
+    /* the request's fields reach the backend as the chat request they stand for */
+    struct resp r = http(port_open, "POST", "/v1/messages", "anthropic-version: 2023-06-01\r\n",
+                         "{\"model\":\"fake-model\",\"max_tokens\":3,\"system\":[{\"type\":\"text\",\"text\":\"be\"},"
+                         "{\"type\":\"text\",\"text\":\"brief\"}],\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                         "\"text\",\"text\":\"hi\"}]},{\"role\":\"assistant\",\"content\":\"hello\"},{\"role\":\"user\","
+                         "\"content\":\"again\"}],\"metadata\":{\"user_id\":\"u1\"},\"temperature\":0.5,\"top_p\":0.9,"
+                         "\"top_k\":7}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    CHECK(strcasestr(r.headers, "Content-Type: application/json") != NULL, "headers: %s", r.headers);
+    json_t *j = body_json(&r);
+    CHECK(!strncmp(json_string_value(json_object_get(j, "id")) ?: "", "msg_", 4), "id: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "type")) ?: "", "message"), "type: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "role")) ?: "", "assistant"), "role: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "model")) ?: "", "fake-model"), "model: %s", r.body);
+    char blocks[1024];
+    anth_blocks(j, blocks, sizeof blocks);
+    CHECK(!strcmp(blocks, "text:w0 w1 w2 |"), "content: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_reason")) ?: "", "max_tokens"), "stop_reason: %s", r.body);
+    CHECK(json_is_null(json_object_get(j, "stop_sequence")), "stop_sequence: %s", r.body);
+    json_t *u = json_object_get(j, "usage");
+    CHECK(json_integer_value(json_object_get(u, "input_tokens")) == 5 &&
+              json_integer_value(json_object_get(u, "output_tokens")) == 3,
+          "usage: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(!strcmp(fake_last_msgs, "system:be\nbrief|user:hi|assistant:hello|user:again|"), "messages '%s'",
+          fake_last_msgs);
+    CHECK(fake_last.max_tokens == 3 && (fake_last.set & GW_MAX_TOKENS), "max_tokens %d", fake_last.max_tokens);
+    CHECK(fake_last.temperature == 0.5f && (fake_last.set & GW_TEMPERATURE), "temperature %g", fake_last.temperature);
+    CHECK(fake_last.top_p == 0.9f && fake_last.top_k == 7 && (fake_last.set & GW_TOP_K), "top_p %g top_k %d",
+          fake_last.top_p, fake_last.top_k);
+    CHECK(fake_last.tools == NULL && fake_last_tools[0] == 0, "tools: %s", fake_last_tools);
+    pthread_mutex_unlock(&fake_mu);
+
+    /* a reply that ends by itself: end_turn (the fake's tool-call script, read as text without tools) */
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL\"}]}");
+    j = body_json(&r);
+    anth_blocks(j, blocks, sizeof blocks);
+    CHECK(r.status == 200 && !strncmp(blocks, "text:<tool_call>", 16), "no tools: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_reason")) ?: "", "end_turn"), "stop_reason: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+
+    /* stop_sequences: the text ends before the one that matched, which the reply names */
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":10,\"stop_sequences\":[\"zzz\",\"w2\"],\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    j = body_json(&r);
+    anth_blocks(j, blocks, sizeof blocks);
+    CHECK(r.status == 200 && !strcmp(blocks, "text:w0 w1 |"), "stop: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_reason")) ?: "", "stop_sequence"), "stop_reason: %s",
+          r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_sequence")) ?: "", "w2"), "stop_sequence: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+}
+
+/* The SSE events of an Anthropic stream: [[name, data], …]; every "event:" line has its "data:" line. */
+static json_t *anth_events(const char *body)
+{
+    json_t *arr = json_array();
+    const char *p = body;
+    while ((p = strstr(p, "event: "))) {
+        p += 7;
+        const char *nl = strchr(p, '\n');
+        if (!nl || strncmp(nl + 1, "data: ", 6))
+            break;
+        const char *d = nl + 7, *end = strstr(d, "\n\n");
+        if (!end)
+            break;
+        json_t *j = json_loadb(d, (size_t)(end - d), 0, NULL);
+        json_array_append_new(arr, json_pack("[s%o]", p, (size_t)(nl - p), j ? j : json_null()));
+        p = end + 2;
+    }
+    return arr;
+}
+
+/* "name name …" of the events, each event's data.type checked against its name; text of the deltas into text. */
+static void anth_sequence(json_t *ev, char *names, size_t cap, char *text, size_t tcap)
+{
+    names[0] = text[0] = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(ev, i, e) {
+        const char *name = json_string_value(json_array_get(e, 0));
+        json_t *d = json_array_get(e, 1);
+        CHECK(!strcmp(json_string_value(json_object_get(d, "type")) ?: "", name), "event %s has data.type %s", name,
+              json_string_value(json_object_get(d, "type")) ?: "(none)");
+        strncat(names, name, cap - strlen(names) - 1);
+        strncat(names, " ", cap - strlen(names) - 1);
+        json_t *delta = json_object_get(d, "delta");
+        const char *t = json_string_value(json_object_get(delta, "text"));
+        const char *pj = json_string_value(json_object_get(delta, "partial_json"));
+        if (t || pj)
+            strncat(text, t ? t : pj, tcap - strlen(text) - 1);
+    }
+}
+
+static void anth_messages_stream(void)
+{
+    struct resp r = http(port_open, "POST", "/v1/messages", NULL,
+                         "{\"model\":\"fake-model\",\"max_tokens\":2,\"stream\":true,\"messages\":[{\"role\":\"user\","
+                         "\"content\":\"hi\"}]}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    CHECK(strcasestr(r.headers, "Content-Type: text/event-stream") != NULL, "headers: %s", r.headers);
+    CHECK(!strstr(r.body, "[DONE]"), "an Anthropic stream has no [DONE]: %s", r.body);
+    json_t *ev = anth_events(r.body);
+    char names[1024], text[256];
+    anth_sequence(ev, names, sizeof names, text, sizeof text);
+    CHECK(!strcmp(names, "message_start content_block_start content_block_delta content_block_delta "
+                         "content_block_stop message_delta message_stop "),
+          "sequence: %s\n%s", names, r.body);
+    CHECK(!strcmp(text, "w0 w1 "), "text '%s'", text);
+    json_t *start = json_object_get(json_array_get(json_array_get(ev, 0), 1), "message");
+    CHECK(!strncmp(json_string_value(json_object_get(start, "id")) ?: "", "msg_", 4) &&
+              json_array_size(json_object_get(start, "content")) == 0 &&
+              json_is_null(json_object_get(start, "stop_reason")) &&
+              !strcmp(json_string_value(json_object_get(start, "model")) ?: "", "fake-model") &&
+              json_is_object(json_object_get(start, "usage")),
+          "message_start: %s", r.body);
+    json_t *cbs = json_array_get(json_array_get(ev, 1), 1);
+    CHECK(json_integer_value(json_object_get(cbs, "index")) == 0 &&
+              !strcmp(json_string_value(json_object_get(json_object_get(cbs, "content_block"), "type")) ?: "", "text"),
+          "content_block_start: %s", r.body);
+    json_t *d1 = json_array_get(json_array_get(ev, 2), 1);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(d1, "delta"), "type")) ?: "", "text_delta") &&
+              json_integer_value(json_object_get(d1, "index")) == 0,
+          "delta: %s", r.body);
+    json_t *md = json_array_get(json_array_get(ev, 5), 1);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(md, "delta"), "stop_reason")) ?: "", "max_tokens") &&
+              json_is_null(json_object_get(json_object_get(md, "delta"), "stop_sequence")) &&
+              json_integer_value(json_object_get(json_object_get(md, "usage"), "output_tokens")) == 2 &&
+              json_integer_value(json_object_get(json_object_get(md, "usage"), "input_tokens")) == 5,
+          "message_delta: %s", r.body);
+    json_decref(ev);
+    resp_free(&r);
+
+    /* streamed stop sequence */
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":10,\"stream\":true,\"stop_sequences\":[\"w1\"],\"messages\":[{\"role\":\"user\","
+             "\"content\":\"x\"}]}");
+    ev = anth_events(r.body);
+    anth_sequence(ev, names, sizeof names, text, sizeof text);
+    CHECK(!strcmp(text, "w0 "), "text '%s'", text);
+    md = json_array_get(json_array_get(ev, json_array_size(ev) - 2), 1);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(md, "delta"), "stop_reason")) ?: "",
+                  "stop_sequence") &&
+              !strcmp(json_string_value(json_object_get(json_object_get(md, "delta"), "stop_sequence")) ?: "", "w1"),
+          "message_delta: %s", r.body);
+    json_decref(ev);
+    resp_free(&r);
+
+    /* a failure after the stream started: an error event ends it */
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":10,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"FAIL_MID\"}]}");
+    ev = anth_events(r.body);
+    anth_sequence(ev, names, sizeof names, text, sizeof text);
+    CHECK(r.status == 200 && !strcmp(names, "message_start content_block_start content_block_delta content_block_delta "
+                                            "error "),
+          "failure: %s\n%s", names, r.body);
+    json_t *err = json_object_get(json_array_get(json_array_get(ev, json_array_size(ev) - 1), 1), "error");
+    CHECK(!strcmp(json_string_value(json_object_get(err, "type")) ?: "", "api_error") &&
+              strstr(json_string_value(json_object_get(err, "message")) ?: "", "the worker crashed"),
+          "error event: %s", r.body);
+    json_decref(ev);
+    resp_free(&r);
+}
+
+static void anth_tool_use(void)
+{
+    /* the tools reach the backend in function form; the scripted Qwen <tool_call> comes back as tool_use */
+    struct resp r = http(port_open, "POST", "/v1/messages", NULL,
+                         "{\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL weather?\"}],"
+                         ANTH_TOOLS "}");
+    CHECK(r.status == 200, "status %d: %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    char blocks[1024];
+    anth_blocks(j, blocks, sizeof blocks);
+    CHECK(!strcmp(blocks, "tool_use:get_weather({\"city\":\"Paris\"})|"), "content: %s", r.body);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_reason")) ?: "", "tool_use"), "stop_reason: %s", r.body);
+    char id[64];
+    snprintf(id, sizeof id, "%s",
+             json_string_value(json_object_get(json_array_get(json_object_get(j, "content"), 0), "id")) ?: "");
+    json_decref(j);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(strstr(fake_last_tools, "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{") &&
+              strstr(fake_last_tools, "\"description\":\"Weather of a city\""),
+          "tools: %s", fake_last_tools);
+    CHECK(!fake_last.tool_required, "auto is not required");
+    pthread_mutex_unlock(&fake_mu);
+
+    /* text and two calls */
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL2\"}]," ANTH_TOOLS "}");
+    j = body_json(&r);
+    anth_blocks(j, blocks, sizeof blocks);
+    CHECK(!strcmp(blocks, "text:I will check both.|tool_use:get_weather({\"city\":\"Paris\"})|"
+                          "tool_use:get_time({\"tz\":\"CET\"})|"),
+          "content: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+
+    /* streamed: a tool_use block whose input comes as input_json_delta */
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":100,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL2\"}],"
+             ANTH_TOOLS "}");
+    json_t *ev = anth_events(r.body);
+    char names[2048], text[512];
+    anth_sequence(ev, names, sizeof names, text, sizeof text);
+    CHECK(strstr(names, "content_block_stop content_block_start content_block_delta content_block_stop "
+                        "content_block_start content_block_delta content_block_stop message_delta message_stop ") != NULL,
+          "sequence: %s", names);
+    CHECK(!strcmp(text, "I will check both.{\"city\":\"Paris\"}{\"tz\":\"CET\"}"), "text: %s", text);
+    size_t i;
+    json_t *e;
+    int tool_starts = 0;
+    json_array_foreach(ev, i, e) {
+        json_t *d = json_array_get(e, 1);
+        json_t *cb = json_object_get(d, "content_block");
+        if (!strcmp(json_string_value(json_object_get(cb, "type")) ?: "", "tool_use")) {
+            tool_starts++;
+            CHECK(json_integer_value(json_object_get(d, "index")) == tool_starts &&
+                      !strncmp(json_string_value(json_object_get(cb, "id")) ?: "", "toolu_", 6) &&
+                      json_is_object(json_object_get(cb, "input")),
+                  "tool_use start: %s", r.body);
+        }
+        json_t *delta = json_object_get(d, "delta");
+        if (json_object_get(delta, "partial_json"))
+            CHECK(!strcmp(json_string_value(json_object_get(delta, "type")) ?: "", "input_json_delta"), "delta type");
+        if (!strcmp(json_string_value(json_array_get(e, 0)) ?: "", "message_delta"))
+            CHECK(!strcmp(json_string_value(json_object_get(delta, "stop_reason")) ?: "", "tool_use"), "stop: %s",
+                  r.body);
+    }
+    CHECK(tool_starts == 2, "%d tool_use blocks", tool_starts);
+    json_decref(ev);
+    resp_free(&r);
+
+    /* the follow-up: the assistant's tool_use and the user's tool_result become tool_calls and a tool message */
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL weather?\"},"
+             "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Let me check.\"},{\"type\":\"tool_use\","
+             "\"id\":\"%s\",\"name\":\"get_weather\",\"input\":{\"city\":\"Paris\"}}]},"
+             "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"%s\",\"content\":[{\"type\":"
+             "\"text\",\"text\":\"sunny\"}]},{\"type\":\"text\",\"text\":\"and tomorrow?\"}]}]," ANTH_TOOLS "}",
+             id, id);
+    r = http(port_open, "POST", "/v1/messages", NULL, body);
+    CHECK(r.status == 200, "follow-up: %d %s", r.status, r.body);
+    j = body_json(&r);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_reason")) ?: "", "max_tokens"), "follow-up: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(!strcmp(fake_last_msgs, "user:TOOLCALL weather?|assistant:Let me check.|tool:sunny|user:and tomorrow?|"),
+          "messages '%s'", fake_last_msgs);
+    char want[256];
+    snprintf(want, sizeof want, "%s=get_weather({\"city\":\"Paris\"});<-%s;", id, id);
+    CHECK(!strcmp(fake_last_calls, want), "calls '%s', want '%s'", fake_last_calls, want);
+    pthread_mutex_unlock(&fake_mu);
+
+    /* tool_choice: any = required, tool = a named function, none = no tools */
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL\"}]," ANTH_TOOLS
+             ",\"tool_choice\":{\"type\":\"any\"}}");
+    CHECK(r.status == 200, "any: %d %s", r.status, r.body);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.tool_required && !fake_last_tool[0], "any not passed on as required");
+    pthread_mutex_unlock(&fake_mu);
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL\"}]," ANTH_TOOLS
+             ",\"tool_choice\":{\"type\":\"tool\",\"name\":\"get_time\"}}");
+    CHECK(r.status == 200, "tool: %d %s", r.status, r.body);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.tool_required && !strcmp(fake_last_tool, "get_time"), "tool: '%s'", fake_last_tool);
+    pthread_mutex_unlock(&fake_mu);
+    r = http(port_open, "POST", "/v1/messages", NULL,
+             "{\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":\"TOOLCALL\"}]," ANTH_TOOLS
+             ",\"tool_choice\":{\"type\":\"none\"}}");
+    j = body_json(&r);
+    anth_blocks(j, blocks, sizeof blocks);
+    CHECK(!strncmp(blocks, "text:<tool_call>", 16) &&
+              !strcmp(json_string_value(json_object_get(j, "stop_reason")) ?: "", "end_turn"),
+          "none: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.tools == NULL && !fake_last.tool_required, "none: tools reached the backend");
+    pthread_mutex_unlock(&fake_mu);
+    EXPECT_ANTH_ERROR(port_open, "/v1/messages", NULL,
+                      "{\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," ANTH_TOOLS
+                      ",\"tool_choice\":{\"type\":\"tool\",\"name\":\"launch\"}}",
+                      400, "invalid_request_error", "'launch', which is not in 'tools'");
+}
+
+static void anth_count_and_errors(void)
+{
+    /* count_tokens: the rendered prompt's tokens (the fake counts 5), nothing generated */
+    int before = atomic_load(&fake_submitted);
+    struct resp r = http(port_open, "POST", "/v1/messages/count_tokens", NULL,
+                         "{\"model\":\"fake-model\",\"system\":\"s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                         ANTH_TOOLS ",\"tool_choice\":{\"type\":\"any\"}}");
+    CHECK(r.status == 200 && !strcmp(r.body, "{\"input_tokens\":5}"), "count: %d %s", r.status, r.body);
+    resp_free(&r);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(atomic_load(&fake_submitted) == before + 1, "one submit");
+    CHECK((fake_last.set & GW_MAX_TOKENS) && fake_last.max_tokens == 0 && !fake_last.tool_required,
+          "count_tokens generates nothing: max_tokens %d", fake_last.max_tokens);
+    CHECK(!strcmp(fake_last_msgs, "system:s|user:hi|") && fake_last_tools[0], "count: messages '%s'", fake_last_msgs);
+    pthread_mutex_unlock(&fake_mu);
+
+    const char *msgs = "/v1/messages";
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400,
+                      "invalid_request_error", "'max_tokens' is required");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":0,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                      400, "invalid_request_error", "'max_tokens' must be a positive integer");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":5}", 400, "invalid_request_error",
+                      "'messages' is required");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":5,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
+                      400, "invalid_request_error", "must be 'user' or 'assistant'");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL,
+                      "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{}}]}]}",
+                      400, "invalid_request_error", "'image' are not supported");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL,
+                      "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\","
+                      "\"name\":\"f\",\"input\":{}}]}]}",
+                      400, "invalid_request_error", "belongs to an assistant message");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL,
+                      "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+                      "\"web_search_20250305\",\"name\":\"web_search\"}]}",
+                      400, "invalid_request_error", "'web_search_20250305' are not supported");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL,
+                      "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":{\"type\":"
+                      "\"sometimes\"}}",
+                      400, "invalid_request_error", "not one of auto, any, tool, none");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                      "\"stop_sequences\":\"x\"}", 400, "invalid_request_error", "'stop_sequences' must be an array");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":5,", 400, "invalid_request_error", "invalid JSON");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL,
+                      "{\"model\":\"other\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 404,
+                      "not_found_error", "model 'other' not found");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"QUEUE_FULL\"}]}",
+                      429, "rate_limit_error", "queue is full");
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"TOO_LONG\"}]}",
+                      400, "invalid_request_error", "does not fit the context");
+    fake_ready = false;
+    EXPECT_ANTH_ERROR(port_open, msgs, NULL, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 503,
+                      "overloaded_error", "no worker");
+    fake_ready = true;
+    EXPECT_ANTH_ERROR(port_open, "/v1/messages/count_tokens", NULL, "{\"messages\":[]}", 400, "invalid_request_error",
+                      "'messages' must not be empty");
+
+    /* API keys: x-api-key as well as Authorization: Bearer; errors as Anthropic's */
+    const char *body = "{\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
+    EXPECT_ANTH_ERROR(port_key, msgs, NULL, body, 401, "authentication_error", "missing API key");
+    EXPECT_ANTH_ERROR(port_key, msgs, "x-api-key: wrong\r\n", body, 401, "authentication_error", "invalid API key");
+    EXPECT_ANTH_ERROR(port_key, msgs, "x-api-key: sk-test-12\r\nanthropic-version: 2023-06-01\r\n", body, 401,
+                      "authentication_error", "invalid API key");
+    r = http(port_key, "POST", msgs, "x-api-key: sk-test-123\r\nanthropic-version: 2023-06-01\r\n", body);
+    CHECK(r.status == 200 && strstr(r.body, "\"type\":\"message\""), "x-api-key: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_key, "POST", msgs, "Authorization: Bearer sk-test-123\r\n", body);
+    CHECK(r.status == 200, "bearer: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_key, "POST", "/v1/chat/completions", "x-api-key: sk-test-123\r\n",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1}");
+    CHECK(r.status == 200, "x-api-key on the OpenAI route: %d %s", r.status, r.body);
+    resp_free(&r);
+    r = http(port_key, "POST", "/v1/messages/count_tokens", "x-api-key: sk-test-123\r\n",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    CHECK(r.status == 200 && strstr(r.body, "input_tokens"), "count with key: %d %s", r.status, r.body);
+    resp_free(&r);
+}
+
+/* anthropic.c without HTTP: a reasoning model's <think> becomes a thinking block, whole and streamed. */
+static void anth_unit(void)
+{
+    json_t *body = json_loads("{\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL);
+    struct oai_request rq;
+    char param[64];
+    struct err e;
+    CHECK(anth_parse(body, false, &rq, param, sizeof param, &e) == 0, "parse: %s", e.msg);
+    CHECK(rq.kind == OAI_CHAT && rq.gen.max_tokens == 9 && rq.think, "chat request with the reasoning split");
+    struct anth_state *a = anth_state_new(&rq, "msg_1", "m");
+    char *s = anth_response_body(a, "<think>\nhmm\n</think>\n\nHello", "stop", 0, 4, 6);
+    CHECK(s && !strcmp(s, "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[{\"type\":"
+                          "\"thinking\",\"thinking\":\"hmm\",\"signature\":\"\"},{\"type\":\"text\",\"text\":\"Hello\"}],"
+                          "\"stop_reason\":\"end_turn\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":4,"
+                          "\"output_tokens\":6}}"),
+          "whole: %s", s ? s : "(null)");
+    free(s);
+    char *buf = NULL;
+    size_t len = 0;
+    static const char *const pieces[] = {"<thi", "nk>\nhm", "m\n</think>\n\nHel", "lo"};
+    for (size_t i = 0; i < 4; i++) {
+        struct gw_event ev = {.kind = GW_EV_TOKEN, .token = (int32_t)i, .text = pieces[i]};
+        CHECK(anth_sse_event(a, &ev, &buf, &len) == 0, "event %zu", i);
+    }
+    struct gw_event done = {.kind = GW_EV_DONE, .finish = "stop", .n_prompt = 4, .n_gen = 4};
+    CHECK(anth_sse_event(a, &done, &buf, &len) == 0, "done");
+    json_t *ev = anth_events(buf ? buf : "");
+    char names[1024], text[256];
+    anth_sequence(ev, names, sizeof names, text, sizeof text);
+    CHECK(!strcmp(names, "message_start content_block_start content_block_delta content_block_delta content_block_stop "
+                         "content_block_start content_block_delta content_block_delta content_block_stop message_delta "
+                         "message_stop "),
+          "sequence: %s", names);
+    CHECK(!strcmp(text, "Hello"), "text '%s'", text);
+    CHECK(strstr(buf, "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\"") &&
+              strstr(buf, "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hm\"}") &&
+              strstr(buf, "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"m\"}") &&
+              strstr(buf, "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\""),
+          "blocks: %s", buf);
+    json_decref(ev);
+    free(buf);
+    anth_state_free(a);
+    oai_request_free(&rq);
+    json_decref(body);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1627,6 +2108,11 @@ int main(void)
     RUN(chat_fields);
     RUN(tool_calls_reply);
     RUN(tool_calls_streamed);
+    RUN(anth_unit);
+    RUN(anth_messages_text);
+    RUN(anth_messages_stream);
+    RUN(anth_tool_use);
+    RUN(anth_count_and_errors);
     RUN(stream_failure_ends_stream);
     RUN(client_disconnect_cancels);
     RUN(stream_disconnect_is_499);

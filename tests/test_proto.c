@@ -256,6 +256,10 @@ static void chunkbuf_messages(void)
             c.n_gen = 4;
             c.n_cached = 1;
         }
+        if (k == 18) {
+            c.finish = PF_STOP;
+            c.stop_hit = 3;
+        }
         CHECK(proto_chunkbuf_add(&b, &c, (size_t)(k % 4), &e) == 0, "chunk added");
     }
     CHECK(proto_chunkbuf_end(&b, &buf, &len, &e) == 0, "message closed");
@@ -277,6 +281,8 @@ static void chunkbuf_messages(void)
                   !strcmp(d.chunks[19].message, "died") && d.chunks[19].n_prompt == 3 && d.chunks[19].n_gen == 4 &&
                   d.chunks[19].n_cached == 1,
               "the final chunk");
+        CHECK(d.chunks[18].finish == PF_STOP && d.chunks[18].stop_hit == 3 && d.chunks[19].stop_hit == 0,
+              "stop_hit: %d", d.chunks[18].stop_hit);
     }
     proto_msg_free(&d);
 

@@ -26,6 +26,7 @@ struct rec {
     size_t n_text;
     int finish;
     int n_cached, n_prompt, n_gen;
+    int stop_hit;
     int err_code;
     char message[128];
     int n_logprob_events;
@@ -73,6 +74,7 @@ static void on_event(void *user, const struct sched_event *ev)
         r->n_cached = ev->n_cached;
         r->n_prompt = ev->n_prompt;
         r->n_gen = ev->n_gen;
+        r->stop_hit = ev->stop_hit;
         r->err_code = ev->err_code;
         snprintf(r->message, sizeof r->message, "%s", ev->message ? ev->message : "");
     }
@@ -445,18 +447,20 @@ static void prefix_reuse_stop_logprobs(void)
         memcpy(stop, full + 20, 5);
         stop[5] = 0;
         const char *first = strstr(full, stop);
-        const char *stops[] = {stop};
+        const char *stops[] = {"\x01 never", stop};
         q.id = 4;
         q.prompt = ids;
         q.n_prompt = (size_t)n;
         q.max_tokens = 40;
         q.stop = stops;
-        q.n_stop = 1;
+        q.n_stop = 2;
         CHECK(sched_submit(s, &q, &e) == 0, "fourth");
         run_all(s, 200);
         CHECK_EQ_INT(c->r[4].finish, SCHED_STOP);
         CHECK(strlen(c->r[4].text) == (size_t)(first - full) && !strncmp(c->r[4].text, full, (size_t)(first - full)),
               "cut before the stop string '%s': '%s'", stop, c->r[4].text);
+        CHECK(c->r[4].stop_hit == 2, "stop_hit %d names the second stop string", c->r[4].stop_hit);
+        CHECK(c->r[1].stop_hit == 0, "no stop string, stop_hit %d", c->r[1].stop_hit);
     }
     sched_free(s);
     free(c);

@@ -165,6 +165,7 @@ static void send_event(struct worker *w, const struct sched_event *ev)
     c.n_prompt = ev->n_prompt;
     c.n_gen = ev->n_gen;
     c.n_cached = ev->n_cached;
+    c.stop_hit = ev->stop_hit;
     c.embd = (float *)ev->embd; /* an embedding's final event */
     c.n_embd = ev->embd ? (size_t)ev->n_embd : 0;
     if (ev->finish == SCHED_ERROR) {

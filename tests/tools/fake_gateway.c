@@ -12,6 +12,7 @@
 #include "../../gateway/metrics.c"
 #include "../../gateway/oai.c"
 #include "../../gateway/embed.c"
+#include "../../gateway/anthropic.c"
 #include "../fake_backend.h"
 
 int main(int argc, char **argv)

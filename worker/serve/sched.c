@@ -38,6 +38,7 @@ struct sreq {
     struct smp_bias *bias;      /* [n_bias] copy of smp_p.logit_bias */
     struct smp_chain *smp;
     struct stop_matcher *stop;
+    int stop_hit;               /* 1 + the index of the stop string that ended it, 0 none */
     struct tok_stream ts;
     struct smp_prob *probs;     /* [33] with logprobs (n_probs >= 0), else NULL */
     struct sched_top *tops;     /* [32] likewise */
@@ -61,6 +62,7 @@ struct row_out {
     int fate;               /* enum row_fate */
     struct sched_event ev;  /* ROW_TOKEN, ROW_EOG: the token's event (text in the request's stop matcher) */
     bool stopped;           /* ROW_TOKEN: a stop string matched */
+    int which;              /* … its index */
 };
 
 struct slot {
@@ -435,7 +437,7 @@ static void emit_final(struct sched *s, struct sreq *r, int finish, const char *
     struct sched_event ev = {
         .id = r->id, .token = -1, .text = text ? text : "", .n_text = text ? n_text : 0, .finish = finish,
         .n_prompt = r->n_prompt, .n_gen = r->n_gen, .n_cached = r->n_cached, .err_code = err_code,
-        .message = message,
+        .message = message, .stop_hit = r->stop_hit,
     };
     if (r->pool && finish == SCHED_STOP) {
         ev.embd = r->vec;
@@ -711,6 +713,7 @@ static void sample_row(void *ctx, int64_t i, int worker)
     o->ev.text = sr.emit;
     o->ev.n_text = sr.n_emit;
     o->stopped = sr.stopped;
+    o->which = sr.which;
     o->fate = ROW_TOKEN;
 }
 
@@ -750,6 +753,7 @@ static void emit_row(struct sched *s, int si, const struct row_out *o)
     }
     s->emit(s->user, &o->ev);
     if (o->stopped) {
+        r->stop_hit = o->which >= 0 ? o->which + 1 : 0; /* the API that asked may name it (Anthropic's stop_sequence) */
         emit_final(s, r, SCHED_STOP, "", 0, 0, NULL);
         sl->t_free = clock_now_ns();
         pthread_mutex_lock(&s->mu);

@@ -87,6 +87,7 @@ struct sched_event {
     int n_top;
     int finish;                /* enum sched_finish; non-zero on the last event of a request */
     int32_t n_prompt, n_gen, n_cached;
+    int stop_hit;              /* finish SCHED_STOP by a stop string: 1 + its index in the request's stop list; 0 none */
     const float *embd;         /* final event of an embedding request (finish SCHED_STOP): [n_embd], L2-normalised */
     int32_t n_embd;
     int err_code;              /* finish == SCHED_ERROR: ERR_* */
