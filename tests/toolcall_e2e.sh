@@ -172,6 +172,17 @@ code=$(curl -s -o "$RUN/rf.json" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/ch
     -d "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":$TOOLS2,\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}")
 if [ "$code" = 400 ] && grep -q 'cannot be combined with tool_choice' "$RUN/rf.json"; then ok toolcall_e2e_response_format_refused
 else bad toolcall_e2e_response_format_refused "HTTP $code: $(cat "$RUN/rf.json")"; fi
+# a parameters schema the grammar cannot follow: a 400 naming the keyword (auto is not constrained: accepted)
+ODD='[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","contentEncoding":"base64"}}}}}]'
+code=$(curl -s -o "$RUN/odd.json" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":$ODD,\"tool_choice\":\"required\",\"max_tokens\":4}")
+code_auto=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":$ODD,\"max_tokens\":4}")
+if [ "$code" = 400 ] && grep -q contentEncoding "$RUN/odd.json" && [ "$code_auto" = 200 ]; then
+    ok toolcall_e2e_unsupported_parameters_refused
+else
+    bad toolcall_e2e_unsupported_parameters_refused "required HTTP $code: $(cat "$RUN/odd.json"); auto HTTP $code_auto"
+fi
 
 # auto: nothing prefilled
 r=$(chat '')
