@@ -42,12 +42,11 @@ struct gw_gen {
     json_t *messages;          /* chat: normalized messages (chat_check_messages) */
     json_t *tools;             /* chat: tools array or NULL */
     json_t *template_vars;     /* chat: extra template variables (enable_thinking …) or NULL */
-    /* chat: tool_choice "required" / a named function. Where constrained
-     * decoding attaches: tc_call_schema() (common/toolcall.h) gives the
-     * schema the reply's call must satisfy; until then the model is only
-     * asked (the tools are in its prompt) and the reply is read as it comes. */
+    /* chat: tool_choice "required" / a named function: the worker constrains
+     * the reply to the call(s) (worker/serve/toolgram.h) */
     bool tool_required;        /* the reply must call a tool */
     const char *tool_name;     /* … this one (NULL = any) */
+    bool tool_single;          /* … once (parallel_tool_calls false) */
     const char *prompt;        /* completion: text */
     const int32_t *tokens;     /* completion: token ids [n_tokens] */
     size_t n_tokens;

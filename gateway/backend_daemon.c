@@ -142,6 +142,7 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->template_kwargs_json = j->kwargs_json;
     pg->tool_required = j->g.tool_required;
     pg->tool_name = j->tool_name;
+    pg->tool_single = j->g.tool_single;
     pg->json_schema = j->json_schema;
     static const struct { uint32_t gw, pg; } bits[] = {
         {GW_MAX_TOKENS, PG_MAX_TOKENS}, {GW_TEMPERATURE, PG_TEMPERATURE}, {GW_TOP_K, PG_TOP_K}, {GW_TOP_P, PG_TOP_P},

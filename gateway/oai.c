@@ -473,6 +473,7 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
             rq->tool_parse = (struct oai_tools){TC_AUTO, rq->tools, rq->tool_choice.parallel ? 0 : 1};
             rq->gen.tool_required = rq->tool_choice.mode == TC_CHOICE_REQUIRED || rq->tool_choice.mode == TC_CHOICE_NAMED;
             rq->gen.tool_name = rq->tool_choice.mode == TC_CHOICE_NAMED ? rq->tool_choice.name : NULL;
+            rq->gen.tool_single = !rq->tool_choice.parallel;
         }
     } else {
         if ((rc = parse_prompt(&P, rq)))
@@ -592,6 +593,10 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
     if (rf && (rc = parse_response_format(&P, rf, rq)))
         return rc;
     rq->gen.json_schema = rq->json_schema;
+    /* one grammar a reply: a call the tool choice forces, or the response format's */
+    if (rq->json_schema && rq->gen.tool_required)
+        return bad(&P, "response_format", "'%s' cannot be combined with tool_choice \"required\" or a function",
+                   NULL);
     rq->think = kind == OAI_CHAT;
     json_t *rfmt = field(&P, "reasoning_format");
     if (rfmt && !json_is_string(rfmt))

@@ -355,7 +355,7 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
     n += !!g->model + !!g->prompt + !!g->tokens + !!g->messages + !!g->n_stop + 1 /* logprobs */ +
          !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json + !!g->group +
          !!g->json_schema;
-    n += g->tool_required + !!g->tool_name;
+    n += g->tool_required + !!g->tool_name + g->tool_single;
     n += 2 * (size_t)g->embed;
     n += (size_t)__builtin_popcount(g->set & 0x7ffu);
     msgpack_pack_map(pk, n);
@@ -386,6 +386,8 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
         KV_BOOL("tool_required", true);
     if (g->tool_name)
         KV_STR("tool_name", g->tool_name);
+    if (g->tool_single)
+        KV_BOOL("tool_single", true);
     if (g->json_schema)
         KV_STR("json_schema", g->json_schema);
     if (g->set & PG_MAX_TOKENS) KV_INT("max_tokens", g->max_tokens);
@@ -1033,6 +1035,7 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
         (rc = rd_str(r, o, "template_kwargs_json", &g->template_kwargs_json, false)) ||
         (rc = rd_bool(r, o, "tool_required", &g->tool_required)) ||
         (rc = rd_str(r, o, "tool_name", &g->tool_name, false)) ||
+        (rc = rd_bool(r, o, "tool_single", &g->tool_single)) ||
         (rc = rd_str(r, o, "json_schema", &g->json_schema, false)))
         return rc;
     if (!g->prompt && !g->tokens && !g->messages && !g->messages_json)

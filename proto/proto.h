@@ -128,6 +128,7 @@ struct proto_gen {
     char *template_kwargs_json;       /* JSON object merged into the template variables (enable_thinking …) */
     bool tool_required;               /* chat: tool_choice "required" or a function: the reply must call a tool */
     char *tool_name;                  /* chat: … this function (tool_choice names it); NULL = any */
+    bool tool_single;                 /* chat: … once (parallel_tool_calls false); absent = one or more calls */
     char *json_schema;                /* structured output: the JSON Schema the response must match (a json_object
                                        * response_format is {"type":"object"}); NULL = free text */
     uint32_t set;                     /* PG_* bits of the fields below that were given */

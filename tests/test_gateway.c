@@ -1034,6 +1034,13 @@ static void tool_calls_reply(void)
     CHECK(r.status == 200, "required: %d %s", r.status, r.body);
     pthread_mutex_lock(&fake_mu);
     CHECK(fake_last.tool_required && !fake_last_tool[0], "required not passed on");
+    CHECK(!fake_last.tool_single, "parallel_tool_calls defaults to true");
+    pthread_mutex_unlock(&fake_mu);
+    resp_free(&r);
+    r = tool_request("TOOLCALL", "\"tool_choice\":\"required\",\"parallel_tool_calls\":false");
+    CHECK(r.status == 200, "required, one call: %d %s", r.status, r.body);
+    pthread_mutex_lock(&fake_mu);
+    CHECK(fake_last.tool_required && fake_last.tool_single, "parallel_tool_calls false not passed on");
     pthread_mutex_unlock(&fake_mu);
     resp_free(&r);
     r = tool_request("TOOLCALL", "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}");
@@ -1054,6 +1061,11 @@ static void tool_calls_reply(void)
                  "invalid_request_error", "'tool_choice' must be");
     EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
                  400, "invalid_request_error", "needs a non-empty 'tools'");
+    /* one grammar a reply: a forced call's or the response format's */
+    EXPECT_ERROR(port_open, chat, NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS_JSON ",\"tool_choice\":\"required\","
+                 "\"response_format\":{\"type\":\"json_object\"}}",
+                 400, "invalid_request_error", "cannot be combined with tool_choice");
     EXPECT_ERROR(port_open, chat, NULL,
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS_JSON ",\"parallel_tool_calls\":1}", 400,
                  "invalid_request_error", "'parallel_tool_calls' must be a boolean");

@@ -54,9 +54,11 @@ static void generate_roundtrip(void)
     m.gen.template_kwargs_json = "{\"enable_thinking\":false}";
     m.gen.tool_required = true;
     m.gen.tool_name = "get_weather";
+    m.gen.tool_single = true;
     m.gen.json_schema = "{\"type\":\"object\"}";
     CHECK(roundtrip(&m, &d) == 0, "generate round trip");
     CHECK(d.gen.tool_required && d.gen.tool_name && !strcmp(d.gen.tool_name, "get_weather"), "tool_choice");
+    CHECK(d.gen.tool_single, "parallel_tool_calls false");
     CHECK(d.gen.json_schema && !strcmp(d.gen.json_schema, m.gen.json_schema), "json_schema");
     CHECK(d.gen.messages_json && !strcmp(d.gen.messages_json, m.gen.messages_json), "messages_json");
     CHECK(d.gen.tools_json && !strcmp(d.gen.tools_json, "[]"), "tools_json");

@@ -36,6 +36,7 @@
 #include "serve/intake.h"
 #include "serve/sampling.h"
 #include "serve/sched.h"
+#include "serve/toolgram.h"
 #include "tok/tok.h"
 
 #define EXIT_FATAL 3
@@ -402,7 +403,8 @@ static int json_field(const char *text, const char *name, bool want_array, json_
 /* Chat messages → prompt text through the model's template (ChatML when the
  * GGUF has none). The full OpenAI messages (messages_json) win over the
  * role/content pairs; tools and template kwargs reach the template too. */
-static int render_chat(struct worker *w, const struct proto_gen *g, char **out, char **prefill, struct err *e)
+static int render_chat(struct worker *w, const struct proto_gen *g, char **out, char **prefill, struct gram **gram,
+                       struct err *e)
 {
     json_t *msgs = NULL, *tools = NULL, *kwargs = NULL;
     int rc = 0;
@@ -424,8 +426,17 @@ static int render_chat(struct worker *w, const struct proto_gen *g, char **out, 
                          eos >= 0 ? tok_text(w->v, eos) : "", kwargs, out, e);
     }
     /* tool_choice "required" / a function: the assistant's turn starts as a
-     * call in the template's own form, so the model writes one. (Constrained
-     * decoding, where present, attaches here too: tc_call_schema.) */
+     * call in the template's own form, so the model writes one, and the
+     * grammar of the call(s) (toolgram.h) holds the rest of the reply to the
+     * frame and the function's parameters schema. */
+    if (!rc && g->tool_required && g->json_schema)
+        rc = err_set(e, ERR_INVALID, "response_format cannot be combined with tool_choice \"required\" or a function");
+    if (!rc && g->tool_required && tools) {
+        int family = tc_family_from_template(w->chat_tmpl);
+        struct tc_choice c = {.mode = g->tool_name ? TC_CHOICE_NAMED : TC_CHOICE_REQUIRED, .parallel = !g->tool_single};
+        snprintf(c.name, sizeof c.name, "%s", g->tool_name ? g->tool_name : "");
+        rc = tg_compile(tools, &c, family, gram, e);
+    }
     if (!rc && g->tool_required && tools) {
         char *pre = tc_prefill(tc_family_from_template(w->chat_tmpl), g->tool_name);
         size_t ol = strlen(*out), pl = pre ? strlen(pre) : 0;
@@ -451,6 +462,7 @@ struct job {
     int32_t *ids;
     size_t n_ids;
     char *prefill;      /* the reply's prefilled start (render_chat), sent in front of its first event */
+    struct gram *gram;  /* the grammar of a call the tool choice forces (render_chat), or NULL */
     int rc;             /* prepare's outcome */
     struct err e;
 };
@@ -499,7 +511,7 @@ static void job_prepare(void *user, void *job)
             j->rc = tok_encode(w->v, g->prompt, len, g->add_special, g->parse_special, &j->ids, &j->n_ids, &j->e);
     } else {
         char *text = NULL;
-        j->rc = render_chat(w, g, &text, &j->prefill, &j->e);
+        j->rc = render_chat(w, g, &text, &j->prefill, &j->gram, &j->e);
         if (!j->rc && !(j->rc = prompt_too_long(w, text, strlen(text), &j->e)))
             j->rc = tok_encode(w->v, text, strlen(text), true, true, &j->ids, &j->n_ids, &j->e);
         free(text);
@@ -560,11 +572,14 @@ static void job_submit(void *user, void *job)
     q.cache_prompt = g->cache_prompt;
     q.embed = g->embed;
     q.pooling = g->pooling;
+    q.json_schema = g->json_schema;
+    q.gram = j->gram; /* sched_submit takes it; its state starts past the prefill, which the prompt ends with */
+    j->gram = NULL;
+    q.gram_prefix = j->prefill; /* read during sched_submit only, while the prefill list holds it */
     if (j->prefill) {
         pre_add(w, j->m.id, j->prefill); /* before the first event can come */
         j->prefill = NULL;
     }
-    q.json_schema = g->json_schema;
     rc = sched_submit(w->s, &q, &e);
     free(bias);
     if (rc) {
@@ -599,6 +614,7 @@ static void job_free(void *user, void *job)
     struct job *j = job;
     free(j->ids);
     free(j->prefill);
+    gram_free(j->gram);
     proto_msg_free(&j->m);
     free(j);
 }

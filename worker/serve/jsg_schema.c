@@ -1413,22 +1413,45 @@ out:
 
 int jsg_compile(const json_t *schema, struct gram **out, struct err *e)
 {
+    return jsg_compile_framed(schema, NULL, out, e);
+}
+
+int jsg_compile_framed(const json_t *schema, const struct jsg_frame *f, struct gram **out, struct err *e)
+{
     *out = NULL;
+    if (f && (!f->open || !f->close || f->max < 1 || (f->max > 1 && !f->sep) || f->max > JSG_MAX_BOUND))
+        return err_set(e, ERR_INVALID, "json schema: bad frame (open, close, max 1..%d, sep when max > 1)",
+                       JSG_MAX_BOUND);
     struct jsg c = {0};
     c.e = e;
     c.root = schema;
     if (!(c.g = gram_new()))
         return err_set(e, ERR_NOMEM, "out of memory");
-    /* rule 0 is the start: ws value ws */
+    /* rule 0 is the start: ws value ws; framed: open value (sep value){0,max-1} close, nothing around */
     int32_t root = gram_rule_new(c.g);
     gram_set_root(c.g, root);
     int32_t v = compile(&c, schema);
     if (v >= 0) {
         struct gram_seq q;
         gram_seq_init(&q);
-        gram_seq_ref(&q, ws(&c));
-        gram_seq_ref(&q, v);
-        gram_seq_ref(&q, ws(&c));
+        if (!f) {
+            gram_seq_ref(&q, ws(&c));
+            gram_seq_ref(&q, v);
+            gram_seq_ref(&q, ws(&c));
+        } else {
+            gram_seq_lit(c.g, &q, f->open, strlen(f->open));
+            gram_seq_ref(&q, v);
+            if (f->max > 1) {
+                struct gram_seq more;
+                gram_seq_init(&more);
+                gram_seq_lit(c.g, &more, f->sep, strlen(f->sep));
+                gram_seq_ref(&more, v);
+                gram_seq_ref(&q, gram_rule_repeat(c.g, gram_rule_of(c.g, &more), 0, f->max - 1));
+                q.oom |= more.oom;
+                gram_seq_free(&more);
+            }
+            gram_seq_lit(c.g, &q, f->close, strlen(f->close));
+        }
         gram_alt(c.g, root, &q);
         gram_seq_free(&q);
     }

@@ -37,6 +37,15 @@
  * schema: the message names the keyword and where it is), ERR_RANGE (too
  * large) or ERR_NOMEM; *out is NULL then. */
 int jsg_compile(const json_t *schema, struct gram **out, struct err *e);
+/* A schema's values inside literal text: open V (sep V){0,max-1} close,
+ * with no whitespace outside the frame (a tool call in a chat template's
+ * form: "<tool_call>\n" … "\n</tool_call>"; toolgram.h builds them). sep
+ * may be NULL when max is 1; open and close may be "". */
+struct jsg_frame {
+    const char *open, *sep, *close;
+    int max; /* 1..JSG_MAX_BOUND values */
+};
+int jsg_compile_framed(const json_t *schema, const struct jsg_frame *f, struct gram **out, struct err *e);
 /* The same from JSON text (at most JSG_MAX_TEXT bytes). */
 int jsg_compile_text(const char *text, size_t len, struct gram **out, struct err *e);
 

@@ -251,7 +251,19 @@ int sched_pooling(const struct model *m)
     return p == SCHED_POOL_MEAN || p == SCHED_POOL_CLS || p == SCHED_POOL_LAST ? p : p == 4 ? -1 : SCHED_POOL_LAST;
 }
 
+static int submit(struct sched *s, const struct sched_request *q, bool *taken, struct err *e);
+
+/* q->gram is taken whatever the outcome (submit frees it with the request once it holds it). */
 int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
+{
+    bool taken = false;
+    int rc = submit(s, q, &taken, e);
+    if (rc && !taken)
+        gram_free(q->gram);
+    return rc;
+}
+
+static int submit(struct sched *s, const struct sched_request *q, bool *taken, struct err *e)
 {
     if (q->n_prompt == 0)
         return err_set(e, ERR_INVALID, "empty prompt");
@@ -278,6 +290,8 @@ int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
     struct sreq *r = calloc(1, sizeof *r);
     if (!r)
         return err_set(e, ERR_NOMEM, "out of memory");
+    r->gram = q->gram; /* from here sreq_free frees it */
+    *taken = true;
     r->id = q->id;
     r->t_submit = clock_now_ns();
     r->n_prompt = (int)q->n_prompt;
@@ -332,11 +346,22 @@ int sched_submit(struct sched *s, const struct sched_request *q, struct err *e)
     }
     /* Structured output: the schema compiled here, on the submitting thread, so a bad one is refused at
      * once; its size is bounded by jsg_schema.h's limits. */
-    if (q->json_schema) {
-        if ((rc = jsg_compile_text(q->json_schema, strlen(q->json_schema), &r->gram, e)) ||
+    if (q->json_schema && q->gram) {
+        sreq_free(r);
+        return err_set(e, ERR_INVALID, "a JSON schema and a grammar for one request");
+    }
+    if (q->json_schema || q->gram) {
+        if ((q->json_schema && (rc = jsg_compile_text(q->json_schema, strlen(q->json_schema), &r->gram, e))) ||
             !(r->gs = gram_state_new(r->gram, e))) {
             sreq_free(r);
             return rc ? rc : e ? e->code : ERR_NOMEM;
+        }
+        /* the text the grammar starts with that the prompt already ends with (a tool call's prefilled start):
+         * the model goes on from there */
+        if (q->gram_prefix && gram_advance(r->gs, q->gram_prefix, strlen(q->gram_prefix), NULL)) {
+            sreq_free(r);
+            return err_set(e, ERR_INVALID, "the grammar does not accept the reply's prefilled start \"%.64s\"",
+                           q->gram_prefix);
         }
         if (!(r->allow = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof *r->allow))) {
             sreq_free(r);

@@ -39,6 +39,8 @@ struct sched_params {
 /* The values of enum proto_finish. */
 enum sched_finish { SCHED_RUNNING = 0, SCHED_STOP, SCHED_LENGTH, SCHED_CANCEL, SCHED_ERROR };
 
+struct gram; /* gram.h */
+
 struct sched_request {
     uint64_t id;                /* caller's id, unique among live requests */
     const int32_t *prompt;      /* [n_prompt] token ids (copied) */
@@ -58,6 +60,10 @@ struct sched_request {
     int32_t pooling;            /* embed: enum sched_pool; SCHED_POOL_MODEL = the model's (sched_pooling) */
     const char *json_schema;    /* structured output: JSON Schema text the response must match (jsg_schema.h;
                                  * compiled by sched_submit, ERR_INVALID naming the keyword it cannot do), or NULL */
+    struct gram *gram;          /* instead: a grammar built by the caller (a tool call's, toolgram.h), or NULL;
+                                 * sched_submit takes it, freeing it when it fails */
+    const char *gram_prefix;    /* the text the grammar's sentence starts with that the prompt already ends with
+                                 * (tc_prefill): the state starts past it; NULL none */
 };
 
 /* Pooling of an embedding, numbered as llama.cpp's pooling_type (0 none and 4 rank are not poolings here). */
