@@ -682,15 +682,15 @@ static enum MHD_Result gen_progress(struct conn *c, struct MHD_Connection *mc)
     return MHD_YES;
 }
 
-static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc, int kind)
+/* The request body as JSON; NULL after answering 400 (not UTF-8, not JSON), that answer in *res. */
+static json_t *req_body_json(struct conn *c, struct MHD_Connection *mc, enum MHD_Result *res)
 {
-    const bool anth = anth_route(c->route);
-    struct gw_server *s = c->srv;
     size_t badat = 0;
     if (!oai_utf8_valid(c->body ? c->body : "", c->len, &badat)) {
         char m[128];
         snprintf(m, sizeof m, "the request body is not valid UTF-8 (byte %zu)", badat);
-        return respond_error(c, mc, 400, ERR_INVALID, m, NULL);
+        *res = respond_error(c, mc, 400, ERR_INVALID, m, NULL);
+        return NULL;
     }
     json_error_t je;
     json_t *body = json_loadb(c->body ? c->body : "", c->len, JSON_DECODE_ANY, &je);
@@ -698,8 +698,19 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
         char m[400];
         snprintf(m, sizeof m, "invalid JSON in the request body: %s (line %d, column %d)", je.text, je.line,
                  je.column);
-        return respond_error(c, mc, 400, ERR_INVALID, m, NULL);
+        *res = respond_error(c, mc, 400, ERR_INVALID, m, NULL);
     }
+    return body;
+}
+
+static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc, int kind)
+{
+    const bool anth = anth_route(c->route);
+    struct gw_server *s = c->srv;
+    enum MHD_Result res;
+    json_t *body = req_body_json(c, mc, &res);
+    if (!body)
+        return res;
     struct gen_req *g = calloc(1, sizeof *g);
     if (!g) {
         json_decref(body);
@@ -801,20 +812,10 @@ static void emb_done(void *user)
 static enum MHD_Result handle_embeddings(struct conn *c, struct MHD_Connection *mc)
 {
     struct gw_server *s = c->srv;
-    size_t badat = 0;
-    if (!oai_utf8_valid(c->body ? c->body : "", c->len, &badat)) {
-        char m[128];
-        snprintf(m, sizeof m, "the request body is not valid UTF-8 (byte %zu)", badat);
-        return respond_error(c, mc, 400, ERR_INVALID, m, NULL);
-    }
-    json_error_t je;
-    json_t *body = json_loadb(c->body ? c->body : "", c->len, JSON_DECODE_ANY, &je);
-    if (!body) {
-        char m[400];
-        snprintf(m, sizeof m, "invalid JSON in the request body: %s (line %d, column %d)", je.text, je.line,
-                 je.column);
-        return respond_error(c, mc, 400, ERR_INVALID, m, NULL);
-    }
+    enum MHD_Result res;
+    json_t *body = req_body_json(c, mc, &res);
+    if (!body)
+        return res;
     char param[64];
     struct err e;
     struct gw_embed *x = NULL;

@@ -16,6 +16,27 @@
 #define FQ 64 /* query tokens per block */
 #define FK 64 /* cache positions per tile */
 
+/* Cache positions kv0..kv0 + FK − 1 of one KV head (base: its first element) into the shared tiles Ks
+ * and Vs (f16, row pitch HD + 8), zeros from position end on; the block's 128 threads, 16-byte loads. */
+template <int HD>
+static __device__ __forceinline__ void kv_tile(u16 *Ks, u16 *Vs, const u16 *K, const u16 *V, long long base, int kv_dim,
+                                               int kv0, int end, int tid)
+{
+    constexpr int P = HD + 8;
+    for (int i = tid; i < FK * HD / 8; i += 128) {
+        const int r = i / (HD / 8), d = (i % (HD / 8)) * 8;
+        const int p = kv0 + r;
+        uint4 kv = make_uint4(0u, 0u, 0u, 0u), vv = kv;
+        if (p < end) {
+            const long long off = base + (long long)p * kv_dim + d;
+            kv = *(const uint4 *)(K + off);
+            vv = *(const uint4 *)(V + off);
+        }
+        *(uint4 *)(Ks + r * P + d) = kv;
+        *(uint4 *)(Vs + r * P + d) = vv;
+    }
+}
+
 /* HD: head size (a multiple of 16); n: tokens in the batch. Grid (⌈n / 64⌉, n_head), 128 threads. */
 template <int HD>
 static __device__ __forceinline__ void fattn_body(const struct attn_args &a, const int n)
@@ -69,18 +90,7 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
     const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
     for (int kv0 = 0; kv0 < n_kv; kv0 += FK) {
         __syncthreads(); /* the previous tile (or Q) is no longer read */
-        for (int i = tid; i < FK * HD / 8; i += 128) {
-            const int r = i / (HD / 8), d = (i % (HD / 8)) * 8;
-            const int p = kv0 + r;
-            uint4 kv = make_uint4(0u, 0u, 0u, 0u), vv = kv;
-            if (p < n_kv) {
-                const long long off = base + (long long)p * a.kv_dim + d;
-                kv = *(const uint4 *)(K + off);
-                vv = *(const uint4 *)(V + off);
-            }
-            *(uint4 *)(Ks + r * P + d) = kv;
-            *(uint4 *)(Vs + r * P + d) = vv;
-        }
+        kv_tile<HD>(Ks, Vs, K, V, base, a.kv_dim, kv0, n_kv, tid);
         __syncthreads();
         if (kv0 > wmax) /* every row of this warp is done */
             continue;
@@ -214,18 +224,7 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
     const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
     for (int kv0 = p0; kv0 < p1; kv0 += FK) {
         __syncthreads(); /* the previous tile (or Q) is no longer read */
-        for (int i = tid; i < FK * HD / 8; i += 128) {
-            const int r = i / (HD / 8), d = (i % (HD / 8)) * 8;
-            const int p = kv0 + r;
-            uint4 kv = make_uint4(0u, 0u, 0u, 0u), vv = kv;
-            if (p < p1) {
-                const long long off = base + (long long)p * a.kv_dim + d;
-                kv = *(const uint4 *)(K + off);
-                vv = *(const uint4 *)(V + off);
-            }
-            *(uint4 *)(Ks + r * P + d) = kv;
-            *(uint4 *)(Vs + r * P + d) = vv;
-        }
+        kv_tile<HD>(Ks, Vs, K, V, base, a.kv_dim, kv0, p1, tid);
         __syncthreads();
         const int w0 = kv0 + 16 * warp; /* this warp's first position */
         if (w0 >= p1)
