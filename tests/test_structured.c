@@ -69,39 +69,8 @@ static const char *const schemas[10] = {
 
 /* ---------------------------------------------------------------- running */
 
-#define MAX_OUT 8192
-
-struct out {
-    char text[MAX_OUT];
-    size_t n;
-    int finish;
-    bool overflow;
-    char message[160];
-};
-
-struct run {
-    struct out *o;
-    int n;
-};
-
-static void on_event(void *user, const struct sched_event *ev)
-{
-    struct run *r = user;
-    if (ev->id >= (uint64_t)r->n)
-        return;
-    struct out *o = &r->o[ev->id];
-    if (o->n + ev->n_text < MAX_OUT) {
-        memcpy(o->text + o->n, ev->text, ev->n_text);
-        o->n += ev->n_text;
-        o->text[o->n] = 0;
-    } else {
-        o->overflow = true;
-    }
-    if (ev->finish) {
-        o->finish = ev->finish;
-        snprintf(o->message, sizeof o->message, "%s", ev->message ? ev->message : "");
-    }
-}
+#define COLLECT_MAX 8192
+#include "sched_collect.h"
 
 static int n_per_schema(void)
 {

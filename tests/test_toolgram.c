@@ -85,7 +85,7 @@ static void grammar_shapes(void)
     struct err e = {0};
     struct gram *g = NULL;
     struct tc_choice c = {.mode = TC_CHOICE_NAMED, .name = "get_weather"};
-    CHECK(tg_compile(tools, &c, TC_HERMES, &g, &e) == 0 && g, "named hermes: %s", e.msg);
+    CHECK(toolgram_compile(tools, &c, TC_HERMES, &g, &e) == 0 && g, "named hermes: %s", e.msg);
     const char *one = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
                       "\"celsius\"}}\n</tool_call>";
     CHECK(gram_match(g, one, strlen(one)), "a valid call");
@@ -105,7 +105,7 @@ static void grammar_shapes(void)
     gram_free(g);
     /* parallel: the two calls in a row are one reply; required: any tool */
     c = (struct tc_choice){.mode = TC_CHOICE_REQUIRED, .parallel = true};
-    CHECK(tg_compile(tools, &c, TC_HERMES, &g, &e) == 0 && g, "required hermes: %s", e.msg);
+    CHECK(toolgram_compile(tools, &c, TC_HERMES, &g, &e) == 0 && g, "required hermes: %s", e.msg);
     const char *two = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
                       "\"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"set_mode\", \"arguments\": {\"mode\": null, "
                       "\"level\": 2.5}}\n</tool_call>";
@@ -114,28 +114,28 @@ static void grammar_shapes(void)
     gram_free(g);
     /* Llama 3 writes "parameters"; Mistral a list after [TOOL_CALLS] */
     c = (struct tc_choice){.mode = TC_CHOICE_NAMED, .name = "set_mode", .parallel = true};
-    CHECK(tg_compile(tools, &c, TC_LLAMA3, &g, &e) == 0 && g, "llama3: %s", e.msg);
+    CHECK(toolgram_compile(tools, &c, TC_LLAMA3, &g, &e) == 0 && g, "llama3: %s", e.msg);
     const char *l3 = "{\"name\": \"set_mode\", \"parameters\": {\"mode\": 1, \"level\": null}}";
     CHECK(gram_match(g, l3, strlen(l3)), "llama3 call");
     gram_free(g);
-    CHECK(tg_compile(tools, &c, TC_MISTRAL, &g, &e) == 0 && g, "mistral: %s", e.msg);
+    CHECK(toolgram_compile(tools, &c, TC_MISTRAL, &g, &e) == 0 && g, "mistral: %s", e.msg);
     const char *mi = "[TOOL_CALLS] [{\"name\": \"set_mode\", \"arguments\": {\"mode\": 1, \"level\": null}}, {\"name\": "
                      "\"set_mode\", \"arguments\": {\"mode\": \"off\", \"level\": 0}}]";
     CHECK(gram_match(g, mi, strlen(mi)), "mistral calls");
     gram_free(g);
     /* nothing to enforce: auto, none, a family without a JSON call form */
     c = (struct tc_choice){.mode = TC_CHOICE_AUTO};
-    CHECK(tg_compile(tools, &c, TC_HERMES, &g, &e) == 0 && !g, "auto: no grammar");
+    CHECK(toolgram_compile(tools, &c, TC_HERMES, &g, &e) == 0 && !g, "auto: no grammar");
     c = (struct tc_choice){.mode = TC_CHOICE_NONE};
-    CHECK(tg_compile(tools, &c, TC_HERMES, &g, &e) == 0 && !g, "none: no grammar");
+    CHECK(toolgram_compile(tools, &c, TC_HERMES, &g, &e) == 0 && !g, "none: no grammar");
     c = (struct tc_choice){.mode = TC_CHOICE_REQUIRED};
-    CHECK(tg_compile(tools, &c, TC_QWEN_XML, &g, &e) == 0 && !g, "qwen-xml: no grammar");
-    CHECK(tg_compile(tools, &c, TC_NONE, &g, &e) == 0 && !g, "no family: no grammar");
+    CHECK(toolgram_compile(tools, &c, TC_QWEN_XML, &g, &e) == 0 && !g, "qwen-xml: no grammar");
+    CHECK(toolgram_compile(tools, &c, TC_NONE, &g, &e) == 0 && !g, "no family: no grammar");
     /* a parameters schema outside the subset is refused, naming the keyword */
     json_t *odd = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
                              "\"properties\":{\"a\":{\"type\":\"string\",\"contentEncoding\":\"base64\"}}}}}]",
                              0, NULL);
-    int rc = tg_compile(odd, &c, TC_HERMES, &g, &e);
+    int rc = toolgram_compile(odd, &c, TC_HERMES, &g, &e);
     CHECK(rc == ERR_INVALID && !g && strstr(e.msg, "contentEncoding") && strstr(e.msg, "parameters"), "rc %d: %s", rc,
           e.msg);
     json_decref(odd);
@@ -144,39 +144,8 @@ static void grammar_shapes(void)
 
 /* ---------------------------------------------------------------- through the scheduler */
 
-#define MAX_OUT 32768
-
-struct out {
-    char text[MAX_OUT];
-    size_t n;
-    int finish;
-    bool overflow;
-    char message[160];
-};
-
-struct run {
-    struct out *o;
-    int n;
-};
-
-static void on_event(void *user, const struct sched_event *ev)
-{
-    struct run *r = user;
-    if (ev->id >= (uint64_t)r->n)
-        return;
-    struct out *o = &r->o[ev->id];
-    if (o->n + ev->n_text < MAX_OUT) {
-        memcpy(o->text + o->n, ev->text, ev->n_text);
-        o->n += ev->n_text;
-        o->text[o->n] = 0;
-    } else {
-        o->overflow = true;
-    }
-    if (ev->finish) {
-        o->finish = ev->finish;
-        snprintf(o->message, sizeof o->message, "%s", ev->message ? ev->message : "");
-    }
-}
+#define COLLECT_MAX 32768
+#include "sched_collect.h"
 
 static int n_requests(void)
 {
@@ -200,7 +169,7 @@ static bool check_reply(json_t *tools, const struct tc_choice *c, int family, co
         snprintf(why, cap, "content beside the calls: \"%.80s\"", content);
         goto out;
     }
-    if (p.n_calls < 1 || (!c->parallel && p.n_seen != 1) || p.n_seen > TG_MAX_CALLS) {
+    if (p.n_calls < 1 || (!c->parallel && p.n_seen != 1) || p.n_seen > TOOLGRAM_MAX_CALLS) {
         snprintf(why, cap, "%zu calls (%zu seen)", p.n_calls, p.n_seen);
         goto out;
     }
@@ -250,7 +219,7 @@ static void run_model(const char *file)
     struct engine_params p;
     engine_params_default(&p);
     p.n_seq = 16;
-    p.n_ctx = 8192; /* room for TG_MAX_CALLS parallel calls of a model that rarely ends */
+    p.n_ctx = 8192; /* room for TOOLGRAM_MAX_CALLS parallel calls of a model that rarely ends */
     p.n_batch = 256;
     p.n_threads = 2;
     int total = n_requests();
@@ -276,7 +245,7 @@ static void run_model(const char *file)
         size_t n_prompt;
         struct gram *g = NULL;
         CHECK(tok_encode(model_vocab(m), ptxt, strlen(ptxt), true, true, &prompt, &n_prompt, &e) == 0, "tokenize");
-        CHECK(tg_compile(tools, &c, family, &g, &e) == 0 && g, "tg_compile %d: %s", i, e.msg);
+        CHECK(toolgram_compile(tools, &c, family, &g, &e) == 0 && g, "toolgram_compile %d: %s", i, e.msg);
         struct sched_request q;
         sched_request_init(&q);
         q.id = (uint64_t)i;
@@ -305,7 +274,7 @@ static void run_model(const char *file)
         struct tc_choice c;
         int family;
         choice_of(i, &c, &family);
-        char reply[MAX_OUT + 256];
+        char reply[COLLECT_MAX + 256];
         snprintf(reply, sizeof reply, "%s%s", pre[i] ? pre[i] : "", o->text);
         char why[400] = "";
         bool ok = o->finish == SCHED_STOP && !o->overflow && check_reply(tools, &c, family, reply, why, sizeof why);
@@ -370,17 +339,17 @@ static void sched_checks(void)
     sched_request_init(&q);
     q.prompt = prompt;
     q.n_prompt = 2;
-    CHECK(tg_compile(tools, &c, TC_HERMES, &q.gram, &e) == 0 && q.gram, "compile: %s", e.msg);
+    CHECK(toolgram_compile(tools, &c, TC_HERMES, &q.gram, &e) == 0 && q.gram, "compile: %s", e.msg);
     q.json_schema = "{\"type\":\"object\"}";
     int rc = sched_submit(s, &q, &e);
     CHECK(rc == ERR_INVALID && strstr(e.msg, "grammar"), "schema and grammar: rc %d %s", rc, e.msg);
-    CHECK(tg_compile(tools, &c, TC_HERMES, &q.gram, &e) == 0 && q.gram, "compile: %s", e.msg);
+    CHECK(toolgram_compile(tools, &c, TC_HERMES, &q.gram, &e) == 0 && q.gram, "compile: %s", e.msg);
     q.json_schema = NULL;
     q.gram_prefix = "<tool_call>\n{\"name\": \"get_weather\", ";
     rc = sched_submit(s, &q, &e);
     CHECK(rc == ERR_INVALID && strstr(e.msg, "prefilled start"), "foreign prefix: rc %d %s", rc, e.msg);
     char *pre = tc_prefill(TC_HERMES, "set_mode");
-    CHECK(tg_compile(tools, &c, TC_HERMES, &q.gram, &e) == 0 && q.gram, "compile: %s", e.msg);
+    CHECK(toolgram_compile(tools, &c, TC_HERMES, &q.gram, &e) == 0 && q.gram, "compile: %s", e.msg);
     q.gram_prefix = pre;
     q.smp.temp = 1.0f;
     q.smp.seed = 9;
@@ -388,7 +357,7 @@ static void sched_checks(void)
     CHECK(sched_submit(s, &q, &e) == 0, "submit: %s", e.msg);
     for (int i = 0; i < 1000 && !sched_idle(s); i++)
         sched_step(s, &e);
-    char reply[MAX_OUT + 64], why[400] = "";
+    char reply[COLLECT_MAX + 64], why[400] = "";
     snprintf(reply, sizeof reply, "%s%s", pre, r.o[0].text);
     CHECK(r.o[0].finish == SCHED_STOP && check_reply(tools, &c, TC_HERMES, reply, why, sizeof why), "reply %s: %s", why,
           reply);

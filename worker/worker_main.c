@@ -435,7 +435,7 @@ static int render_chat(struct worker *w, const struct proto_gen *g, char **out, 
         int family = tc_family_from_template(w->chat_tmpl);
         struct tc_choice c = {.mode = g->tool_name ? TC_CHOICE_NAMED : TC_CHOICE_REQUIRED, .parallel = !g->tool_single};
         snprintf(c.name, sizeof c.name, "%s", g->tool_name ? g->tool_name : "");
-        rc = tg_compile(tools, &c, family, gram, e);
+        rc = toolgram_compile(tools, &c, family, gram, e);
     }
     if (!rc && g->tool_required && tools) {
         char *pre = tc_prefill(tc_family_from_template(w->chat_tmpl), g->tool_name);

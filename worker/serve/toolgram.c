@@ -27,7 +27,7 @@ static int call_shape(json_t *call, int family)
     return rc ? -1 : 0;
 }
 
-int tg_compile(json_t *tools, const struct tc_choice *c, int family, struct gram **out, struct err *e)
+int toolgram_compile(json_t *tools, const struct tc_choice *c, int family, struct gram **out, struct err *e)
 {
     *out = NULL;
     if ((c->mode != TC_CHOICE_REQUIRED && c->mode != TC_CHOICE_NAMED) ||
@@ -57,7 +57,7 @@ int tg_compile(json_t *tools, const struct tc_choice *c, int family, struct gram
     snprintf(sep, sizeof sep, "%s", family == TC_MISTRAL ? ", " : "");
     if (family == TC_HERMES)
         snprintf(sep, sizeof sep, "%s\n%s", close, open);
-    struct jsg_frame f = {open, sep, close, c->parallel && family != TC_LLAMA3 ? TG_MAX_CALLS : 1};
+    struct jsg_frame f = {open, sep, close, c->parallel && family != TC_LLAMA3 ? TOOLGRAM_MAX_CALLS : 1};
     rc = jsg_compile_framed(schema, &f, out, e);
     json_decref(schema);
     if (rc && rc != ERR_NOMEM && e) { /* say where the schema came from */
