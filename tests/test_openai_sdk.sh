@@ -2,7 +2,7 @@
 # test_openai_sdk.sh — end-to-end acceptance: the official OpenAI Node SDK as a
 # real client of `llm170 serve --model stories260K.gguf` (daemon + worker +
 # gateway): models, completions (greedy text checked against the data's own
-# golden continuation), chat, streaming, n=2, seed, stop, logprobs, logit_bias,
+# golden continuation), chat, streaming, n=2, seed, stop, logprobs, logit_bias, response_format json_schema,
 # tokenize; and bad input — invalid JSON, wrong types, invalid UTF-8, a 100 MB
 # body, a prompt longer than the context, an unknown model, missing/wrong API
 # key, a client that vanishes mid-stream — each with its status and message.

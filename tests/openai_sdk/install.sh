@@ -11,8 +11,8 @@ command -v npm >/dev/null || { echo "npm is not installed" >&2; exit 1; }
 if [ "$(node -p "try{require('$DIR/node_modules/openai/package.json').version}catch(e){''}" 2>/dev/null)" != "$VERSION" ]; then
     mkdir -p "$DIR"
     [ -f "$DIR/package.json" ] || echo '{"name":"llm170-openai-sdk-tests","private":true}' >"$DIR/package.json"
-    if ! (cd "$DIR" && timeout 300 npm install --no-audit --no-fund --silent "openai@$VERSION") >"$DIR/npm.log" 2>&1; then
-        echo "npm install openai@$VERSION failed: $(tail -1 "$DIR/npm.log")" >&2
+    if ! (cd "$DIR" && timeout 300 npm install --no-audit --no-fund --loglevel=error "openai@$VERSION") >"$DIR/npm.log" 2>&1; then
+        echo "npm install openai@$VERSION failed (registry unreachable?): $(grep -v "^\s*$" "$DIR/npm.log" | head -2 | tr "\n" " ")" >&2
         exit 1
     fi
 fi
