@@ -4,7 +4,12 @@
 # while bench --np ran and the hybrids' engine tests passed. This serves a 4-layer qwen35 with the real
 # 248k vocabulary (written here with ../shared/tools/bigsynth.py's writer; STAGE/tools/bigsynth.py,
 # STAGE/tok.json.xz) through hip and prints one request's whole answer (streamed and not, sampled and
-# greedy) and a short loadgen run. STAGE/new holds llm170* and loadgen, STAGE/libs their libraries.
+# greedy) and a short loadgen run; then the logits of a 9-token prompt's every row through hip (llm170 diag
+# logits --all), counted for NaN / inf, with the tensor-core GEMM and without (LLM170_HIP_MMA=0): the
+# requests end right after a prompt step, the only step whose products run on f16 tensor cores, and the
+# check that ends a request on non-finite logits (b67617c) came after the last serving run that passed.
+# MODEL=/tmp/q27.gguf (a bigsynth qwen35-27b) adds that file to the logits check.
+# STAGE/new holds llm170* and loadgen, STAGE/libs their libraries.
 set -u
 S=$(cd "${1:?stage folder}" && pwd)
 O=${OUT:-/tmp/out}
@@ -35,3 +40,11 @@ timeout 10 "$N/loadgen" --port 18092 --clients 8 --seconds 4 --max-tokens 16 --t
 kill $sp
 wait $sp 2>/dev/null
 grep -v 'ready\|serving\|listening\|stopp\|drain' "$O/serve.log" | head -8
+for m in /tmp/mini35.gguf ${MODEL:-}; do
+    for mma in 1 0; do
+        LLM170_HIP_MMA=$mma "$N/llm170" diag logits --model "$m" --backend hip --all \
+            --prompt "Once upon a time there was a little" --out /tmp/lg.f32 >/dev/null 2>&1 || echo "diag failed on $m"
+        python3 -c "import numpy as n; v=n.fromfile('/tmp/lg.f32', n.float32); f=n.isfinite(v); \
+print('$m MMA=$mma: %d values, %d not finite, |max| %.3g' % (v.size, v.size - f.sum(), n.abs(v[f]).max()))"
+    done
+done
