@@ -618,12 +618,13 @@ int anth_sse_event(struct anth_state *a, const struct gw_event *ev, char **buf, 
     int rc = 0;
     if (!a->started) {
         a->started = true;
-        /* the prompt's token count comes with the end (message_delta's usage) */
+        /* the prompt's token count: the first token's event says it (a stream that ends at once tells
+         * it with the end: message_delta's usage) */
         rc = anth_sse_put("message_start",
                           json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:i, s:i}}}", "type", "message_start",
                                     "message", "id", a->id, "type", "message", "role", "assistant", "model", a->model,
-                                    "content", "stop_reason", "stop_sequence", "usage", "input_tokens", 0,
-                                    "output_tokens", 0),
+                                    "content", "stop_reason", "stop_sequence", "usage", "input_tokens",
+                                    (int)ev->n_prompt, "output_tokens", 0),
                           buf, len);
     }
     if (rc)

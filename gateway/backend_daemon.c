@@ -122,7 +122,8 @@ static void deliver_chunk_token(struct gw_job *j, const struct proto_chunk *c)
     for (size_t k = 0; k < nt; k++)
         top[k] = (struct gw_top){c->top[k].token, c->top[k].logprob, c->top[k].text ? c->top[k].text : ""};
     struct gw_event ev = {.kind = GW_EV_TOKEN, .token = c->token, .text = c->text ? c->text : "",
-                          .has_logprob = c->has_logprob, .logprob = c->logprob, .top = top, .n_top = nt};
+                          .has_logprob = c->has_logprob, .logprob = c->logprob, .top = top, .n_top = nt,
+                          .n_prompt = c->n_prompt}; /* the first token's chunk says it (0 on the others) */
     deliver(j, &ev);
 }
 

@@ -485,7 +485,9 @@ static void pk_chunk(msgpack_packer *pk, const struct proto_chunk *c)
 static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const char *text, size_t n_text)
 {
     bool stream = !proto_sid_is_zero(&c->stream);
-    size_t n = 3 + c->has_logprob + !!c->n_top + (stream || c->sid);
+    /* a stream's first token also says the prompt's length (Anthropic's message_start carries it) */
+    const bool first = !c->finish && c->n_gen == 1 && c->n_prompt > 0;
+    size_t n = 3 + c->has_logprob + !!c->n_top + (stream || c->sid) + first;
     if (c->finish)
         n += 4 + (c->finish == PF_ERROR ? 2 : 0) + !!c->n_embd + !!c->stop_hit;
     msgpack_pack_map(pk, n);
@@ -510,6 +512,8 @@ static void pk_chunk_text(msgpack_packer *pk, const struct proto_chunk *c, const
             pk_str(pk, c->top[i].text);
         }
     }
+    if (first)
+        KV_INT("n_prompt", c->n_prompt);
     if (c->finish) {
         KV_STR("finish", proto_finish_name(c->finish));
         KV_INT("n_prompt", c->n_prompt);
@@ -1172,7 +1176,7 @@ static int rd_chunk(struct rd *r, const msgpack_object *o, struct proto_chunk *c
         }
     }
     char *fin = NULL;
-    if ((rc = rd_str(r, o, "finish", &fin, false)))
+    if ((rc = rd_str(r, o, "finish", &fin, false)) || (rc = RD_I32(o, "n_prompt", 0, INT32_MAX, c->n_prompt, false)))
         return rc;
     if (fin) {
         int f = PF_NONE;
@@ -1183,8 +1187,7 @@ static int rd_chunk(struct rd *r, const msgpack_object *o, struct proto_chunk *c
         if (f == PF_NONE)
             return bad(r, "finish", "names no known reason");
         c->finish = f;
-        if ((rc = RD_I32(o, "n_prompt", 0, INT32_MAX, c->n_prompt, false)) ||
-            (rc = RD_I32(o, "n_gen", 0, INT32_MAX, c->n_gen, false)) ||
+        if ((rc = RD_I32(o, "n_gen", 0, INT32_MAX, c->n_gen, false)) ||
             (rc = RD_I32(o, "n_cached", 0, INT32_MAX, c->n_cached, false)) ||
             (rc = RD_I32(o, "stop_hit", 0, PROTO_MAX_STOP, c->stop_hit, false)))
             return rc;

@@ -151,7 +151,8 @@ static void *fake_job_main(void *arg)
         }
         struct gw_top top[3] = {{100 + i, -0.25f, "best"}, {7, -1.5f, "alt"}, {8, -2.5f, "\xc3\xa9"}};
         struct gw_event ev = {.kind = GW_EV_TOKEN, .token = 100 + i, .text = released, .has_logprob = true,
-                              .logprob = -0.25f, .top = top, .n_top = j->logprobs > 3 ? 3 : (size_t)(j->logprobs > 0 ? j->logprobs : 0)};
+                              .logprob = -0.25f, .top = top, .n_top = j->logprobs > 3 ? 3 : (size_t)(j->logprobs > 0 ? j->logprobs : 0),
+                              .n_prompt = i == 0 ? 5 : 0}; /* as the worker's first token says the prompt's length */
         j->fn(j->user, &ev);
         if (stopped)
             break;

@@ -1767,8 +1767,9 @@ static void anth_messages_stream(void)
               json_array_size(json_object_get(start, "content")) == 0 &&
               json_is_null(json_object_get(start, "stop_reason")) &&
               !strcmp(json_string_value(json_object_get(start, "model")) ?: "", "fake-model") &&
-              json_is_object(json_object_get(start, "usage")),
-          "message_start: %s", r.body);
+              json_is_object(json_object_get(start, "usage")) &&
+              json_integer_value(json_object_get(json_object_get(start, "usage"), "input_tokens")) == 5,
+          "message_start (usage.input_tokens = the prompt's 5 tokens): %s", r.body);
     json_t *cbs = json_array_get(json_array_get(ev, 1), 1);
     CHECK(json_integer_value(json_object_get(cbs, "index")) == 0 &&
               !strcmp(json_string_value(json_object_get(json_object_get(cbs, "content_block"), "type")) ?: "", "text"),

@@ -101,8 +101,10 @@ static void chunks_roundtrip(void)
     m.id = 5;
     struct proto_top top[] = {{10, -0.5f, "a"}, {11, -1.5f, "b"}};
     struct proto_chunk c[3] = {
-        {.i = 0, .token = 10, .text = "a", .has_logprob = true, .logprob = -0.5f, .top = top, .n_top = 2},
-        {.i = 1, .token = 11, .text = ""},
+        /* a stream's first token carries the prompt's length; later ones do not send it */
+        {.i = 0, .token = 10, .text = "a", .has_logprob = true, .logprob = -0.5f, .top = top, .n_top = 2,
+         .n_prompt = 7, .n_gen = 1},
+        {.i = 1, .token = 11, .text = "", .n_prompt = 7, .n_gen = 2},
         {.i = 2, .token = -1, .text = "", .finish = PF_ERROR, .n_prompt = 4, .n_gen = 2, .errc = PE_INTERNAL,
          .message = "worker 0 died"},
     };
@@ -117,6 +119,8 @@ static void chunks_roundtrip(void)
         CHECK_EQ_INT(d.chunks[0].n_top, 2);
         CHECK(d.chunks[0].top && !strcmp(d.chunks[0].top[1].text, "b"), "top text");
         CHECK(!d.chunks[1].has_logprob, "no logprob");
+        CHECK_EQ_INT(d.chunks[0].n_prompt, 7);
+        CHECK_EQ_INT(d.chunks[1].n_prompt, 0);
         CHECK_EQ_INT(d.chunks[2].finish, PF_ERROR);
         CHECK_EQ_INT(d.chunks[2].errc, PE_INTERNAL);
         CHECK_EQ_INT(d.chunks[2].n_prompt, 4);
