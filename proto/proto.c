@@ -1175,8 +1175,9 @@ static int rd_chunk(struct rd *r, const msgpack_object *o, struct proto_chunk *c
                 return rc;
         }
     }
+    /* n_prompt before finish: a bad one then leaves nothing allocated behind */
     char *fin = NULL;
-    if ((rc = rd_str(r, o, "finish", &fin, false)) || (rc = RD_I32(o, "n_prompt", 0, INT32_MAX, c->n_prompt, false)))
+    if ((rc = RD_I32(o, "n_prompt", 0, INT32_MAX, c->n_prompt, false)) || (rc = rd_str(r, o, "finish", &fin, false)))
         return rc;
     if (fin) {
         int f = PF_NONE;
