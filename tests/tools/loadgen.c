@@ -44,6 +44,7 @@ struct client {
 
 struct stats {
     long requests, errors, tokens, events;
+    char first_error[512]; /* the start of the first failed response, printed at the end: why they fail */
 };
 
 static double now_s(void)
@@ -193,7 +194,11 @@ static void finish_response(struct client *c, struct stats *st)
     }
     st->events += events;
     if (code != 200 || !done || error || tokens < 0) {
-        st->errors++;
+        if (!st->errors++) {
+            size_t n = c->len < sizeof st->first_error - 1 ? c->len : sizeof st->first_error - 1;
+            memcpy(st->first_error, c->buf, n);
+            st->first_error[n] = 0;
+        }
         return;
     }
     st->tokens += tokens;
@@ -334,6 +339,8 @@ int main(int argc, char **argv)
     printf("clients %d, %.1f s: %ld requests, %ld errors, %ld tokens, %.1f tokens/s, %.1f events/s; "
            "this client %.2f s CPU\n",
            n_clients, dt, st.requests, st.errors, st.tokens, (double)st.tokens / dt, (double)st.events / dt, self_cpu);
+    if (st.first_error[0])
+        fprintf(stderr, "loadgen: the first failed response began:\n%s\n", st.first_error);
     for (int i = 0; i < np1; i++) {
         long rss0 = -1;
         double cpu0 = 0;
