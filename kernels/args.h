@@ -64,6 +64,10 @@ struct gemv_args {
     DP(const int) gmap;          /* grouped tensor-core GEMM (mmag*, MoE prompts): [0] the tile count, then per
                                     tile (expert, first index into gperm, pairs ≤ the tile's tokens) */
     DP(const int) gperm;         /*   the pairs z < nz expert by expert (moe_group, kernels/misc.cu) */
+    DP(const unsigned short) xh; /* tensor-core GEMM: the f16 copy of the activation rows it reads instead of x,
+                                    k apart, row i scaled by xsc[i] (mma_xprep) */
+    DP(const float) xsc;         /*   a power of two ≤ 1 per row that brings its largest |x| into f16's range;
+                                    each output is divided by its row's */
     a_i64 row_bytes;
     a_i64 expert_bytes;
     a_i32 n_rows, k;             /* output rows, elements per row */

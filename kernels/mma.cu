@@ -302,53 +302,37 @@ template <> struct wpiece<KT_F16> {
     }
 };
 
-/* 16 activations of one token: 4 float4 loads, stored as f16 (zeros past nz) */
+/* 16 activations of one token from its f16 row (mma_xprep): two 16-byte loads (zeros past nz) */
 struct xpiece {
-    float4 v[4];
+    uint4 v[2];
     bool ok;
-    __device__ __forceinline__ void load(const float *xr, bool in, int k)
+    __device__ __forceinline__ void load(const u16 *xr, bool in, int k)
     {
         ok = in;
         if (in) {
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                v[i] = *(const float4 *)(xr + k + 4 * i);
+            v[0] = *(const uint4 *)(xr + k);
+            v[1] = *(const uint4 *)(xr + k + 8);
         }
     }
     __device__ __forceinline__ void store(u16 *dst) const
     {
-        u32 o[8] = { 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u };
-        if (ok) {
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                o[2 * i] = h2pack(v[i].x, v[i].y), o[2 * i + 1] = h2pack(v[i].z, v[i].w);
-        }
-        st16h(dst, o);
+        const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+        ((uint4 *)dst)[0] = ok ? v[0] : z;
+        ((uint4 *)dst)[1] = ok ? v[1] : z;
     }
 };
 
-/* 8 activations of one token (the 32-token tile): 2 float4 loads, stored as f16 (zeros past nz) */
+/* 8 activations of one token (the 32-token tile): one 16-byte load (zeros past nz) */
 struct xpiece8 {
-    float4 v[2];
+    uint4 v;
     bool ok;
-    __device__ __forceinline__ void load(const float *xr, bool in, int k)
+    __device__ __forceinline__ void load(const u16 *xr, bool in, int k)
     {
         ok = in;
-        if (in) {
-            v[0] = *(const float4 *)(xr + k);
-            v[1] = *(const float4 *)(xr + k + 4);
-        }
+        if (in)
+            v = *(const uint4 *)(xr + k);
     }
-    __device__ __forceinline__ void store(u16 *dst) const
-    {
-        u32 o[4];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            o[2 * i] = ok ? h2pack(v[i].x, v[i].y) : 0u;
-            o[2 * i + 1] = ok ? h2pack(v[i].z, v[i].w) : 0u;
-        }
-        *(uint4 *)dst = make_uint4(o[0], o[1], o[2], o[3]);
-    }
+    __device__ __forceinline__ void store(u16 *dst) const { *(uint4 *)dst = ok ? v : make_uint4(0u, 0u, 0u, 0u); }
 };
 
 /* The products of one 64-wide step: the warp's WM = 16·MI rows × 32 tokens from the shared tiles */
@@ -404,12 +388,18 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
         nz = tl[2];
         m0 = 0;
     }
-    /* activation row of tile token m (< nz), and the output row */
-    auto xrow = [&](int m) -> const float * {
+    /* the f16 activation row of tile token m (< nz), and its scale */
+    auto xrow = [&](int m) -> const u16 * {
         if constexpr (G)
-            return a.x + (long long)(perm[m] / a.x_div) * a.x_stride;
+            return a.xh + (long long)(perm[m] / a.x_div) * a.k;
         else
-            return a.x + (long long)m * a.x_stride;
+            return a.xh + (long long)m * a.k;
+    };
+    auto xscale = [&](int m) -> float {
+        if constexpr (G)
+            return a.xsc[perm[m] / a.x_div];
+        else
+            return a.xsc[m];
     };
     const int wm = (warp / NWT) * WM, wn = (warp % NWT) * 32; /* the warp's rows and tokens in the tile */
     const int gid = lane >> 2, tig = lane & 3;
@@ -424,7 +414,7 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
     const int lt = MT >= 64 ? tid >> 2 : tid / 8, lk = MT >= 64 ? (tid & 3) * 16 : (tid % 8) * 8;
     const u8 *wr = w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
     const bool xok = m0 + lt < nz;
-    const float *xr = xrow(min(m0 + lt, nz - 1));
+    const u16 *xr = xrow(min(m0 + lt, nz - 1));
     /* warps whose 32 tokens are all past nz skip the products (small decode batches) */
     const bool busy = m0 + wn < nz;
     float acc[MI][4][4];
@@ -502,7 +492,8 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
                     if (m >= nz)
                         continue;
                     float *y = a.y + (long long)(G ? perm[m] : m) * a.y_stride + row;
-                    const float v = acc[mi][ni][2 * h + j] + b;
+                    /* undo the row's scale (a power of two: exact) */
+                    const float v = acc[mi][ni][2 * h + j] / xscale(m) + b;
                     if (split)
                         atomicAdd(y, v);
                     else if (a.mode == 1)
@@ -541,6 +532,49 @@ MMA(q6_K, KT_Q6_K)
 #endif
 #if IN_PART(KT_IQ4_XS)
 MMA(iq4_xs, KT_IQ4_XS)
+#endif
+
+/* The activations of a tensor-core product as f16, once per row instead of in every block of output rows
+ * that reads them: xh[m] = f16(x[m]·xsc[m]) (k elements, rows of x x_stride apart, of xh k apart), where
+ * xsc[m] is the largest power of two ≤ 1 that keeps the row's largest |x| at most lim (2^15 in use), so its
+ * f16 copy cannot overflow (65504). Ordinary activations keep 1 and the products stay as without; a row
+ * grown past f16 (a badly conditioned model, or massive activations in an FFN's down input) loses only its
+ * smallest values to f16's underflow instead of becoming inf and NaN. A row holding inf keeps 1, NaN stays
+ * NaN: the product shows them. lim 0: no scaling (A/B runs, and the test that shows the overflow).
+ * Grid (rows), 256 threads; k even, x_stride even. */
+#if IN_PART0
+extern "C" __global__ void __launch_bounds__(256) mma_xprep(const float *x, int k, int x_stride, float lim, float *xsc,
+                                                            u16 *xh)
+{
+    __shared__ float part[8];
+    const float *xr = x + (long long)blockIdx.x * x_stride;
+    float mx = 0.0f;
+    for (int i = threadIdx.x; i < k; i += 256)
+        mx = fmaxf(mx, fabsf(xr[i]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    mx = part[0];
+#pragma unroll
+    for (int w = 1; w < 8; w++)
+        mx = fmaxf(mx, part[w]);
+    float s = 1.0f;
+    if (lim > 0.0f && mx > lim && mx <= 3.0e38f) {
+        int ex;
+        frexpf(mx / lim, &ex); /* mx / lim < 2^ex */
+        s = ldexpf(1.0f, -ex);
+    }
+    if (threadIdx.x == 0)
+        xsc[blockIdx.x] = s;
+    u32 *o = (u32 *)(xh + (long long)blockIdx.x * k);
+    for (int i = threadIdx.x; 2 * i < k; i += 256) {
+        const float2 v = *(const float2 *)(xr + 2 * i);
+        o[i] = h2pack(v.x * s, v.y * s);
+    }
+}
 #endif
 
 /* y[m][r] = 0 for r < n_rows, m < nz (before a split-K mode-0 product). Grid (⌈n_rows/256⌉, nz). */

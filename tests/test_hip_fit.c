@@ -278,7 +278,7 @@ static void knobs_from_env(void)
         "LLM170_HIP_GEMV_R", "LLM170_HIP_GEMV_WARPS", "LLM170_HIP_GEMVB", "LLM170_HIP_GEMVBM_MIN",
         "LLM170_HIP_MMA_T", "LLM170_HIP_SPLIT_BUCKETS", "LLM170_HIP_MMA_WAVES", "LLM170_HIP_FA", "LLM170_HIP_GQA",
         "LLM170_HIP_PDL_PREFETCH", "LLM170_HIP_GDN_CHUNK", "LLM170_HIP_UPLOAD_PIPE", "LLM170_HIP_COMPILE_THREADS",
-        "LLM170_HIP_SPLIT_COMPILE",
+        "LLM170_HIP_SPLIT_COMPILE", "LLM170_HIP_TRACE", "LLM170_HIP_MMA_XSCALE",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unsetenv(names[i]);
@@ -286,8 +286,13 @@ static void knobs_from_env(void)
     memset(&k, 0xa5, sizeof k);
     hip_knobs_from_env(&k);
     CHECK(k.pinned && k.graphs && k.q8 && k.use_mma && k.defer_norm && k.join_qkv && k.amax_split &&
-          k.split_buckets && k.use_fa && k.pdl_prefetch, "a default-on knob is off");
-    CHECK(!k.fuse_route && !k.fuse_attn && !k.gqa, "a default-off knob is on");
+          k.split_buckets && k.use_fa && k.pdl_prefetch && k.mma_xscale, "a default-on knob is off");
+    CHECK(!k.fuse_route && !k.fuse_attn && !k.gqa && !k.trace, "a default-off knob is on");
+    /* the trace synchronises every sublayer: graphs go off with it */
+    setenv("LLM170_HIP_TRACE", "1", 1);
+    hip_knobs_from_env(&k);
+    CHECK(k.trace && !k.graphs, "TRACE=1: trace %d, graphs %d", k.trace, k.graphs);
+    unsetenv("LLM170_HIP_TRACE");
     CHECK(k.upload_pipe && k.compile_threads == 0 && k.split_compile == -1,
           "cold start: pipe %d, compile threads %d, split %d", k.upload_pipe, k.compile_threads, k.split_compile);
     CHECK(k.gemv_r == 0 && k.gemv_warps == 0 && k.gemvb_t == 8 && k.gemvbm_min == 5 && k.mma_t == 0 &&

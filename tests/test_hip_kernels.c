@@ -197,6 +197,17 @@ static void gemm_all_types(void)
 }
 
 
+/* The tensor-core GEMM's input: mma_xprep writes the f16 rows of x (rows × k, x_stride apart) and their
+ * range scales into new device buffers, and points a at them (lim 0: unscaled). Free both with dfree. */
+static void mma_prep(struct gemv_args *a, uint64_t x, int rows, int k, int x_stride, float lim)
+{
+    uint64_t sc = poisoned((size_t)rows), xh = poisoned(((size_t)rows * (size_t)k + 1) / 2);
+    void *p[] = { &x, &k, &x_stride, &lim, &sc, &xh };
+    CHECK(launch("mma_xprep", (unsigned)rows, 1, 256, p) == 0, "mma_xprep launch");
+    a->xsc = sc;
+    a->xh = xh;
+}
+
 /* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
  * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0 zeroes y first with mma_zero,
  * which the poisoned output checks too). */
@@ -234,6 +245,7 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
     uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
     struct gemv_args a = { .w = dw, .x = dx, .y = dy, .bias = db, .row_bytes = (int64_t)rb, .n_rows = N, .k = K,
                            .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
+    mma_prep(&a, dx, nz, K, K, 32768.0f);
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kn, tn);
@@ -251,8 +263,94 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
     double r = rel(y, ref, (size_t)nz * N);
     CHECK(r < 1e-5, "%s N=%d K=%d nz=%d mode %d split %d: rel err %.3g", name, N, K, nz, mode, ks, r);
     printf("#   %-16s N=%-4d K=%-5d nz=%-3d mode %d split %d  rel %.2e\n", name, N, K, nz, mode, ks, r);
-    dfree(dw), dfree(dx), dfree(db), dfree(dy);
+    dfree(dw), dfree(dx), dfree(db), dfree(dy), dfree(a.xh), dfree(a.xsc);
     free(wf), free(wd), free(wq), free(x), free(xh), free(h16), free(bias), free(y0), free(y), free(ref);
+}
+
+/* The tensor-core GEMM on activation rows past f16's range (65504): rows grown to 1e6 and 3e9 (a badly
+ * conditioned model's FFN down input) next to ordinary ones. With mma_xprep's row scales every output is
+ * finite and each row is within 2e-3 of the exact product in double (operands rounded to f16 once,
+ * ~5e-4 each); unscaled (lim 0) the same product gives inf / NaN (the check can fail). */
+static void check_mma_range(enum qtype t, const char *tn, const char *kn, int N, int K, int nz, int ks)
+{
+    const int mt = !strcmp(kn, "mma32") ? 32 : !strcmp(kn, "mma128") ? 128 : 64;
+    const size_t rb = qtype_row_size(t, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
+    unsigned char *wq = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)nz * K), *y = malloc(sizeof(float) * (size_t)nz * N);
+    double *ref = malloc(sizeof(double) * (size_t)nz * N);
+    fill(wf, (size_t)N * K, 0.5f);
+    fill(x, (size_t)nz * K, 1.0f);
+    for (int z = 0; z < nz; z++) {
+        const float big = z == 1 ? 3e9f : z % 3 == 0 ? 1e6f : 1.0f;
+        for (int k = 0; k < K; k++)
+            x[(size_t)z * K + k] *= big;
+    }
+    for (int r = 0; r < N; r++) {
+        quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
+        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+    }
+    for (int z = 0; z < nz; z++)
+        for (int r = 0; r < N; r++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += (double)wd[(size_t)r * K + k] * x[(size_t)z * K + k];
+            ref[(size_t)z * N + r] = acc;
+        }
+    uint64_t dw = dup(wq, rb * (size_t)N), dx = dup(x, sizeof(float) * (size_t)nz * K);
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", kn, tn);
+    for (int scaled = 1; scaled >= 0; scaled--) {
+        uint64_t dy = poisoned((size_t)nz * N);
+        struct gemv_args a = { .w = dw, .x = dx, .y = dy, .row_bytes = (int64_t)rb, .n_rows = N, .k = K,
+                               .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = 0 };
+        mma_prep(&a, dx, nz, K, K, scaled ? 32768.0f : 0.0f);
+        void *p[] = { &a };
+        struct err e = { 0 };
+        int rc = ks > 1 ? hip_rt_launch(g_rt, fn("mma_zero"), (unsigned)((N + 255) / 256), (unsigned)nz, 1, 256, p, &e) : 0;
+        if (!rc)
+            rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt),
+                               (unsigned)ks, 256, p, &e);
+        if (!rc)
+            rc = hip_rt_sync(g_rt, &e);
+        CHECK(rc == 0, "%s launch: %s", name, e.msg);
+        get(y, dy, sizeof(float) * (size_t)nz * N);
+        size_t bad = 0;
+        double worst = 0;
+        for (int z = 0; z < nz; z++) {
+            double num = 0, den = 0;
+            for (int r = 0; r < N; r++) {
+                const size_t i = (size_t)z * N + r;
+                if (!isfinite(y[i]))
+                    bad++;
+                num += (y[i] - ref[i]) * (y[i] - ref[i]);
+                den += ref[i] * ref[i];
+            }
+            const double rr = sqrt(num / (den > 0 ? den : 1));
+            worst = rr > worst || !isfinite(rr) ? rr : worst;
+        }
+        if (scaled) {
+            CHECK(bad == 0 && worst < 2e-3, "%s N=%d K=%d nz=%d split %d, rows past f16: %zu not finite, "
+                  "worst row rel err %.3g", name, N, K, nz, ks, bad, worst);
+            printf("#   %-16s N=%-4d K=%-5d nz=%-3d split %d  rows past f16, scaled: worst row rel %.2e\n", name, N,
+                   K, nz, ks, worst);
+        } else {
+            CHECK(bad > 0, "%s: rows past f16 without their scales gave no inf / NaN: the check above proves "
+                  "nothing", name);
+        }
+        dfree(dy), dfree(a.xh), dfree(a.xsc);
+    }
+    dfree(dw), dfree(dx);
+    free(wf), free(wd), free(wq), free(x), free(y), free(ref);
+}
+
+static void gemm_tensor_cores_wide_range(void)
+{
+    NEED_GPU();
+    check_mma_range(QT_Q4_K, "q4_K", "mma", 200, 512, 70, 1);
+    check_mma_range(QT_Q4_K, "q4_K", "mma32", 130, 1280, 20, 3);
+    check_mma_range(QT_F16, "f16", "mma128", 200, 512, 150, 2);
+    check_mma_range(QT_Q6_K, "q6_K", "mma", 100, 768, 37, 1);
 }
 
 static void gemm_tensor_cores(void)
@@ -381,6 +479,7 @@ static void check_mmag(enum qtype t, const char *tn, const char *kn, int mt, int
     struct gemv_args a = { .w = dw, .x = dx, .y = dy, .gmap = dg, .gperm = gp, .row_bytes = (int64_t)rb,
                            .expert_bytes = (int64_t)eb, .n_rows = N, .k = Kd, .x_stride = Kd, .y_stride = N,
                            .x_div = Ku, .nz = P };
+    mma_prep(&a, dx, n, Kd, Kd, 32768.0f);
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kn, tn);
@@ -389,7 +488,7 @@ static void check_mmag(enum qtype t, const char *tn, const char *kn, int mt, int
     double r = rel(y, ref, (size_t)P * N);
     CHECK(r < 1e-5, "%s X=%d N=%d K=%d pairs=%d: rel err %.3g", name, X, N, Kd, P, r);
     printf("#   %-18s X=%-3d N=%-4d K=%-5d pairs=%-4d tiles %-3d rel %.2e\n", name, X, N, Kd, P, nt, r);
-    dfree(dw), dfree(dx), dfree(ds), dfree(dg), dfree(dy);
+    dfree(dw), dfree(dx), dfree(ds), dfree(dg), dfree(dy), dfree(a.xh), dfree(a.xsc);
     free(wq), free(wd), free(tmp), free(h16), free(x), free(xh), free(sel), free(ref), free(y), free(gm), free(seen);
 }
 
@@ -2054,6 +2153,7 @@ int main(void)
     RUN(gemv_all_types);
     RUN(gemm_all_types);
     RUN(gemm_tensor_cores);
+    RUN(gemm_tensor_cores_wide_range);
     RUN(gemv_grouped_experts);
     RUN(gemm_grouped_experts);
     RUN(gemv_q8_activations);

@@ -16,6 +16,7 @@
  * layers are hip_hybrid.c's. Files below this one: hip_hybrid, hip_fit,
  * hip_ops, hip_scratch, hip_knobs, hip_rt (none calls back up). */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -264,6 +265,8 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     struct err ign;
     if (hip_rt_fn(c->ops.rt, "mma_zero", &c->ops.k_mma_zero, &ign))
         c->ops.k_mma_zero = NULL;
+    if (hip_rt_fn(c->ops.rt, "mma_xprep", &c->ops.k_mma_xprep, &ign))
+        c->ops.k_mma_xprep = NULL;
     if (hip_rt_fn(c->ops.rt, "moe_group", &c->k_group, &ign))
         c->k_group = NULL;
     if (hip_rt_fn(c->ops.rt, "fattn_64", &c->k_fattn64, &ign))
@@ -468,12 +471,14 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         [HIP_SCR_XQD] = &c->ops.xqd, [HIP_SCR_FQ] = &c->ops.fq, [HIP_SCR_FQD] = &c->ops.fqd, [HIP_SCR_FCNT] = &c->fcnt,
         [HIP_SCR_HQ] = &c->ops.hq, [HIP_SCR_HQD] = &c->ops.hqd, [HIP_SCR_HSP] = &c->ops.hsp,
         [HIP_SCR_NCNT] = &c->ops.ncnt, [HIP_SCR_ACNT] = &c->acnt, [HIP_SCR_TOPK] = &c->topk,
-        [HIP_SCR_GRP] = &c->grp,
+        [HIP_SCR_GRP] = &c->grp, [HIP_SCR_XSC] = &c->ops.xsc, [HIP_SCR_XH] = &c->ops.xh,
     };
     const size_t F = (size_t)c->F, KS = GEMV_MAX * (size_t)c->Kq;
     const size_t io_bytes = sp.bytes[HIP_SCR_IO];
     for (int i = 0; i < HIP_SCR_COUNT && !rc; i++)
         rc = hip_ops_dalloc(&c->ops, sp.bytes[i], dst[i], e);
+    c->ops.xh_cap = sp.bytes[HIP_SCR_XH] / 2;
+    c->ops.xsc_cap = sp.bytes[HIP_SCR_XSC] / 4;
     if (!rc)
         rc = hip_rt_memset32(c->ops.rt, c->fcnt, 0, KS * (F / 32 + 1), e);
     if (!rc)
@@ -641,7 +646,7 @@ static bool moe_gemm_ok(const struct hip_engine *c, const struct hip_ops_layer *
 /* y[z] = W_e · x[z / x_div] for every pair z < P, e = the pair's expert: one grouped tensor-core GEMM
  * (kernels/mma.cu mmag*) over the tiles moe_group wrote into grp, mt pairs a tile. */
 static int moe_gemm(struct hip_engine *c, const struct dw *w, struct hip_dptr x, int x_stride, int x_div,
-                    struct hip_dptr y, int y_stride, int P, int mt, struct err *e)
+                    struct hip_dptr y, int y_stride, int P, int mt, bool x_ready, struct err *e)
 {
     const struct hparams *hp = &c->ops.m->hp;
     const int X = hp->n_expert, gi = mt == 32 ? 0 : mt == 64 ? 1 : 2;
@@ -652,6 +657,11 @@ static int moe_gemm(struct hip_engine *c, const struct dw *w, struct hip_dptr x,
         .n_rows = (int)w->ne1, .k = (int)w->ne0, .x_stride = x_stride, .y_stride = y_stride, .x_div = x_div,
         .nz = P, .mode = 0,
     };
+    /* x_ready: the product before this one (gate, for up) prepared the same x */
+    a.xh = c->ops.xh.a, a.xsc = c->ops.xsc.a;
+    int rc = x_ready ? 0 : hip_ops_xprep(&c->ops, x.a, (P + x_div - 1) / x_div, a.k, x_stride, &a, e);
+    if (rc)
+        return rc;
     void *params[] = { &a };
     /* the most tiles a routing can make: whole tiles of all pairs plus one partial tile per expert */
     const unsigned gy = (unsigned)((P + mt - 1) / mt + (X < P ? X : P));
@@ -703,10 +713,10 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
             int pp = P, mtt = mt;
             void *gq[] = { &sel, &pp, &xx, &mtt, &gp, &gm };
             TRY(hip_rt_launch(c->ops.rt, c->k_group, 1, 1, 1, 1024, gq, e));
-            TRY(moe_gemm(c, &d->gate_exps, c->ops.h, E, K, c->fg, F, P, mt, e));
-            TRY(moe_gemm(c, &d->up_exps, c->ops.h, E, K, c->fu, F, P, mt, e));
+            TRY(moe_gemm(c, &d->gate_exps, c->ops.h, E, K, c->fg, F, P, mt, false, e));
+            TRY(moe_gemm(c, &d->up_exps, c->ops.h, E, K, c->fu, F, P, mt, d->up_exps.ne0 == d->gate_exps.ne0, e));
             TRY(hip_ops_ew(&c->ops, c->k_swiglu, c->fg, c->fu, P * F, e));
-            TRY(moe_gemm(c, &d->down_exps, c->fg, F, 1, c->ey, E, P, mt, e));
+            TRY(moe_gemm(c, &d->down_exps, c->fg, F, 1, c->ey, E, P, mt, false, e));
             uint64_t x = c->ops.x.a, ey = c->ey.a;
             int ee = E;
             void *cp[] = { &x, &ey, &sw, &ee, &kk };
@@ -794,6 +804,36 @@ static bool defer_ok(const struct hip_engine *c, int n)
 
 /* ---- the layer operations model_forward walks (model/model_forward.h) ---- */
 
+/* hip_knobs.trace: the residual x [n][E] after sublayer `what` of layer il (-1: none), summarised on stderr */
+static int trace_x(struct hip_engine *c, const char *what, int il, int n, struct err *e)
+{
+    const size_t E = (size_t)c->ops.m->hp.n_embd, cnt = (size_t)n * E;
+    float *x = malloc(cnt * sizeof *x);
+    if (!x)
+        return err_set(e, ERR_NOMEM, "hip: out of memory (trace)");
+    int rc = hip_rt_sync(c->ops.rt, e);
+    if (!rc)
+        rc = hip_rt_d2h(c->ops.rt, x, c->ops.x, cnt * sizeof *x, e);
+    if (!rc) {
+        size_t bad = 0, at = 0;
+        float mx = 0.0f;
+        for (size_t i = 0; i < cnt; i++) {
+            if (!isfinite(x[i])) {
+                if (!bad++)
+                    at = i;
+            } else if (fabsf(x[i]) > mx) {
+                mx = fabsf(x[i]);
+            }
+        }
+        fprintf(stderr, "hip trace: n %d layer %d %s: max |x| %.4g, %zu not finite", n, il, what, (double)mx, bad);
+        if (bad)
+            fprintf(stderr, " (first: token %zu, element %zu)", at / E, at % E);
+        fputc('\n', stderr);
+    }
+    free(x);
+    return rc;
+}
+
 static int hop_embed(void *b, int n, struct err *e)
 {
     struct hip_engine *c = b;
@@ -806,7 +846,7 @@ static int hop_embed(void *b, int n, struct err *e)
         TRY(hip_rt_launch(c->ops.rt, c->k_embed, (unsigned)n, cdiv((size_t)c->ops.m->hp.n_embd, 256), 1, 256, p, e));
     }
     c->ops.h_def = false;
-    return 0;
+    return c->ops.k.trace ? trace_x(c, "embed", -1, n, e) : 0;
 }
 
 /* the next sublayer's norm (this layer's FFN) deferred by the residual GEMV; a norm without weight keeps
@@ -815,13 +855,16 @@ static int hop_attn(void *b, const struct fwd_sub *s, int n, struct err *e)
 {
     struct hip_engine *c = b;
     const struct hip_ops_layer *d = &c->ops.L[s->il];
-    return attn_layer(c, s->ly, d, n, c->step_dn ? d->ffn_norm : HIP_DNULL, e);
+    int rc = attn_layer(c, s->ly, d, n, c->step_dn ? d->ffn_norm : HIP_DNULL, e);
+    return !rc && c->ops.k.trace ? trace_x(c, "attention", s->il, n, e) : rc;
 }
 
 static int hop_hybrid(void *b, const struct fwd_sub *s, int n, struct err *e)
 {
     struct hip_engine *c = b;
-    return hip_hybrid_layer(c->hy, s->ly, s->il, n, e);
+    int rc = hip_hybrid_layer(c->hy, s->ly, s->il, n, e);
+    return !rc && c->ops.k.trace ? trace_x(c, s->ly->kind == LAYER_GDN ? "deltanet" : "gated attention", s->il, n, e)
+                                 : rc;
 }
 
 /* the next sublayer's norm: the next layer's attention, or the output (rows = tokens only when every
@@ -838,7 +881,7 @@ static int hop_ffn(void *b, const struct fwd_sub *s, int n, struct err *e)
     TRY(ffn_layer(c, s->ly, d, n, an, e));
     if (c->hy)
         TRY(hip_hybrid_shexp(c->hy, s->ly, s->il, n, e));
-    return 0;
+    return c->ops.k.trace ? trace_x(c, "ffn", s->il, n, e) : 0;
 }
 
 static int hop_output(void *b, int n, int n_out, struct err *e)

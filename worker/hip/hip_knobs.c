@@ -31,7 +31,9 @@ void hip_knobs_from_env(struct hip_knobs *k)
     k->compile_threads = cte && atoi(cte) >= 0 ? atoi(cte) : 0;
     const char *sce = env("LLM170_HIP_SPLIT_COMPILE");
     k->split_compile = !sce || atoi(sce) < 1 ? -1 : atoi(sce) == 1 ? 0 : atoi(sce);
-    k->graphs = on_unless_0("LLM170_HIP_GRAPH");
+    k->trace = off_unless_1("LLM170_HIP_TRACE");
+    k->mma_xscale = on_unless_0("LLM170_HIP_MMA_XSCALE");
+    k->graphs = on_unless_0("LLM170_HIP_GRAPH") && !k->trace;
     k->q8 = on_unless_0("LLM170_HIP_Q8");
     k->use_mma = on_unless_0("LLM170_HIP_MMA");
     k->defer_norm = on_unless_0("LLM170_HIP_DEFER_NORM");

@@ -99,6 +99,13 @@ struct hip_knobs {
      * HIP_DEC_SPLIT_TC splits on long caches) instead of attn (default on: qwen3-8b tg64 @ d16384 154.1 →
      * 215.0 t/s, tg128 @ d4096 263.6 → 303.3 on the H200, docs/benchmarks.md). ATTN_TC=0 keeps attn */
     bool attn_tc;
+    /* after every sublayer of every step, the residual stream's largest |x| and its count of NaN / inf on
+     * stderr ("hip trace: …"), to find the first operation that goes wrong on a model or a kernel (default
+     * off). TRACE=1 turns it on, graphs off and each step synchronous with it: slow, for diagnosis only */
+    bool trace;
+    /* tensor-core GEMMs scale activation rows grown past f16's range by a power of two first (mma_xscale;
+     * default on: without it such rows give inf / NaN). MMA_XSCALE=0 turns it off, for A/B runs */
+    bool mma_xscale;
 };
 
 /* *k = today's defaults, overridden by the LLM170_HIP_* variables as each field above says. */

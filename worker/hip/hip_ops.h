@@ -73,6 +73,7 @@ struct hip_ops {
     int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size) */
     int mma_waves;         /* split-K threshold of a tensor-core GEMM's last wave, percent (0 = never) */
     hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
+    hip_fn k_mma_xprep;    /* a tensor-core product's activations as scaled f16 rows (mma_xprep) */
     bool use_mma;          /* tensor-core GEMM for quantized and f16 weights in batches over GEMV_MAX */
     hip_fn k_quant, k_rms;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
@@ -98,12 +99,19 @@ struct hip_ops {
                               before (norm_group_tail): int8 [GEMV_MAX][E], (d, d·Σq) [GEMV_MAX][E/32][2]. Not xq:
                               Wo, which writes it, reads o's q8 copy from there */
     struct hip_dptr hsp;   /* Σ x² of those rows per 32-group [GEMV_MAX][E/32] */
+    struct hip_dptr xsc;   /* f32 [rows] the row scales of a tensor-core product's activations (mma_xprep) */
+    struct hip_dptr xh;    /* f16 [rows][k] those activations, scaled */
+    size_t xh_cap, xsc_cap; /* elements of xh and xsc (hip_scratch's plan) */
     struct hip_dptr ncnt;  /* int counters of that tail [GEMV_MAX][E/32] (and [0] the routing tail's), zero between
                               launches */
     /* the step being enqueued */
     struct hip_dptr next_norm; /* the next sublayer's RMSNorm weight the coming residual GEMV defers, or none */
     bool h_def;            /* h / hq / hsp hold the coming sublayer's input with its norm deferred (not xq) */
 };
+
+/* The f16 copy of `rows` activation rows x (k elements, x_stride apart) into xh with their range scales in
+ * xsc, for the tensor-core product a on them (sets a->xh, a->xsc): mma_xprep. */
+int hip_ops_xprep(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct gemv_args *a, struct err *e);
 
 /* Frees every tracked device allocation and the list (the runtime stays open). */
 void hip_ops_release(struct hip_ops *c);
