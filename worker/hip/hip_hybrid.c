@@ -121,7 +121,6 @@ static int hb_n_snap(const struct model *m, const struct engine_params *p)
 enum { HB_STATE, HB_SNAP, HB_MIX, HB_Y, HB_Z, HB_B, HB_A, HB_OG, HB_GATE, HB_SG, HB_SU, HB_SY, HB_WU, HB_P, HB_SC, HB_GRP,
        HB_COUNT };
 
-#define HB_GEMV_MAX 8 /* hip_engine.c's GEMV_MAX: larger batches may take the chunked delta rule */
 
 /* Bytes of each device buffer hip_hybrid_create allocates (state and step scratch for n_batch rows). */
 static void hb_sizes(const struct model *m, const struct engine_params *p, size_t sz[HB_COUNT])
@@ -144,7 +143,7 @@ static void hb_sizes(const struct model *m, const struct engine_params *p, size_
     sz[HB_SG] = sz[HB_SU] = B * Fs * 4;
     sz[HB_SY] = B * E * 4;
     /* the chunked delta rule's per-chunk products, for engines that take prompts */
-    const bool ck = B > HB_GEMV_MAX && m->n_gdn_layers;
+    const bool ck = B > HIP_GEMV_MAX && m->n_gdn_layers; /* only batches over the GEMV size are prompts */
     sz[HB_WU] = ck ? B * HV * 2 * (size_t)hp->d_state * 4 : 4;
     sz[HB_P] = ck ? B * HV * GDN_CK * 4 : 4;
     sz[HB_SC] = ck ? B * HV * 4 * 4 : 4;
@@ -233,7 +232,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct m
             rc = hip_rt_fn(l->rt, ks[i].n, ks[i].f, e);
     /* chunked delta rule for a step whose longest sequence run has at least this many rows */
     hy->chunk_min = l->k.gdn_chunk;
-    if (p->n_batch <= HB_GEMV_MAX || hy->chunk_min < 0)
+    if (p->n_batch <= HIP_GEMV_MAX || hy->chunk_min < 0)
         hy->chunk_min = 0;
 
     for (int il = 0; il < hp->n_layer && !rc; il++) {

@@ -83,7 +83,7 @@ struct hip_knobs {
      * launches with PDL (default on). PDL_PREFETCH=0 turns the prefetch off */
     bool pdl_prefetch;
     /* hybrids: a step whose longest sequence run has at least this many rows takes the chunked Gated
-     * DeltaNet form (default 16; only engines with batches over 8 rows; negative or 0 = never).
+     * DeltaNet form (default 16; only engines with batches over 16 rows; negative or 0 = never).
      * GDN_CHUNK=n */
     int gdn_chunk;
     /* MoE prompts (batches over the GEMV size): the (token, slot) pairs grouped by expert on the device
