@@ -127,7 +127,7 @@ static void deliver_chunk_token(struct gw_job *j, const struct proto_chunk *c)
     deliver(j, &ev);
 }
 
-/* Build the wire request; text logit biases become one entry per token. */
+/* Build the wire request (pointers into j; *bias_out is the one allocation, freed by the caller). */
 static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias **bias_out, struct err *e)
 {
     proto_gen_init(pg);
@@ -171,37 +171,15 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->ignore_eos = j->g.ignore_eos;
     if (!j->n_bias)
         return 0;
-    size_t cap = j->n_bias, n = 0;
-    struct proto_bias *b = malloc(cap * sizeof *b);
+    struct proto_bias *b = malloc(j->n_bias * sizeof *b);
     if (!b)
         return err_set(e, ERR_NOMEM, "out of memory");
+    /* a text key goes as it is: the worker tokenizes it (llama-server: no BOS, no special parsing) */
+    size_t n = 0;
     for (size_t i = 0; i < j->n_bias; i++) {
         float v = isinf(j->bias[i].bias) && j->bias[i].bias < 0 ? -INFINITY : j->bias[i].bias;
-        if (!j->bias[i].text) {
-            b[n++] = (struct proto_bias){j->bias[i].token, v};
-            continue;
-        }
-        /* llama-server: a string key is tokenized (no BOS, no special parsing) */
-        int32_t *ids = NULL;
-        size_t nid = 0;
-        int rc = pc_tokenize(j->b->pc, j->model, j->bias[i].text, false, false, &ids, &nid, e);
-        if (rc) {
-            free(b);
-            return rc;
-        }
-        if (n + nid > cap) {
-            cap = n + nid + 8;
-            struct proto_bias *nb = realloc(b, cap * sizeof *nb);
-            if (!nb) {
-                free(ids);
-                free(b);
-                return err_set(e, ERR_NOMEM, "out of memory");
-            }
-            b = nb;
-        }
-        for (size_t k = 0; k < nid; k++)
-            b[n++] = (struct proto_bias){ids[k], v};
-        free(ids);
+        b[n++] = (struct proto_bias){.token = j->bias[i].text ? -1 : j->bias[i].token, .text = j->bias[i].text,
+                                     .bias = v};
     }
     pg->logit_bias = b;
     pg->n_logit_bias = n;

@@ -138,6 +138,8 @@ void proto_gen_free(struct proto_gen *g)
     for (size_t i = 0; i < g->n_stop; i++)
         free(g->stop[i]);
     free(g->stop);
+    for (size_t i = 0; g->logit_bias && i < g->n_logit_bias; i++)
+        free(g->logit_bias[i].text);
     free(g->logit_bias);
     proto_gen_init(g);
 }
@@ -287,6 +289,11 @@ int proto_gen_copy(struct proto_gen *d, const struct proto_gen *s, struct err *e
         d->n_tokens = 0;
     if (!d->logit_bias)
         d->n_logit_bias = 0;
+    for (size_t i = 0; i < d->n_logit_bias; i++)
+        d->logit_bias[i].text = NULL;
+    for (size_t i = 0; i < d->n_logit_bias; i++)
+        if (dupstr(&d->logit_bias[i].text, s->logit_bias[i].text, e))
+            goto fail;
     if (s->n_messages) {
         if (!(d->messages = calloc(s->n_messages, sizeof *d->messages)))
             goto nomem;
@@ -413,7 +420,10 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
         msgpack_pack_array(pk, g->n_logit_bias);
         for (size_t i = 0; i < g->n_logit_bias; i++) {
             msgpack_pack_array(pk, 2);
-            msgpack_pack_int32(pk, g->logit_bias[i].token);
+            if (g->logit_bias[i].text)
+                pk_str(pk, g->logit_bias[i].text);
+            else
+                msgpack_pack_int32(pk, g->logit_bias[i].token);
             msgpack_pack_float(pk, g->logit_bias[i].bias);
         }
     }
@@ -1112,11 +1122,20 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
         for (uint32_t i = 0; i < cnt; i++) {
             const msgpack_object *x = &lb->via.array.ptr[i];
             if (x->type != MSGPACK_OBJECT_ARRAY || x->via.array.size != 2)
-                return bad(r, "logit_bias", "holds an element that is not [token, bias]");
+                return bad(r, "logit_bias", "holds an element that is not [token or text, bias]");
             const msgpack_object *t = &x->via.array.ptr[0], *b = &x->via.array.ptr[1];
-            if (t->type != MSGPACK_OBJECT_POSITIVE_INTEGER || t->via.u64 > INT32_MAX)
+            if (t->type == MSGPACK_OBJECT_STR) {
+                int rc = strobj(r, t, "logit_bias", &g->logit_bias[i].text);
+                if (rc)
+                    return rc;
+                if (!g->logit_bias[i].text[0])
+                    return bad(r, "logit_bias", "holds an empty text");
+                g->logit_bias[i].token = -1;
+            } else if (t->type != MSGPACK_OBJECT_POSITIVE_INTEGER || t->via.u64 > INT32_MAX) {
                 return bad(r, "logit_bias", "holds a bad token id");
-            g->logit_bias[i].token = (int32_t)t->via.u64;
+            } else {
+                g->logit_bias[i].token = (int32_t)t->via.u64;
+            }
             if (b->type == MSGPACK_OBJECT_FLOAT32 || b->type == MSGPACK_OBJECT_FLOAT64)
                 g->logit_bias[i].bias = (float)b->via.f64;
             else if (b->type == MSGPACK_OBJECT_POSITIVE_INTEGER)

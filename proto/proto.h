@@ -109,8 +109,10 @@ struct proto_chat_msg {
 };
 
 struct proto_bias {
-    int32_t token;
-    float bias; /* added to the logit; -INFINITY bans (sent as a large negative float) */
+    int32_t token; /* the token, when text is NULL */
+    char *text;    /* or a text: the worker tokenizes it (no BOS, no special-token parsing, as llama-server)
+                    * and every one of its tokens gets the bias; sent as [text, bias] */
+    float bias;    /* added to the logit; -INFINITY bans (sent as a large negative float) */
 };
 
 /* A generate request. One prompt form is required: prompt (text, tokenized

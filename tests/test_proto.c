@@ -30,7 +30,7 @@ static void generate_roundtrip(void)
     int32_t toks[] = {1, 2, 300000, 0};
     char *stop[] = {"\n\n", "User:"};
     struct proto_chat_msg chat[] = {{"system", "be brief"}, {"user", "héllo"}};
-    struct proto_bias bias[] = {{5, -INFINITY}, {9, 2.5f}};
+    struct proto_bias bias[] = {{.token = 5, .bias = -INFINITY}, {.token = 9, .bias = 2.5f}, {.token = -1, .text = "hello", .bias = -3.0f}};
     m.gen.model = "stories";
     m.gen.prompt = "Once upon";
     m.gen.tokens = toks;
@@ -40,7 +40,7 @@ static void generate_roundtrip(void)
     m.gen.stop = stop;
     m.gen.n_stop = 2;
     m.gen.logit_bias = bias;
-    m.gen.n_logit_bias = 2;
+    m.gen.n_logit_bias = 3;
     m.gen.temperature = 0.0f;
     m.gen.top_k = 7;
     m.gen.seed = 1234;
@@ -70,6 +70,9 @@ static void generate_roundtrip(void)
           "deep copy");
     CHECK(cp.tool_required && cp.tool_name && cp.tool_name != d.gen.tool_name && !strcmp(cp.tool_name, "get_weather"),
           "deep copy of tool_name");
+    CHECK(cp.n_logit_bias == 3 && cp.logit_bias[2].text && cp.logit_bias[2].text != d.gen.logit_bias[2].text &&
+              !strcmp(cp.logit_bias[2].text, "hello") && !cp.logit_bias[0].text,
+          "deep copy of a text logit bias");
     proto_gen_free(&cp);
     CHECK_EQ_INT(d.type, PT_GENERATE);
     CHECK_EQ_INT(d.id, 77);
@@ -81,8 +84,12 @@ static void generate_roundtrip(void)
     CHECK(d.gen.messages && !strcmp(d.gen.messages[1].content, "héllo"), "messages");
     CHECK_EQ_INT(d.gen.n_stop, 2);
     CHECK(d.gen.stop && !strcmp(d.gen.stop[1], "User:"), "stop");
-    CHECK_EQ_INT(d.gen.n_logit_bias, 2);
+    CHECK_EQ_INT(d.gen.n_logit_bias, 3);
     CHECK(d.gen.logit_bias && isinf(d.gen.logit_bias[0].bias) && d.gen.logit_bias[1].bias == 2.5f, "bias");
+    /* a text key travels as text (the worker tokenizes it); token entries carry no text */
+    CHECK(d.gen.logit_bias && !d.gen.logit_bias[0].text && d.gen.logit_bias[1].token == 9 &&
+          d.gen.logit_bias[2].text && !strcmp(d.gen.logit_bias[2].text, "hello") && d.gen.logit_bias[2].token == -1 &&
+          d.gen.logit_bias[2].bias == -3.0f, "text bias");
     CHECK_EQ_INT(d.gen.set, PG_TEMPERATURE | PG_TOP_K | PG_SEED | PG_MAX_TOKENS);
     CHECK(d.gen.temperature == 0.0f, "temp");
     CHECK_EQ_INT(d.gen.top_k, 7);
@@ -552,7 +559,7 @@ static void decoder_fuzz(void)
     proto_msg_init(&m, PT_GENERATE);
     int32_t toks[] = {1, 2, 3};
     char *stop[] = {"a", "bc"};
-    struct proto_bias bias[] = {{5, 1.0f}};
+    struct proto_bias bias[] = {{.token = 5, .bias = 1.0f}};
     struct proto_chat_msg chat[] = {{"user", "hi"}};
     m.gen.prompt = "x";
     m.gen.tokens = toks;

@@ -463,6 +463,8 @@ struct job {
     size_t n_ids;
     char *prefill;      /* the reply's prefilled start (render_chat), sent in front of its first event */
     struct gram *gram;  /* the grammar of a call the tool choice forces (render_chat), or NULL */
+    struct smp_bias *bias; /* [n_bias] the request's logit biases, text keys tokenized (resolve_bias) */
+    size_t n_bias;
     int rc;             /* prepare's outcome */
     struct err e;
 };
@@ -492,12 +494,57 @@ static int prompt_too_long(struct worker *w, const char *text, size_t len, struc
     return 0;
 }
 
+/* The request's logit biases for the sampler: a token entry as it is, a text entry on every token of
+ * its text (llama-server: no BOS, no special-token parsing); a large negative float is the ban. */
+static int resolve_bias(struct worker *w, const struct proto_gen *g, struct job *j, struct err *e)
+{
+    if (!g->n_logit_bias)
+        return 0;
+    size_t cap = g->n_logit_bias, n = 0;
+    struct smp_bias *b = malloc(cap * sizeof *b);
+    if (!b)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < g->n_logit_bias; i++) {
+        const float v = g->logit_bias[i].bias < -1e30f ? -INFINITY : g->logit_bias[i].bias;
+        int32_t one = g->logit_bias[i].token, *ids = &one;
+        size_t nid = 1;
+        if (g->logit_bias[i].text) {
+            const char *t = g->logit_bias[i].text;
+            int rc = tok_encode(w->v, t, strlen(t), false, false, &ids, &nid, e);
+            if (rc) {
+                free(b);
+                return rc;
+            }
+        }
+        if (n + nid > cap) {
+            cap = n + nid + 8;
+            struct smp_bias *nb = realloc(b, cap * sizeof *nb);
+            if (!nb) {
+                if (ids != &one)
+                    free(ids);
+                free(b);
+                return err_set(e, ERR_NOMEM, "out of memory");
+            }
+            b = nb;
+        }
+        for (size_t k = 0; k < nid; k++)
+            b[n++] = (struct smp_bias){ids[k], v};
+        if (ids != &one)
+            free(ids);
+    }
+    j->bias = b;
+    j->n_bias = n;
+    return 0;
+}
+
 /* Intake thread: text → token ids, the slow part of a request. */
 static void job_prepare(void *user, void *job)
 {
     struct worker *w = user;
     struct job *j = job;
     struct proto_gen *g = &j->m.gen;
+    if (j->m.type != PT_TOKENIZE && (j->rc = resolve_bias(w, g, j, &j->e)))
+        return;
     if (j->m.type == PT_TOKENIZE) {
         j->rc = tok_encode(w->v, j->m.text, strlen(j->m.text), j->m.add_special, j->m.parse_special, &j->ids,
                            &j->n_ids, &j->e);
@@ -554,15 +601,8 @@ static void job_submit(void *user, void *job)
     q.prompt = j->ids;
     q.n_prompt = j->n_ids;
     q.smp = request_sampling(w, g);
-    struct smp_bias *bias = NULL;
-    if (g->n_logit_bias) {
-        bias = calloc(g->n_logit_bias, sizeof *bias);
-        for (size_t i = 0; bias && i < g->n_logit_bias; i++)
-            bias[i] = (struct smp_bias){g->logit_bias[i].token,
-                                        g->logit_bias[i].bias < -1e30f ? -INFINITY : g->logit_bias[i].bias};
-        q.smp.logit_bias = bias;
-        q.smp.n_logit_bias = bias ? (int32_t)g->n_logit_bias : 0;
-    }
+    q.smp.logit_bias = j->bias;
+    q.smp.n_logit_bias = (int32_t)j->n_bias;
     q.max_tokens = (g->set & PG_MAX_TOKENS) ? g->max_tokens : -1;
     q.stop = (const char *const *)g->stop;
     q.n_stop = (int)g->n_stop;
@@ -580,8 +620,7 @@ static void job_submit(void *user, void *job)
         pre_add(w, j->m.id, j->prefill); /* before the first event can come */
         j->prefill = NULL;
     }
-    rc = sched_submit(w->s, &q, &e);
-    free(bias);
+    rc = sched_submit(w->s, &q, &e); /* the scheduler keeps its own copy of the biases */
     if (rc) {
         free(pre_take(w, j->m.id));
         send_error(w, j->m.id, rc == ERR_CANCELED ? ERR_IO : rc, e.msg);
@@ -614,6 +653,7 @@ static void job_free(void *user, void *job)
     struct job *j = job;
     free(j->ids);
     free(j->prefill);
+    free(j->bias);
     gram_free(j->gram);
     proto_msg_free(&j->m);
     free(j);
