@@ -368,7 +368,7 @@ int anth_parse(json_t *body, bool count, struct oai_request *rq, char *param, si
         return rc;
     if (count) { /* only the prompt: render and tokenize it, generate nothing */
         rq->gen.max_tokens = 0;
-        rq->gen.set |= GW_MAX_TOKENS;
+        rq->gen.set |= PG_MAX_TOKENS;
         rq->gen.tool_required = false;
         rq->gen.tool_name = NULL;
         rq->stream = false;

@@ -18,14 +18,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
-
-/* Sampling fields a request gave (gw_gen.set); the rest take the model's /
- * llama-server's defaults, chosen by the worker. */
-enum {
-    GW_MAX_TOKENS = 1u << 0, GW_TEMPERATURE = 1u << 1, GW_TOP_K = 1u << 2, GW_TOP_P = 1u << 3,
-    GW_MIN_P = 1u << 4, GW_TYPICAL_P = 1u << 5, GW_REPEAT_PENALTY = 1u << 6, GW_REPEAT_LAST_N = 1u << 7,
-    GW_PRESENCE = 1u << 8, GW_FREQUENCY = 1u << 9, GW_SEED = 1u << 10,
-};
+#include "../proto/proto.h"
 
 /* One logit-bias entry: a token id, or a text whose tokens all get the bias. */
 struct gw_bias {
@@ -50,7 +43,8 @@ struct gw_gen {
     const char *prompt;        /* completion: text */
     const int32_t *tokens;     /* completion: token ids [n_tokens] */
     size_t n_tokens;
-    uint32_t set;              /* GW_* bits of the fields below that were given */
+    uint32_t set;              /* PG_* bits (proto.h) of the fields below that were given; the rest take the
+                                * model's / llama-server's defaults, chosen by the worker */
     int32_t max_tokens;        /* -1 = until EOG or the context is full */
     float temperature, top_p, min_p, typical_p, repeat_penalty, presence_penalty, frequency_penalty;
     int32_t top_k, repeat_last_n;

@@ -145,15 +145,7 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->tool_name = j->tool_name;
     pg->tool_single = j->g.tool_single;
     pg->json_schema = j->json_schema;
-    static const struct { uint32_t gw, pg; } bits[] = {
-        {GW_MAX_TOKENS, PG_MAX_TOKENS}, {GW_TEMPERATURE, PG_TEMPERATURE}, {GW_TOP_K, PG_TOP_K}, {GW_TOP_P, PG_TOP_P},
-        {GW_MIN_P, PG_MIN_P}, {GW_TYPICAL_P, PG_TYPICAL_P}, {GW_REPEAT_PENALTY, PG_REPEAT_PENALTY},
-        {GW_REPEAT_LAST_N, PG_REPEAT_LAST_N}, {GW_PRESENCE, PG_PRESENCE}, {GW_FREQUENCY, PG_FREQUENCY},
-        {GW_SEED, PG_SEED},
-    };
-    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
-        if (j->g.set & bits[i].gw)
-            pg->set |= bits[i].pg;
+    pg->set = j->g.set; /* the proto's PG_* bits: one vocabulary end to end */
     pg->max_tokens = j->g.max_tokens;
     pg->temperature = j->g.temperature;
     pg->top_k = j->g.top_k;
@@ -164,7 +156,7 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->repeat_last_n = j->g.repeat_last_n;
     pg->presence_penalty = j->g.presence_penalty;
     pg->frequency_penalty = j->g.frequency_penalty;
-    pg->seed = (j->g.set & GW_SEED) ? j->g.seed : 0xFFFFFFFFu;
+    pg->seed = (j->g.set & PG_SEED) ? j->g.seed : 0xFFFFFFFFu;
     pg->stop = j->stop;
     pg->n_stop = j->n_stop;
     pg->logprobs = j->g.logprobs;

@@ -766,7 +766,7 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     pthread_mutex_unlock(&g->mu);
     for (int i = 0; i < want; i++) {
         struct gw_gen gen = g->rq.gen;
-        if (i > 0 && (gen.set & GW_SEED))
+        if (i > 0 && (gen.set & PG_SEED))
             gen.seed += (uint32_t)i; /* distinct but reproducible choices */
         g->users[i] = (struct choice_user){g, i};
         struct gw_job *job = NULL;

@@ -488,19 +488,19 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
     for (int i = 0; i < 3; i++) {
         if ((rc = get_int(&P, maxes[i], -1, INT32_MAX, &x, &given)))
             return rc;
-        if (given && !(rq->gen.set & GW_MAX_TOKENS)) {
+        if (given && !(rq->gen.set & PG_MAX_TOKENS)) {
             rq->gen.max_tokens = (int32_t)x;
-            rq->gen.set |= GW_MAX_TOKENS;
+            rq->gen.set |= PG_MAX_TOKENS;
         }
     }
     struct { const char *name; float *dst; uint32_t bit; float lo, hi; } nums[] = {
-        {"temperature", &rq->gen.temperature, GW_TEMPERATURE, -1e30f, 1e30f},
-        {"top_p", &rq->gen.top_p, GW_TOP_P, 0, 1},
-        {"min_p", &rq->gen.min_p, GW_MIN_P, 0, 1},
-        {"typical_p", &rq->gen.typical_p, GW_TYPICAL_P, 0, 1},
-        {"repeat_penalty", &rq->gen.repeat_penalty, GW_REPEAT_PENALTY, 0, 1e30f},
-        {"presence_penalty", &rq->gen.presence_penalty, GW_PRESENCE, -1e30f, 1e30f},
-        {"frequency_penalty", &rq->gen.frequency_penalty, GW_FREQUENCY, -1e30f, 1e30f},
+        {"temperature", &rq->gen.temperature, PG_TEMPERATURE, -1e30f, 1e30f},
+        {"top_p", &rq->gen.top_p, PG_TOP_P, 0, 1},
+        {"min_p", &rq->gen.min_p, PG_MIN_P, 0, 1},
+        {"typical_p", &rq->gen.typical_p, PG_TYPICAL_P, 0, 1},
+        {"repeat_penalty", &rq->gen.repeat_penalty, PG_REPEAT_PENALTY, 0, 1e30f},
+        {"presence_penalty", &rq->gen.presence_penalty, PG_PRESENCE, -1e30f, 1e30f},
+        {"frequency_penalty", &rq->gen.frequency_penalty, PG_FREQUENCY, -1e30f, 1e30f},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         if ((rc = get_num(&P, nums[i].name, nums[i].dst, &given)))
@@ -515,19 +515,19 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
         return rc;
     if (given) {
         rq->gen.top_k = (int32_t)x;
-        rq->gen.set |= GW_TOP_K;
+        rq->gen.set |= PG_TOP_K;
     }
     if ((rc = get_int(&P, "repeat_last_n", -1, INT32_MAX, &x, &given)))
         return rc;
     if (given) {
         rq->gen.repeat_last_n = (int32_t)x;
-        rq->gen.set |= GW_REPEAT_LAST_N;
+        rq->gen.set |= PG_REPEAT_LAST_N;
     }
     if ((rc = get_int(&P, "seed", INT64_MIN, INT64_MAX, &x, &given)))
         return rc;
     if (given && x != -1) { /* -1 = random, as llama-server */
         rq->gen.seed = (uint32_t)x;
-        rq->gen.set |= GW_SEED;
+        rq->gen.set |= PG_SEED;
     }
     if ((rc = get_int(&P, "n", 1, OAI_MAX_N, &x, &given)))
         return rc;

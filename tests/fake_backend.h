@@ -234,13 +234,13 @@ static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *
     snprintf(j->prompt, sizeof j->prompt, "%s", p ? p : "");
     if (g->n_tokens)
         snprintf(j->prompt, sizeof j->prompt, "tokens:%zu", g->n_tokens);
-    j->max_tokens = (g->set & GW_MAX_TOKENS) && g->max_tokens >= 0 ? g->max_tokens : 4;
-    j->seeded = g->set & GW_SEED;
+    j->max_tokens = (g->set & PG_MAX_TOKENS) && g->max_tokens >= 0 ? g->max_tokens : 4;
+    j->seeded = g->set & PG_SEED;
     j->seed = g->seed;
     j->long_prompt = p && strlen(p) > 4000;
     j->embed = g->embed;
     j->slow = strstr(j->prompt, "SLOW") != NULL;
-    if (j->slow && !(g->set & GW_MAX_TOKENS))
+    if (j->slow && !(g->set & PG_MAX_TOKENS))
         j->max_tokens = 500;
     if (j->max_tokens > 100)
         j->slow = true;

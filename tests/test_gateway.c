@@ -280,8 +280,8 @@ static void chat_non_stream(void)
     /* what reached the backend: parts joined by "\n", sampling fields marked as given */
     pthread_mutex_lock(&fake_mu);
     CHECK(!strcmp(fake_last_msgs, "system:S|user:a\nb|"), "messages '%s'", fake_last_msgs);
-    CHECK((fake_last.set & (GW_TEMPERATURE | GW_TOP_K | GW_MAX_TOKENS)) == (GW_TEMPERATURE | GW_TOP_K | GW_MAX_TOKENS) &&
-              !(fake_last.set & (GW_TOP_P | GW_SEED)),
+    CHECK((fake_last.set & (PG_TEMPERATURE | PG_TOP_K | PG_MAX_TOKENS)) == (PG_TEMPERATURE | PG_TOP_K | PG_MAX_TOKENS) &&
+              !(fake_last.set & (PG_TOP_P | PG_SEED)),
           "set bits %x", fake_last.set);
     CHECK(fake_last.top_k == 7 && fabsf(fake_last.temperature - 0.5f) < 1e-6f, "params");
     pthread_mutex_unlock(&fake_mu);
@@ -585,7 +585,7 @@ static void logit_bias_forms(void)
     resp_free(&r);
     pthread_mutex_lock(&fake_mu);
     CHECK(!strcmp(fake_last_bias, "7:2.5,ab:-1,"), "bias '%s'", fake_last_bias);
-    CHECK(!(fake_last.set & GW_SEED), "seed -1 means random");
+    CHECK(!(fake_last.set & PG_SEED), "seed -1 means random");
     pthread_mutex_unlock(&fake_mu);
 }
 
@@ -1575,7 +1575,7 @@ static void parse_unit(void)
     CHECK(rq.gen.max_tokens == 6, "max_tokens %d", rq.gen.max_tokens);
     CHECK(rq.gen.logprobs == 20, "logprobs %d", rq.gen.logprobs);
     CHECK(rq.gen.n_stop == 1 && !strcmp(rq.gen.stop[0], "END"), "stop");
-    CHECK((rq.gen.set & GW_SEED) && rq.gen.seed == 7, "seed");
+    CHECK((rq.gen.set & PG_SEED) && rq.gen.seed == 7, "seed");
     oai_request_free(&rq);
     json_decref(b);
     b = json_loads("{\"prompt\":\"x\",\"n_predict\":3,\"max_tokens\":9,\"logprobs\":0}", 0, NULL);
@@ -1676,9 +1676,9 @@ static void anth_messages_text(void)
     pthread_mutex_lock(&fake_mu);
     CHECK(!strcmp(fake_last_msgs, "system:be\nbrief|user:hi|assistant:hello|user:again|"), "messages '%s'",
           fake_last_msgs);
-    CHECK(fake_last.max_tokens == 3 && (fake_last.set & GW_MAX_TOKENS), "max_tokens %d", fake_last.max_tokens);
-    CHECK(fake_last.temperature == 0.5f && (fake_last.set & GW_TEMPERATURE), "temperature %g", fake_last.temperature);
-    CHECK(fake_last.top_p == 0.9f && fake_last.top_k == 7 && (fake_last.set & GW_TOP_K), "top_p %g top_k %d",
+    CHECK(fake_last.max_tokens == 3 && (fake_last.set & PG_MAX_TOKENS), "max_tokens %d", fake_last.max_tokens);
+    CHECK(fake_last.temperature == 0.5f && (fake_last.set & PG_TEMPERATURE), "temperature %g", fake_last.temperature);
+    CHECK(fake_last.top_p == 0.9f && fake_last.top_k == 7 && (fake_last.set & PG_TOP_K), "top_p %g top_k %d",
           fake_last.top_p, fake_last.top_k);
     CHECK(fake_last.tools == NULL && fake_last_tools[0] == 0, "tools: %s", fake_last_tools);
     pthread_mutex_unlock(&fake_mu);
@@ -1958,7 +1958,7 @@ static void anth_count_and_errors(void)
     resp_free(&r);
     pthread_mutex_lock(&fake_mu);
     CHECK(atomic_load(&fake_submitted) == before + 1, "one submit");
-    CHECK((fake_last.set & GW_MAX_TOKENS) && fake_last.max_tokens == 0 && !fake_last.tool_required,
+    CHECK((fake_last.set & PG_MAX_TOKENS) && fake_last.max_tokens == 0 && !fake_last.tool_required,
           "count_tokens generates nothing: max_tokens %d", fake_last.max_tokens);
     CHECK(!strcmp(fake_last_msgs, "system:s|user:hi|") && fake_last_tools[0], "count: messages '%s'", fake_last_msgs);
     pthread_mutex_unlock(&fake_mu);
