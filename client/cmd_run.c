@@ -207,6 +207,16 @@ static void install_sigint(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* Appends {"role": role, "content": text} to the messages array; nonzero when text is not UTF-8 (or out of
+ * memory). */
+static int turn_add(json_t *msgs, const char *role, const char *text)
+{
+    json_t *t = json_string(text);
+    if (!t)
+        return -1;
+    return json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", role, "content", t));
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct opts o = {0};
@@ -268,14 +278,16 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "llm170: run: no prompt given (try --help)\n");
         return 2;
     }
-    struct proto_chat_msg msgs[2];
+    json_t *msgs = NULL; /* owned here: o.g borrows it */
     if (chat) {
-        size_t k = 0;
-        if (o.system)
-            msgs[k++] = (struct proto_chat_msg){"system", (char *)o.system};
-        msgs[k++] = (struct proto_chat_msg){"user", prompt};
+        msgs = json_array();
+        if (!msgs || (o.system && turn_add(msgs, "system", o.system)) || turn_add(msgs, "user", prompt)) {
+            fprintf(stderr, "llm170: run: the prompt (or --system) is not UTF-8 text\n");
+            json_decref(msgs);
+            free(prompt);
+            return 2;
+        }
         o.g.messages = msgs;
-        o.g.n_messages = k;
     } else {
         o.g.prompt = prompt;
     }
@@ -283,18 +295,22 @@ int cmd_run(int argc, char **argv)
     struct err e;
     if (!o.url && o.config && pc_config_url(o.config, o.url_buf, sizeof o.url_buf, &e)) {
         fprintf(stderr, "llm170: %s\n", e.msg);
+        json_decref(msgs);
+        free(prompt);
         return 1;
     }
     if (!o.url && o.config)
         o.url = o.url_buf;
     if (pc_open(&c, o.url, 0, 0, &e)) {
         fprintf(stderr, "llm170: %s (is llm170d running? 'llm170 serve' starts one)\n", e.msg);
+        json_decref(msgs);
         free(prompt);
         return 1;
     }
     install_sigint();
     int rc = stream(c, &o, NULL, o.verbose);
     pc_close(c);
+    json_decref(msgs);
     free(prompt);
     return rc;
 }
@@ -334,13 +350,14 @@ int cmd_chat(int argc, char **argv)
     }
     install_sigint();
     bool tty = isatty(STDIN_FILENO);
-    struct proto_chat_msg *hist = NULL;
-    size_t n_hist = 0;
-    if (o.system) {
-        hist = malloc(sizeof *hist);
-        if (hist)
-            hist[n_hist++] = (struct proto_chat_msg){strdup("system"), strdup(o.system)};
+    json_t *hist = json_array(); /* the conversation so far (o.g borrows it) */
+    if (!hist || (o.system && turn_add(hist, "system", o.system))) {
+        fprintf(stderr, "llm170: chat: out of memory, or --system is not UTF-8 text\n");
+        json_decref(hist);
+        pc_close(c);
+        return 1;
     }
+    const size_t n_fixed = json_array_size(hist); /* kept by /reset */
     int rc = 0;
     char line[65536];
     for (;;) {
@@ -365,42 +382,39 @@ int cmd_chat(int argc, char **argv)
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit"))
             break;
         if (!strcmp(line, "/reset")) {
-            for (size_t i = o.system ? 1 : 0; i < n_hist; i++) {
-                free(hist[i].role);
-                free(hist[i].content);
-            }
-            n_hist = o.system ? 1 : 0;
+            while (json_array_size(hist) > n_fixed)
+                json_array_remove(hist, json_array_size(hist) - 1);
             continue;
         }
-        struct proto_chat_msg *nh = realloc(hist, (n_hist + 2) * sizeof *hist);
-        if (!nh) {
-            rc = 1;
-            break;
-        }
-        hist = nh;
-        hist[n_hist++] = (struct proto_chat_msg){strdup("user"), strdup(line)};
-        o.g.messages = hist;
-        o.g.n_messages = n_hist;
-        char *reply = NULL;
-        int r = stream(c, &o, &reply, o.verbose);
-        if (r == 1) {
-            free(reply);
-            n_hist--; /* the turn failed: forget it */
-            free(hist[n_hist].role);
-            free(hist[n_hist].content);
+        if (turn_add(hist, "user", line)) {
+            fprintf(stderr, "llm170: chat: that line is not UTF-8 text\n");
             if (!tty) {
                 rc = 1;
                 break;
             }
             continue;
         }
-        hist[n_hist++] = (struct proto_chat_msg){strdup("assistant"), reply ? reply : strdup("")};
+        o.g.messages = hist;
+        char *reply = NULL;
+        int r = stream(c, &o, &reply, o.verbose);
+        if (r == 1) {
+            free(reply);
+            json_array_remove(hist, json_array_size(hist) - 1); /* the turn failed: forget it */
+            if (!tty) {
+                rc = 1;
+                break;
+            }
+            continue;
+        }
+        /* the reply is what the worker sent: UTF-8 (invalid bytes come as U+FFFD) */
+        int ar = turn_add(hist, "assistant", reply ? reply : "");
+        free(reply);
+        if (ar) {
+            rc = 1;
+            break;
+        }
     }
-    for (size_t i = 0; i < n_hist; i++) {
-        free(hist[i].role);
-        free(hist[i].content);
-    }
-    free(hist);
+    json_decref(hist);
     pc_close(c);
     return rc;
 }

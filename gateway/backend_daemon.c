@@ -70,9 +70,7 @@ struct gw_job {
     char *model, *prompt;
     int32_t *tokens;
     size_t n_tokens;
-    struct proto_chat_msg *msgs;
-    size_t n_msgs;
-    char *msgs_json, *tools_json, *kwargs_json; /* the whole chat request for the template */
+    json_t *messages, *tools, *kwargs; /* chat: deep copies of the request's, sent as they are (proto.h) */
     char *tool_name;           /* tool_choice's function */
     char *json_schema;         /* structured output, NULL none */
     char **stop;
@@ -87,14 +85,9 @@ static void job_free(struct gw_job *j)
     free(j->model);
     free(j->prompt);
     free(j->tokens);
-    for (size_t i = 0; i < j->n_msgs; i++) {
-        free(j->msgs[i].role);
-        free(j->msgs[i].content);
-    }
-    free(j->msgs);
-    free(j->msgs_json);
-    free(j->tools_json);
-    free(j->kwargs_json);
+    json_decref(j->messages);
+    json_decref(j->tools);
+    json_decref(j->kwargs);
     free(j->tool_name);
     free(j->json_schema);
     for (size_t i = 0; i < j->n_stop; i++)
@@ -136,11 +129,9 @@ static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias *
     pg->prompt = j->prompt;
     pg->tokens = j->tokens;
     pg->n_tokens = j->n_tokens;
-    pg->messages = j->msgs;
-    pg->n_messages = j->n_msgs;
-    pg->messages_json = j->msgs_json;
-    pg->tools_json = j->tools_json;
-    pg->template_kwargs_json = j->kwargs_json;
+    pg->messages = j->messages;
+    pg->tools = j->tools;
+    pg->template_kwargs = j->kwargs;
     pg->tool_required = j->g.tool_required;
     pg->tool_name = j->tool_name;
     pg->tool_single = j->g.tool_single;
@@ -467,25 +458,15 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
         j->n_tokens = g->n_tokens;
     }
     if (g->messages) {
-        /* messages_json carries every field (tool_calls, reasoning_content …)
-         * to the template; role + content as well, for a worker that predates it */
-        oom |= !(j->msgs_json = json_dumps(g->messages, JSON_COMPACT));
+        /* every field (tool_calls, reasoning_content …) goes to the template; deep copies, as the
+         * job's thread sends them after the request is gone (jansson's counts are not shared safely) */
+        oom |= !(j->messages = json_deep_copy(g->messages));
         if (g->tools && json_array_size(g->tools))
-            oom |= !(j->tools_json = json_dumps(g->tools, JSON_COMPACT));
+            oom |= !(j->tools = json_deep_copy(g->tools));
         if (g->template_vars && json_object_size(g->template_vars))
-            oom |= !(j->kwargs_json = json_dumps(g->template_vars, JSON_COMPACT));
+            oom |= !(j->kwargs = json_deep_copy(g->template_vars));
         if (g->tool_name)
             oom |= !(j->tool_name = strdup(g->tool_name));
-        size_t n = json_array_size(g->messages);
-        oom |= !(j->msgs = calloc(n ? n : 1, sizeof *j->msgs));
-        for (size_t i = 0; j->msgs && i < n; i++) {
-            json_t *m = json_array_get(g->messages, i);
-            j->msgs[i].role = dup_or_null(json_string_value(json_object_get(m, "role")));
-            const char *content = json_string_value(json_object_get(m, "content"));
-            j->msgs[i].content = strdup(content ? content : "");
-            oom |= !j->msgs[i].role || !j->msgs[i].content;
-            j->n_msgs = i + 1;
-        }
     }
     if (g->n_stop) {
         oom |= !(j->stop = calloc(g->n_stop, sizeof *j->stop));

@@ -703,6 +703,23 @@ static json_t *req_body_json(struct conn *c, struct MHD_Connection *mc, enum MHD
     return body;
 }
 
+
+/* A chat request's values travel as msgpack structures (proto.h), whose nesting is bounded: deeper
+ * messages, tools or template kwargs get a 400 naming the field instead of a refused message later. */
+static int chat_depth_check(const struct gw_gen *g, struct err *e)
+{
+    const struct { const json_t *v; const char *name; } f[] = {
+        { g->messages, "messages" }, { g->tools, "tools" }, { g->template_vars, "chat_template_kwargs" },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        int d = f[i].v ? proto_json_depth(f[i].v) : 0;
+        if (d > PROTO_MAX_DEPTH)
+            return err_set(e, ERR_INVALID, "'%s' is nested %d levels deep; at most %d are accepted", f[i].name, d,
+                           PROTO_MAX_DEPTH);
+    }
+    return 0;
+}
+
 static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc, int kind)
 {
     const bool anth = anth_route(c->route);
@@ -770,7 +787,9 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
             gen.seed += (uint32_t)i; /* distinct but reproducible choices */
         g->users[i] = (struct choice_user){g, i};
         struct gw_job *job = NULL;
-        rc = s->be.submit(s->be.ctx, &gen, on_event, &g->users[i], &job, &e);
+        rc = chat_depth_check(&gen, &e);
+        if (!rc)
+            rc = s->be.submit(s->be.ctx, &gen, on_event, &g->users[i], &job, &e);
         pthread_mutex_lock(&g->mu);
         g->jobs[i] = job;
         if (rc) {

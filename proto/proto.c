@@ -125,14 +125,9 @@ void proto_gen_free(struct proto_gen *g)
     free(g->model);
     free(g->prompt);
     free(g->tokens);
-    for (size_t i = 0; i < g->n_messages; i++) {
-        free(g->messages[i].role);
-        free(g->messages[i].content);
-    }
-    free(g->messages);
-    free(g->messages_json);
-    free(g->tools_json);
-    free(g->template_kwargs_json);
+    json_decref(g->messages);
+    json_decref(g->tools);
+    json_decref(g->template_kwargs);
     free(g->tool_name);
     free(g->json_schema);
     for (size_t i = 0; i < g->n_stop; i++)
@@ -272,15 +267,13 @@ int proto_gen_copy(struct proto_gen *d, const struct proto_gen *s, struct err *e
 {
     *d = *s;
     d->model = d->prompt = NULL;
-    d->messages_json = d->tools_json = d->template_kwargs_json = d->tool_name = d->json_schema = NULL;
+    d->tool_name = d->json_schema = NULL;
     d->tokens = NULL;
-    d->messages = NULL;
+    d->messages = d->tools = d->template_kwargs = NULL;
     d->stop = NULL;
     d->logit_bias = NULL;
-    d->n_messages = d->n_stop = 0;
-    if (dupstr(&d->model, s->model, e) || dupstr(&d->prompt, s->prompt, e) ||
-        dupstr(&d->messages_json, s->messages_json, e) || dupstr(&d->tools_json, s->tools_json, e) ||
-        dupstr(&d->template_kwargs_json, s->template_kwargs_json, e) || dupstr(&d->tool_name, s->tool_name, e) ||
+    d->n_stop = 0;
+    if (dupstr(&d->model, s->model, e) || dupstr(&d->prompt, s->prompt, e) || dupstr(&d->tool_name, s->tool_name, e) ||
         dupstr(&d->json_schema, s->json_schema, e) ||
         dupmem((void **)&d->tokens, s->tokens, s->n_tokens, sizeof *s->tokens, e) ||
         dupmem((void **)&d->logit_bias, s->logit_bias, s->n_logit_bias, sizeof *s->logit_bias, e))
@@ -294,15 +287,11 @@ int proto_gen_copy(struct proto_gen *d, const struct proto_gen *s, struct err *e
     for (size_t i = 0; i < d->n_logit_bias; i++)
         if (dupstr(&d->logit_bias[i].text, s->logit_bias[i].text, e))
             goto fail;
-    if (s->n_messages) {
-        if (!(d->messages = calloc(s->n_messages, sizeof *d->messages)))
-            goto nomem;
-        d->n_messages = s->n_messages;
-        for (size_t i = 0; i < s->n_messages; i++)
-            if (dupstr(&d->messages[i].role, s->messages[i].role, e) ||
-                dupstr(&d->messages[i].content, s->messages[i].content, e))
-                goto fail;
-    }
+    /* deep copies: a jansson value's reference count is not shared across threads */
+    if ((s->messages && !(d->messages = json_deep_copy(s->messages))) ||
+        (s->tools && !(d->tools = json_deep_copy(s->tools))) ||
+        (s->template_kwargs && !(d->template_kwargs = json_deep_copy(s->template_kwargs))))
+        goto nomem;
     if (s->n_stop) {
         if (!(d->stop = calloc(s->n_stop, sizeof *d->stop)))
             goto nomem;
@@ -343,6 +332,47 @@ static void pk_str(msgpack_packer *pk, const char *s)
 
 static void pk_key(msgpack_packer *pk, const char *k) { pk_str(pk, k); }
 
+/* A JSON value as the same msgpack structure: object → map, array → array, string → str, integer → int,
+ * real → float64, true / false → bool, null → nil. */
+static void pk_json(msgpack_packer *pk, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        msgpack_pack_map(pk, json_object_size(v));
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x) {
+            pk_str(pk, k);
+            pk_json(pk, x);
+        }
+        break;
+    }
+    case JSON_ARRAY:
+        msgpack_pack_array(pk, json_array_size(v));
+        for (size_t i = 0; i < json_array_size(v); i++)
+            pk_json(pk, json_array_get(v, i));
+        break;
+    case JSON_STRING:
+        msgpack_pack_str(pk, json_string_length(v));
+        msgpack_pack_str_body(pk, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        msgpack_pack_int64(pk, (int64_t)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        msgpack_pack_double(pk, json_real_value(v));
+        break;
+    case JSON_TRUE:
+        msgpack_pack_true(pk);
+        break;
+    case JSON_FALSE:
+        msgpack_pack_false(pk);
+        break;
+    default:
+        msgpack_pack_nil(pk);
+    }
+}
+
 #define KV_STR(k, v) (pk_key(pk, k), pk_str(pk, v))
 #define KV_INT(k, v) (pk_key(pk, k), msgpack_pack_int64(pk, (int64_t)(v)))
 #define KV_UINT(k, v) (pk_key(pk, k), msgpack_pack_uint64(pk, (uint64_t)(v)))
@@ -360,7 +390,7 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
 {
     size_t n = 5; /* the booleans */
     n += !!g->model + !!g->prompt + !!g->tokens + !!g->messages + !!g->n_stop + 1 /* logprobs */ +
-         !!g->n_logit_bias + !!g->messages_json + !!g->tools_json + !!g->template_kwargs_json + !!g->group +
+         !!g->n_logit_bias + !!g->tools + !!g->template_kwargs + !!g->group +
          !!g->json_schema;
     n += g->tool_required + !!g->tool_name + g->tool_single;
     n += 2 * (size_t)g->embed;
@@ -376,19 +406,16 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
     }
     if (g->messages) {
         pk_key(pk, "messages");
-        msgpack_pack_array(pk, g->n_messages);
-        for (size_t i = 0; i < g->n_messages; i++) {
-            msgpack_pack_map(pk, 2);
-            KV_STR("role", g->messages[i].role);
-            KV_STR("content", g->messages[i].content);
-        }
+        pk_json(pk, g->messages);
     }
-    if (g->messages_json)
-        KV_STR("messages_json", g->messages_json);
-    if (g->tools_json)
-        KV_STR("tools_json", g->tools_json);
-    if (g->template_kwargs_json)
-        KV_STR("template_kwargs_json", g->template_kwargs_json);
+    if (g->tools) {
+        pk_key(pk, "tools");
+        pk_json(pk, g->tools);
+    }
+    if (g->template_kwargs) {
+        pk_key(pk, "template_kwargs");
+        pk_json(pk, g->template_kwargs);
+    }
     if (g->tool_required)
         KV_BOOL("tool_required", true);
     if (g->tool_name)
@@ -786,7 +813,7 @@ void proto_chunkbuf_free(struct proto_chunkbuf *b)
  * one object, or 0 on malformed input. */
 static size_t scan(const uint8_t *p, size_t n, size_t off, int depth)
 {
-    if (depth > 24 || off >= n)
+    if (depth > PROTO_WIRE_DEPTH || off >= n)
         return 0;
     uint8_t b = p[off++];
     uint64_t cnt = 0, len = 0;
@@ -978,6 +1005,118 @@ static int strobj(struct rd *r, const msgpack_object *o, const char *key, char *
     return 0;
 }
 
+/* msgpack → the JSON value of the same structure (pk_json's inverse): strings must be UTF-8, map keys
+ * strings, nesting at most PROTO_MAX_DEPTH; floats stay reals, integers integers. */
+static int json_of(struct rd *r, const msgpack_object *o, const char *key, int depth, json_t **out)
+{
+    *out = NULL;
+    if ((o->type == MSGPACK_OBJECT_ARRAY || o->type == MSGPACK_OBJECT_MAP) && depth > PROTO_MAX_DEPTH)
+        return bad(r, key, "is nested too deeply");
+    json_t *v = NULL;
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        v = json_null();
+        break;
+    case MSGPACK_OBJECT_BOOLEAN:
+        v = json_boolean(o->via.boolean);
+        break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        if (o->via.u64 > (uint64_t)INT64_MAX) /* json_int_t is long long */
+            return bad(r, key, "holds an integer out of range");
+        v = json_integer((json_int_t)o->via.u64);
+        break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        v = json_integer((json_int_t)o->via.i64);
+        break;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        if (!isfinite(o->via.f64))
+            return bad(r, key, "holds a number that is not finite");
+        v = json_real(o->via.f64);
+        break;
+    case MSGPACK_OBJECT_STR:
+        if (!(v = json_stringn(o->via.str.ptr, o->via.str.size)))
+            return bad(r, key, "holds a string that is not UTF-8");
+        break;
+    case MSGPACK_OBJECT_ARRAY:
+        if (!(v = json_array()))
+            break;
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            json_t *x;
+            int rc = json_of(r, &o->via.array.ptr[i], key, depth + 1, &x);
+            if (rc) {
+                json_decref(v);
+                return rc;
+            }
+            if (json_array_append_new(v, x)) {
+                json_decref(v);
+                return err_set(r->e, ERR_NOMEM, "proto: out of memory");
+            }
+        }
+        break;
+    case MSGPACK_OBJECT_MAP:
+        if (!(v = json_object()))
+            break;
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            if (k->type != MSGPACK_OBJECT_STR || memchr(k->via.str.ptr, 0, k->via.str.size)) {
+                json_decref(v);
+                return bad(r, key, "holds a map whose key is not a string");
+            }
+            json_t *x;
+            int rc = json_of(r, &o->via.map.ptr[i].val, key, depth + 1, &x);
+            if (rc) {
+                json_decref(v);
+                return rc;
+            }
+            if (json_object_setn_new(v, k->via.str.ptr, k->via.str.size, x)) {
+                json_decref(v);
+                return bad(r, key, "holds a map key that is not UTF-8");
+            }
+        }
+        break;
+    default:
+        return bad(r, key, "holds a value JSON has no form for");
+    }
+    if (!v)
+        return err_set(r->e, ERR_NOMEM, "proto: out of memory");
+    *out = v;
+    return 0;
+}
+
+/* An optional JSON value of type `want` (JSON_ARRAY / JSON_OBJECT) under key. */
+static int rd_json(struct rd *r, const msgpack_object *map, const char *key, json_type want, json_t **out)
+{
+    const msgpack_object *o = get(map, key);
+    if (!o || o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if ((want == JSON_ARRAY && o->type != MSGPACK_OBJECT_ARRAY) || (want == JSON_OBJECT && o->type != MSGPACK_OBJECT_MAP))
+        return bad(r, key, want == JSON_ARRAY ? "is not an array" : "is not a map");
+    return json_of(r, o, key, 1, out);
+}
+
+int proto_json_depth(const json_t *v)
+{
+    int d = 0;
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            int c = proto_json_depth(json_array_get(v, i));
+            d = c > d ? c : d;
+        }
+        return d + 1;
+    }
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x) {
+            int c = proto_json_depth(x);
+            d = c > d ? c : d;
+        }
+        return d + 1;
+    }
+    return 0;
+}
+
 static int rd_str(struct rd *r, const msgpack_object *map, const char *key, char **out, bool required)
 {
     const msgpack_object *o = get(map, key);
@@ -1027,34 +1166,16 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
     if ((rc = rd_str(r, o, "model", &g->model, false)) || (rc = rd_str(r, o, "prompt", &g->prompt, false)) ||
         (rc = rd_tokens(r, o, "tokens", &g->tokens, &g->n_tokens, false)))
         return rc;
-    const msgpack_object *ms = get(o, "messages");
-    if (ms && ms->type != MSGPACK_OBJECT_NIL) {
-        if (ms->type != MSGPACK_OBJECT_ARRAY)
-            return bad(r, "messages", "is not an array");
-        uint32_t cnt = ms->via.array.size;
-        if (!(g->messages = calloc((size_t)cnt + 1, sizeof *g->messages)))
-            return err_set(r->e, ERR_NOMEM, "proto: out of memory");
-        g->n_messages = cnt;
-        for (uint32_t i = 0; i < cnt; i++) {
-            const msgpack_object *x = &ms->via.array.ptr[i];
-            if (x->type != MSGPACK_OBJECT_MAP)
-                return bad(r, "messages", "holds a non-map element");
-            if ((rc = rd_str(r, x, "role", &g->messages[i].role, true)) ||
-                (rc = rd_str(r, x, "content", &g->messages[i].content, true)))
-                return rc;
-        }
-    }
-    if ((rc = rd_str(r, o, "messages_json", &g->messages_json, false)) ||
-        (rc = rd_str(r, o, "tools_json", &g->tools_json, false)) ||
-        (rc = rd_str(r, o, "template_kwargs_json", &g->template_kwargs_json, false)) ||
+    if ((rc = rd_json(r, o, "messages", JSON_ARRAY, &g->messages)) ||
+        (rc = rd_json(r, o, "tools", JSON_ARRAY, &g->tools)) ||
+        (rc = rd_json(r, o, "template_kwargs", JSON_OBJECT, &g->template_kwargs)) ||
         (rc = rd_bool(r, o, "tool_required", &g->tool_required)) ||
         (rc = rd_str(r, o, "tool_name", &g->tool_name, false)) ||
         (rc = rd_bool(r, o, "tool_single", &g->tool_single)) ||
         (rc = rd_str(r, o, "json_schema", &g->json_schema, false)))
         return rc;
-    if (!g->prompt && !g->tokens && !g->messages && !g->messages_json)
-        return err_set(r->e, ERR_FORMAT, "proto: %s: none of 'prompt', 'tokens', 'messages', 'messages_json' given",
-                       r->where);
+    if (!g->prompt && !g->tokens && !g->messages)
+        return err_set(r->e, ERR_FORMAT, "proto: %s: none of 'prompt', 'tokens', 'messages' given", r->where);
 
     int64_t v;
     static const struct { const char *k; uint32_t bit; } ints[] = {

@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 #include <msgpack/sbuffer.h>
 
 #include "../common/err.h"
@@ -30,6 +32,9 @@
 #define PROTO_MAX_TOP 32               /* top alternatives per token */
 #define PROTO_MAX_ACKS (1u << 20)      /* acknowledgements in one poll */
 #define PROTO_MAX_EMBD (1u << 20)      /* floats in one embedding */
+#define PROTO_WIRE_DEPTH 30            /* nesting of a whole message (msgpack-c's unpacker stops at 32) */
+#define PROTO_MAX_DEPTH 24             /* levels of arrays and maps in a chat value (messages, tools, kwargs;
+                                        * the value itself is level 1), inside the message's own two */
 
 enum proto_type {
     PT_NONE = 0,
@@ -103,11 +108,6 @@ enum {
     PG_REPEAT_LAST_N = 1u << 7, PG_PRESENCE = 1u << 8, PG_FREQUENCY = 1u << 9, PG_SEED = 1u << 10,
 };
 
-struct proto_chat_msg {
-    char *role;    /* "system", "user", "assistant", … */
-    char *content; /* plain text (the gateway flattens array-of-parts) */
-};
-
 struct proto_bias {
     int32_t token; /* the token, when text is NULL */
     char *text;    /* or a text: the worker tokenizes it (no BOS, no special-token parsing, as llama-server)
@@ -116,18 +116,19 @@ struct proto_bias {
 };
 
 /* A generate request. One prompt form is required: prompt (text, tokenized
- * by the worker), tokens (ids), or messages / messages_json (chat template). */
+ * by the worker), tokens (ids), or messages (chat template). */
 struct proto_gen {
     char *model;                      /* model name; NULL/"" = whatever the daemon serves */
     char *prompt;                     /* text prompt */
     int32_t *tokens;                  /* [n_tokens] prompt ids */
     size_t n_tokens;
-    struct proto_chat_msg *messages;  /* [n_messages] chat turns */
-    size_t n_messages;
-    char *messages_json;              /* OpenAI messages array as JSON text, every field kept (tool_calls,
-                                       * tool_call_id, name, reasoning_content …); wins over messages */
-    char *tools_json;                 /* OpenAI tools array as JSON text, for the chat template */
-    char *template_kwargs_json;       /* JSON object merged into the template variables (enable_thinking …) */
+    /* chat: the OpenAI messages array with every field kept (role, content as text or parts, tool_calls,
+     * tool_call_id, name, reasoning_content …), owned; on the wire the same structure in msgpack (maps,
+     * arrays, strings, numbers, booleans, nil), not JSON text */
+    json_t *messages;
+    json_t *tools;                    /* chat: the OpenAI tools array for the template, owned, or NULL */
+    json_t *template_kwargs;          /* chat: an object merged into the template variables (enable_thinking …),
+                                       * owned, or NULL */
     bool tool_required;               /* chat: tool_choice "required" or a function: the reply must call a tool */
     char *tool_name;                  /* chat: … this function (tool_choice names it); NULL = any */
     bool tool_single;                 /* chat: … once (parallel_tool_calls false); absent = one or more calls */
@@ -160,6 +161,9 @@ struct proto_gen {
 };
 /* Zero the request and set the defaults named above. */
 void proto_gen_init(struct proto_gen *g);
+/* Levels of arrays and objects in v (a scalar 0, [] 1, [[1]] 2): a request's messages, tools and kwargs
+ * may have at most PROTO_MAX_DEPTH. */
+int proto_json_depth(const json_t *v);
 
 /* One top alternative of a token's distribution. */
 struct proto_top {

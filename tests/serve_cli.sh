@@ -38,6 +38,10 @@ check "run streams the greedy completion" '[ $rc -eq 0 ] && [ "$out" = "$want" ]
 out=$(printf 'Hello\n/exit\n' | timeout 30 "$BIN/llm170" chat -n 8 2>&1); rc=$?
 check "chat answers a turn from stdin" '[ $rc -eq 0 ] && [ -n "$out" ]'
 
+# a conversation: the second turn carries the first (history), /reset drops it, and a system prompt stays
+out=$(printf 'Hello\nAnd then?\n/reset\nHi\n/exit\n' | timeout 30 "$BIN/llm170" chat --system "Be brief." -n 4 2>&1); rc=$?
+check "chat keeps a conversation over turns and /reset" '[ $rc -eq 0 ] && [ -n "$out" ]'
+
 out=$(timeout 30 "$BIN/llm170" run --model no-such-model hi 2>&1); rc=$?
 check "run: unknown model is one error line, exit 1" '[ $rc -eq 1 ] && [[ "$out" == "llm170: model "*"not served"* ]]'
 

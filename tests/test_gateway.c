@@ -436,6 +436,28 @@ static void bad_requests(void)
                  400, "invalid_request_error", "logit_bias");
     EXPECT_ERROR(port_open, chat, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":7}", 400,
                  "invalid_request_error", "'model' must be a string");
+    {
+        /* a message's extra field nested past what the wire carries (proto.h PROTO_MAX_DEPTH): a 400 naming
+         * it, before any backend sees it; one level less is served */
+        char deep[512], ok[512];
+        int n = 0, m = 0;
+        n += snprintf(deep + n, sizeof deep - (size_t)n, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"meta\":");
+        m += snprintf(ok + m, sizeof ok - (size_t)m, "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"meta\":");
+        for (int i = 0; i < PROTO_MAX_DEPTH - 1; i++)
+            deep[n++] = '[';
+        for (int i = 0; i < PROTO_MAX_DEPTH - 2; i++)
+            ok[m++] = '[';
+        for (int i = 0; i < PROTO_MAX_DEPTH - 1; i++)
+            deep[n++] = ']';
+        for (int i = 0; i < PROTO_MAX_DEPTH - 2; i++)
+            ok[m++] = ']';
+        snprintf(deep + n, sizeof deep - (size_t)n, "}]}");
+        snprintf(ok + m, sizeof ok - (size_t)m, "}]}");
+        EXPECT_ERROR(port_open, chat, NULL, deep, 400, "invalid_request_error", "'messages' is nested");
+        struct resp r = http(port_open, "POST", chat, NULL, ok);
+        CHECK(r.status == 200, "one level less: %d %s", r.status, r.body ? r.body : "");
+        resp_free(&r);
+    }
     EXPECT_ERROR(port_open, chat, NULL,
                  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
                  400, "invalid_request_error", "'image_url' is not supported");

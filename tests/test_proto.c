@@ -29,14 +29,21 @@ static void generate_roundtrip(void)
     m.id = 77;
     int32_t toks[] = {1, 2, 300000, 0};
     char *stop[] = {"\n\n", "User:"};
-    struct proto_chat_msg chat[] = {{"system", "be brief"}, {"user", "héllo"}};
+    /* messages with a field beyond role/content, nested parts, numbers, booleans and null: every one comes
+     * back as it went (json_equal) */
+    json_t *chat = json_loads("[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"user\",\"content\":"
+                              "[{\"type\":\"text\",\"text\":\"héllo\"}],\"name\":\"bob\"},{\"role\":\"assistant\","
+                              "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":"
+                              "\"{\\\"n\\\":3}\"}}],\"x\":{\"i\":-7,\"r\":2.5,\"t\":true,\"f\":false}}]", 0, NULL);
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]", 0, NULL);
+    json_t *kwargs = json_loads("{\"enable_thinking\":false}", 0, NULL);
+    CHECK(chat && tools && kwargs, "test JSON");
     struct proto_bias bias[] = {{.token = 5, .bias = -INFINITY}, {.token = 9, .bias = 2.5f}, {.token = -1, .text = "hello", .bias = -3.0f}};
     m.gen.model = "stories";
     m.gen.prompt = "Once upon";
     m.gen.tokens = toks;
     m.gen.n_tokens = 4;
     m.gen.messages = chat;
-    m.gen.n_messages = 2;
     m.gen.stop = stop;
     m.gen.n_stop = 2;
     m.gen.logit_bias = bias;
@@ -49,9 +56,8 @@ static void generate_roundtrip(void)
     m.gen.logprobs = 3;
     m.gen.ignore_eos = true;
     m.gen.add_special = false;
-    m.gen.messages_json = "[{\"role\":\"user\",\"content\":\"hi\",\"name\":\"bob\"}]";
-    m.gen.tools_json = "[]";
-    m.gen.template_kwargs_json = "{\"enable_thinking\":false}";
+    m.gen.tools = tools;
+    m.gen.template_kwargs = kwargs;
     m.gen.tool_required = true;
     m.gen.tool_name = "get_weather";
     m.gen.tool_single = true;
@@ -60,12 +66,13 @@ static void generate_roundtrip(void)
     CHECK(d.gen.tool_required && d.gen.tool_name && !strcmp(d.gen.tool_name, "get_weather"), "tool_choice");
     CHECK(d.gen.tool_single, "parallel_tool_calls false");
     CHECK(d.gen.json_schema && !strcmp(d.gen.json_schema, m.gen.json_schema), "json_schema");
-    CHECK(d.gen.messages_json && !strcmp(d.gen.messages_json, m.gen.messages_json), "messages_json");
-    CHECK(d.gen.tools_json && !strcmp(d.gen.tools_json, "[]"), "tools_json");
-    CHECK(d.gen.template_kwargs_json && strstr(d.gen.template_kwargs_json, "enable_thinking"), "kwargs");
+    CHECK(d.gen.messages && json_equal(d.gen.messages, chat), "messages, every field");
+    CHECK(d.gen.tools && json_equal(d.gen.tools, tools), "tools");
+    CHECK(d.gen.template_kwargs && json_equal(d.gen.template_kwargs, kwargs), "template kwargs");
     struct proto_gen cp;
     struct err ce;
-    CHECK(proto_gen_copy(&cp, &d.gen, &ce) == 0 && cp.tools_json && cp.n_stop == 2 && !strcmp(cp.stop[1], "User:") &&
+    CHECK(proto_gen_copy(&cp, &d.gen, &ce) == 0 && cp.tools && cp.tools != d.gen.tools &&
+              json_equal(cp.messages, chat) && cp.messages != d.gen.messages && cp.n_stop == 2 && !strcmp(cp.stop[1], "User:") &&
               cp.json_schema && cp.json_schema != d.gen.json_schema && !strcmp(cp.json_schema, d.gen.json_schema),
           "deep copy");
     CHECK(cp.tool_required && cp.tool_name && cp.tool_name != d.gen.tool_name && !strcmp(cp.tool_name, "get_weather"),
@@ -80,8 +87,6 @@ static void generate_roundtrip(void)
     CHECK(d.gen.prompt && !strcmp(d.gen.prompt, "Once upon"), "prompt");
     CHECK_EQ_INT(d.gen.n_tokens, 4);
     CHECK(d.gen.tokens && d.gen.tokens[2] == 300000, "tokens");
-    CHECK_EQ_INT(d.gen.n_messages, 2);
-    CHECK(d.gen.messages && !strcmp(d.gen.messages[1].content, "héllo"), "messages");
     CHECK_EQ_INT(d.gen.n_stop, 2);
     CHECK(d.gen.stop && !strcmp(d.gen.stop[1], "User:"), "stop");
     CHECK_EQ_INT(d.gen.n_logit_bias, 3);
@@ -99,6 +104,63 @@ static void generate_roundtrip(void)
     CHECK_EQ_INT(d.gen.logprobs, 3);
     CHECK(d.gen.ignore_eos && !d.gen.add_special && d.gen.parse_special && d.gen.cache_prompt, "flags");
     proto_msg_free(&d);
+    json_decref(chat);
+    json_decref(tools);
+    json_decref(kwargs);
+}
+
+/* What a worker must refuse in a chat request's values: a messages that is not an array, a map key
+ * that is not a string, a string that is not UTF-8, nesting past PROTO_MAX_DEPTH. */
+static void chat_values_checked(void)
+{
+    struct proto_msg m, d;
+    struct err e;
+    proto_msg_init(&m, PT_GENERATE);
+    m.id = 5;
+    /* messages (1) → message (2) → content (3) → PROTO_MAX_DEPTH − 2 more arrays: one level too many, still
+     * within msgpack's own limit, so the decoder's check is what refuses it */
+    json_t *deep = json_array(), *in = deep;
+    for (int i = 0; i < PROTO_MAX_DEPTH - 2; i++) {
+        json_t *x = json_array();
+        json_array_append_new(in, x);
+        in = x;
+    }
+    json_t *msgs = json_pack("[{s:s, s:o}]", "role", "user", "content", deep);
+    CHECK(proto_json_depth(msgs) == PROTO_MAX_DEPTH + 1, "depth %d", proto_json_depth(msgs));
+    m.gen.messages = msgs;
+    char *buf;
+    size_t len;
+    CHECK(proto_encode(&m, &buf, &len, &e) == 0, "encode: %s", e.msg);
+    int rc = proto_decode(buf, len, &d, &e);
+    CHECK(rc == ERR_FORMAT && strstr(e.msg, "messages") && strstr(e.msg, "nested"), "too deep: %d %s", rc, e.msg);
+    if (!rc)
+        proto_msg_free(&d);
+    free(buf);
+    json_decref(msgs);
+    /* an object where the array belongs */
+    msgs = json_pack("{s:s}", "role", "user");
+    m.gen.messages = msgs;
+    CHECK(proto_encode(&m, &buf, &len, &e) == 0, "encode: %s", e.msg);
+    rc = proto_decode(buf, len, &d, &e);
+    CHECK(rc == ERR_FORMAT && strstr(e.msg, "messages") && strstr(e.msg, "array"), "not an array: %d %s", rc, e.msg);
+    if (!rc)
+        proto_msg_free(&d);
+    free(buf);
+    json_decref(msgs);
+    /* invalid UTF-8 in a content string (the gateway would never send it; a peer on the socket might) */
+    msgs = json_loads("[{\"role\":\"user\",\"content\":\"abcd\"}]", 0, NULL);
+    m.gen.messages = msgs;
+    CHECK(proto_encode(&m, &buf, &len, &e) == 0, "encode: %s", e.msg);
+    char *p = memmem(buf, len, "abcd", 4);
+    CHECK(p != NULL, "content in the encoding");
+    if (p)
+        p[1] = (char)0xff;
+    rc = proto_decode(buf, len, &d, &e);
+    CHECK(rc == ERR_FORMAT && strstr(e.msg, "UTF-8"), "not UTF-8: %d %s", rc, e.msg);
+    if (!rc)
+        proto_msg_free(&d);
+    free(buf);
+    json_decref(msgs);
 }
 
 static void chunks_roundtrip(void)
@@ -560,7 +622,7 @@ static void decoder_fuzz(void)
     int32_t toks[] = {1, 2, 3};
     char *stop[] = {"a", "bc"};
     struct proto_bias bias[] = {{.token = 5, .bias = 1.0f}};
-    struct proto_chat_msg chat[] = {{"user", "hi"}};
+    json_t *chat = json_pack("[{s:s, s:s}]", "role", "user", "content", "hi");
     m.gen.prompt = "x";
     m.gen.tokens = toks;
     m.gen.n_tokens = 3;
@@ -569,9 +631,9 @@ static void decoder_fuzz(void)
     m.gen.logit_bias = bias;
     m.gen.n_logit_bias = 1;
     m.gen.messages = chat;
-    m.gen.n_messages = 1;
     m.gen.set = 0x7ff;
     proto_encode(&m, &seeds[0], &lens[0], &e);
+    json_decref(chat);
     struct proto_top top[] = {{1, -1.0f, "t"}};
     struct proto_chunk c[2] = {{.i = 0, .token = 1, .text = "a", .has_logprob = true, .top = top, .n_top = 1},
                                {.i = 1, .token = -1, .finish = PF_ERROR, .message = "m"}};
@@ -686,6 +748,7 @@ int main(void)
     RUN(poll_group_roundtrip);
     RUN(stream_ids_128);
     RUN(chunkbuf_messages);
+    RUN(chat_values_checked);
     RUN(small_types_roundtrip);
     RUN(unknown_and_missing_fields);
     RUN(worker_load_and_memory);

@@ -312,9 +312,8 @@ static void chat_and_cancel(void)
         SKIP("daemon not running");
     struct proto_gen g;
     proto_gen_init(&g);
-    struct proto_chat_msg msgs[] = {{"user", "Tell me a story."}};
+    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", "Tell me a story.");
     g.messages = msgs;
-    g.n_messages = 1;
     g.max_tokens = 8;
     g.set |= PG_MAX_TOKENS;
     g.seed = 42;
@@ -329,30 +328,42 @@ static void chat_and_cancel(void)
         CHECK(r.finish == PF_LENGTH || r.finish == PF_STOP, "chat finished (%d)", r.finish);
         CHECK(r.n_prompt > 5, "template applied (%d prompt tokens)", r.n_prompt);
     }
-    /* the full OpenAI messages as JSON (extra fields kept), tools and template kwargs */
+    json_decref(msgs);
+    /* the full OpenAI messages (extra fields kept), tools and template kwargs, as msgpack structures */
     proto_gen_init(&g);
-    g.messages_json = "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-                      "{\"role\":\"user\",\"content\":\"Tell me a story.\",\"name\":\"sam\"}]";
-    g.tools_json = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]";
-    g.template_kwargs_json = "{\"enable_thinking\":false}";
+    msgs = json_loads("[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                      "{\"role\":\"user\",\"content\":\"Tell me a story.\",\"name\":\"sam\"}]", 0, NULL);
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]", 0, NULL);
+    json_t *kwargs = json_loads("{\"enable_thinking\":false}", 0, NULL), *bad_kwargs = json_loads("[1]", 0, NULL);
+    json_t *bad_msgs = json_loads("[{\"role\":1,\"content\":\"x\"}]", 0, NULL);
+    g.messages = msgs;
+    g.tools = tools;
+    g.template_kwargs = kwargs;
     g.max_tokens = 4;
     g.set |= PG_MAX_TOKENS;
-    CHECK(pc_generate(g_c, &g, &s, &e) == 0, "messages_json: %s", e.msg);
+    CHECK(pc_generate(g_c, &g, &s, &e) == 0, "messages with every field: %s", e.msg);
     if (s) {
         memset(&r, 0, sizeof r);
         run_stream(s, &r, 10000);
         pc_stream_free(s);
-        CHECK(r.finish == PF_LENGTH || r.finish == PF_STOP, "messages_json finished (%d)", r.finish);
+        CHECK(r.finish == PF_LENGTH || r.finish == PF_STOP, "messages finished (%d)", r.finish);
         CHECK(r.n_prompt > 10, "system + user turns rendered (%d prompt tokens)", r.n_prompt);
     }
-    g.messages_json = "[{\"role\":";
+    /* what the template cannot take is a 400 naming the field */
+    g.messages = bad_msgs;
     int brc = pc_generate(g_c, &g, &s, &e);
-    CHECK(brc == ERR_INVALID && pc_http_status(brc) == 400 && strstr(e.msg, "messages"), "bad JSON: %d %s", brc,
-          e.msg);
-    g.messages_json = "[]";
-    g.template_kwargs_json = "[1]";
+    CHECK(brc == ERR_INVALID && pc_http_status(brc) == 400 && strstr(e.msg, "role"), "a role that is not a string: "
+          "%d %s", brc, e.msg);
+    g.messages = msgs;
+    g.template_kwargs = bad_kwargs;
     brc = pc_generate(g_c, &g, &s, &e);
-    CHECK(brc == ERR_INVALID && strstr(e.msg, "chat_template_kwargs"), "kwargs not an object: %d %s", brc, e.msg);
+    CHECK(brc != 0 && pc_http_status(brc) == 400 && strstr(e.msg, "template_kwargs"), "kwargs not an object: %d %s",
+          brc, e.msg);
+    json_decref(msgs);
+    json_decref(tools);
+    json_decref(kwargs);
+    json_decref(bad_kwargs);
+    json_decref(bad_msgs);
     /* cancel a long request: it ends with "cancel" */
     proto_gen_init(&g);
     g.prompt = "Once upon a time";
@@ -444,12 +455,12 @@ static void huge_prompt_refused_untokenized(void)
     CHECK(rc == ERR_RANGE && pc_http_status(rc) == 400 && strstr(e.msg, "context"), "4 MB prompt: %d %s", rc, e.msg);
     /* "prompt of at least N tokens (B bytes)": counted from the bytes, not tokenized */
     CHECK(strstr(e.msg, "bytes)") != NULL, "refused from its length, not its token count: %s", e.msg);
-    struct proto_chat_msg msgs[] = {{"user", text}};
+    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
     proto_gen_init(&g);
     g.messages = msgs;
-    g.n_messages = 1;
     rc = pc_generate(g_c, &g, &s, &e);
     CHECK(rc == ERR_RANGE && strstr(e.msg, "bytes)"), "4 MB chat message: %d %s", rc, e.msg);
+    json_decref(msgs);
     free(text);
     if (a) {
         run_stream(a, &r, 10000);

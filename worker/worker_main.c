@@ -381,50 +381,16 @@ static struct smp_params request_sampling(struct worker *w, const struct proto_g
     return p;
 }
 
-/* Parse one JSON text field of a request: NULL text → NULL; bad JSON or the
- * wrong kind of value → ERR_INVALID naming the field. */
-static int json_field(const char *text, const char *name, bool want_array, json_t **out, struct err *e)
-{
-    *out = NULL;
-    if (!text)
-        return 0;
-    json_error_t je;
-    json_t *j = json_loads(text, JSON_DECODE_ANY, &je);
-    if (!j)
-        return err_set(e, ERR_INVALID, "%s: invalid JSON at %d: %s", name, je.position, je.text);
-    if (want_array ? !json_is_array(j) : !json_is_object(j)) {
-        json_decref(j);
-        return err_set(e, ERR_INVALID, "%s must be a JSON %s", name, want_array ? "array" : "object");
-    }
-    *out = j;
-    return 0;
-}
-
 /* Chat messages → prompt text through the model's template (ChatML when the
- * GGUF has none). The full OpenAI messages (messages_json) win over the
- * role/content pairs; tools and template kwargs reach the template too. */
+ * GGUF has none); tools and template kwargs reach the template too. The
+ * values came decoded from the message (proto.h): nothing to parse here. */
 static int render_chat(struct worker *w, const struct proto_gen *g, char **out, char **prefill, struct gram **gram,
                        struct err *e)
 {
-    json_t *msgs = NULL, *tools = NULL, *kwargs = NULL;
-    int rc = 0;
-    if (g->messages_json) {
-        rc = json_field(g->messages_json, "messages", true, &msgs, e);
-    } else {
-        msgs = json_array();
-        for (size_t i = 0; msgs && i < g->n_messages; i++)
-            json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", g->messages[i].role, "content",
-                                                  g->messages[i].content));
-    }
-    if (!rc)
-        rc = json_field(g->tools_json, "tools", true, &tools, e);
-    if (!rc)
-        rc = json_field(g->template_kwargs_json, "chat_template_kwargs", false, &kwargs, e);
-    if (!rc) {
-        int32_t bos = tok_bos(w->v), eos = tok_eos(w->v);
-        rc = chat_render(w->chat_tmpl, msgs, tools, true, bos >= 0 ? tok_text(w->v, bos) : "",
-                         eos >= 0 ? tok_text(w->v, eos) : "", kwargs, out, e);
-    }
+    json_t *tools = g->tools;
+    int32_t bos = tok_bos(w->v), eos = tok_eos(w->v);
+    int rc = chat_render(w->chat_tmpl, g->messages, tools, true, bos >= 0 ? tok_text(w->v, bos) : "",
+                         eos >= 0 ? tok_text(w->v, eos) : "", g->template_kwargs, out, e);
     /* tool_choice "required" / a function: the assistant's turn starts as a
      * call in the template's own form, so the model writes one, and the
      * grammar of the call(s) (toolgram.h) holds the rest of the reply to the
@@ -449,9 +415,6 @@ static int render_chat(struct worker *w, const struct proto_gen *g, char **out, 
             free(pre);
         }
     }
-    json_decref(msgs);
-    json_decref(tools);
-    json_decref(kwargs);
     return rc;
 }
 
