@@ -425,16 +425,15 @@ static void pk_gen(msgpack_packer *pk, const struct proto_gen *g)
     if (g->json_schema)
         KV_STR("json_schema", g->json_schema);
     if (g->set & PG_MAX_TOKENS) KV_INT("max_tokens", g->max_tokens);
-    if (g->set & PG_TEMPERATURE) KV_FLT("temperature", g->temperature);
-    if (g->set & PG_TOP_K) KV_INT("top_k", g->top_k);
-    if (g->set & PG_TOP_P) KV_FLT("top_p", g->top_p);
-    if (g->set & PG_MIN_P) KV_FLT("min_p", g->min_p);
-    if (g->set & PG_TYPICAL_P) KV_FLT("typical_p", g->typical_p);
-    if (g->set & PG_REPEAT_PENALTY) KV_FLT("repeat_penalty", g->repeat_penalty);
-    if (g->set & PG_REPEAT_LAST_N) KV_INT("repeat_last_n", g->repeat_last_n);
-    if (g->set & PG_PRESENCE) KV_FLT("presence_penalty", g->presence_penalty);
-    if (g->set & PG_FREQUENCY) KV_FLT("frequency_penalty", g->frequency_penalty);
-    if (g->set & PG_SEED) KV_UINT("seed", g->seed);
+#define KV_I32(m) KV_INT(#m, g->m)
+#define KV_F32(m) KV_FLT(#m, g->m)
+#define KV_SEED(m) KV_UINT(#m, g->m)
+#define ENCODE(m, bit, kind, lo, hi, sm, sbit) if (g->set & (bit)) KV_##kind(m);
+    PROTO_SAMPLING_FIELDS(ENCODE)
+#undef ENCODE
+#undef KV_I32
+#undef KV_F32
+#undef KV_SEED
     if (g->n_stop) {
         pk_key(pk, "stop");
         msgpack_pack_array(pk, g->n_stop);
@@ -977,6 +976,32 @@ static int rd_flt(struct rd *r, const msgpack_object *map, const char *key, floa
     return 0;
 }
 
+/* An optional integer in [lo, hi] into *dst as int32 / uint32 (the two's complement of a negative one:
+ * seed -1 is 0xFFFFFFFF); *given says whether it was there. */
+static int rd_opt_i32(struct rd *r, const msgpack_object *map, const char *key, int64_t lo, int64_t hi, int32_t *dst,
+                      bool *given)
+{
+    int64_t v;
+    int rc = rd_int(r, map, key, lo, hi, &v, false);
+    if (rc < 0)
+        return rc;
+    if ((*given = rc == 0))
+        *dst = (int32_t)v;
+    return 0;
+}
+
+static int rd_opt_u32(struct rd *r, const msgpack_object *map, const char *key, int64_t lo, int64_t hi,
+                      uint32_t *dst, bool *given)
+{
+    int64_t v;
+    int rc = rd_int(r, map, key, lo, hi, &v, false);
+    if (rc < 0)
+        return rc;
+    if ((*given = rc == 0))
+        *dst = (uint32_t)v;
+    return 0;
+}
+
 static int rd_bool(struct rd *r, const msgpack_object *map, const char *key, bool *out)
 {
     const msgpack_object *o = get(map, key);
@@ -1178,40 +1203,26 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
         return err_set(r->e, ERR_FORMAT, "proto: %s: none of 'prompt', 'tokens', 'messages' given", r->where);
 
     int64_t v;
-    static const struct { const char *k; uint32_t bit; } ints[] = {
-        {"max_tokens", PG_MAX_TOKENS}, {"top_k", PG_TOP_K}, {"repeat_last_n", PG_REPEAT_LAST_N},
-    };
-    int32_t *idst[] = {&g->max_tokens, &g->top_k, &g->repeat_last_n};
-    for (size_t i = 0; i < 3; i++) {
-        rc = rd_int(r, o, ints[i].k, -1, INT32_MAX, &v, false);
-        if (rc < 0)
-            return rc;
-        if (rc == 0) {
-            *idst[i] = (int32_t)v;
-            g->set |= ints[i].bit;
-        }
-    }
-    static const struct { const char *k; uint32_t bit; } flts[] = {
-        {"temperature", PG_TEMPERATURE}, {"top_p", PG_TOP_P}, {"min_p", PG_MIN_P},
-        {"typical_p", PG_TYPICAL_P}, {"repeat_penalty", PG_REPEAT_PENALTY},
-        {"presence_penalty", PG_PRESENCE}, {"frequency_penalty", PG_FREQUENCY},
-    };
-    float *fdst[] = {&g->temperature, &g->top_p, &g->min_p, &g->typical_p, &g->repeat_penalty,
-                     &g->presence_penalty, &g->frequency_penalty};
-    for (size_t i = 0; i < 7; i++) {
-        bool given;
-        if ((rc = rd_flt(r, o, flts[i].k, fdst[i], &given)))
-            return rc;
-        if (given)
-            g->set |= flts[i].bit;
-    }
-    rc = rd_int(r, o, "seed", INT32_MIN, UINT32_MAX, &v, false);
-    if (rc < 0)
+    if ((rc = rd_int(r, o, "max_tokens", -1, INT32_MAX, &v, false)) < 0)
         return rc;
     if (rc == 0) {
-        g->seed = (uint32_t)v; /* -1 → 0xFFFFFFFF (random), as llama-server takes it */
-        g->set |= PG_SEED;
+        g->max_tokens = (int32_t)v;
+        g->set |= PG_MAX_TOKENS;
     }
+    bool given;
+#define GEN_I32(m, lo, hi) rd_opt_i32(r, o, #m, lo, hi, &g->m, &given)
+#define GEN_SEED(m, lo, hi) rd_opt_u32(r, o, #m, lo, hi, &g->m, &given) /* -1 → 0xFFFFFFFF: random */
+#define GEN_F32(m, lo, hi) rd_flt(r, o, #m, &g->m, &given)
+#define DECODE(m, bit, kind, lo, hi, sm, sbit)                                                                      \
+    if ((rc = GEN_##kind(m, lo, hi)))                                                                               \
+        return rc;                                                                                                  \
+    if (given)                                                                                                      \
+        g->set |= (bit);
+    PROTO_SAMPLING_FIELDS(DECODE)
+#undef DECODE
+#undef GEN_I32
+#undef GEN_SEED
+#undef GEN_F32
     if ((rc = rd_int(r, o, "logprobs", -1, PROTO_MAX_TOP, &v, false)) < 0)
         return rc;
     if (rc == 0)

@@ -108,6 +108,24 @@ enum {
     PG_REPEAT_LAST_N = 1u << 7, PG_PRESENCE = 1u << 8, PG_FREQUENCY = 1u << 9, PG_SEED = 1u << 10,
 };
 
+/* The optional sampling fields of a generate request, one row each:
+ *   X(member of proto_gen, PG_* bit, kind, lo, hi, member of the worker's smp_params, its SMP_SET_* bit)
+ * kind I32 (an int in [lo, hi]), F32 (a finite float) or SEED (an int in [lo, hi], -1 meaning random).
+ * The wire key is the member's name. This one list drives proto.c's encode and decode and the worker's
+ * merge into its sampler (a set bit of 0: the sampler keeps no mark for that field); max_tokens, a
+ * limit of the generation rather than of sampling, stays beside it. */
+#define PROTO_SAMPLING_FIELDS(X)                                                                                \
+    X(temperature, PG_TEMPERATURE, F32, 0, 0, temp, SMP_SET_TEMP)                                                \
+    X(top_k, PG_TOP_K, I32, -1, INT32_MAX, top_k, SMP_SET_TOP_K)                                                 \
+    X(top_p, PG_TOP_P, F32, 0, 0, top_p, SMP_SET_TOP_P)                                                          \
+    X(min_p, PG_MIN_P, F32, 0, 0, min_p, SMP_SET_MIN_P)                                                          \
+    X(typical_p, PG_TYPICAL_P, F32, 0, 0, typical_p, 0)                                                          \
+    X(repeat_penalty, PG_REPEAT_PENALTY, F32, 0, 0, repeat_penalty, SMP_SET_PENALTY_REPEAT)                      \
+    X(repeat_last_n, PG_REPEAT_LAST_N, I32, -1, INT32_MAX, repeat_last_n, SMP_SET_PENALTY_LAST_N)                \
+    X(presence_penalty, PG_PRESENCE, F32, 0, 0, presence_penalty, 0)                                             \
+    X(frequency_penalty, PG_FREQUENCY, F32, 0, 0, frequency_penalty, 0)                                          \
+    X(seed, PG_SEED, SEED, INT32_MIN, UINT32_MAX, seed, 0)
+
 struct proto_bias {
     int32_t token; /* the token, when text is NULL */
     char *text;    /* or a text: the worker tokenizes it (no BOS, no special-token parsing, as llama-server)

@@ -353,16 +353,14 @@ static void model_sampling_defaults(struct worker *w)
 static struct smp_params request_sampling(struct worker *w, const struct proto_gen *g)
 {
     struct smp_params p = smp_params_default();
-    if (g->set & PG_TEMPERATURE) { p.temp = g->temperature; p.set_mask |= SMP_SET_TEMP; }
-    if (g->set & PG_TOP_K) { p.top_k = g->top_k; p.set_mask |= SMP_SET_TOP_K; }
-    if (g->set & PG_TOP_P) { p.top_p = g->top_p; p.set_mask |= SMP_SET_TOP_P; }
-    if (g->set & PG_MIN_P) { p.min_p = g->min_p; p.set_mask |= SMP_SET_MIN_P; }
-    if (g->set & PG_REPEAT_LAST_N) { p.repeat_last_n = g->repeat_last_n; p.set_mask |= SMP_SET_PENALTY_LAST_N; }
-    if (g->set & PG_REPEAT_PENALTY) { p.repeat_penalty = g->repeat_penalty; p.set_mask |= SMP_SET_PENALTY_REPEAT; }
-    if (g->set & PG_TYPICAL_P) p.typical_p = g->typical_p;
-    if (g->set & PG_PRESENCE) p.presence_penalty = g->presence_penalty;
-    if (g->set & PG_FREQUENCY) p.frequency_penalty = g->frequency_penalty;
-    if (g->set & PG_SEED) p.seed = g->seed;
+    /* the fields the request gave, by proto.h's one list of them */
+#define MERGE(m, bit, kind, lo, hi, sm, sbit)                                                                       \
+    if (g->set & (bit)) {                                                                                           \
+        p.sm = g->m;                                                                                                \
+        p.set_mask |= (sbit);                                                                                       \
+    }
+    PROTO_SAMPLING_FIELDS(MERGE)
+#undef MERGE
     /* what the request left open takes the model's recommendation */
     const struct smp_params *d = &w->smp_model;
     if (!(p.set_mask & SMP_SET_TEMP)) p.temp = d->temp;
