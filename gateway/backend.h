@@ -20,45 +20,11 @@
 #include "../common/err.h"
 #include "../proto/proto.h"
 
-/* One logit-bias entry: a token id, or a text whose tokens all get the bias. */
-struct gw_bias {
-    int32_t token;    /* -1 when text is used */
-    char *text;       /* NULL when token is used */
-    float bias;       /* -INFINITY bans */
-};
-
-/* One generation (one choice of a request). Borrowed by submit: the backend
- * copies what it keeps. */
-struct gw_gen {
-    const char *model;         /* requested model name; "" = the default */
-    /* exactly one prompt form */
-    json_t *messages;          /* chat: normalized messages (chat_check_messages) */
-    json_t *tools;             /* chat: tools array or NULL */
-    json_t *template_vars;     /* chat: extra template variables (enable_thinking …) or NULL */
-    /* chat: tool_choice "required" / a named function: the worker constrains
-     * the reply to the call(s) (worker/serve/toolgram.h) */
-    bool tool_required;        /* the reply must call a tool */
-    const char *tool_name;     /* … this one (NULL = any) */
-    bool tool_single;          /* … once (parallel_tool_calls false) */
-    const char *prompt;        /* completion: text */
-    const int32_t *tokens;     /* completion: token ids [n_tokens] */
-    size_t n_tokens;
-    uint32_t set;              /* PG_* bits (proto.h) of the fields below that were given; the rest take the
-                                * model's / llama-server's defaults, chosen by the worker */
-    int32_t max_tokens;        /* -1 = until EOG or the context is full */
-    float temperature, top_p, min_p, typical_p, repeat_penalty, presence_penalty, frequency_penalty;
-    int32_t top_k, repeat_last_n;
-    uint32_t seed;
-    char **stop;               /* [n_stop] stop strings; never part of the output */
-    size_t n_stop;
-    int32_t logprobs;          /* -1 none; 0 the sampled token's; N also N alternatives */
-    struct gw_bias *bias;      /* [n_bias] */
-    size_t n_bias;
-    bool ignore_eos;
-    bool embed;                /* an embedding of the prompt (gateway/embed.h), not a generation: no TOKEN
-                                * events, the DONE event carries the vector */
-    const char *json_schema;   /* structured output: JSON Schema text the response must match, NULL = free text */
-};
+/* One generation (one choice of a request) is a struct proto_gen (proto.h), filled by the API parsers with
+ * pointers into their request (a view: nothing in it is freed through it) and borrowed by submit: the
+ * backend copies what it keeps. Its PG_* bits mark the fields given; logit_bias text keys stay text (the
+ * worker tokenizes them); embed asks for an embedding of the prompt (gateway/embed.h): no TOKEN events,
+ * the DONE event carries the vector. */
 
 /* One alternative of a token's distribution. */
 struct gw_top {
@@ -81,7 +47,7 @@ struct gw_event {
     size_t n_top;
     /* DONE */
     const char *finish;        /* "stop" / "length" */
-    int stop_hit;              /* "stop" by a stop string: 1 + its index in gw_gen.stop; 0 = none (end of generation) */
+    int stop_hit;              /* "stop" by a stop string: 1 + its index in the request's stop; 0 = none (end of generation) */
     int32_t n_prompt, n_gen;
     const float *embd;         /* an embedding job's vector (L2-normalised), [n_embd] */
     size_t n_embd;
@@ -119,7 +85,7 @@ struct gw_backend {
      * exactly one final DONE or ERROR (from another thread, possibly before
      * submit returns). A submit that fails returns the error and calls fn
      * never. */
-    int (*submit)(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *user, struct gw_job **job,
+    int (*submit)(void *ctx, const struct proto_gen *g, gw_event_fn fn, void *user, struct gw_job **job,
                   struct err *e);
     /* Ask the job to stop; its final event still comes (ERROR ERR_CANCELED or DONE). */
     void (*cancel)(void *ctx, struct gw_job *job);

@@ -66,36 +66,12 @@ struct gw_job {
     struct proto_sid sid;      /* the daemon's stream id once accepted */
     uint64_t next_i;           /* next chunk index expected (poller only) */
     bool cancel_sent;          /* (under the backend's mu) */
-    /* the request, owned */
-    char *model, *prompt;
-    int32_t *tokens;
-    size_t n_tokens;
-    json_t *messages, *tools, *kwargs; /* chat: deep copies of the request's, sent as they are (proto.h) */
-    char *tool_name;           /* tool_choice's function */
-    char *json_schema;         /* structured output, NULL none */
-    char **stop;
-    size_t n_stop;
-    struct gw_bias *bias;
-    size_t n_bias;
-    struct gw_gen g;           /* scalar fields */
+    struct proto_gen g;        /* the request, owned (a deep copy of what submit was given) */
 };
 
 static void job_free(struct gw_job *j)
 {
-    free(j->model);
-    free(j->prompt);
-    free(j->tokens);
-    json_decref(j->messages);
-    json_decref(j->tools);
-    json_decref(j->kwargs);
-    free(j->tool_name);
-    free(j->json_schema);
-    for (size_t i = 0; i < j->n_stop; i++)
-        free(j->stop[i]);
-    free(j->stop);
-    for (size_t i = 0; i < j->n_bias; i++)
-        free(j->bias[i].text);
-    free(j->bias);
+    proto_gen_free(&j->g);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -118,56 +94,6 @@ static void deliver_chunk_token(struct gw_job *j, const struct proto_chunk *c)
                           .has_logprob = c->has_logprob, .logprob = c->logprob, .top = top, .n_top = nt,
                           .n_prompt = c->n_prompt}; /* the first token's chunk says it (0 on the others) */
     deliver(j, &ev);
-}
-
-/* Build the wire request (pointers into j; *bias_out is the one allocation, freed by the caller). */
-static int build_gen(struct gw_job *j, struct proto_gen *pg, struct proto_bias **bias_out, struct err *e)
-{
-    proto_gen_init(pg);
-    *bias_out = NULL;
-    pg->model = j->model;
-    pg->prompt = j->prompt;
-    pg->tokens = j->tokens;
-    pg->n_tokens = j->n_tokens;
-    pg->messages = j->messages;
-    pg->tools = j->tools;
-    pg->template_kwargs = j->kwargs;
-    pg->tool_required = j->g.tool_required;
-    pg->tool_name = j->tool_name;
-    pg->tool_single = j->g.tool_single;
-    pg->json_schema = j->json_schema;
-    pg->set = j->g.set; /* the proto's PG_* bits: one vocabulary end to end */
-    pg->max_tokens = j->g.max_tokens;
-    pg->temperature = j->g.temperature;
-    pg->top_k = j->g.top_k;
-    pg->top_p = j->g.top_p;
-    pg->min_p = j->g.min_p;
-    pg->typical_p = j->g.typical_p;
-    pg->repeat_penalty = j->g.repeat_penalty;
-    pg->repeat_last_n = j->g.repeat_last_n;
-    pg->presence_penalty = j->g.presence_penalty;
-    pg->frequency_penalty = j->g.frequency_penalty;
-    pg->seed = (j->g.set & PG_SEED) ? j->g.seed : 0xFFFFFFFFu;
-    pg->stop = j->stop;
-    pg->n_stop = j->n_stop;
-    pg->logprobs = j->g.logprobs;
-    pg->ignore_eos = j->g.ignore_eos;
-    if (!j->n_bias)
-        return 0;
-    struct proto_bias *b = malloc(j->n_bias * sizeof *b);
-    if (!b)
-        return err_set(e, ERR_NOMEM, "out of memory");
-    /* a text key goes as it is: the worker tokenizes it (llama-server: no BOS, no special parsing) */
-    size_t n = 0;
-    for (size_t i = 0; i < j->n_bias; i++) {
-        float v = isinf(j->bias[i].bias) && j->bias[i].bias < 0 ? -INFINITY : j->bias[i].bias;
-        b[n++] = (struct proto_bias){.token = j->bias[i].text ? -1 : j->bias[i].token, .text = j->bias[i].text,
-                                     .bias = v};
-    }
-    pg->logit_bias = b;
-    pg->n_logit_bias = n;
-    *bias_out = b;
-    return 0;
 }
 
 /* One chunk of j's stream, in order; returns true when it was the last. */
@@ -214,15 +140,8 @@ static bool run_job(struct gw_job *j)
 {
     struct err e;
     err_clear(&e);
-    struct proto_gen pg;
-    struct proto_bias *bias = NULL;
-    int rc = build_gen(j, &pg, &bias, &e);
-    if (rc) {
-        deliver_error(j, rc, e.msg);
-        return false;
-    }
+    int rc;
     if (atomic_load(&j->cancel)) {
-        free(bias);
         deliver_error(j, ERR_CANCELED, "canceled");
         return false;
     }
@@ -234,17 +153,15 @@ static bool run_job(struct gw_job *j)
         rc = pc_status(j->b->quick, &ps, &e);
         proto_status_free(&ps);
         if (rc) {
-            free(bias);
             deliver_error(j, rc, e.msg);
             return false;
         }
         atomic_store(&j->b->suspect, false);
     }
     struct pc_stream *st = NULL;
+    struct proto_gen pg = j->g; /* a view, with the poll group this backend's streams join */
     pg.group = j->b->group;
-    pg.embed = j->g.embed;
     rc = pc_generate(j->b->pc, &pg, &st, &e);
-    free(bias);
     if (rc) {
         if (rc == ERR_IO)
             atomic_store(&j->b->suspect, true);
@@ -430,9 +347,7 @@ static void *poller_main(void *arg)
     return NULL;
 }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
-
-static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *user, struct gw_job **out,
+static int db_submit(void *ctx, const struct proto_gen *g, gw_event_fn fn, void *user, struct gw_job **out,
                      struct err *e)
 {
     struct daemon_backend *b = ctx;
@@ -444,49 +359,25 @@ static int db_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *us
     j->b = b;
     j->fn = fn;
     j->user = user;
-    j->g = *g;
-    bool oom = false;
-    j->model = dup_or_null(g->model && *g->model ? g->model : NULL);
-    if (g->prompt)
-        oom |= !(j->prompt = strdup(g->prompt));
-    if (g->json_schema)
-        oom |= !(j->json_schema = strdup(g->json_schema));
-    if (g->n_tokens) {
-        oom |= !(j->tokens = malloc(g->n_tokens * sizeof *j->tokens));
-        if (j->tokens)
-            memcpy(j->tokens, g->tokens, g->n_tokens * sizeof *j->tokens);
-        j->n_tokens = g->n_tokens;
+    /* a deep copy: the job's thread sends it after the request is gone (and jansson's counts are not
+     * shared safely between threads) */
+    int rc = proto_gen_copy(&j->g, g, e);
+    if (rc) {
+        pthread_mutex_destroy(&j->mu);
+        free(j);
+        return rc;
     }
-    if (g->messages) {
-        /* every field (tool_calls, reasoning_content …) goes to the template; deep copies, as the
-         * job's thread sends them after the request is gone (jansson's counts are not shared safely) */
-        oom |= !(j->messages = json_deep_copy(g->messages));
-        if (g->tools && json_array_size(g->tools))
-            oom |= !(j->tools = json_deep_copy(g->tools));
-        if (g->template_vars && json_object_size(g->template_vars))
-            oom |= !(j->kwargs = json_deep_copy(g->template_vars));
-        if (g->tool_name)
-            oom |= !(j->tool_name = strdup(g->tool_name));
+    if (j->g.model && !*j->g.model) { /* "" = whatever the daemon serves */
+        free(j->g.model);
+        j->g.model = NULL;
     }
-    if (g->n_stop) {
-        oom |= !(j->stop = calloc(g->n_stop, sizeof *j->stop));
-        for (size_t i = 0; j->stop && i < g->n_stop; i++) {
-            oom |= !(j->stop[i] = strdup(g->stop[i]));
-            j->n_stop = i + 1;
-        }
+    if (j->g.tools && !json_array_size(j->g.tools)) {
+        json_decref(j->g.tools);
+        j->g.tools = NULL;
     }
-    if (g->n_bias) {
-        oom |= !(j->bias = calloc(g->n_bias, sizeof *j->bias));
-        for (size_t i = 0; j->bias && i < g->n_bias; i++) {
-            j->bias[i] = g->bias[i];
-            j->bias[i].text = dup_or_null(g->bias[i].text);
-            oom |= g->bias[i].text && !j->bias[i].text;
-            j->n_bias = i + 1;
-        }
-    }
-    if (oom) {
-        job_free(j);
-        return err_set(e, ERR_NOMEM, "out of memory");
+    if (j->g.template_kwargs && !json_object_size(j->g.template_kwargs)) {
+        json_decref(j->g.template_kwargs);
+        j->g.template_kwargs = NULL;
     }
     pthread_mutex_lock(&b->mu);
     b->n_jobs++;

@@ -232,9 +232,15 @@ static void emb_pump(struct gw_embed *x)
         x->running++;
         x->busy++;
         pthread_mutex_unlock(&x->mu);
-        struct gw_gen g = {.model = x->run_model, .prompt = x->texts ? x->texts[i] : NULL,
-                           .tokens = x->ids ? x->ids[i] : NULL, .n_tokens = x->ids ? x->n_ids[i] : 0,
-                           .max_tokens = -1, .logprobs = -1, .embed = true};
+        struct proto_gen g; /* a view into x (backend.h) */
+        proto_gen_init(&g);
+        g.model = (char *)x->run_model;
+        g.prompt = x->texts ? x->texts[i] : NULL;
+        g.tokens = x->ids ? x->ids[i] : NULL;
+        g.n_tokens = x->ids ? x->n_ids[i] : 0;
+        g.max_tokens = -1;
+        g.logprobs = -1;
+        g.embed = true;
         struct gw_job *job = NULL;
         struct err e;
         int rc = x->be->submit(x->be->ctx, &g, emb_on_event, &x->users[i], &job, &e);

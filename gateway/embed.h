@@ -1,5 +1,5 @@
 /* embed.h — POST /v1/embeddings: the request's validation, its inputs run as
- * embedding jobs of the backend (gw_gen.embed; a few at a time, so a long
+ * embedding jobs of the backend (proto_gen.embed; a few at a time, so a long
  * input array neither fills the worker's queue nor starts a thread per
  * input), and the OpenAI response. No I/O here: http.c owns the connection
  * and is told through `done` when every job has ended.

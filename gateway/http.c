@@ -706,10 +706,10 @@ static json_t *req_body_json(struct conn *c, struct MHD_Connection *mc, enum MHD
 
 /* A chat request's values travel as msgpack structures (proto.h), whose nesting is bounded: deeper
  * messages, tools or template kwargs get a 400 naming the field instead of a refused message later. */
-static int chat_depth_check(const struct gw_gen *g, struct err *e)
+static int chat_depth_check(const struct proto_gen *g, struct err *e)
 {
     const struct { const json_t *v; const char *name; } f[] = {
-        { g->messages, "messages" }, { g->tools, "tools" }, { g->template_vars, "chat_template_kwargs" },
+        { g->messages, "messages" }, { g->tools, "tools" }, { g->template_kwargs, "chat_template_kwargs" },
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         int d = f[i].v ? proto_json_depth(f[i].v) : 0;
@@ -782,7 +782,7 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     g->refs += want; /* one per job, dropped at its final event */
     pthread_mutex_unlock(&g->mu);
     for (int i = 0; i < want; i++) {
-        struct gw_gen gen = g->rq.gen;
+        struct proto_gen gen = g->rq.gen; /* a view (backend.h) */
         if (i > 0 && (gen.set & PG_SEED))
             gen.seed += (uint32_t)i; /* distinct but reproducible choices */
         g->users[i] = (struct choice_user){g, i};

@@ -190,15 +190,15 @@ static int add_bias(struct pctx *P, struct oai_request *rq, size_t *cap, json_t 
         b = (float)json_number_value(val);
     else
         return bad(P, "logit_bias", "'%s' values must be numbers or false", NULL);
-    if (rq->gen.n_bias == *cap) {
+    if (rq->gen.n_logit_bias == *cap) {
         size_t nc = *cap ? *cap * 2 : 8;
-        struct gw_bias *nb = realloc(rq->bias, nc * sizeof *nb);
+        struct proto_bias *nb = realloc(rq->bias, nc * sizeof *nb);
         if (!nb)
             return err_set(P->e, ERR_NOMEM, "out of memory");
         rq->bias = nb;
         *cap = nc;
     }
-    struct gw_bias *x = &rq->bias[rq->gen.n_bias];
+    struct proto_bias *x = &rq->bias[rq->gen.n_logit_bias];
     x->bias = b;
     x->token = -1;
     x->text = NULL;
@@ -221,7 +221,7 @@ static int add_bias(struct pctx *P, struct oai_request *rq, size_t *cap, json_t 
             return err_set(P->e, ERR_NOMEM, "out of memory");
         }
     }
-    rq->gen.n_bias++;
+    rq->gen.n_logit_bias++;
     return 0;
 }
 
@@ -425,6 +425,7 @@ static int parse_tool_choice(struct pctx *P, struct oai_request *rq, json_t *too
 int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *param, size_t param_cap, struct err *e)
 {
     memset(rq, 0, sizeof *rq);
+    proto_gen_init(&rq->gen); /* the wire's defaults: what a request leaves out stays out */
     rq->kind = kind;
     rq->n = 1;
     rq->gen.logprobs = -1;
@@ -468,7 +469,7 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
             rq->template_vars = json_deep_copy(kw);
         rq->gen.messages = rq->messages;
         rq->gen.tools = rq->tools;
-        rq->gen.template_vars = rq->template_vars;
+        rq->gen.template_kwargs = rq->template_vars;
         if (rq->tools) {
             rq->tool_parse = (struct oai_tools){TC_AUTO, rq->tools, rq->tool_choice.parallel ? 0 : 1};
             rq->gen.tool_required = rq->tool_choice.mode == TC_CHOICE_REQUIRED || rq->tool_choice.mode == TC_CHOICE_NAMED;
@@ -587,7 +588,7 @@ int oai_parse_request(int kind, json_t *body, struct oai_request *rq, char *para
     rq->gen.stop = rq->stop;
     if ((rc = parse_bias(&P, rq)))
         return rc;
-    rq->gen.bias = rq->bias;
+    rq->gen.logit_bias = rq->bias;
 
     json_t *rf = field(&P, "response_format");
     if (rf && (rc = parse_response_format(&P, rf, rq)))
@@ -621,7 +622,7 @@ void oai_request_free(struct oai_request *rq)
     free(rq->tokens);
     for (size_t i = 0; i < OAI_MAX_STOP; i++)
         free(rq->stop[i]);
-    for (size_t i = 0; i < rq->gen.n_bias; i++)
+    for (size_t i = 0; i < rq->gen.n_logit_bias; i++)
         free(rq->bias[i].text);
     free(rq->bias);
     memset(rq, 0, sizeof *rq);

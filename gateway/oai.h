@@ -35,13 +35,13 @@ struct oai_request {
     char *prompt;                 /* completion: text … */
     int32_t *tokens;              /* … or token ids [n_tokens] */
     size_t n_tokens;
-    struct gw_gen gen;            /* the generation of choice 0 (pointers into this struct) */
+    struct proto_gen gen;         /* the generation of choice 0: a view, pointers into this struct (backend.h) */
     int n;                        /* choices */
     bool stream, include_usage;
     bool logprobs;                /* report logprobs (gen.logprobs >= 0) */
     bool think;                   /* chat: split a leading <think>…</think> into reasoning_content */
     char *stop[OAI_MAX_STOP];
-    struct gw_bias *bias;
+    struct proto_bias *bias;      /* [gen.n_logit_bias], texts owned here */
     struct tc_choice tool_choice; /* chat: tool_choice + parallel_tool_calls */
     struct oai_tools tool_parse;  /* chat: how the reply's tool calls are read */
     char *json_schema;            /* response_format's schema as compact JSON text (gen.json_schema), NULL none */

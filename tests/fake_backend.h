@@ -10,7 +10,7 @@
  *  tokens, CANCEL_MID → a cancel after 2 tokens that nobody asked for (as when the worker dies);
  *  model other than "" / "fake-model" → 404;
  *  TOOLCALL / TOOLCALL2 / TOOLBAD → a reply in Qwen's tool-call format (one call; text + two calls; a call
- *  with broken JSON), sent 5 bytes a token, finish "stop". An embedding job (gw_gen.embed) ends with DONE
+ *  with broken JSON), sent 5 bytes a token, finish "stop". An embedding job (proto_gen.embed) ends with DONE
  *  carrying an 8-value unit vector that depends on the prompt (same prompt, same vector), n_prompt = its
  *  length. */
 #ifndef LLM170_TESTS_FAKE_BACKEND_H
@@ -25,7 +25,7 @@ static atomic_int fake_canceled;        /* jobs that ended by cancel */
 static atomic_int fake_submitted;
 static atomic_bool fake_ready = true;
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct gw_gen fake_last;         /* scalar copy of the last request */
+static struct proto_gen fake_last;        /* scalar copy of the last request */
 static char fake_last_bias[512];        /* "tok:bias,text:bias," */
 static char fake_last_msgs[512];        /* "role:content|" */
 static char fake_last_tool[128];        /* the last request's tool_name ("" none) */
@@ -176,7 +176,7 @@ out:
     return NULL;
 }
 
-static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *user, struct gw_job **out,
+static int fake_submit(void *ctx, const struct proto_gen *g, gw_event_fn fn, void *user, struct gw_job **out,
                        struct err *e)
 {
     (void)ctx;
@@ -199,12 +199,12 @@ static int fake_submit(void *ctx, const struct gw_gen *g, gw_event_fn fn, void *
     snprintf(fake_last_tools, sizeof fake_last_tools, "%s", tj ? tj : "");
     free(tj);
     snprintf(fake_last_tool, sizeof fake_last_tool, "%s", g->tool_name ? g->tool_name : "");
-    for (size_t i = 0; i < g->n_bias; i++) {
+    for (size_t i = 0; i < g->n_logit_bias; i++) {
         char one[64];
-        if (g->bias[i].text)
-            snprintf(one, sizeof one, "%s:%g,", g->bias[i].text, g->bias[i].bias);
+        if (g->logit_bias[i].text)
+            snprintf(one, sizeof one, "%s:%g,", g->logit_bias[i].text, g->logit_bias[i].bias);
         else
-            snprintf(one, sizeof one, "%d:%g,", g->bias[i].token, g->bias[i].bias);
+            snprintf(one, sizeof one, "%d:%g,", g->logit_bias[i].token, g->logit_bias[i].bias);
         strncat(fake_last_bias, one, sizeof fake_last_bias - strlen(fake_last_bias) - 1);
     }
     for (size_t i = 0; g->messages && i < json_array_size(g->messages); i++) {
