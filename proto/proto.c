@@ -976,29 +976,14 @@ static int rd_flt(struct rd *r, const msgpack_object *map, const char *key, floa
     return 0;
 }
 
-/* An optional integer in [lo, hi] into *dst as int32 / uint32 (the two's complement of a negative one:
- * seed -1 is 0xFFFFFFFF); *given says whether it was there. */
-static int rd_opt_i32(struct rd *r, const msgpack_object *map, const char *key, int64_t lo, int64_t hi, int32_t *dst,
+/* An optional integer in [lo, hi]: *given says whether it was there. */
+static int rd_opt_int(struct rd *r, const msgpack_object *map, const char *key, int64_t lo, int64_t hi, int64_t *v,
                       bool *given)
 {
-    int64_t v;
-    int rc = rd_int(r, map, key, lo, hi, &v, false);
+    int rc = rd_int(r, map, key, lo, hi, v, false);
     if (rc < 0)
         return rc;
-    if ((*given = rc == 0))
-        *dst = (int32_t)v;
-    return 0;
-}
-
-static int rd_opt_u32(struct rd *r, const msgpack_object *map, const char *key, int64_t lo, int64_t hi,
-                      uint32_t *dst, bool *given)
-{
-    int64_t v;
-    int rc = rd_int(r, map, key, lo, hi, &v, false);
-    if (rc < 0)
-        return rc;
-    if ((*given = rc == 0))
-        *dst = (uint32_t)v;
+    *given = rc == 0;
     return 0;
 }
 
@@ -1210,8 +1195,9 @@ static int rd_gen(struct rd *r, const msgpack_object *o, struct proto_gen *g)
         g->set |= PG_MAX_TOKENS;
     }
     bool given;
-#define GEN_I32(m, lo, hi) rd_opt_i32(r, o, #m, lo, hi, &g->m, &given)
-#define GEN_SEED(m, lo, hi) rd_opt_u32(r, o, #m, lo, hi, &g->m, &given) /* -1 → 0xFFFFFFFF: random */
+#define GEN_I32(m, lo, hi) (rc = rd_opt_int(r, o, #m, lo, hi, &v, &given)) || !given ? rc : (g->m = (int32_t)v, 0)
+/* seed -1 → 0xFFFFFFFF: random, as llama-server takes it */
+#define GEN_SEED(m, lo, hi) (rc = rd_opt_int(r, o, #m, lo, hi, &v, &given)) || !given ? rc : (g->m = (uint32_t)v, 0)
 #define GEN_F32(m, lo, hi) rd_flt(r, o, #m, &g->m, &given)
 #define DECODE(m, bit, kind, lo, hi, sm, sbit)                                                                      \
     if ((rc = GEN_##kind(m, lo, hi)))                                                                               \

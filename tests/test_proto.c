@@ -163,6 +163,37 @@ static void chat_values_checked(void)
     json_decref(msgs);
 }
 
+/* Every field of PROTO_SAMPLING_FIELDS at an edge of its kind (ints -1, seed 0xFFFFFFFF = random, floats
+ * distinct) comes back with its bit; fields not given stay unmarked. */
+static void sampling_fields_roundtrip(void)
+{
+    struct proto_msg m, d;
+    proto_msg_init(&m, PT_GENERATE);
+    m.id = 9;
+    m.gen.prompt = "x";
+    float k = 0.0f;
+#define SET_I32(f) m.gen.f = -1
+#define SET_SEED(f) m.gen.f = 0xFFFFFFFFu
+#define SET_F32(f) m.gen.f = 0.25f * ++k
+#define SET(f, bit, kind, lo, hi, sm, sbit) SET_##kind(f); m.gen.set |= (bit);
+    PROTO_SAMPLING_FIELDS(SET)
+#undef SET
+    CHECK(roundtrip(&m, &d) == 0, "round trip");
+    CHECK_EQ_INT(d.gen.set, m.gen.set);
+#define SAME(f, bit, kind, lo, hi, sm, sbit) CHECK(d.gen.f == m.gen.f, "%s", #f);
+    PROTO_SAMPLING_FIELDS(SAME)
+#undef SAME
+    proto_msg_free(&d);
+    /* none given: none marked, the defaults kept */
+    proto_msg_init(&m, PT_GENERATE);
+    m.id = 9;
+    m.gen.prompt = "x";
+    CHECK(roundtrip(&m, &d) == 0, "round trip");
+    CHECK_EQ_INT(d.gen.set, 0);
+    CHECK(d.gen.top_p == 0.95f && d.gen.seed == 0xFFFFFFFFu, "defaults");
+    proto_msg_free(&d);
+}
+
 static void chunks_roundtrip(void)
 {
     struct proto_msg m, d;
@@ -749,6 +780,7 @@ int main(void)
     RUN(stream_ids_128);
     RUN(chunkbuf_messages);
     RUN(chat_values_checked);
+    RUN(sampling_fields_roundtrip);
     RUN(small_types_roundtrip);
     RUN(unknown_and_missing_fields);
     RUN(worker_load_and_memory);
