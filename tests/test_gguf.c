@@ -396,6 +396,64 @@ static void writer_roundtrip_every_accessor(void)
 }
 
 /* The writer's bytes equal a file laid out by hand from the spec §1.1. */
+/* A's metadata pair equals b's: key, type, and value (strings and string arrays element by element). */
+static bool kv_equal(const struct gguf_kv *a, const struct gguf_kv *b)
+{
+    if (a->key.len != b->key.len || memcmp(a->key.ptr, b->key.ptr, a->key.len) || a->type != b->type)
+        return false;
+    if (a->type == GGUF_STRING) {
+        uint64_t la, lb;
+        memcpy(&la, a->val, 8);
+        memcpy(&lb, b->val, 8);
+        return la == lb && !memcmp(a->val + 8, b->val + 8, la);
+    }
+    if (a->type != GGUF_ARRAY)
+        return !memcmp(a->val, b->val, gguf_vtype_size(a->type));
+    if (a->arr_type != b->arr_type || a->arr_n != b->arr_n)
+        return false;
+    if (a->arr_type != GGUF_STRING)
+        return !memcmp(a->val, b->val, a->arr_n * gguf_vtype_size(a->arr_type));
+    for (uint64_t i = 0; i < a->arr_n; i++) {
+        struct gguf_str x = gguf_arr_str(a, i), y = gguf_arr_str(b, i);
+        if (x.len != y.len || memcmp(x.ptr, y.ptr, x.len))
+            return false;
+    }
+    return true;
+}
+
+/* gguf_w_kv_copy: every pair of a file of every value type, copied into a new writer, reads back equal
+ * and in the same order (the model-rewriting tools, requant and settmpl, rest on it). */
+static void writer_copies_every_kv(void)
+{
+    float f32data[24];
+    uint8_t q4data[36];
+    struct gguf_w *w = build_all_types(f32data, q4data);
+    struct err e;
+    CHECK(gguf_w_write(w, tpath("src.gguf"), &e) == 0, "write: %s", e.msg);
+    gguf_w_free(w);
+    struct gguf *g = NULL, *h = NULL;
+    CHECK(gguf_open(&g, tpath("src.gguf"), &e) == 0, "open: %s", e.msg);
+    if (!g)
+        return;
+    w = gguf_w_new();
+    int bad = 0;
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        bad += gguf_w_kv_copy(w, &g->kv[i]) != 0;
+    CHECK_EQ_INT(bad, 0);
+    CHECK(gguf_w_write(w, tpath("copy.gguf"), &e) == 0, "write the copy: %s", e.msg);
+    gguf_w_free(w);
+    CHECK(gguf_open(&h, tpath("copy.gguf"), &e) == 0, "open the copy: %s", e.msg);
+    if (h) {
+        CHECK_EQ_INT(h->n_kv, g->n_kv);
+        int diff = 0;
+        for (uint64_t i = 0; i < g->n_kv && i < h->n_kv; i++)
+            diff += !kv_equal(&g->kv[i], &h->kv[i]);
+        CHECK_EQ_INT(diff, 0);
+        gguf_close(h);
+    }
+    gguf_close(g);
+}
+
 static void writer_bytes_match_spec_layout(void)
 {
     struct gguf_w *w = gguf_w_new();
@@ -1407,6 +1465,7 @@ int main(void)
         return 1;
     }
     RUN(writer_roundtrip_every_accessor);
+    RUN(writer_copies_every_kv);
     RUN(writer_bytes_match_spec_layout);
     RUN(writer_replace_delete_version);
     RUN(writer_rejects_bad_input);

@@ -66,6 +66,9 @@ int gguf_w_arr_bool(struct gguf_w *w, const char *key, uint64_t n, const bool *v
 /* Array of n NUL-terminated strings / of n length-delimited strings. */
 int gguf_w_arr_str(struct gguf_w *w, const char *key, uint64_t n, const char *const *strs);
 int gguf_w_arr_strn(struct gguf_w *w, const char *key, uint64_t n, const struct gguf_str *strs);
+/* The metadata pair kv of an opened file, copied as it is (its key, type and value): tools that write a
+ * changed copy of a model. ERR_UNSUPPORTED for arrays of arrays, ERR_FORMAT for a key over 511 bytes. */
+int gguf_w_kv_copy(struct gguf_w *w, const struct gguf_kv *kv);
 
 /* Remove a key (no-op when absent). */
 void gguf_w_del(struct gguf_w *w, const char *key);
