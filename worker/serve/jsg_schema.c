@@ -134,6 +134,20 @@ static void add_hex(struct gram *g, struct gram_seq *q)
     gram_seq_set(g, q, &s);
 }
 
+/* The unescaped alternatives of a string character into rule r: printable ASCII but " and \ (one
+ * set, through q), and a multibyte character. */
+static void add_plain(struct gram *g, int32_t r, struct gram_seq *q)
+{
+    struct gram_set s;
+    gram_set_clear(&s);
+    gram_set_add(&s, 0x20, 0x21);
+    gram_set_add(&s, 0x23, 0x5b);
+    gram_set_add(&s, 0x5d, 0x7f);
+    gram_seq_set(g, q, &s);
+    gram_alt(g, r, q);
+    add_multibyte(g, r);
+}
+
 /* One character of a JSON string's body: printable ASCII but " and \, a
  * multibyte character, or an escape (\uXXXX neither a surrogate nor
  * \u0000, which jansson refuses). */
@@ -145,14 +159,8 @@ static int32_t chr(struct jsg *c)
     int32_t r = gram_rule_new(g);
     struct gram_seq q;
     gram_seq_init(&q);
+    add_plain(g, r, &q);
     struct gram_set s;
-    gram_set_clear(&s);
-    gram_set_add(&s, 0x20, 0x21);
-    gram_set_add(&s, 0x23, 0x5b);
-    gram_set_add(&s, 0x5d, 0x7f);
-    gram_seq_set(g, &q, &s);
-    gram_alt(g, r, &q);
-    add_multibyte(g, r);
     gram_seq_clear(&q);
     gram_seq_lit(g, &q, "\\", 1);
     gram_set_clear(&s);
@@ -233,14 +241,7 @@ static int32_t dot(struct jsg *c)
     int32_t r = gram_rule_new(g);
     struct gram_seq q;
     gram_seq_init(&q);
-    struct gram_set s;
-    gram_set_clear(&s);
-    gram_set_add(&s, 0x20, 0x21);
-    gram_set_add(&s, 0x23, 0x5b);
-    gram_set_add(&s, 0x5d, 0x7f);
-    gram_seq_set(g, &q, &s);
-    gram_alt(g, r, &q);
-    add_multibyte(g, r);
+    add_plain(g, r, &q);
     static const char *const esc[] = {"\\\"", "\\\\", "\\/", "\\t"};
     for (size_t i = 0; i < 4; i++) {
         gram_seq_clear(&q);
