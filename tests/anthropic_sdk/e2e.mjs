@@ -8,6 +8,7 @@
 // env: BASE_URL (http://127.0.0.1:PORT), API_KEY, SDK_DIR (where node_modules/@anthropic-ai/sdk is),
 //      FAKE=1 (the fake backend's conventions), TAG (a prefix for the case names)
 import { createRequire } from 'node:module';
+import { tcase as runCase, assert, finish } from '../sdk_cases.mjs';
 
 const require = createRequire(process.env.SDK_DIR + '/package.json');
 const Mod = require('@anthropic-ai/sdk');
@@ -19,20 +20,7 @@ const FAKE = process.env.FAKE === '1';
 const TAG = process.env.TAG || (FAKE ? 'anthropic_sdk_fake' : 'anthropic_sdk');
 const client = new Anthropic({ baseURL: BASE, apiKey: KEY, maxRetries: 0, timeout: 60000 });
 
-let failed = 0;
-async function tcase(name, fn) {
-  name = `${TAG}_${name}`;
-  try {
-    const r = await fn();
-    if (typeof r === 'string' && r.startsWith('skip:')) console.log(`skip - ${name}: ${r.slice(5)}`);
-    else console.log(`ok - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`# ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`);
-    console.log(`not ok - ${name}`);
-  }
-}
-function assert(c, msg) { if (!c) throw new Error(msg); }
+const tcase = (name, fn) => runCase(TAG, name, fn);
 function eq(a, b, msg) {
   const ja = JSON.stringify(a), jb = JSON.stringify(b);
   if (ja !== jb) throw new Error(`${msg}: got ${ja}, want ${jb}`);
@@ -225,4 +213,4 @@ await tcase('bad_request_errors', async () => {
   assert(e4 instanceof Anthropic.NotFoundError, 'streamed NotFoundError: ' + e4);
 });
 
-process.exit(failed ? 1 : 0);
+finish();

@@ -7,6 +7,7 @@
 //      GOLDEN (stories260K.golden.json: greedy text to compare with; absent → shape checks only),
 //      MODEL (the served model name, "" = any), FAKE=1 (the fake backend's conventions)
 import { createRequire } from 'node:module';
+import { tcase as runCase, assert, finish } from '../sdk_cases.mjs';
 import http from 'node:http';
 import fs from 'node:fs';
 
@@ -20,19 +21,7 @@ const FAKE = process.env.FAKE === '1';
 const client = new OpenAI({ baseURL: BASE + '/v1', apiKey: KEY, maxRetries: 0, timeout: 60000 });
 let MODEL = process.env.MODEL || '';
 
-let failed = 0;
-async function tcase(name, fn) {
-  try {
-    const r = await fn();
-    if (typeof r === 'string' && r.startsWith('skip:')) console.log(`skip - ${name}: ${r.slice(5)}`);
-    else console.log(`ok - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`# ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`);
-    console.log(`not ok - ${name}`);
-  }
-}
-function assert(c, msg) { if (!c) throw new Error(msg); }
+const tcase = (name, fn) => runCase("", name, fn);
 function eq(a, b, msg) { if (a !== b) throw new Error(`${msg}: got ${JSON.stringify(a)}, want ${JSON.stringify(b)}`); }
 
 // The greedy continuation of "Once upon a time" from the data's own golden file.
@@ -443,4 +432,4 @@ await tcase('health_metrics', async () => {
     assert(m.text.includes(s), 'metrics lack ' + s);
 });
 
-process.exit(failed ? 1 : 0);
+finish();
