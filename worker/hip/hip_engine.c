@@ -990,8 +990,30 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     return 0;
 }
 
+/* Each wanted token's final hidden state after the output norm into embd (rows in batch order): one
+ * rms_norm of the step's final residual (ops.x, every token) into ops.h, outside any captured graph and
+ * after the step in stream order, then one copy to the host. A row's own norm, as the CPU engine's: the
+ * result does not depend on what else is in the batch. */
+static int embd_rows(struct hip_engine *c, int n, const bool *want, float *embd, struct err *e)
+{
+    const int E = c->ops.m->hp.n_embd;
+    int rc;
+    TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, c->output_norm, HIP_DNULL, n, E, E, E, false, e));
+    float *all = malloc((size_t)n * (size_t)E * sizeof *all);
+    if (!all)
+        return err_set(e, ERR_NOMEM, "hip: out of host memory for %d hidden-state rows", n);
+    rc = hip_rt_d2h(c->ops.rt, all, c->ops.h, (size_t)n * (size_t)E * 4, e);
+    if (!rc)
+        rc = hip_rt_sync(c->ops.rt, e);
+    for (int t = 0, r = 0; !rc && t < n; t++)
+        if (want[t])
+            memcpy(embd + (size_t)r++ * E, all + (size_t)t * E, (size_t)E * sizeof *all);
+    free(all);
+    return rc;
+}
+
 static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, int32_t *greedy_out,
-               const struct topk_io *tk, struct err *e)
+               const struct topk_io *tk, const bool *want, float *embd, struct err *e)
 {
     int rc = validate(c, toks, n, e);
     if (!rc)
@@ -1016,6 +1038,11 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     }
     if (n_out && (!logits || (tk && (!tk->k || !tk->ids || !tk->vals || !tk->n_cands))) && !greedy_out)
         return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
+    bool any_want = false;
+    for (int t = 0; want && t < n; t++)
+        any_want = any_want || want[t];
+    if (any_want && !embd)
+        return err_set(e, ERR_INVALID, "engine_decode: tokens asked for their hidden state but the buffer is NULL");
     if (c->hy)
         TRY(hip_hybrid_prepare(c->hy, toks, n, csh, e));
     TRY(hip_rt_h2d(c->ops.rt, c->ops.io, ih, 4 * (size_t)B * 4, e));
@@ -1059,6 +1086,8 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
         TRY(topk_finish(c, n_out, tk, logits, e));
     else if (n_out)
         TRY(hip_rt_d2h(c->ops.rt, logits, c->logits, (size_t)n_out * (size_t)hp->n_vocab * 4, e));
+    if (any_want)
+        TRY(embd_rows(c, n, want, embd, e)); /* ends with a sync */
     TRY(hip_rt_sync(c->ops.rt, e));
     if (n_out && greedy)
         memcpy(greedy_out, c->amax_h, (size_t)n_out * 4);
@@ -1069,20 +1098,13 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
 
 int hip_engine_decode(struct hip_engine *c, const struct engine_tok *toks, int n, float *logits, struct err *e)
 {
-    return run(c, toks, n, logits, NULL, NULL, e);
-}
-
-static int hip_engine_decode_topk(struct hip_engine *c, const struct engine_tok *toks, int n, const int32_t *k,
-                                  int32_t *ids, float *vals, int32_t *n_cands, float *logits, struct err *e)
-{
-    const struct topk_io tk = { k, ids, vals, n_cands };
-    return run(c, toks, n, logits, NULL, &tk, e);
+    return run(c, toks, n, logits, NULL, NULL, NULL, NULL, e);
 }
 
 int hip_engine_decode_greedy(struct hip_engine *c, const struct engine_tok *toks, int n, int32_t *tokens,
                              struct err *e)
 {
-    return run(c, toks, n, NULL, tokens, NULL, e);
+    return run(c, toks, n, NULL, tokens, NULL, NULL, NULL, e);
 }
 
 static int hip_engine_host_alloc(struct hip_engine *c, size_t n, void **out, struct err *e)
@@ -1188,10 +1210,16 @@ static int hb_decode(void *b, const struct engine_tok *toks, int n, float *logit
 {
     return hip_engine_decode(b, toks, n, logits, e);
 }
+static int hb_decode_embd(void *b, const struct engine_tok *toks, int n, const bool *want, float *logits, float *embd,
+                          struct err *e)
+{
+    return run(b, toks, n, logits, NULL, NULL, want, embd, e);
+}
 static int hb_decode_topk(void *b, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
                           float *vals, int32_t *n_cands, float *logits, struct err *e)
 {
-    return hip_engine_decode_topk(b, toks, n, k, ids, vals, n_cands, logits, e);
+    const struct topk_io tk = { k, ids, vals, n_cands };
+    return run(b, toks, n, logits, NULL, &tk, NULL, NULL, e);
 }
 static int hb_host_alloc(void *b, size_t n, void **out, struct err *e)
 {
@@ -1225,6 +1253,7 @@ const struct backend_ops hip_backend = {
     .n_ctx = hb_n_ctx,
     .decode = hb_decode,
     .decode_topk = hb_decode_topk,
+    .decode_embd = hb_decode_embd,
     .host_alloc = hb_host_alloc,
     .host_free = hb_host_free,
     .seq_len = hb_seq_len,
