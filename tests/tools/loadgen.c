@@ -9,7 +9,7 @@
  * HTTP/1.0, so the body is the raw event stream up to the server's close.
  *
  *   loadgen [--host 127.0.0.1] [--port 8080] [--clients 64] [--seconds 60] [--max-tokens 64]
- *           [--temperature 0.8] [--prompt "Once upon a time"] [--same-prompt]
+ *           [--temperature 0.8] [--prompt "Once upon a time"] [--same-prompt] [--extra JSON]
  *
  * Prints one line: requests, errors, tokens (sum of completion_tokens of the
  * requests that finished), tokens/s over the wall time, events/s, and the RSS
@@ -120,25 +120,27 @@ struct opts {
     const char *temperature; /* as given: JSON number text */
     const char *prompt;      /* JSON-safe text; "%d %u" are not expanded */
     bool vary;               /* append the client and request numbers to the prompt */
+    const char *extra;       /* more members of the body, as JSON text ("" none): "response_format":{…} */
 };
 
 static int start_request(struct client *c, int ep, const struct sockaddr_in *sa, const struct opts *op)
 {
-    char body[768];
+    char body[4096];
     char suffix[32] = "";
     if (op->vary)
         snprintf(suffix, sizeof suffix, " %d %u", c->idx, c->n);
     int bl = snprintf(body, sizeof body,
                       "{\"prompt\":\"%s%s\",\"max_tokens\":%d,\"temperature\":%s,"
-                      "\"seed\":%u,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
-                      op->prompt, suffix, op->max_tokens, op->temperature, (unsigned)c->idx * 1000u + c->n);
+                      "\"seed\":%u,\"stream\":true,\"stream_options\":{\"include_usage\":true}%s%s}",
+                      op->prompt, suffix, op->max_tokens, op->temperature, (unsigned)c->idx * 1000u + c->n,
+                      *op->extra ? "," : "", op->extra);
     if (bl >= (int)sizeof body)
         return -1;
     free(c->req);
-    c->req = malloc(1024);
+    c->req = malloc(sizeof body + 256);
     if (!c->req)
         return -1;
-    c->req_len = (size_t)snprintf(c->req, 1024,
+    c->req_len = (size_t)snprintf(c->req, sizeof body + 256,
                                   "POST /v1/completions HTTP/1.0\r\nHost: loadgen\r\nContent-Type: application/json\r\n"
                                   "Content-Length: %d\r\n\r\n%s",
                                   bl, body);
@@ -208,14 +210,16 @@ int main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
     int port = 8080, n_clients = 64;
-    struct opts op = {.max_tokens = 64, .temperature = "0.8", .prompt = "Once upon a time", .vary = true};
+    struct opts op = {.max_tokens = 64, .temperature = "0.8", .prompt = "Once upon a time", .vary = true,
+                   .extra = ""};
     double seconds = 60;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: loadgen [--host H] [--port P] [--clients N] [--seconds S] [--max-tokens N]\n"
-                   "               [--temperature T] [--prompt TEXT] [--same-prompt]\n"
-                   "Prompts are TEXT plus ' <client> <request>' unless --same-prompt.\n");
+                   "               [--temperature T] [--prompt TEXT] [--same-prompt] [--extra JSON]\n"
+                   "Prompts are TEXT plus ' <client> <request>' unless --same-prompt.\n"
+                   "--extra adds members to every request body, e.g. '\"response_format\":{\"type\":\"json_object\"}'.\n");
             return 0;
         }
         if (!strcmp(a, "--same-prompt")) {
@@ -233,6 +237,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--max-tokens")) op.max_tokens = atoi(v);
         else if (!strcmp(a, "--temperature")) op.temperature = v;
         else if (!strcmp(a, "--prompt")) op.prompt = v;
+        else if (!strcmp(a, "--extra")) op.extra = v;
         else {
             fprintf(stderr, "loadgen: unknown option '%s'\n", a);
             return 2;
