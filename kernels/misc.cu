@@ -337,7 +337,11 @@ extern "C" __global__ void argmax_split(const float *x, int n, int stride, int *
  * how many (≤ cap), or −1 (the host then reads the whole row) when kk[row] ≤ 0, the row holds +inf,
  * NaN or −inf (the host's finite check then ends that request with an error: a model's raw logits are
  * never legitimately non-finite), one value only, or more than cap would be kept. Three passes over the row (range, histogram in shared memory, compaction) instead of
- * the copy of a whole row to the host: 152k floats a row. Grid: rows; block 1024. */
+ * the copy of a whole row to the host: 152k floats a row.
+ * A masked row (masked[row], its bits allow[row][(n + 31) / 32]: a grammar's tokens) selects among its
+ * allowed elements only — the range, the histogram and the compaction skip the others, which count as
+ * absent — and when at most cap are allowed they are all the candidates, fewer than k included (the
+ * sampler's top-k then keeps them all). The finite check stays over the whole row. Grid: rows; block 1024. */
 #define TOPK_BINS 2048
 
 static __device__ __forceinline__ int topk_bin(float v, float mn, float scale)
@@ -345,8 +349,14 @@ static __device__ __forceinline__ int topk_bin(float v, float mn, float scale)
     return min(TOPK_BINS - 1, (int)((v - mn) * scale));
 }
 
+static __device__ __forceinline__ bool topk_allowed(const unsigned *am, int i)
+{
+    return !am || (am[i >> 5] >> (i & 31)) & 1u;
+}
+
 extern "C" __global__ void __launch_bounds__(1024) topk_cut(const float *x, int n, int stride, const int *kk, int cap,
-                                                            int *cnt, int *ids, float *vals)
+                                                            const int *masked, const unsigned *allow, int *cnt,
+                                                            int *ids, float *vals)
 {
     __shared__ float red[32];
     __shared__ int hist[TOPK_BINS];
@@ -360,54 +370,68 @@ extern "C" __global__ void __launch_bounds__(1024) topk_cut(const float *x, int 
         return;
     }
     const float *r = x + (long long)row * stride;
-    float mx = -INF_F, mn = INF_F, nf = 0.0f;
+    const unsigned *am = masked[row] ? allow + (long long)row * ((n + 31) >> 5) : nullptr;
+    /* mx, mn: the allowed finite range; nf: finite elements of the whole row; na: allowed finite ones */
+    float mx = -INF_F, mn = INF_F, nf = 0.0f, na = 0.0f;
     for (int i = tid; i < n; i += nt) {
         const float v = r[i];
-        if (v > mx) /* false for NaN */
-            mx = v;
-        if (v > -INF_F) {
+        const bool fin = v > -INF_F && v < INF_F; /* false for NaN */
+        nf += fin ? 1.0f : 0.0f;
+        if (fin && topk_allowed(am, i)) {
+            mx = fmaxf(mx, v);
             mn = fminf(mn, v);
-            nf += 1.0f;
+            na += 1.0f;
         }
     }
     mx = block_max(mx, red);
     mn = -block_max(-mn, red);
     nf = block_sum(nf, red);
-    /* nf < n: a NaN or −inf somewhere; nf < k: a row shorter than k. Uniform: every thread has the same three. */
-    if (!(mx > mn) || !(mx < INF_F) || nf < (float)n || nf < (float)k) {
+    na = block_sum(na, red);
+    /* nf < n: a NaN or ±inf somewhere; na < k: fewer values than k (unmasked: a short row). Uniform: every
+     * thread has the same four. */
+    const bool all = am && na >= 1.0f && na <= (float)cap; /* a masked row whose allowed ones all fit */
+    if (nf < (float)n || (!all && (!(mx > mn) || na < (float)k))) {
         if (tid == 0)
             cnt[row] = -1;
         return;
     }
-    const float scale = (float)TOPK_BINS / (mx - mn);
-    for (int b = tid; b < TOPK_BINS; b += nt)
-        hist[b] = 0;
-    __syncthreads();
-    for (int i = tid; i < n; i += nt) {
-        const float v = r[i];
-        if (v >= mn) /* false for NaN and −inf */
-            atomicAdd(&hist[topk_bin(v, mn, scale)], 1);
-    }
-    __syncthreads();
-    const int per = TOPK_BINS / WARP;
-    if (tid < WARP) {
-        int s = 0;
-        for (int j = 0; j < per; j++)
-            s += hist[tid * per + j];
-        lanes[tid] = s;
-    }
-    __syncthreads();
-    if (tid == 0) {
-        /* from the top: whole lanes' bins while they keep fewer than k, then bin by bin */
-        int acc = 0, l = WARP - 1;
-        for (; l > 0 && acc + lanes[l] < k; l--)
-            acc += lanes[l];
-        int b = (l + 1) * per - 1;
-        for (; b > l * per && acc + hist[b] < k; b--)
-            acc += hist[b];
-        s_bin = b;
-        s_kept = acc + hist[b]; /* ≥ k: at bin 0 it is every finite value */
-        s_pos = 0;
+    const float scale = all ? 0.0f : (float)TOPK_BINS / (mx - mn);
+    if (all) {
+        if (tid == 0) {
+            s_bin = 0;
+            s_kept = (int)na;
+            s_pos = 0;
+        }
+    } else {
+        for (int b = tid; b < TOPK_BINS; b += nt)
+            hist[b] = 0;
+        __syncthreads();
+        for (int i = tid; i < n; i += nt) {
+            const float v = r[i];
+            if (v >= mn && topk_allowed(am, i)) /* false for NaN and −inf */
+                atomicAdd(&hist[topk_bin(v, mn, scale)], 1);
+        }
+        __syncthreads();
+        const int per = TOPK_BINS / WARP;
+        if (tid < WARP) {
+            int s = 0;
+            for (int j = 0; j < per; j++)
+                s += hist[tid * per + j];
+            lanes[tid] = s;
+        }
+        __syncthreads();
+        if (tid == 0) {
+            /* from the top: whole lanes' bins while they keep fewer than k, then bin by bin */
+            int acc = 0, l = WARP - 1;
+            for (; l > 0 && acc + lanes[l] < k; l--)
+                acc += lanes[l];
+            int b = (l + 1) * per - 1;
+            for (; b > l * per && acc + hist[b] < k; b--)
+                acc += hist[b];
+            s_bin = b;
+            s_kept = acc + hist[b]; /* ≥ k: at bin 0 it is every finite value */
+            s_pos = 0;
+        }
     }
     __syncthreads();
     const int bin = s_bin, kept = s_kept;
@@ -420,7 +444,8 @@ extern "C" __global__ void __launch_bounds__(1024) topk_cut(const float *x, int 
     float *ov = vals + (long long)row * cap;
     for (int i = tid; i < n; i += nt) {
         const float v = r[i];
-        if (v >= mn && topk_bin(v, mn, scale) >= bin) {
+        /* all: every allowed one (finite: checked above); scale 0 puts each in bin 0 */
+        if (v >= mn && topk_allowed(am, i) && (all || topk_bin(v, mn, scale) >= bin)) {
             const int p = atomicAdd(&s_pos, 1);
             oi[p] = i;
             ov[p] = v;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../worker/serve/gram.h"
+#include "../worker/serve/gram_cache.h"
 #include "../worker/serve/jsg_schema.h"
 #include "../worker/serve/sampling.h"
 #include "check.h"
@@ -482,6 +483,103 @@ static void random_schemas_give_json(void)
     gram_vocab_free(gv);
 }
 
+/* The shared mask cache (gram_cache.h): random walks alternate between two grammars compiled from one
+ * bounded schema (every step a new parser set), each step's mask through a roomy cache and a cache of
+ * three masks (evicting all the time) equal to gram_mask's own walk of a twin state, bits and count.
+ * Keys: equal for the two grammars after the same text and unchanged by renumbering the nodes
+ * (gram_state_compact), different for another schema; the second walk of equal texts hits. */
+static void shared_mask_cache(void)
+{
+    static struct vocab v;
+    make_vocab(&v);
+    const char *sch = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":8},"
+                      "\"n\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":3}},"
+                      "\"required\":[\"name\",\"n\"],\"additionalProperties\":false}";
+    struct err e = {0};
+    struct gram *g[2] = {schema(sch), schema(sch)}, *other = schema("{\"type\":\"array\"}");
+    struct gram_vocab *gv = gram_vocab_new(v.n, vpiece, &v, &e);
+    struct gram_cache *big = gv ? gram_cache_new(gv, 64u << 20, &e) : NULL;
+    struct gram_cache *tiny = gv ? gram_cache_new(gv, 3 * (sizeof(uint32_t) * 13 + 256), &e) : NULL;
+    CHECK(g[0] && g[1] && other && gv && big && tiny, "setup: %s", e.msg);
+    if (!g[0] || !g[1] || !other || !gv || !big || !tiny)
+        goto out;
+    CHECK(gram_fingerprint(g[0]) == gram_fingerprint(g[1]) && gram_fingerprint(g[0]) != gram_fingerprint(other),
+          "fingerprints: equal schemas alike, another not");
+    uint32_t a1[13], a2[13], a3[13];
+    int differ = 0, key_differ = 0, steps = 0;
+    uint64_t seed0 = rng_state, misses0 = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        struct gram_cache_stats cs;
+        gram_cache_stats(big, &cs);
+        misses0 = cs.misses;
+        rng_state = seed0; /* the second pass walks the same texts: every mask a hit */
+        for (int w = 0; w < 16; w++) {
+            struct gram_state *st = gram_state_new(g[w & 1], &e), *twin = gram_state_new(g[w & 1], &e);
+            struct gram_state *peer = gram_state_new(g[!(w & 1)], &e);
+            for (int s = 0; st && twin && peer && s < 60; s++, steps++) {
+                int32_t c1 = gram_cache_mask(big, st, a1, &e), c2 = gram_cache_mask(tiny, st, a2, &e);
+                int32_t c3 = gram_mask(twin, gv, a3, &e);
+                differ += c1 != c3 || c2 != c3 || memcmp(a1, a3, sizeof a1) || memcmp(a2, a3, sizeof a3);
+                size_t n1, n2;
+                const int32_t *k1 = gram_state_key(st, &n1, &e);
+                int32_t kc[512];
+                if (k1 && n1 <= 512)
+                    memcpy(kc, k1, n1 * sizeof *k1);
+                const int32_t *k2 = gram_state_key(peer, &n2, &e);
+                key_differ += !k1 || !k2 || n1 > 512 || n1 != n2 || memcmp(kc, k2, n1 * sizeof *k2);
+                if (s % 5 == 4) { /* renumbered nodes, the same key */
+                    CHECK(gram_state_compact(st, &e) == 0, "compact");
+                    k1 = gram_state_key(st, &n2, &e);
+                    key_differ += !k1 || n1 > 512 || n1 != n2 || memcmp(kc, k1, n1 * sizeof *k1);
+                }
+                if (c3 <= 0)
+                    break;
+                int pick = (int)(rnd() % (uint32_t)c3);
+                for (int t = 0; t < v.n; t++)
+                    if ((a3[t >> 5] >> (t & 31)) & 1u && pick-- == 0) {
+                        CHECK(gram_advance(st, v.piece[t], v.len[t], &e) == 0 &&
+                                  gram_advance(twin, v.piece[t], v.len[t], &e) == 0 &&
+                                  gram_advance(peer, v.piece[t], v.len[t], &e) == 0,
+                              "advance: %s", e.msg);
+                        break;
+                    }
+            }
+            gram_state_free(st);
+            gram_state_free(twin);
+            gram_state_free(peer);
+        }
+    }
+    CHECK(differ == 0, "%d of %d cached masks differ from the walk", differ, steps);
+    CHECK(key_differ == 0, "%d keys differ between equal grammars or after compaction", key_differ);
+    struct gram_state *s0 = gram_state_new(g[0], &e), *s1 = gram_state_new(other, &e);
+    size_t n0 = 0, n1 = 0;
+    const int32_t *k0 = s0 ? gram_state_key(s0, &n0, &e) : NULL;
+    int32_t kc[64] = {0};
+    if (k0 && n0 <= 64)
+        memcpy(kc, k0, n0 * sizeof *k0);
+    const int32_t *k1 = s1 ? gram_state_key(s1, &n1, &e) : NULL;
+    CHECK(k0 && k1 && (n0 != n1 || memcmp(kc, k1, n0 * sizeof *k1)), "another schema's start has another key");
+    gram_state_free(s0);
+    gram_state_free(s1);
+    struct gram_cache_stats sb, st;
+    gram_cache_stats(big, &sb);
+    gram_cache_stats(tiny, &st);
+    printf("# %d steps: roomy cache %llu hits %llu misses %zu entries; tiny %llu hits %llu evictions\n", steps,
+           (unsigned long long)sb.hits, (unsigned long long)sb.misses, sb.entries, (unsigned long long)st.hits,
+           (unsigned long long)st.evictions);
+    CHECK(sb.misses > 5 && sb.misses == misses0, "the second pass only hits (%llu misses, %llu after the first)",
+          (unsigned long long)sb.misses, (unsigned long long)misses0);
+    CHECK(st.evictions > 0 && st.entries < 8 && st.bytes <= 3 * (sizeof(uint32_t) * 13 + 256),
+          "the tiny cache evicts (%llu, %zu entries)", (unsigned long long)st.evictions, st.entries);
+out:
+    gram_cache_free(big);
+    gram_cache_free(tiny);
+    gram_vocab_free(gv);
+    gram_free(g[0]);
+    gram_free(g[1]);
+    gram_free(other);
+}
+
 /* A mask ends the candidate list before any sampler: greedy, top-k and
  * bias never reach a forbidden token. */
 static void sampler_honours_mask(void)
@@ -500,9 +598,16 @@ static void sampler_honours_mask(void)
     if (!c)
         return;
     CHECK(smp_topk_only(c) == 40, "unmasked chain pre-selects top 40");
+    int32_t ids[2] = {3, 7};
+    float vals[2] = {3.0f, 7.0f};
+    CHECK(smp_sample_cands(c, ids, vals, 2) < 0, "unmasked: 2 candidates are fewer than its k");
     smp_set_allowed(c, allow);
-    CHECK(smp_topk_only(c) == 0, "masked chain takes the whole row");
+    /* the engine selects among the allowed tokens (engine_decode_topk's allow): with fewer than k allowed,
+     * all of them are the candidates */
+    CHECK(smp_topk_only(c) == 40, "a masked chain pre-selects too");
     CHECK_EQ_INT(smp_sample(c, logits), 7);
+    CHECK_EQ_INT(smp_sample_cands(c, ids, vals, 2), 7);
+    CHECK(smp_sample_cands(c, ids, vals, 0) < 0, "masked: no candidate is refused");
     smp_free(c);
     p.temp = 1.0f;
     p.top_k = 1;
@@ -531,6 +636,7 @@ int main(void)
     RUN(mask_brute_object);
     RUN(mask_brute_schema);
     RUN(random_schemas_give_json);
+    RUN(shared_mask_cache);
     RUN(sampler_honours_mask);
     CHECK_EXIT();
 }

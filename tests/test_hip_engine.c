@@ -566,10 +566,13 @@ static void dispatch_backend_hip(void)
 }
 
 /* engine_decode_topk + smp_sample_cands draw what engine_decode + smp_sample draw: two GPU engines on
- * stories260K (the same kernels: the same logits), four sequences of 24 steps with the default chain
+ * stories260K (the same kernels: the same logits), five sequences of 24 steps with the default chain
  * (top-k 40 first) and their own seeds, the tokens fed back; sequence 3 asks for whole rows (k 0), as
- * a request with logprobs does. Most rows must come back as candidates. A's logits land in page-locked
- * memory (engine_logits_alloc), B's in plain memory. */
+ * a request with logprobs does; sequences 1 and 4 are masked as a grammar masks (mask before selection):
+ * 1 allows a third of the vocabulary, 4 six tokens (fewer than k: all of them are the candidates); the
+ * whole-row draw applies the same mask on the host. Most rows must come back as candidates, and no
+ * masked row's candidate be a forbidden token. A's logits land in page-locked memory
+ * (engine_logits_alloc), B's in plain memory. */
 static void topk_candidates_sample_alike(void)
 {
     struct model *m = NULL;
@@ -580,7 +583,7 @@ static void topk_candidates_sample_alike(void)
         SKIP("no shared data");
     if (lrc < 0)
         return;
-    enum { S = 4, STEPS = 24 };
+    enum { S = 5, STEPS = 24 };
     p.n_seq = S;
     p.backend = BACKEND_HIP;
     struct engine_ctx *ga = NULL, *gb = NULL;
@@ -592,22 +595,39 @@ static void topk_candidates_sample_alike(void)
     int32_t *ids = malloc(sizeof(int32_t) * S * ENGINE_CAND_CAP), n_cands[S], k[S];
     float *vals = malloc(sizeof(float) * S * ENGINE_CAND_CAP);
     struct smp_chain *ca[S], *cb[S];
+    const size_t W = ((size_t)V + 31) / 32;
+    uint32_t *masks = calloc(2 * W, sizeof *masks);
+    const uint32_t *allow[S] = { NULL, masks, NULL, NULL, masks + W };
+    for (int t = 0; t < V; t++) {
+        if (t % 3 == 1)
+            masks[t / 32] |= 1u << (t % 32);
+        if (t % 53 == 7 && t < 6 * 53)
+            masks[W + (size_t)t / 32] |= 1u << (t % 32);
+    }
     for (int q = 0; q < S; q++) {
         struct smp_params sp = smp_params_default();
         sp.seed = 100 + (uint32_t)q;
         ca[q] = smp_new(&sp, V, &e);
         cb[q] = smp_new(&sp, V, &e);
+        smp_set_allowed(ca[q], allow[q]);
+        smp_set_allowed(cb[q], allow[q]);
         k[q] = q == 3 ? 0 : smp_topk_only(cb[q]);
     }
-    int32_t tok[S] = { 1, 1, 1, 1 };
+    int32_t tok[S] = { 1, 1, 1, 1, 1 };
+    int forbidden = 0;
     int differ = 0, served = 0, rows = 0;
     for (int step = 0; ga && gb && la && step < STEPS && !differ; step++) {
         struct engine_tok t[S];
         for (int q = 0; q < S; q++)
             t[q] = (struct engine_tok){ tok[q], step, q, true };
         CHECK(engine_decode(ga, t, S, la, &e) == 0, "decode: %s", e.msg);
-        CHECK(engine_decode_topk(gb, t, S, k, ids, vals, n_cands, lb, &e) == 0, "decode_topk: %s", e.msg);
+        CHECK(engine_decode_topk(gb, t, S, k, allow, ids, vals, n_cands, lb, &e) == 0, "decode_topk: %s", e.msg);
         for (int q = 0; q < S; q++) {
+            for (int j = 0; allow[q] && j < n_cands[q]; j++) {
+                int32_t id = ids[q * ENGINE_CAND_CAP + j];
+                forbidden += !((allow[q][id / 32] >> (id % 32)) & 1u);
+            }
+            CHECK(q != 4 || n_cands[q] == -1 || n_cands[q] == 6, "six allowed: %d candidates", n_cands[q]);
             int32_t ta = smp_sample(ca[q], la + (size_t)q * V);
             int32_t tb = n_cands[q] >= 0 ? smp_sample_cands(cb[q], ids + q * ENGINE_CAND_CAP,
                                                             vals + q * ENGINE_CAND_CAP, n_cands[q])
@@ -622,12 +642,13 @@ static void topk_candidates_sample_alike(void)
         }
     }
     CHECK(differ == 0, "%d draws differ", differ);
+    CHECK(forbidden == 0, "%d forbidden candidates", forbidden);
     CHECK(served >= rows * 9 / 10, "%d of %d rows as candidates", served, rows);
     printf("# %d of %d rows came back as candidates\n", served, rows);
     for (int q = 0; q < S; q++)
         smp_free(ca[q]), smp_free(cb[q]);
     engine_logits_free(ga, la);
-    free(lb), free(ids), free(vals);
+    free(lb), free(ids), free(vals), free(masks);
     engine_free(ga);
     engine_free(gb);
     model_free(m);

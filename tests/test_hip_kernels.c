@@ -1517,30 +1517,42 @@ static void argmax_over_slices(void)
 
 /* topk_cut's reference: the same bins (TOPK_BINS over the finite [min, max], the same float steps),
  * the bin holding the k-th largest, and what lies in it and above; −1 where the kernel must give up
- * (k ≤ 0, +inf, fewer than k finite values, one value only, more than cap kept). keep[i] marks the kept. */
+ * (k ≤ 0, ±inf or NaN anywhere, fewer than k finite values, one value only, more than cap kept). With a
+ * mask (am: bit i = element i allowed) the same over the allowed elements only, and all of them when at
+ * most cap are allowed. keep[i] marks the kept. */
 #define TOPK_BINS_REF 2048
-static int topk_cut_ref(const float *r, int n, int k, int cap, unsigned char *keep)
+static bool ref_allowed(const uint32_t *am, int i) { return !am || (am[i >> 5] >> (i & 31)) & 1u; }
+static int topk_cut_ref(const float *r, int n, int k, int cap, const uint32_t *am, unsigned char *keep)
 {
     memset(keep, 0, (size_t)n);
     if (k <= 0)
         return -1;
     float mx = -INFINITY, mn = INFINITY;
-    int nf = 0;
+    int nf = 0, na = 0;
     for (int i = 0; i < n; i++) {
-        if (r[i] > mx)
-            mx = r[i];
-        if (r[i] > -INFINITY) {
+        if (!isfinite(r[i]))
+            continue;
+        nf++;
+        if (ref_allowed(am, i)) {
+            mx = fmaxf(mx, r[i]);
             mn = fminf(mn, r[i]);
-            nf++;
+            na++;
         }
     }
-    if (!(mx > mn) || !(mx < INFINITY) || nf < n || nf < k) /* +inf, NaN or −inf: the whole row */
+    if (nf < n) /* +inf, NaN or −inf anywhere: the whole row */
+        return -1;
+    if (am && na >= 1 && na <= cap) {
+        for (int i = 0; i < n; i++)
+            keep[i] = ref_allowed(am, i);
+        return na;
+    }
+    if (!(mx > mn) || na < k)
         return -1;
     const float scale = (float)TOPK_BINS_REF / (mx - mn);
     static int hist[TOPK_BINS_REF];
     memset(hist, 0, sizeof hist);
     for (int i = 0; i < n; i++)
-        if (r[i] >= mn) {
+        if (r[i] >= mn && ref_allowed(am, i)) {
             int b = (int)((r[i] - mn) * scale);
             hist[b < TOPK_BINS_REF - 1 ? b : TOPK_BINS_REF - 1]++;
         }
@@ -1550,7 +1562,7 @@ static int topk_cut_ref(const float *r, int n, int k, int cap, unsigned char *ke
     if (kept > cap)
         return -1;
     for (int i = 0; i < n; i++)
-        if (r[i] >= mn) {
+        if (r[i] >= mn && ref_allowed(am, i)) {
             int bi = (int)((r[i] - mn) * scale);
             keep[i] = (bi < TOPK_BINS_REF - 1 ? bi : TOPK_BINS_REF - 1) >= b;
         }
@@ -1560,19 +1572,33 @@ static int topk_cut_ref(const float *r, int n, int k, int cap, unsigned char *ke
 /* topk_cut (the rows' top-k candidates for the host's sampler) against its reference: the same count
  * and the same set of ids with their exact values, on rows of 151936 and 512 floats: normal-ish,
  * NaN and −inf sprinkled, seven values (ties: more than cap kept), one outlier over a flat field, +inf,
- * too few finite values, a ramp; k 40, 1, 100, 0 and one past the finite count. Every finite value
- * left out must lie below every one kept, and the kept be at least k. */
+ * too few finite values, a ramp; k 40, 1, 100, 0 and one past the finite count; and masked rows (a
+ * grammar's): a third of the tokens allowed (the selection among them; at 512 all 171 of them fit),
+ * five allowed (fewer than k: all five), +inf at a disallowed token (still the whole row). Every allowed
+ * finite value left out must lie below every one kept, nothing disallowed be kept, and the kept be at
+ * least k unless fewer are allowed. */
 static void topk_cut_rows(void)
 {
     NEED_GPU();
-    enum { R = 9, CAP = 256 };
+    enum { R = 12, CAP = 256 };
     const int ns[] = { 151936, 512 };
     uint32_t s = 7;
     for (int ni = 0; ni < 2; ni++) {
         const int N = ns[ni];
         float *a = malloc(sizeof(float) * (size_t)R * N);
         unsigned char *keep = malloc((size_t)N);
-        int kk[R] = { 40, 40, 40, 40, 40, 1, 100, 0, 40 };
+        int kk[R] = { 40, 40, 40, 40, 40, 1, 100, 0, 40, 40, 40, 40 };
+        int masked[R] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1 };
+        const size_t W = ((size_t)N + 31) / 32;
+        uint32_t *am = calloc((size_t)R * W, sizeof *am);
+        for (int i = 0; i < N; i++) {
+            if (i % 3 == 0)
+                am[9 * W + (size_t)i / 32] |= 1u << (i % 32);
+            if (i % 97 == 5 && i < 5 * 97)
+                am[10 * W + (size_t)i / 32] |= 1u << (i % 32);
+            if (i % 2 == 0)
+                am[11 * W + (size_t)i / 32] |= 1u << (i % 32);
+        }
         for (int r = 0; r < R; r++)
             for (int i = 0; i < N; i++) {
                 s = s * 1664525u + 1013904223u;
@@ -1585,13 +1611,15 @@ static void topk_cut_rows(void)
                 case 4: *x = i == 17 ? INFINITY : v; break;             /* +inf */
                 case 8: *x = i < 30 ? v : -INFINITY; break;             /* 30 finite, k 40 */
                 case 6: *x = (float)i * 0.25f; break;                   /* ramp */
+                case 11: *x = i == 17 ? INFINITY : v; break;            /* +inf where the mask forbids */
                 default: *x = v; break;
                 }
             }
         uint64_t da = dup(a, sizeof(float) * (size_t)R * N), dk = dup(kk, sizeof kk);
         uint64_t dcnt = dup(NULL, R * 4), dids = dup(NULL, (size_t)R * CAP * 4), dvals = dup(NULL, (size_t)R * CAP * 4);
+        uint64_t dmk = dup(masked, sizeof masked), dam = dup(am, (size_t)R * W * 4);
         int n = N, stride = N, cap = CAP;
-        void *p[] = { &da, &n, &stride, &dk, &cap, &dcnt, &dids, &dvals };
+        void *p[] = { &da, &n, &stride, &dk, &cap, &dmk, &dam, &dcnt, &dids, &dvals };
         CHECK(launch("topk_cut", R, 1, 1024, p) == 0, "launch");
         int cnt[R], *ids = malloc((size_t)R * CAP * 4);
         float *vals = malloc((size_t)R * CAP * 4);
@@ -1600,7 +1628,8 @@ static void topk_cut_rows(void)
         get(vals, dvals, (size_t)R * CAP * 4);
         for (int r = 0; r < R; r++) {
             const float *row = a + (size_t)r * N;
-            int ref = topk_cut_ref(row, N, kk[r], CAP, keep);
+            const uint32_t *m = masked[r] ? am + (size_t)r * W : NULL;
+            int ref = topk_cut_ref(row, N, kk[r], CAP, m, keep);
             CHECK(cnt[r] == ref, "n %d row %d: count %d, reference %d", N, r, cnt[r], ref);
             if (cnt[r] != ref || ref < 0)
                 continue;
@@ -1616,19 +1645,23 @@ static void topk_cut_rows(void)
                 seen++;
                 lo = fminf(lo, row[id]);
             }
-            for (int i = 0; i < N; i++)
-                if (keep[i] != 2 && row[i] > -INFINITY && row[i] > hi_out)
+            int n_allowed = 0;
+            for (int i = 0; i < N; i++) {
+                n_allowed += ref_allowed(m, i);
+                if (keep[i] != 2 && ref_allowed(m, i) && row[i] > -INFINITY && row[i] > hi_out)
                     hi_out = row[i];
+            }
             CHECK(bad == 0 && seen == ref, "n %d row %d: %d wrong candidates, %d of %d distinct", N, r, bad, seen, ref);
-            CHECK(ref >= kk[r] && hi_out < lo, "n %d row %d: %d kept for k %d, left out up to %g, kept from %g", N, r,
+            CHECK((ref >= kk[r] || ref == n_allowed) && hi_out < lo, "n %d row %d: %d kept for k %d, left out up to %g, kept from %g", N, r,
                   ref, kk[r], (double)hi_out, (double)lo);
         }
         CHECK(cnt[0] > 0 && cnt[5] > 0 && cnt[6] >= 100, "n %d: the ordinary rows are served", N);
-        CHECK(cnt[1] == -1 && cnt[4] == -1 && cnt[7] == -1 && cnt[8] == -1,
-              "n %d: NaN / -inf, +inf, k 0 and too few finite values give the whole row back", N);
+        CHECK(cnt[1] == -1 && cnt[4] == -1 && cnt[7] == -1 && cnt[8] == -1 && cnt[11] == -1,
+              "n %d: NaN / -inf, +inf (allowed or not), k 0 and too few finite values give the whole row back", N);
+        CHECK(cnt[9] >= 40 && cnt[10] == 5, "n %d: the masked rows are served (%d, %d)", N, cnt[9], cnt[10]);
         dfree(da), dfree(dk), dfree(dcnt), dfree(dids);
-        dfree(dvals);
-        free(a), free(keep), free(ids), free(vals);
+        dfree(dvals), dfree(dmk), dfree(dam);
+        free(a), free(keep), free(ids), free(vals), free(am);
     }
 }
 

@@ -96,9 +96,10 @@ struct backend_ops {
      * NULL: engine.c starts host threads of its own */
     struct tpool *(*pool)(void *b);
     int (*decode)(void *b, const struct engine_tok *toks, int n, float *logits, struct err *e);
-    /* optional: top-k pre-selection where the logits are (engine_decode_topk); NULL: whole rows */
-    int (*decode_topk)(void *b, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids, float *vals,
-                       int32_t *n_cands, float *logits, struct err *e);
+    /* optional: top-k pre-selection where the logits are, masked rows selecting among their allowed tokens
+     * only (engine_decode_topk); NULL: whole rows */
+    int (*decode_topk)(void *b, const struct engine_tok *toks, int n, const int32_t *k, const uint32_t *const *allow,
+                       int32_t *ids, float *vals, int32_t *n_cands, float *logits, struct err *e);
     /* optional: decode, and for each token t with want[t] its final hidden state after the output norm
      * (n_embd floats, in batch order) into embd (engine_decode_embd); NULL: the backend has no embeddings */
     int (*decode_embd)(void *b, const struct engine_tok *toks, int n, const bool *want, float *logits, float *embd,

@@ -65,9 +65,15 @@ void engine_logits_free(struct engine_ctx *c, float *p);
  * that asked for logits, with k[r] > 0: n_cands[r] ≥ k[r] candidates in ids/vals[r·ENGINE_CAND_CAP …],
  * in no particular order, every logit of the row left out below every one given (ties go in together;
  * NaN and −inf never given): what smp_sample_cands takes. Otherwise (k[r] ≤ 0, a row the cut does not
- * serve, or an engine without it) n_cands[r] = −1 and the whole row is in logits[r·n_vocab]. */
-int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
-                       float *vals, int32_t *n_cands, float *logits, struct err *e);
+ * serve, or an engine without it) n_cands[r] = −1 and the whole row is in logits[r·n_vocab].
+ * allow (NULL: none) masks rows before the selection: with allow[r] non-NULL (bit t of
+ * allow[r][t / 32] = token t may be drawn: a grammar's mask), the candidates are the k largest of the
+ * allowed tokens only — every allowed logit left out below every one given, none disallowed given — and
+ * fewer than k (n_cands[r] ≥ 1) when fewer are allowed: then they are all of them. A whole row comes back
+ * unmasked; the host masks it. */
+int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const int32_t *k,
+                       const uint32_t *const *allow, int32_t *ids, float *vals, int32_t *n_cands, float *logits,
+                       struct err *e);
 /* Whether engine_decode_topk pre-selects on this engine (else it is engine_decode). */
 bool engine_has_topk(const struct engine_ctx *c);
 

@@ -94,7 +94,8 @@ struct hip_engine {
     void *io_h;            /* pinned mirror of io */
     int32_t *amax_h;       /* pinned [B] */
     struct hip_dptr topk;  /* topk_cut's arrays: int k [B], int cnt [B], int ids [B][CAP], f32 vals [B][CAP],
-                              CAP = ENGINE_CAND_CAP (TOPK_BYTES(B)) */
+                              CAP = ENGINE_CAND_CAP, int masked [B], u32 allow [B][(V + 31) / 32]
+                              (TOPK_BYTES(B, V)) */
     int32_t *topk_h;       /* pinned mirror of topk */
     hip_fn k_topk;         /* topk_cut */
     int nq_max, nkv_max, F;
@@ -492,7 +493,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     if (!rc)
         rc = hip_rt_host_alloc(c->ops.rt, (size_t)p.n_batch * 4, (void **)&c->amax_h, e);
     if (!rc)
-        rc = hip_rt_host_alloc(c->ops.rt, TOPK_BYTES((size_t)p.n_batch), (void **)&c->topk_h, e);
+        rc = hip_rt_host_alloc(c->ops.rt, TOPK_BYTES((size_t)p.n_batch, (size_t)hp->n_vocab), (void **)&c->topk_h, e);
     if (!rc)
         rc = hip_rt_sync(c->ops.rt, e);
     if (rc) {
@@ -950,6 +951,7 @@ static int dec_splits(int max_kv, bool tc)
 /* engine_decode_topk's request and answer (run). */
 struct topk_io {
     const int32_t *k; /* [n_out] */
+    const uint32_t *const *allow; /* [n_out] each row's mask ((n_vocab + 31) / 32 words), NULL none; or NULL */
     int32_t *ids;     /* [n_out][ENGINE_CAND_CAP] */
     float *vals;      /* [n_out][ENGINE_CAND_CAP] */
     int32_t *n_cands; /* [n_out] */
@@ -963,14 +965,31 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     const int B = c->ops.p.n_batch, V = c->ops.m->hp.n_vocab, cap = ENGINE_CAND_CAP;
     int32_t *kh = c->topk_h, *cnt = kh + B, *ids = kh + 2 * B;
     float *vals = (float *)(kh + 2 * B + (size_t)B * cap);
+    int32_t *mk = kh + 2 * B + 2 * (size_t)B * cap;
+    uint32_t *al = (uint32_t *)(mk + B);
+    const size_t W = ((size_t)V + 31) / 32;
     const struct hip_dptr dk = c->topk, dcnt = hip_dptr_off(dk, 4u * (uint64_t)B);
     const struct hip_dptr dids = hip_dptr_off(dk, 8u * (uint64_t)B);
     const struct hip_dptr dvals = hip_dptr_off(dids, 4u * (uint64_t)B * (uint64_t)cap);
+    const struct hip_dptr dmk = hip_dptr_off(dvals, 4u * (uint64_t)B * (uint64_t)cap);
+    const struct hip_dptr dal = hip_dptr_off(dmk, 4u * (uint64_t)B);
     memcpy(kh, tk->k, (size_t)n_out * 4);
     TRY(hip_rt_h2d(c->ops.rt, dk, kh, (size_t)n_out * 4, e));
-    uint64_t lg = c->logits.a, ka = dk.a, cna = dcnt.a, ida = dids.a, va = dvals.a;
+    /* the masks: rows up to the last masked one, packed (a grammar row's 19 KB of a 152k vocabulary) */
+    int n_mask = 0;
+    for (int r = 0; r < n_out; r++) {
+        mk[r] = tk->allow && tk->allow[r] && tk->k[r] > 0;
+        if (mk[r]) {
+            memcpy(al + (size_t)r * W, tk->allow[r], W * 4);
+            n_mask = r + 1;
+        }
+    }
+    TRY(hip_rt_h2d(c->ops.rt, dmk, mk, (size_t)n_out * 4, e));
+    if (n_mask)
+        TRY(hip_rt_h2d(c->ops.rt, dal, al, (size_t)n_mask * W * 4, e));
+    uint64_t lg = c->logits.a, ka = dk.a, cna = dcnt.a, ida = dids.a, va = dvals.a, ma = dmk.a, aa = dal.a;
     int vv = V, cp = cap;
-    void *p[] = { &lg, &vv, &vv, &ka, &cp, &cna, &ida, &va };
+    void *p[] = { &lg, &vv, &vv, &ka, &cp, &ma, &aa, &cna, &ida, &va };
     TRY(hip_rt_launch(c->ops.rt, c->k_topk, (unsigned)n_out, 1, 1, 1024, p, e));
     TRY(hip_rt_d2h(c->ops.rt, cnt, dcnt, (size_t)n_out * 4, e));
     TRY(hip_rt_d2h(c->ops.rt, ids, dids, (size_t)n_out * (size_t)cap * 4, e));
@@ -978,7 +997,8 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     TRY(hip_rt_sync(c->ops.rt, e));
     for (int r = 0; r < n_out; r++) {
         const size_t o = (size_t)r * (size_t)cap;
-        tk->n_cands[r] = tk->k[r] > 0 && cnt[r] >= tk->k[r] && cnt[r] <= cap ? cnt[r] : -1;
+        /* a masked row may have fewer than k allowed tokens: then they are all there */
+        tk->n_cands[r] = tk->k[r] > 0 && cnt[r] >= (mk[r] ? 1 : tk->k[r]) && cnt[r] <= cap ? cnt[r] : -1;
         if (tk->n_cands[r] >= 0) {
             memcpy(tk->ids + o, ids + o, (size_t)cnt[r] * 4);
             memcpy(tk->vals + o, vals + o, (size_t)cnt[r] * 4);
@@ -1215,10 +1235,11 @@ static int hb_decode_embd(void *b, const struct engine_tok *toks, int n, const b
 {
     return run(b, toks, n, logits, NULL, NULL, want, embd, e);
 }
-static int hb_decode_topk(void *b, const struct engine_tok *toks, int n, const int32_t *k, int32_t *ids,
-                          float *vals, int32_t *n_cands, float *logits, struct err *e)
+static int hb_decode_topk(void *b, const struct engine_tok *toks, int n, const int32_t *k,
+                          const uint32_t *const *allow, int32_t *ids, float *vals, int32_t *n_cands, float *logits,
+                          struct err *e)
 {
-    const struct topk_io tk = { k, ids, vals, n_cands };
+    const struct topk_io tk = { k, allow, ids, vals, n_cands };
     return run(b, toks, n, logits, NULL, &tk, NULL, NULL, e);
 }
 static int hb_host_alloc(void *b, size_t n, void **out, struct err *e)

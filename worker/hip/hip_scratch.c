@@ -51,7 +51,7 @@ void hip_scratch_plan(const struct model *m, const struct engine_params *p, stru
     b[HIP_SCR_HSP] = HIP_GEMV_MAX * (E / 32) * 4;
     b[HIP_SCR_NCNT] = HIP_GEMV_MAX * (E / 32 + 1) * 4;
     b[HIP_SCR_ACNT] = (size_t)HIP_SPLIT_TOKENS * (size_t)hp->n_head_max * 4;
-    b[HIP_SCR_TOPK] = HIP_TOPK_BYTES(B);
+    b[HIP_SCR_TOPK] = HIP_TOPK_BYTES(B, (size_t)hp->n_vocab);
     b[HIP_SCR_GRP] = X ? (HIP_GRP_MAP(B * K, X) + B * K) * 4 : 4;
     /* a tensor-core GEMM's activations as f16 and their row scales: B rows of any product's input width,
      * or the MoE down's B·K pair rows of n_ff_exp; none where every batch takes the GEMVs */

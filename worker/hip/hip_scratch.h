@@ -31,8 +31,9 @@
 /* ints of moe_group's tile table (the grouped GEMM's gmap) for P (token, slot) pairs over X experts: the
  * count, then (expert, start, pairs) per tile of at least 32 pairs, one partial tile per expert at most */
 #define HIP_GRP_MAP(P, X) (1 + 3 * (((P) + 31) / 32 + (X)))
-/* bytes of topk_cut's arrays (the engine's topk buffer) for a batch of B rows */
-#define HIP_TOPK_BYTES(B) ((B) * (2 + 2 * (size_t)ENGINE_CAND_CAP) * 4)
+/* bytes of topk_cut's arrays (the engine's topk buffer) for a batch of B rows over V tokens: k, count,
+ * ids and values of the candidates, whether a row is masked, and each row's mask ((V + 31) / 32 words) */
+#define HIP_TOPK_BYTES(B, V) ((B) * (3 + 2 * (size_t)ENGINE_CAND_CAP + ((size_t)(V) + 31) / 32) * 4)
 
 /* The step buffers, in allocation order (io first); their shapes are the engine's fields of the same
  * name (hip_engine.c, hip_ops.h). */

@@ -372,6 +372,13 @@ struct gram_state {
         uint32_t *bits;
     } masks[GRAM_MASK_MEMO];
     unsigned mask_next;   /* the entry to replace next (round robin) */
+    /* gram_state_key's answer: the grammar's fingerprint, then the live set's stacks as positions, in an
+     * order that does not depend on node ids */
+    uint64_t fp;          /* gram_fingerprint of g, made once */
+    int32_t *key;         /* [n_key] */
+    size_t cap_key;
+    size_t *koff;         /* [n_cur] scratch: where each stack starts in key */
+    size_t cap_koff;
 };
 
 struct iset {
@@ -708,6 +715,7 @@ struct gram_state *gram_state_new(const struct gram *g, struct err *e)
         return NULL;
     }
     st->g = g;
+    st->fp = gram_fingerprint(g);
     st->cap_nd = 1024;
     st->ht_cap = 4096;
     st->cap_scr = st->cap_data = 256;
@@ -733,6 +741,8 @@ void gram_state_free(struct gram_state *st)
     free(st->tr);
     for (int i = 0; i < GRAM_MASK_MEMO; i++)
         free(st->masks[i].bits);
+    free(st->key);
+    free(st->koff);
     free(st);
 }
 
@@ -842,6 +852,77 @@ bool gram_match(const struct gram *g, const char *s, size_t n)
     bool ok = st && gram_advance(st, s, n, NULL) == 0 && gram_complete(st);
     gram_state_free(st);
     return ok;
+}
+
+static uint64_t fnv_words(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t gram_fingerprint(const struct gram *g)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t head[4] = { (int64_t)g->n_elems, g->n_sets, g->n_rules, g->root };
+    h = fnv_words(h, head, sizeof head);
+    h = fnv_words(h, g->elems, g->n_elems * sizeof *g->elems);
+    h = fnv_words(h, g->sets, (size_t)g->n_sets * sizeof *g->sets);
+    for (int32_t r = 0; r < g->n_rules; r++) {
+        h = fnv_words(h, &g->rules[r].n, sizeof g->rules[r].n);
+        h = fnv_words(h, g->rules[r].alt, (size_t)g->rules[r].n * sizeof *g->rules[r].alt);
+    }
+    return h;
+}
+
+/* Stacks i and j of the key under construction, compared position by position (a stack ends with −1,
+ * below every position). */
+static int key_cmp(const void *a, const void *b, void *ctx)
+{
+    const int32_t *k = ctx;
+    const int32_t *x = k + *(const size_t *)a, *y = k + *(const size_t *)b;
+    for (;; x++, y++) {
+        if (*x != *y)
+            return *x < *y ? -1 : 1;
+        if (*x < 0)
+            return 0;
+    }
+}
+
+const int32_t *gram_state_key(struct gram_state *st, size_t *n, struct err *e)
+{
+    /* the stacks, each its positions top down and −1, after a scratch copy of the same size */
+    size_t need = 4;
+    for (size_t i = 0; i < st->n_cur; i++)
+        need += (size_t)st->nd[st->cur[i]].depth + 1;
+    if (!grow((void **)&st->key, &st->cap_key, 2 * need, sizeof *st->key) ||
+        !grow((void **)&st->koff, &st->cap_koff, st->n_cur ? st->n_cur : 1, sizeof *st->koff)) {
+        err_set(e, ERR_NOMEM, "grammar: out of memory");
+        return NULL;
+    }
+    int32_t *tmp = st->key + need;
+    size_t o = 0;
+    for (size_t i = 0; i < st->n_cur; i++) {
+        st->koff[i] = o;
+        for (int32_t s = st->cur[i]; s > 0; s = st->nd[s].parent)
+            tmp[o++] = st->nd[s].pos;
+        tmp[o++] = -1;
+    }
+    qsort_r(st->koff, st->n_cur, sizeof *st->koff, key_cmp, tmp);
+    st->key[0] = (int32_t)(uint32_t)st->fp;
+    st->key[1] = (int32_t)(uint32_t)(st->fp >> 32);
+    st->key[2] = (int32_t)st->n_cur;
+    st->key[3] = (int32_t)(need - 4);
+    o = 4;
+    for (size_t i = 0; i < st->n_cur; i++)
+        for (size_t j = st->koff[i];; j++) {
+            st->key[o++] = tmp[j];
+            if (tmp[j] < 0)
+                break;
+        }
+    *n = o;
+    return st->key;
 }
 
 /* ---------------------------------------------------------------- vocabulary trie */

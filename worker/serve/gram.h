@@ -102,6 +102,14 @@ int gram_state_compact(struct gram_state *st, struct err *e);
 bool gram_complete(const struct gram_state *st);
 /* Nothing more can follow (no stack wants a byte). */
 bool gram_finished(const struct gram_state *st);
+/* A 64-bit digest of the grammar's rules, sets and root: equal grammars (one schema compiled twice)
+ * have equal digests, so states of different requests can share work (gram_cache.h). */
+uint64_t gram_fingerprint(const struct gram *g);
+/* The live set as n int32 words that depend only on the grammar (its fingerprint) and what the text so
+ * far allows next — not on node ids or the order stacks were met: two states, of one request or of two
+ * with equal grammars, have equal keys exactly when their sets of stacks are equal, and then equal masks.
+ * Memory of the state, valid until its next call; NULL when out of memory. */
+const int32_t *gram_state_key(struct gram_state *st, size_t *n, struct err *e);
 /* Whole text in the grammar (a fresh state, for tests and checks). */
 bool gram_match(const struct gram *g, const char *s, size_t n);
 

@@ -894,7 +894,7 @@ void smp_set_allowed(struct smp_chain *c, const uint32_t *allow)
 
 int32_t smp_topk_only(const struct smp_chain *c)
 {
-    if (!c || c->allow || c->n_bias > 0 || penalties_active(c) || c->p.mirostat != 0)
+    if (!c || c->n_bias > 0 || penalties_active(c) || c->p.mirostat != 0)
         return 0;
     for (int32_t s = 0; s < c->p.n_samplers; s++) {
         switch (c->p.samplers[s]) {
@@ -915,7 +915,7 @@ int32_t smp_sample_cands(struct smp_chain *c, const int32_t *ids, const float *l
     if (!c || !ids || !logits || n < 0 || n > c->n_vocab)
         return ERR_INVALID;
     const int32_t k = smp_topk_only(c);
-    if (k <= 0 || n < k)
+    if (k <= 0 || n < (c->allow ? 1 : k))
         return ERR_INVALID; /* the draw needs more of the row than the candidates */
     for (int32_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= c->n_vocab)

@@ -168,8 +168,9 @@ int32_t smp_sample(struct smp_chain *c, const float *logits);
  * leave the candidate list before anything else runs (logit bias,
  * penalties, top-k, greedy), so neither a sampler nor the draw can pick
  * them. The chain keeps the pointer; NULL lifts the constraint. While set,
- * smp_topk_only is 0: a pre-selection made without the mask may hold no
- * allowed token. */
+ * a pre-selection for smp_sample_cands must be made among the allowed
+ * tokens (engine_decode_topk's allow): one made without the mask may hold
+ * none of them. */
 void smp_set_allowed(struct smp_chain *c, const uint32_t *allow);
 
 /* The k of a chain whose draw depends on the k largest logits of the row
@@ -188,7 +189,10 @@ bool smp_row_finite(const float *x, int32_t n);
  * in any order, at least smp_topk_only(c) of them, and every logit of the
  * row left out below every one given (ties go in together). Picks the same
  * token, with the same candidates afterwards, as smp_sample on the whole
- * row. ERR_INVALID when the chain is not smp_topk_only or n < its k,
+ * row. With a constraint set (smp_set_allowed), the row is its allowed
+ * tokens: the pre-selection is the k largest of those, or every one of them
+ * when fewer than k (then 1 ≤ n < k). ERR_INVALID when the chain is not
+ * smp_topk_only or n < its k without a constraint (n < 1 with one),
  * ERR_RANGE for an id outside the vocabulary. */
 int32_t smp_sample_cands(struct smp_chain *c, const int32_t *ids, const float *logits, int32_t n);
 

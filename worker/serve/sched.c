@@ -16,9 +16,14 @@
 
 #include "../../common/clock.h"
 #include "gram.h"
+#include "gram_cache.h"
 #include "jsg_schema.h"
 #include "stop.h"
 #include "../tok/tok.h"
+
+/* Bytes of grammar masks kept for reuse across requests (gram_cache.h): ~3,400 masks of a 152k-token
+ * vocabulary, more than the parser sets a bounded schema meets. */
+#define SCHED_GRAM_CACHE_BYTES ((size_t)64 << 20)
 
 struct sreq {
     struct sreq *next;          /* incoming queue link */
@@ -102,6 +107,7 @@ struct sched {
     bool topk;                  /* the engine pre-selects and whole_rows is off */
     bool step_cands;            /* this step's rows came through engine_decode_topk */
     int32_t *topk_k;            /* [n_slots] each row's k (0: the whole row) */
+    const uint32_t **row_allow; /* [n_slots] each row's grammar mask for the pre-selection, NULL none */
     int32_t *n_cands;           /* [n_slots] each row's candidates, −1: the whole row is in logits */
     int32_t *cand_ids;          /* [n_slots][ENGINE_CAND_CAP] */
     float *cand_vals;           /* [n_slots][ENGINE_CAND_CAP] */
@@ -112,6 +118,7 @@ struct sched {
     int32_t *eog;               /* [n_eog] EOG ids for ignore_eos biasing */
     int n_eog;
     struct gram_vocab *gv;      /* the vocabulary's byte trie for grammar masks, made at the first such request */
+    struct gram_cache *gc;      /* masks shared by the requests of equal grammars, made with gv */
     struct sched_counters cnt;  /* stepping thread */
 };
 
@@ -190,10 +197,11 @@ int sched_create(struct sched **out, struct engine_ctx *eng, const struct model 
     s->topk = engine_has_topk(eng) && !p->whole_rows;
     if (ok && s->topk) {
         s->topk_k = calloc((size_t)s->p.n_slots, sizeof *s->topk_k);
+        s->row_allow = calloc((size_t)s->p.n_slots, sizeof *s->row_allow);
         s->n_cands = calloc((size_t)s->p.n_slots, sizeof *s->n_cands);
         s->cand_ids = malloc((size_t)s->p.n_slots * ENGINE_CAND_CAP * sizeof *s->cand_ids);
         s->cand_vals = malloc((size_t)s->p.n_slots * ENGINE_CAND_CAP * sizeof *s->cand_vals);
-        ok = s->topk_k && s->n_cands && s->cand_ids && s->cand_vals;
+        ok = s->topk_k && s->row_allow && s->n_cands && s->cand_ids && s->cand_vals;
     }
     for (int i = 0; ok && i < s->p.n_slots; i++)
         ok = (s->slots[i].cache = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
@@ -231,12 +239,14 @@ void sched_free(struct sched *s)
     free(s->embd);
     free(s->embd_want);
     free(s->topk_k);
+    free(s->row_allow);
     free(s->n_cands);
     free(s->cand_ids);
     free(s->cand_vals);
     free(s->piece);
     free(s->text);
     free(s->eog);
+    gram_cache_free(s->gc);
     gram_vocab_free(s->gv);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -540,6 +550,8 @@ static int admit(struct sched *s, struct sreq *r, struct err *e)
         return err_set(e, ERR_INTERNAL, "sched: admit without a free slot");
     if (r->gs && !s->gv && !(s->gv = gram_vocab_new(s->n_vocab, vocab_piece, (void *)s->v, e)))
         return e ? e->code : ERR_NOMEM;
+    if (r->gs && !s->gc && !(s->gc = gram_cache_new(s->gv, SCHED_GRAM_CACHE_BYTES, e)))
+        return e ? e->code : ERR_NOMEM;
     struct slot *sl = &s->slots[best_free];
     int reuse = best_free_lcp;
     /* mean and cls pooling need the hidden states of the first positions too: nothing is reused */
@@ -644,6 +656,40 @@ static size_t nul_to_fffd(char *buf, size_t n)
     return n + 2 * nul;
 }
 
+/* Grammar row i, on any of the engine's threads, before the step's engine call: the tokens its grammar
+ * allows next into its request's mask (from the shared cache when another state met the same set), so the
+ * engine's top-k pre-selection can run over the allowed tokens only (mask before selection) and the row
+ * comes back as candidates, not whole. The end of generation is allowed only once the text is complete. A
+ * row left with nothing (complete and nothing else to say, or a dead end) or whose mask fails gets its fate
+ * here, and sample_row leaves it be. */
+static void mask_row(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    struct sched *s = ctx;
+    struct row_out *o = &s->rows[i];
+    struct sreq *r = s->slots[s->row_slot[i]].r;
+    if (!r || !r->gs)
+        return;
+    int32_t n_ok = gram_cache_mask(s->gc, r->gs, r->allow, NULL);
+    if (n_ok < 0) {
+        o->fate = ROW_GRAMMAR_FAIL;
+        return;
+    }
+    /* an end-of-generation token whose piece the grammar would take as text (a vocabulary may give one a
+     * visible piece) still ends the request: it is allowed by completeness alone */
+    const bool end_ok = gram_complete(r->gs) && !r->ignore_eos;
+    for (int k = 0; k < s->n_eog; k++) {
+        uint32_t *w = &r->allow[s->eog[k] >> 5], bit = 1u << (s->eog[k] & 31);
+        n_ok += end_ok - !!(*w & bit);
+        *w = end_ok ? *w | bit : *w & ~bit;
+    }
+    if (n_ok == 0) { /* stop rather than break the format */
+        o->fate = ROW_GRAMMAR_END;
+        return;
+    }
+    smp_set_allowed(r->smp, r->allow);
+}
+
 /* Logits row i, on any of the engine's threads: sample it, accept the token,
  * work out its logprobs, detokenize it and feed the stop matcher. Everything
  * touched is the row's own (its request's sampler, detokenizer, matcher and
@@ -655,8 +701,7 @@ static void sample_row(void *ctx, int64_t i, int worker)
     struct sched *s = ctx;
     struct row_out *o = &s->rows[i];
     struct sreq *r = s->slots[s->row_slot[i]].r;
-    o->fate = ROW_NONE;
-    if (!r)
+    if (!r || o->fate != ROW_NONE) /* mask_row decided it */
         return;
     const float *logits = s->logits + (size_t)i * s->n_vocab;
     const size_t co = (size_t)i * ENGINE_CAND_CAP;
@@ -669,28 +714,8 @@ static void sample_row(void *ctx, int64_t i, int worker)
         o->fate = ROW_NONFINITE;
         return;
     }
-    if (r->gs) {
-        /* structured output: only what keeps the text inside the grammar is a candidate (the row is whole:
-         * see sched_step); the end of generation only once the text is complete */
-        int32_t n_ok = gram_mask(r->gs, s->gv, r->allow, NULL);
-        if (n_ok < 0) {
-            o->fate = ROW_GRAMMAR_FAIL;
-            return;
-        }
-        /* an end-of-generation token whose piece the grammar would take as text (a vocabulary may give one
-         * a visible piece) still ends the request: it is allowed by completeness alone */
-        const bool end_ok = gram_complete(r->gs) && !r->ignore_eos;
-        for (int k = 0; k < s->n_eog; k++) {
-            uint32_t *w = &r->allow[s->eog[k] >> 5], bit = 1u << (s->eog[k] & 31);
-            n_ok += end_ok - !!(*w & bit);
-            *w = end_ok ? *w | bit : *w & ~bit;
-        }
-        if (n_ok == 0) { /* complete with nothing else to say, or a dead end: stop rather than break the format */
-            o->fate = ROW_GRAMMAR_END;
-            return;
-        }
-        smp_set_allowed(r->smp, r->allow);
-    }
+    /* structured output: mask_row set the request's mask on its sampler, which filters a whole row by it;
+     * candidates were selected from the allowed tokens only */
     int32_t tok = cands ? smp_sample_cands(r->smp, s->cand_ids + co, s->cand_vals + co, s->n_cands[i])
                         : smp_sample(r->smp, logits);
     if (tok < 0) {
@@ -931,15 +956,26 @@ int sched_step(struct sched *s, struct err *e)
     if (nb == 0)
         return progress;
 
-    /* 3. one engine call for all of it; where the engine can pre-select top-k near the logits, the rows
-     * whose draw depends on their k largest alone (no logprobs: those need the whole row) come back as
-     * candidates (a 152k-token row is 600 KB to copy and ~0.1 ms to pre-select on the host) */
+    /* 3. the grammar rows' masks, before the engine call that can select within them */
     uint64_t t1 = clock_now_ns();
+    bool any_gram = false;
+    for (int row = 0; row < n_rows; row++) {
+        s->rows[row].fate = ROW_NONE;
+        any_gram = any_gram || s->slots[s->row_slot[row]].r->gs;
+    }
+    if (any_gram)
+        engine_parallel(s->eng, mask_row, s, n_rows);
+    uint64_t t1m = clock_now_ns();
+    /* 4. one engine call for all of it; where the engine can pre-select top-k near the logits, the rows
+     * whose draw depends on their k largest alone (no logprobs: those need the whole row) come back as
+     * candidates (a 152k-token row is 600 KB to copy and ~0.1 ms to pre-select on the host); a grammar
+     * row's k largest among the tokens its mask allows */
     s->step_cands = false;
     for (int row = 0; s->topk && row < n_rows; row++) {
         const struct sreq *r = s->slots[s->row_slot[row]].r;
-        int32_t k = r->n_probs < 0 && !r->gs ? smp_topk_only(r->smp) : 0; /* a grammar masks the whole row */
+        int32_t k = r->n_probs < 0 && s->rows[row].fate == ROW_NONE ? smp_topk_only(r->smp) : 0;
         s->topk_k[row] = k <= ENGINE_CAND_CAP / 2 ? k : 0;
+        s->row_allow[row] = r->gs ? r->allow : NULL;
         s->step_cands |= s->topk_k[row] > 0;
     }
     if (n_erows && !s->embd) {
@@ -954,15 +990,16 @@ int sched_step(struct sched *s, struct err *e)
         s->step_cands = false;
         rc = engine_decode_embd(s->eng, s->batch, nb, s->embd_want, s->logits, s->embd, e);
     } else
-        rc = s->step_cands ? engine_decode_topk(s->eng, s->batch, nb, s->topk_k, s->cand_ids, s->cand_vals,
-                                                s->n_cands, s->logits, e)
+        rc = s->step_cands ? engine_decode_topk(s->eng, s->batch, nb, s->topk_k, s->row_allow, s->cand_ids,
+                                                s->cand_vals, s->n_cands, s->logits, e)
                            : engine_decode(s->eng, s->batch, nb, s->logits, e);
     uint64_t t2 = clock_now_ns();
     s->cnt.steps++;
     s->cnt.decode_rows += (uint64_t)n_dec;
     s->cnt.prefill_tokens += (uint64_t)(nb - n_dec);
     s->cnt.ns_admit += t1 - t0;
-    s->cnt.ns_decode += t2 - t1;
+    s->cnt.ns_mask += t1m - t1;
+    s->cnt.ns_decode += t2 - t1m;
     if (rc) {
         char msg[sizeof e->msg];
         snprintf(msg, sizeof msg, "%s", e ? e->msg : "engine_decode failed");
@@ -1014,7 +1051,7 @@ int sched_step(struct sched *s, struct err *e)
         }
     }
 
-    /* 4. sample, detokenize and stop-match every row that has logits on the engine's threads (the rows
+    /* 5. sample, detokenize and stop-match every row that has logits on the engine's threads (the rows
      * are independent: each request has its own sampler, RNG, detokenizer and matcher), then emit in
      * batch order on this thread */
     engine_parallel(s->eng, sample_row, s, n_rows);

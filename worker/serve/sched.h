@@ -139,6 +139,7 @@ struct sched_counters {
     uint64_t slot_gap_ns;       /* sum of those slots' empty time (last token → admission) */
     uint64_t submit_wait_ns;    /* sum over admissions of the time from sched_submit to admission */
     uint64_t ns_admit;          /* cancellations, admissions, batch building */
+    uint64_t ns_mask;           /* grammar masks before the engine call (on the engine's threads) */
     uint64_t ns_decode;         /* engine_decode */
     uint64_t ns_sample;         /* sampling the rows (on the engine's threads) */
     uint64_t ns_emit;           /* accept, detokenize, stop strings, emit callbacks */
