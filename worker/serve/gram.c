@@ -9,6 +9,7 @@
  * rule reference (rule = −e − 2). */
 #define END (-1)
 #define GRAM_MASK_MEMO 4
+#define GRAM_DT_MAX 4096 /* next-set tables a state keeps (4 MiB), each 256 ids; past it the memo is cleared */
 #define REF(r) (-(r) - 2)
 #define REF_RULE(e) (-(e) - 2)
 
@@ -352,17 +353,20 @@ struct gram_state {
     bool oom;
     /* Memo of the byte steps: every set met is interned (equal sets, one id:
      * the stacks are hash-consed, so a set is its sorted ids), and (set, byte)
-     * → next set is cached. Inside a JSON string the set after each character
-     * is the same one, so a mask walk over the vocabulary's trie costs a
-     * lookup per trie edge. Cleared whenever the node store is (gc). */
+     * → next set is cached, in a table of 256 entries per set stepped from
+     * (an array index per trie edge, not a hash probe: a mask walk inside a
+     * bounded string meets new sets at every depth and visits most of the
+     * trie). Inside an unbounded JSON string the set after each character is
+     * the same one. Cleared whenever the node store is (gc). */
     struct iset *sets;    /* [n_sets] */
     size_t n_sets, cap_sets;
     int32_t *set_data;    /* the interned sets' stacks, back to back */
     size_t n_data, cap_data;
     int32_t *set_ht;      /* open addressing over set ids + 1 (0 empty), cap a power of two */
     size_t set_ht_cap;
-    struct trans *tr;     /* open addressing (set, byte) → next set, cap a power of two */
-    size_t n_tr, tr_cap;
+    int32_t *dt;          /* [n_dt][256] next-set tables: −2 not stepped yet, −1 refused, else the set */
+    size_t n_dt, cap_dt;  /* blocks; at most GRAM_DT_MAX (a walk past it steps without keeping them;
+                           * the next gram_advance clears the memo) */
     /* The last masks made, by set: the text of a JSON string meets the same
      * set token after token, and its mask is then a copy. */
     struct mask_memo {
@@ -386,11 +390,7 @@ struct iset {
     int32_t len;
     uint32_t hash;
     struct gram_set next; /* bytes some stack takes next */
-};
-
-struct trans {
-    int64_t key;          /* set id << 8 | byte; −1 empty */
-    int32_t to;           /* the next set's id, −1 none (the byte is refused) */
+    int32_t dt;           /* its block of dt, −1 none yet */
 };
 
 static inline uint32_t node_hash(int32_t pos, int32_t parent)
@@ -542,11 +542,9 @@ static void memo_clear(struct gram_state *st)
 {
     for (int i = 0; i < GRAM_MASK_MEMO; i++)
         st->masks[i].sid = -1;
-    st->n_sets = st->n_data = st->n_tr = 0;
+    st->n_sets = st->n_data = st->n_dt = 0;
     if (st->set_ht)
         memset(st->set_ht, 0, st->set_ht_cap * sizeof *st->set_ht);
-    for (size_t i = 0; i < st->tr_cap; i++)
-        st->tr[i].key = -1;
 }
 
 static bool set_ht_put(int32_t *ht, size_t cap, const struct iset *sets, int32_t id)
@@ -582,6 +580,7 @@ static int32_t set_intern(struct gram_state *st, size_t off, size_t n)
     x->off = st->n_data;
     x->len = (int32_t)n;
     x->hash = h;
+    x->dt = -1;
     gram_set_clear(&x->next);
     for (size_t i = 0; i < n; i++) {
         if (a[i]) {
@@ -613,54 +612,32 @@ static int32_t set_intern(struct gram_state *st, size_t off, size_t n)
     return id;
 }
 
-static struct trans *tr_slot(struct gram_state *st, int64_t key)
-{
-    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
-    size_t mask = st->tr_cap - 1, k = (size_t)(h >> 32) & mask;
-    while (st->tr[k].key != -1 && st->tr[k].key != key)
-        k = (k + 1) & mask;
-    return &st->tr[k];
-}
-
 /* The set after byte b from set sid: −1 when no stack takes b (or out of memory). */
 static int32_t set_step(struct gram_state *st, int32_t sid, unsigned b)
 {
     if (!gram_set_has(&st->sets[sid].next, b))
         return -1;
-    if ((st->n_tr + 1) * 2 > st->tr_cap) {
-        size_t cap = st->tr_cap ? st->tr_cap * 2 : 4096;
-        struct trans *t = malloc(cap * sizeof *t), *old = st->tr;
-        size_t old_cap = st->tr_cap;
-        if (!t) {
-            st->oom = true;
-            return -1;
-        }
-        for (size_t i = 0; i < cap; i++)
-            t[i].key = -1;
-        st->tr = t;
-        st->tr_cap = cap;
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i].key != -1)
-                *tr_slot(st, old[i].key) = old[i];
-        free(old);
+    int32_t blk = st->sets[sid].dt;
+    if (blk >= 0 && st->dt[(size_t)blk * 256 + b] != -2)
+        return st->dt[(size_t)blk * 256 + b];
+    if (blk < 0 && st->n_dt < GRAM_DT_MAX &&
+        grow((void **)&st->dt, &st->cap_dt, (st->n_dt + 1) * 256, sizeof *st->dt)) {
+        blk = (int32_t)st->n_dt++;
+        for (size_t i = 0; i < 256; i++)
+            st->dt[(size_t)blk * 256 + i] = -2;
+        st->sets[sid].dt = blk;
     }
-    int64_t key = (int64_t)sid << 8 | (int64_t)b;
-    struct trans *t = tr_slot(st, key);
-    if (t->key == key)
-        return t->to;
     size_t base = st->n_scr;
     const struct iset *x = &st->sets[sid];
     for (int32_t i = 0; i < x->len; i++)
         scr_push(st, st->set_data[st->sets[sid].off + (size_t)i]);
-    size_t m = st->oom ? 0 : step(st, base, (size_t)x->len, b);
-    int32_t to = m ? set_intern(st, base + (size_t)x->len, m) : -1;
+    size_t m = st->oom ? 0 : step(st, base, (size_t)st->sets[sid].len, b);
+    int32_t to = m ? set_intern(st, base + (size_t)st->sets[sid].len, m) : -1;
     st->n_scr = base;
     if (st->oom)
         return -1;
-    t = tr_slot(st, key); /* set_intern does not touch tr, but keep the lookup honest */
-    t->key = key;
-    t->to = to;
-    st->n_tr++;
+    if (blk >= 0)
+        st->dt[(size_t)blk * 256 + b] = to;
     return to;
 }
 
@@ -738,7 +715,7 @@ void gram_state_free(struct gram_state *st)
     free(st->sets);
     free(st->set_data);
     free(st->set_ht);
-    free(st->tr);
+    free(st->dt);
     for (int i = 0; i < GRAM_MASK_MEMO; i++)
         free(st->masks[i].bits);
     free(st->key);
@@ -834,7 +811,7 @@ int gram_advance(struct gram_state *st, const void *bytes, size_t n, struct err 
     if (x->len)
         memcpy(st->cur, st->set_data + x->off, (size_t)x->len * sizeof *st->cur);
     st->n_cur = (size_t)x->len;
-    if ((st->n_nd > 65536 || st->n_data > (8u << 20)) && gc(st))
+    if ((st->n_nd > 65536 || st->n_data > (8u << 20) || st->n_dt >= GRAM_DT_MAX) && gc(st))
         return err_set(e, ERR_NOMEM, "grammar: out of memory");
     return 0;
 }
@@ -931,13 +908,15 @@ struct gram_vocab {
     int32_t n_tok;
     char *bytes;      /* every piece, back to back */
     size_t *off;      /* [n_tok + 1] piece t is bytes[off[t]..off[t+1]) */
-    /* trie: node 0 the root */
+    /* trie: node 0 the root, the others numbered in depth-first preorder (children in ascending byte
+     * order), so a walk is one pass over these arrays in memory order that jumps past dead subtrees */
     int32_t n_node;
     uint8_t *byte;    /* [n_node] the edge into the node */
-    int32_t *child;   /* [n_node] first child, −1 none (children in ascending byte order) */
-    int32_t *sib;     /* [n_node] next sibling, −1 none */
-    int32_t *tok;     /* [n_node] first token ending here, −1 none */
-    int32_t *tok_next;/* [n_tok] next token ending at the same node */
+    uint16_t *depth;  /* [n_node] its depth (the root 0): the piece's length up to it */
+    int32_t *skip;    /* [n_node] the first node after its subtree (n_node at the end) */
+    int32_t *tok_off; /* [n_node + 1] the tokens ending at node c are toks[tok_off[c] .. tok_off[c + 1]) */
+    int32_t *toks;    /* [n_tok] grouped by node in node order: a walk reads them in order, not by a
+                       * chain through token ids (a cache miss per token of a 152k vocabulary) */
 };
 
 void gram_vocab_free(struct gram_vocab *v)
@@ -947,10 +926,10 @@ void gram_vocab_free(struct gram_vocab *v)
     free(v->bytes);
     free(v->off);
     free(v->byte);
-    free(v->child);
-    free(v->sib);
-    free(v->tok);
-    free(v->tok_next);
+    free(v->depth);
+    free(v->skip);
+    free(v->tok_off);
+    free(v->toks);
     free(v);
 }
 
@@ -981,11 +960,12 @@ struct gram_vocab *gram_vocab_new(int32_t n, size_t (*piece)(void *user, int32_t
                                   void *user, struct err *e)
 {
     struct gram_vocab *v = calloc(1, sizeof *v);
-    int32_t *order = NULL;
+    int32_t *order = NULL, *endn = NULL, *last = NULL;
     char buf[1024];
     size_t total = 0, cap = 0;
     if (!v || n < 0 || !(v->off = malloc(((size_t)n + 1) * sizeof *v->off)) ||
-        !(v->tok_next = malloc(((size_t)n ? (size_t)n : 1) * sizeof *v->tok_next)))
+        !(v->toks = malloc(((size_t)n ? (size_t)n : 1) * sizeof *v->toks)) ||
+        !(endn = malloc(((size_t)n ? (size_t)n : 1) * sizeof *endn)))
         goto oom;
     v->n_tok = n;
     for (int32_t t = 0; t < n; t++) {
@@ -997,7 +977,7 @@ struct gram_vocab *gram_vocab_new(int32_t n, size_t (*piece)(void *user, int32_t
         v->off[t] = total;
         memcpy(v->bytes + total, buf, len);
         total += len;
-        v->tok_next[t] = -1;
+        endn[t] = -1;
     }
     v->off[n] = total;
     if (!v->bytes && !(v->bytes = malloc(1)))
@@ -1011,16 +991,16 @@ struct gram_vocab *gram_vocab_new(int32_t n, size_t (*piece)(void *user, int32_t
         order[t] = t;
     qsort_r(order, (size_t)n, sizeof *order, cmp_piece, v);
     size_t max_nodes = total + 1;
-    if (!(v->byte = malloc(max_nodes)) || !(v->child = malloc(max_nodes * sizeof *v->child)) ||
-        !(v->sib = malloc(max_nodes * sizeof *v->sib)) || !(v->tok = malloc(max_nodes * sizeof *v->tok)))
+    if (!(v->byte = malloc(max_nodes)) || !(v->depth = malloc(max_nodes * sizeof *v->depth)) ||
+        !(v->skip = malloc(max_nodes * sizeof *v->skip)) || !(v->tok_off = calloc(max_nodes + 1, sizeof *v->tok_off)))
         goto oom;
-    int32_t *last = malloc(max_nodes * sizeof *last); /* last child of each node */
+    last = malloc(max_nodes * sizeof *last); /* the open nodes (a path), then a fill cursor */
     int32_t path[1025];
     if (!last)
         goto oom;
     v->n_node = 1;
     v->byte[0] = 0;
-    v->child[0] = v->sib[0] = v->tok[0] = last[0] = -1;
+    v->depth[0] = 0;
     const char *prev = NULL;
     size_t prev_len = 0;
     path[0] = 0;
@@ -1034,48 +1014,68 @@ struct gram_vocab *gram_vocab_new(int32_t n, size_t (*piece)(void *user, int32_t
         while (prev && lcp < len && lcp < prev_len && p[lcp] == prev[lcp])
             lcp++;
         for (size_t d = lcp; d < len; d++) {
-            int32_t par = path[d], c = v->n_node++;
+            int32_t c = v->n_node++;
             v->byte[c] = (uint8_t)p[d];
-            v->child[c] = v->sib[c] = v->tok[c] = last[c] = -1;
-            if (last[par] < 0)
-                v->child[par] = c;
-            else
-                v->sib[last[par]] = c;
-            last[par] = c;
+            v->depth[c] = (uint16_t)(d + 1);
             path[d + 1] = c;
         }
-        int32_t at = path[len];
-        v->tok_next[t] = v->tok[at];
-        v->tok[at] = t;
+        endn[t] = path[len];
+        v->tok_off[path[len] + 1]++;
         prev = p;
         prev_len = len;
     }
+    /* skip: a node's subtree ends where the next node no deeper than it starts (preorder) */
+    size_t n_open = 0;
+    for (int32_t c = 0; c < v->n_node; c++) {
+        while (n_open && v->depth[last[n_open - 1]] >= v->depth[c])
+            v->skip[last[--n_open]] = c;
+        last[n_open++] = c;
+    }
+    while (n_open)
+        v->skip[last[--n_open]] = v->n_node;
+    for (int32_t c = 0; c < v->n_node; c++) {
+        v->tok_off[c + 1] += v->tok_off[c];
+        last[c] = v->tok_off[c];
+    }
+    for (int32_t t = 0; t < n; t++)
+        if (endn[t] >= 0)
+            v->toks[last[endn[t]]++] = t;
     free(last);
+    free(endn);
     free(order);
     return v;
 oom:
     free(order);
+    free(endn);
+    free(last);
     gram_vocab_free(v);
     err_set(e, ERR_NOMEM, "grammar: out of memory building the vocabulary trie");
     return NULL;
 }
 
-/* Mask walk from trie node `at` with the set sid. */
-static int32_t walk(struct gram_state *st, const struct gram_vocab *v, int32_t at, int32_t sid, uint32_t *allow)
+/* Mask walk over the whole trie from the set sid: one pass in node order, the set at each depth on a
+ * small stack, a dead edge jumping past its subtree. */
+static int32_t walk(struct gram_state *st, const struct gram_vocab *v, int32_t sid, uint32_t *allow)
 {
-    int32_t count = 0;
-    for (int32_t c = v->child[at]; c >= 0 && !st->oom; c = v->sib[c]) {
-        if (!gram_set_has(&st->sets[sid].next, v->byte[c]))
+    int32_t count = 0, at[1026];
+    at[0] = sid;
+    for (int32_t c = 1; c < v->n_node && !st->oom;) {
+        const int d = v->depth[c];
+        const int32_t from = at[d - 1], blk = st->sets[from].dt;
+        int32_t to = blk >= 0 ? st->dt[(size_t)blk * 256 + v->byte[c]] : -2;
+        if (to == -2)
+            to = set_step(st, from, v->byte[c]);
+        if (to < 0) {
+            c = v->skip[c];
             continue;
-        int32_t to = set_step(st, sid, v->byte[c]);
-        if (to < 0)
-            continue;
-        for (int32_t t = v->tok[c]; t >= 0; t = v->tok_next[t]) {
+        }
+        for (int32_t j = v->tok_off[c]; j < v->tok_off[c + 1]; j++) {
+            const int32_t t = v->toks[j];
             allow[t >> 5] |= 1u << (t & 31);
             count++;
         }
-        if (v->child[c] >= 0)
-            count += walk(st, v, c, to, allow);
+        at[d] = to;
+        c++;
     }
     return count;
 }
@@ -1096,7 +1096,7 @@ int32_t gram_mask(struct gram_state *st, const struct gram_vocab *v, uint32_t *a
             return m->count;
         }
     }
-    int32_t count = sid < 0 ? 0 : walk(st, v, 0, sid, allow);
+    int32_t count = sid < 0 ? 0 : walk(st, v, sid, allow);
     if (st->oom) {
         st->oom = false;
         memo_clear(st);

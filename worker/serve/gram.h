@@ -17,9 +17,10 @@
  * nothing (tail call), so a right-recursive repetition keeps the stack flat.
  *
  * Token mask: gram_vocab is a byte trie of the vocabulary's pieces, built
- * once per model; gram_mask walks it from the current set, advancing the
- * set one byte per trie edge and pruning a subtree as soon as the set dies,
- * so tokens sharing a prefix share its work.
+ * once per model, its nodes in depth-first order; gram_mask walks it from
+ * the current set in one pass over the nodes, advancing the set one byte per
+ * trie edge (a memoized step: a table lookup) and jumping past a subtree as
+ * soon as the set dies, so tokens sharing a prefix share its work.
  *
  * Limits: a stack deeper than GRAM_MAX_DEPTH positions is dropped (a left-
  * recursive or runaway grammar cannot loop forever); a grammar is refused
