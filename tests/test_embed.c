@@ -283,18 +283,14 @@ static void test_chunked(void)
     }
 }
 
-/* every case alone, then all of them at once with a generation in the same steps: the same vectors */
-static void test_batch_invariant(void)
+/* Each of the first nc golden cases alone on eng (one slot, nothing cached before or after), into alone[i];
+ * checked against llama.cpp's vector within golden_tol unless it is negative. False when no scheduler. */
+static bool each_alone(struct engine_ctx *eng, size_t nc, struct coll *alone, double golden_tol)
 {
-    SETUP_OR_END();
-    size_t nc = n_cases();
-    if (nc > 8)
-        nc = 8;
-    static struct coll alone[8], all;
     for (size_t i = 0; i < nc; i++) {
-        struct sched *s = make(&alone[i], 1, 0);
+        struct sched *s = make_on(eng, &alone[i], 1, 0);
         if (!s)
-            return;
+            return false;
         int32_t ids[64];
         int pool;
         int n = case_prompt(i, ids, 64, &pool);
@@ -302,14 +298,21 @@ static void test_batch_invariant(void)
         uint64_t id = 1 + i;
         CHECK(submit_embed(s, id, ids, n, pool, &e) == 0, "submit: %s", e.msg);
         drain(s, &alone[i], &id, 1);
+        if (golden_tol >= 0)
+            check_golden_tol(i, &alone[i].r[1 + i], golden_tol);
         sched_free(s);
-        engine_seq_truncate(g_eng, 0, 0); /* nothing cached for the batched run either */
+        engine_seq_truncate(eng, 0, 0); /* nothing cached for the batched run either */
     }
-    struct sched *s = make(&all, 4, 0);
-    if (!s)
-        return;
-    struct err e;
-    /* a generation first, so embeddings are prefilled next to its decode rows */
+    return true;
+}
+
+/* All nc cases at once on s (4 slots) with a 20-token generation in the same steps (submitted and stepped
+ * first, so the embeddings are prefilled next to its decode rows), against each case alone: the same
+ * vectors within tol. Returns the largest difference. */
+static double batched_vs_alone(struct sched *s, size_t nc, const struct coll *alone, struct coll *all, double tol,
+                               const char *what)
+{
+    struct err e = {0};
     int32_t gp[5] = {1, 50, 60, 70, 80};
     struct sched_request g;
     sched_request_init(&g);
@@ -328,18 +331,38 @@ static void test_batch_invariant(void)
         CHECK(submit_embed(s, ids_all[i], ids, n, pool, &e) == 0, "submit: %s", e.msg);
     }
     ids_all[nc] = 15;
-    drain(s, &all, ids_all, (int)nc + 1);
-    CHECK(all.r[15].finish == SCHED_LENGTH && all.r[15].n_tokens == 20, "generation: finish %d, %d tokens",
-          all.r[15].finish, all.r[15].n_tokens);
+    drain(s, all, ids_all, (int)nc + 1);
+    CHECK(all->r[15].finish == SCHED_LENGTH && all->r[15].n_tokens == 20, "%s generation: finish %d, %d tokens", what,
+          all->r[15].finish, all->r[15].n_tokens);
+    double worst = 0;
     for (size_t i = 0; i < nc; i++) {
-        const struct rec *a = &alone[i].r[1 + i], *b = &all.r[1 + i];
-        CHECK(a->finish == SCHED_STOP && b->finish == SCHED_STOP, "case %zu: finish %d / %d", i, a->finish, b->finish);
-        CHECK(a->n_embd > 0 && a->n_embd == b->n_embd, "case %zu: n_embd %d / %d", i, a->n_embd, b->n_embd);
+        const struct rec *a = &alone[i].r[1 + i], *b = &all->r[1 + i];
+        CHECK(a->finish == SCHED_STOP && b->finish == SCHED_STOP, "%s case %zu: finish %d / %d (%s)", what, i, a->finish,
+              b->finish, b->message);
+        CHECK(a->n_embd > 0 && a->n_embd == b->n_embd, "%s case %zu: n_embd %d / %d", what, i, a->n_embd, b->n_embd);
         if (a->n_embd > 0 && a->n_embd == b->n_embd) {
             double m = max_abs(a->v, b->v, a->n_embd);
-            CHECK(m <= 1e-5, "case %zu: alone vs batched differ by %.3g > 1e-5", i, m);
+            worst = m > worst ? m : worst;
+            CHECK(m <= tol, "%s case %zu: alone vs batched differ by %.3g > %.0e", what, i, m, tol);
         }
     }
+    return worst;
+}
+
+/* every case alone, then all of them at once with a generation in the same steps: the same vectors */
+static void test_batch_invariant(void)
+{
+    SETUP_OR_END();
+    size_t nc = n_cases();
+    if (nc > 8)
+        nc = 8;
+    static struct coll alone[8], all;
+    if (!each_alone(g_eng, nc, alone, -1))
+        return;
+    struct sched *s = make(&all, 4, 0);
+    if (!s)
+        return;
+    batched_vs_alone(s, nc, alone, &all, 1e-5, "cpu");
     sched_free(s);
 }
 
@@ -567,54 +590,12 @@ static void test_hip(void)
     size_t nc = n_cases() > 8 ? 8 : n_cases();
     static struct coll alone[8], all;
     g_verbose = true;
-    for (size_t i = 0; i < nc; i++) {
-        struct sched *s = make_on(h, &alone[i], 1, 0);
-        if (!s)
-            break;
-        int32_t ids[64];
-        int pool;
-        int n = case_prompt(i, ids, 64, &pool);
-        uint64_t id = 1 + i;
-        CHECK(submit_embed(s, id, ids, n, pool, &e) == 0, "submit: %s", e.msg);
-        drain(s, &alone[i], &id, 1);
-        check_golden_tol(i, &alone[i].r[1 + i], 1e-4);
-        sched_free(s);
-        engine_seq_truncate(h, 0, 0);
-    }
+    each_alone(h, nc, alone, 1e-4);
     g_verbose = false;
     struct sched *s = make_on(h, &all, 4, 0);
-    int32_t gp[5] = {1, 50, 60, 70, 80};
-    struct sched_request g;
-    sched_request_init(&g);
-    g.id = 15;
-    g.prompt = gp;
-    g.n_prompt = 5;
-    g.max_tokens = 20;
-    CHECK(s && sched_submit(s, &g, &e) == 0, "submit generation: %s", e.msg);
-    CHECK(s && sched_step(s, &e) >= 0, "step: %s", e.msg);
-    uint64_t ids_all[9];
-    for (size_t i = 0; s && i < nc; i++) {
-        int32_t ids[64];
-        int pool;
-        int n = case_prompt(i, ids, 64, &pool);
-        ids_all[i] = 1 + i;
-        CHECK(submit_embed(s, ids_all[i], ids, n, pool, &e) == 0, "submit: %s", e.msg);
-    }
-    ids_all[nc] = 15;
     if (s)
-        drain(s, &all, ids_all, (int)nc + 1);
-    double worst = 0;
-    for (size_t i = 0; s && i < nc; i++) {
-        const struct rec *a = &alone[i].r[1 + i], *b = &all.r[1 + i];
-        CHECK(b->finish == SCHED_STOP && a->n_embd > 0 && a->n_embd == b->n_embd, "case %zu batched: finish %d (%s)", i,
-              b->finish, b->message);
-        if (a->n_embd > 0 && a->n_embd == b->n_embd) {
-            double m = max_abs(a->v, b->v, a->n_embd);
-            worst = m > worst ? m : worst;
-            CHECK(m <= 1e-4, "case %zu: alone vs batched on hip differ by %.3g > 1e-4", i, m);
-        }
-    }
-    printf("#   hip: alone vs batched next to a generation, worst %.3g\n", worst);
+        printf("#   hip: alone vs batched next to a generation, worst %.3g\n",
+               batched_vs_alone(s, nc, alone, &all, 1e-4, "hip"));
     sched_free(s);
     engine_free(h);
 }
