@@ -120,20 +120,44 @@ struct opts {
     const char *temperature; /* as given: JSON number text */
     const char *prompt;      /* JSON-safe text; "%d %u" are not expanded */
     bool vary;               /* append the client and request numbers to the prompt */
-    const char *extra;       /* more members of the body, as JSON text ("" none): "response_format":{…} */
+    const char *extra;       /* more members of the body, as JSON text ("" none): "response_format":{…};
+                              * each "{req}" in it becomes the request's number (a schema no other request has) */
 };
+
+/* extra with each "{req}" replaced by req, into out (cap); false when it does not fit */
+static bool expand_extra(const char *extra, unsigned req, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = extra; *p;) {
+        if (!strncmp(p, "{req}", 5)) {
+            int k = snprintf(out + o, cap - o, "%u", req);
+            if (k < 0 || (size_t)k >= cap - o)
+                return false;
+            o += (size_t)k;
+            p += 5;
+        } else {
+            if (o + 1 >= cap)
+                return false;
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+    return true;
+}
 
 static int start_request(struct client *c, int ep, const struct sockaddr_in *sa, const struct opts *op)
 {
-    char body[4096];
+    char body[4096], extra[3072];
     char suffix[32] = "";
     if (op->vary)
         snprintf(suffix, sizeof suffix, " %d %u", c->idx, c->n);
+    if (!expand_extra(op->extra, (unsigned)c->idx * 1000000u + c->n, extra, sizeof extra))
+        return -1;
     int bl = snprintf(body, sizeof body,
                       "{\"prompt\":\"%s%s\",\"max_tokens\":%d,\"temperature\":%s,"
                       "\"seed\":%u,\"stream\":true,\"stream_options\":{\"include_usage\":true}%s%s}",
                       op->prompt, suffix, op->max_tokens, op->temperature, (unsigned)c->idx * 1000u + c->n,
-                      *op->extra ? "," : "", op->extra);
+                      *extra ? "," : "", extra);
     if (bl >= (int)sizeof body)
         return -1;
     free(c->req);
@@ -219,7 +243,8 @@ int main(int argc, char **argv)
             printf("usage: loadgen [--host H] [--port P] [--clients N] [--seconds S] [--max-tokens N]\n"
                    "               [--temperature T] [--prompt TEXT] [--same-prompt] [--extra JSON]\n"
                    "Prompts are TEXT plus ' <client> <request>' unless --same-prompt.\n"
-                   "--extra adds members to every request body, e.g. '\"response_format\":{\"type\":\"json_object\"}'.\n");
+                   "--extra adds members to every request body, e.g. '\"response_format\":{\"type\":\"json_object\"}';\n"
+                   "each {req} in it becomes the request's number.\n");
             return 0;
         }
         if (!strcmp(a, "--same-prompt")) {
