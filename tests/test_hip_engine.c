@@ -565,13 +565,28 @@ static void dispatch_backend_hip(void)
     model_free(m);
 }
 
+/* the selection's prepare callback of topk_candidates_sample_alike: the step's masks from src */
+struct fill_masks {
+    uint32_t *dst, *src;
+    size_t words;
+    int calls;
+};
+static void fill_masks_prepare(void *ctx)
+{
+    struct fill_masks *f = ctx;
+    memcpy(f->dst, f->src, f->words * sizeof *f->dst);
+    f->calls++;
+}
+
 /* engine_decode_topk + smp_sample_cands draw what engine_decode + smp_sample draw: two GPU engines on
  * stories260K (the same kernels: the same logits), five sequences of 24 steps with the default chain
  * (top-k 40 first) and their own seeds, the tokens fed back; sequence 3 asks for whole rows (k 0), as
  * a request with logprobs does; sequences 1 and 4 are masked as a grammar masks (mask before selection):
  * 1 allows a third of the vocabulary, 4 six tokens (fewer than k: all of them are the candidates); the
- * whole-row draw applies the same mask on the host. Most rows must come back as candidates, and no
- * masked row's candidate be a forbidden token. A's logits land in page-locked memory
+ * whole-row draw applies the same mask on the host. The masks are written by the selection's prepare
+ * callback (zeroed before each step), as the scheduler writes a grammar's while the GPU computes: it
+ * must run once a step and before the masks are read, or the masked rows would come back whole. Most
+ * rows must come back as candidates, and no masked row's candidate be a forbidden token. A's logits land in page-locked memory
  * (engine_logits_alloc), B's in plain memory. */
 static void topk_candidates_sample_alike(void)
 {
@@ -597,13 +612,15 @@ static void topk_candidates_sample_alike(void)
     struct smp_chain *ca[S], *cb[S];
     const size_t W = ((size_t)V + 31) / 32;
     uint32_t *masks = calloc(2 * W, sizeof *masks);
+    struct fill_masks fm = { masks, calloc(2 * W, sizeof *masks), 2 * W, 0 };
     const uint32_t *allow[S] = { NULL, masks, NULL, NULL, masks + W };
-    for (int t = 0; t < V; t++) {
+    for (int t = 0; fm.src && t < V; t++) {
         if (t % 3 == 1)
-            masks[t / 32] |= 1u << (t % 32);
+            fm.src[t / 32] |= 1u << (t % 32);
         if (t % 53 == 7 && t < 6 * 53)
-            masks[W + (size_t)t / 32] |= 1u << (t % 32);
+            fm.src[W + (size_t)t / 32] |= 1u << (t % 32);
     }
+    const struct engine_select sel = { k, allow, fill_masks_prepare, &fm };
     for (int q = 0; q < S; q++) {
         struct smp_params sp = smp_params_default();
         sp.seed = 100 + (uint32_t)q;
@@ -621,7 +638,10 @@ static void topk_candidates_sample_alike(void)
         for (int q = 0; q < S; q++)
             t[q] = (struct engine_tok){ tok[q], step, q, true };
         CHECK(engine_decode(ga, t, S, la, &e) == 0, "decode: %s", e.msg);
-        CHECK(engine_decode_topk(gb, t, S, k, allow, ids, vals, n_cands, lb, &e) == 0, "decode_topk: %s", e.msg);
+        memset(masks, 0, 2 * W * sizeof *masks); /* prepare writes them */
+        const int calls = fm.calls;
+        CHECK(engine_decode_topk(gb, t, S, &sel, ids, vals, n_cands, lb, &e) == 0, "decode_topk: %s", e.msg);
+        CHECK(fm.calls == calls + 1, "prepare ran %d times in one step", fm.calls - calls);
         for (int q = 0; q < S; q++) {
             for (int j = 0; allow[q] && j < n_cands[q]; j++) {
                 int32_t id = ids[q * ENGINE_CAND_CAP + j];
@@ -648,7 +668,7 @@ static void topk_candidates_sample_alike(void)
     for (int q = 0; q < S; q++)
         smp_free(ca[q]), smp_free(cb[q]);
     engine_logits_free(ga, la);
-    free(lb), free(ids), free(vals), free(masks);
+    free(lb), free(ids), free(vals), free(masks), free(fm.src);
     engine_free(ga);
     engine_free(gb);
     model_free(m);

@@ -256,11 +256,13 @@ static void step_stats_log(struct worker *w, struct step_stats *st, uint64_t now
     double steps = (double)(c.steps - p->steps), adm = (double)(c.admitted - p->admitted);
     double gaps = (double)(c.slot_gaps - p->slot_gaps), wall = (double)(now - st->t_last) / 1e6;
     if (steps > 0)
-        logf_("stats %.0f ms: %.0f steps, %.1f decode rows + %.1f prompt tokens a step; per step: admit %.3f, mask %.3f, decode %.3f, "
-              "sample %.3f, emit %.3f, send %.3f ms; idle %.1f ms; %.0f admitted, submit→admit %.2f ms, empty slot %.2f ms",
+        logf_("stats %.0f ms: %.0f steps, %.1f decode rows + %.1f prompt tokens a step; per step: admit %.3f, decode %.3f "
+              "(grammar masks %.3f of it), sample %.3f, emit %.3f, send %.3f ms; idle %.1f ms; %.0f admitted, "
+              "submit→admit %.2f ms, empty slot %.2f ms",
               wall, steps, (double)(c.decode_rows - p->decode_rows) / steps,
               (double)(c.prefill_tokens - p->prefill_tokens) / steps, (double)(c.ns_admit - p->ns_admit) / steps / 1e6,
-              (double)(c.ns_mask - p->ns_mask) / steps / 1e6, (double)(c.ns_decode - p->ns_decode) / steps / 1e6, (double)(c.ns_sample - p->ns_sample) / steps / 1e6,
+              (double)(c.ns_decode - p->ns_decode) / steps / 1e6, (double)(c.ns_mask - p->ns_mask) / steps / 1e6,
+              (double)(c.ns_sample - p->ns_sample) / steps / 1e6,
               (double)(c.ns_emit - p->ns_emit) / steps / 1e6, (double)st->ns_flush / steps / 1e6, (double)st->ns_wait / 1e6,
               adm, adm > 0 ? (double)(c.submit_wait_ns - p->submit_wait_ns) / adm / 1e6 : 0.0,
               gaps > 0 ? (double)(c.slot_gap_ns - p->slot_gap_ns) / gaps / 1e6 : 0.0);

@@ -82,6 +82,17 @@ struct engine_load {
 /* Most candidates one row's top-k pre-selection hands back (engine_decode_topk). */
 #define ENGINE_CAND_CAP 256
 
+/* engine_decode_topk's selection, for the rows that asked for logits (in batch order). */
+struct engine_select {
+    const int32_t *k;             /* [rows] each row's k; ≤ 0: the whole row */
+    const uint32_t *const *allow; /* [rows] each row's mask ((n_vocab + 31) / 32 words), NULL none; or NULL */
+    /* optional: host work that fills k and allow, run once on the calling thread after the step's device
+     * work is queued and before either is read — a grammar's masks made while a GPU computes the step
+     * (an engine without a device selection runs it before the step) */
+    void (*prepare)(void *ctx);
+    void *ctx;
+};
+
 struct tpool;
 
 /* A backend. `b` is the backend's own engine object (create's *out). Entries marked optional may be
@@ -98,8 +109,8 @@ struct backend_ops {
     int (*decode)(void *b, const struct engine_tok *toks, int n, float *logits, struct err *e);
     /* optional: top-k pre-selection where the logits are, masked rows selecting among their allowed tokens
      * only (engine_decode_topk); NULL: whole rows */
-    int (*decode_topk)(void *b, const struct engine_tok *toks, int n, const int32_t *k, const uint32_t *const *allow,
-                       int32_t *ids, float *vals, int32_t *n_cands, float *logits, struct err *e);
+    int (*decode_topk)(void *b, const struct engine_tok *toks, int n, const struct engine_select *sel, int32_t *ids,
+                       float *vals, int32_t *n_cands, float *logits, struct err *e);
     /* optional: decode, and for each token t with want[t] its final hidden state after the output norm
      * (n_embd floats, in batch order) into embd (engine_decode_embd); NULL: the backend has no embeddings */
     int (*decode_embd)(void *b, const struct engine_tok *toks, int n, const bool *want, float *logits, float *embd,

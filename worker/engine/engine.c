@@ -94,12 +94,13 @@ int engine_decode(struct engine_ctx *c, const struct engine_tok *toks, int n, fl
     return c->ops->decode(c->b, toks, n, logits, e);
 }
 
-int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const int32_t *k,
-                       const uint32_t *const *allow, int32_t *ids, float *vals, int32_t *n_cands, float *logits,
-                       struct err *e)
+int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const struct engine_select *sel,
+                       int32_t *ids, float *vals, int32_t *n_cands, float *logits, struct err *e)
 {
     if (c->ops->decode_topk)
-        return c->ops->decode_topk(c->b, toks, n, k, allow, ids, vals, n_cands, logits, e);
+        return c->ops->decode_topk(c->b, toks, n, sel, ids, vals, n_cands, logits, e);
+    if (sel->prepare)
+        sel->prepare(sel->ctx);
     int rc = c->ops->decode(c->b, toks, n, logits, e);
     for (int t = 0, r = 0; !rc && t < n; t++)
         if (toks[t].logits)

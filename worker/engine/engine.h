@@ -61,7 +61,8 @@ float *engine_logits_alloc(struct engine_ctx *c, size_t n);
 void engine_logits_free(struct engine_ctx *c, float *p);
 
 /* engine_decode, with each logits row's top-k pre-selection made where the logits are when the engine
- * can (a GPU's: then only the candidates cross to the host, not 152k floats a row). For the r-th row
+ * can (a GPU's: then only the candidates cross to the host, not 152k floats a row); k, allow and the
+ * optional prepare callback are sel's (struct engine_select, backend.h). For the r-th row
  * that asked for logits, with k[r] > 0: n_cands[r] ≥ k[r] candidates in ids/vals[r·ENGINE_CAND_CAP …],
  * in no particular order, every logit of the row left out below every one given (ties go in together;
  * NaN and −inf never given): what smp_sample_cands takes. Otherwise (k[r] ≤ 0, a row the cut does not
@@ -71,9 +72,8 @@ void engine_logits_free(struct engine_ctx *c, float *p);
  * allowed tokens only — every allowed logit left out below every one given, none disallowed given — and
  * fewer than k (n_cands[r] ≥ 1) when fewer are allowed: then they are all of them. A whole row comes back
  * unmasked; the host masks it. */
-int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const int32_t *k,
-                       const uint32_t *const *allow, int32_t *ids, float *vals, int32_t *n_cands, float *logits,
-                       struct err *e);
+int engine_decode_topk(struct engine_ctx *c, const struct engine_tok *toks, int n, const struct engine_select *sel,
+                       int32_t *ids, float *vals, int32_t *n_cands, float *logits, struct err *e);
 /* Whether engine_decode_topk pre-selects on this engine (else it is engine_decode). */
 bool engine_has_topk(const struct engine_ctx *c);
 

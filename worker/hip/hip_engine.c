@@ -950,8 +950,7 @@ static int dec_splits(int max_kv, bool tc)
 
 /* engine_decode_topk's request and answer (run). */
 struct topk_io {
-    const int32_t *k; /* [n_out] */
-    const uint32_t *const *allow; /* [n_out] each row's mask ((n_vocab + 31) / 32 words), NULL none; or NULL */
+    const struct engine_select *sel; /* k, allow: [n_out]; prepare */
     int32_t *ids;     /* [n_out][ENGINE_CAND_CAP] */
     float *vals;      /* [n_out][ENGINE_CAND_CAP] */
     int32_t *n_cands; /* [n_out] */
@@ -973,14 +972,16 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     const struct hip_dptr dvals = hip_dptr_off(dids, 4u * (uint64_t)B * (uint64_t)cap);
     const struct hip_dptr dmk = hip_dptr_off(dvals, 4u * (uint64_t)B * (uint64_t)cap);
     const struct hip_dptr dal = hip_dptr_off(dmk, 4u * (uint64_t)B);
-    memcpy(kh, tk->k, (size_t)n_out * 4);
+    const int32_t *kk = tk->sel->k;
+    const uint32_t *const *allow = tk->sel->allow;
+    memcpy(kh, kk, (size_t)n_out * 4);
     TRY(hip_rt_h2d(c->ops.rt, dk, kh, (size_t)n_out * 4, e));
     /* the masks: rows up to the last masked one, packed (a grammar row's 19 KB of a 152k vocabulary) */
     int n_mask = 0;
     for (int r = 0; r < n_out; r++) {
-        mk[r] = tk->allow && tk->allow[r] && tk->k[r] > 0;
+        mk[r] = allow && allow[r] && kk[r] > 0;
         if (mk[r]) {
-            memcpy(al + (size_t)r * W, tk->allow[r], W * 4);
+            memcpy(al + (size_t)r * W, allow[r], W * 4);
             n_mask = r + 1;
         }
     }
@@ -998,7 +999,7 @@ static int topk_finish(struct hip_engine *c, int n_out, const struct topk_io *tk
     for (int r = 0; r < n_out; r++) {
         const size_t o = (size_t)r * (size_t)cap;
         /* a masked row may have fewer than k allowed tokens: then they are all there */
-        tk->n_cands[r] = tk->k[r] > 0 && cnt[r] >= (mk[r] ? 1 : tk->k[r]) && cnt[r] <= cap ? cnt[r] : -1;
+        tk->n_cands[r] = kk[r] > 0 && cnt[r] >= (mk[r] ? 1 : kk[r]) && cnt[r] <= cap ? cnt[r] : -1;
         if (tk->n_cands[r] >= 0) {
             memcpy(tk->ids + o, ids + o, (size_t)cnt[r] * 4);
             memcpy(tk->vals + o, vals + o, (size_t)cnt[r] * 4);
@@ -1056,7 +1057,7 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
         ops_rope_cache(csh + (size_t)t * hp->n_rot, toks[t].pos, hp->n_rot, hp->freq_base, c->ops.m->rope_freqs.data,
                        hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
     }
-    if (n_out && (!logits || (tk && (!tk->k || !tk->ids || !tk->vals || !tk->n_cands))) && !greedy_out)
+    if (n_out && (!logits || (tk && (!tk->sel || !tk->sel->k || !tk->ids || !tk->vals || !tk->n_cands))) && !greedy_out)
         return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
     bool any_want = false;
     for (int t = 0; want && t < n; t++)
@@ -1100,6 +1101,10 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     } else {
         TRY(enqueue(c, n, n_out, greedy, e));
     }
+    /* the step is queued: the caller's host work for the selection (a grammar's masks) runs while the
+     * device computes, and topk_finish reads k and allow after it */
+    if (n_out && tk && tk->sel->prepare)
+        tk->sel->prepare(tk->sel->ctx);
     if (n_out && greedy)
         TRY(hip_rt_d2h(c->ops.rt, c->amax_h, c->amax, (size_t)n_out * 4, e));
     else if (n_out && tk)
@@ -1235,11 +1240,10 @@ static int hb_decode_embd(void *b, const struct engine_tok *toks, int n, const b
 {
     return run(b, toks, n, logits, NULL, NULL, want, embd, e);
 }
-static int hb_decode_topk(void *b, const struct engine_tok *toks, int n, const int32_t *k,
-                          const uint32_t *const *allow, int32_t *ids, float *vals, int32_t *n_cands, float *logits,
-                          struct err *e)
+static int hb_decode_topk(void *b, const struct engine_tok *toks, int n, const struct engine_select *sel,
+                          int32_t *ids, float *vals, int32_t *n_cands, float *logits, struct err *e)
 {
-    const struct topk_io tk = { k, allow, ids, vals, n_cands };
+    const struct topk_io tk = { sel, ids, vals, n_cands };
     return run(b, toks, n, logits, NULL, &tk, NULL, NULL, e);
 }
 static int hb_host_alloc(void *b, size_t n, void **out, struct err *e)

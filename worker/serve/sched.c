@@ -108,6 +108,8 @@ struct sched {
     bool step_cands;            /* this step's rows came through engine_decode_topk */
     int32_t *topk_k;            /* [n_slots] each row's k (0: the whole row) */
     const uint32_t **row_allow; /* [n_slots] each row's grammar mask for the pre-selection, NULL none */
+    int step_rows;              /* this step's logits rows (masks_prepare) */
+    uint64_t ns_mask_step;      /* this step's time in masks_prepare */
     int32_t *n_cands;           /* [n_slots] each row's candidates, −1: the whole row is in logits */
     int32_t *cand_ids;          /* [n_slots][ENGINE_CAND_CAP] */
     float *cand_vals;           /* [n_slots][ENGINE_CAND_CAP] */
@@ -690,6 +692,19 @@ static void mask_row(void *ctx, int64_t i, int worker)
     smp_set_allowed(r->smp, r->allow);
 }
 
+/* The step's grammar masks (mask_row on the engine's threads), and k 0 for a row they decided (it needs
+ * no selection): engine_select.prepare, so with a GPU it runs while the step computes. */
+static void masks_prepare(void *ctx)
+{
+    struct sched *s = ctx;
+    uint64_t t = clock_now_ns();
+    engine_parallel(s->eng, mask_row, s, s->step_rows);
+    for (int row = 0; s->topk && row < s->step_rows; row++)
+        if (s->rows[row].fate != ROW_NONE)
+            s->topk_k[row] = 0;
+    s->ns_mask_step += clock_now_ns() - t;
+}
+
 /* Logits row i, on any of the engine's threads: sample it, accept the token,
  * work out its logprobs, detokenize it and feed the stop matcher. Everything
  * touched is the row's own (its request's sampler, detokenizer, matcher and
@@ -956,24 +971,24 @@ int sched_step(struct sched *s, struct err *e)
     if (nb == 0)
         return progress;
 
-    /* 3. the grammar rows' masks, before the engine call that can select within them */
-    uint64_t t1 = clock_now_ns();
-    bool any_gram = false;
-    for (int row = 0; row < n_rows; row++) {
-        s->rows[row].fate = ROW_NONE;
-        any_gram = any_gram || s->slots[s->row_slot[row]].r->gs;
-    }
-    if (any_gram)
-        engine_parallel(s->eng, mask_row, s, n_rows);
-    uint64_t t1m = clock_now_ns();
-    /* 4. one engine call for all of it; where the engine can pre-select top-k near the logits, the rows
+    /* 3. one engine call for all of it; where the engine can pre-select top-k near the logits, the rows
      * whose draw depends on their k largest alone (no logprobs: those need the whole row) come back as
      * candidates (a 152k-token row is 600 KB to copy and ~0.1 ms to pre-select on the host); a grammar
-     * row's k largest among the tokens its mask allows */
+     * row's k largest among the tokens its mask allows. The grammar rows' masks are made by
+     * masks_prepare: inside that call once the engine has queued the step (a GPU computes meanwhile),
+     * else before it. */
+    uint64_t t1 = clock_now_ns();
+    bool any_gram = false;
     s->step_cands = false;
-    for (int row = 0; s->topk && row < n_rows; row++) {
+    s->step_rows = n_rows;
+    s->ns_mask_step = 0;
+    for (int row = 0; row < n_rows; row++) {
         const struct sreq *r = s->slots[s->row_slot[row]].r;
-        int32_t k = r->n_probs < 0 && s->rows[row].fate == ROW_NONE ? smp_topk_only(r->smp) : 0;
+        s->rows[row].fate = ROW_NONE;
+        any_gram = any_gram || r->gs;
+        if (!s->topk)
+            continue;
+        int32_t k = r->n_probs < 0 ? smp_topk_only(r->smp) : 0;
         s->topk_k[row] = k <= ENGINE_CAND_CAP / 2 ? k : 0;
         s->row_allow[row] = r->gs ? r->allow : NULL;
         s->step_cands |= s->topk_k[row] > 0;
@@ -983,23 +998,28 @@ int sched_step(struct sched *s, struct err *e)
         if (!s->embd)
             n_erows = -1;
     }
+    if (n_erows) /* the engine's whole rows: no top-k pre-selection in a step with embeddings */
+        s->step_cands = false;
+    if (any_gram && !s->step_cands)
+        masks_prepare(s);
+    const struct engine_select sel = { s->topk_k, (const uint32_t *const *)s->row_allow,
+                                       any_gram ? masks_prepare : NULL, s };
     int rc;
     if (n_erows < 0)
         rc = err_set(e, ERR_NOMEM, "sched: out of memory for the embeddings' hidden states");
-    else if (n_erows) { /* the engine's whole rows: no top-k pre-selection in a step with embeddings */
-        s->step_cands = false;
+    else if (n_erows)
         rc = engine_decode_embd(s->eng, s->batch, nb, s->embd_want, s->logits, s->embd, e);
-    } else
-        rc = s->step_cands ? engine_decode_topk(s->eng, s->batch, nb, s->topk_k, s->row_allow, s->cand_ids,
-                                                s->cand_vals, s->n_cands, s->logits, e)
+    else
+        rc = s->step_cands ? engine_decode_topk(s->eng, s->batch, nb, &sel, s->cand_ids, s->cand_vals, s->n_cands,
+                                                s->logits, e)
                            : engine_decode(s->eng, s->batch, nb, s->logits, e);
     uint64_t t2 = clock_now_ns();
     s->cnt.steps++;
     s->cnt.decode_rows += (uint64_t)n_dec;
     s->cnt.prefill_tokens += (uint64_t)(nb - n_dec);
     s->cnt.ns_admit += t1 - t0;
-    s->cnt.ns_mask += t1m - t1;
-    s->cnt.ns_decode += t2 - t1m;
+    s->cnt.ns_mask += s->ns_mask_step;
+    s->cnt.ns_decode += t2 - t1;
     if (rc) {
         char msg[sizeof e->msg];
         snprintf(msg, sizeof msg, "%s", e ? e->msg : "engine_decode failed");

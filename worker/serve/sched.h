@@ -139,8 +139,9 @@ struct sched_counters {
     uint64_t slot_gap_ns;       /* sum of those slots' empty time (last token → admission) */
     uint64_t submit_wait_ns;    /* sum over admissions of the time from sched_submit to admission */
     uint64_t ns_admit;          /* cancellations, admissions, batch building */
-    uint64_t ns_mask;           /* grammar masks before the engine call (on the engine's threads) */
-    uint64_t ns_decode;         /* engine_decode */
+    uint64_t ns_decode;         /* the engine call, with the grammar masks */
+    uint64_t ns_mask;           /* the grammar masks (on the engine's threads; with a GPU's selection they
+                                 * run while the device computes the step, so only part of them adds) */
     uint64_t ns_sample;         /* sampling the rows (on the engine's threads) */
     uint64_t ns_emit;           /* accept, detokenize, stop strings, emit callbacks */
 };
