@@ -9,7 +9,7 @@
  * rule reference (rule = −e − 2). */
 #define END (-1)
 #define GRAM_MASK_MEMO 4
-#define GRAM_DT_MAX 4096 /* next-set tables a state keeps (4 MiB), each 256 ids; past it the memo is cleared */
+#define GRAM_DT_MAX 1024 /* next-set tables a state keeps (1 MiB), each 256 ids; past it the memo is cleared */
 #define REF(r) (-(r) - 2)
 #define REF_RULE(e) (-(e) - 2)
 

@@ -658,8 +658,9 @@ static size_t nul_to_fffd(char *buf, size_t n)
     return n + 2 * nul;
 }
 
-/* Grammar row i, on any of the engine's threads, before the step's engine call: the tokens its grammar
- * allows next into its request's mask (from the shared cache when another state met the same set), so the
+/* Grammar row i, on any of the engine's threads, before the step's selection reads the masks (masks_prepare:
+ * inside the engine call with a GPU, before it otherwise): the tokens its grammar allows next into its
+ * request's mask (from the shared cache when another state met the same set), so the
  * engine's top-k pre-selection can run over the allowed tokens only (mask before selection) and the row
  * comes back as candidates, not whole. The end of generation is allowed only once the text is complete. A
  * row left with nothing (complete and nothing else to say, or a dead end) or whose mask fails gets its fate
