@@ -530,11 +530,19 @@ static size_t step(struct gram_state *st, size_t in, size_t n, unsigned b)
     return dedupe(st, out);
 }
 
-static uint32_t set_hash(const int32_t *a, size_t n)
+#define FNV_BASIS 0xcbf29ce484222325ull
+
+/* FNV-1a over 32-bit words, continuing from h (sets here, a whole grammar in gram_fingerprint) */
+static uint64_t fnv_words(uint64_t h, const int32_t *a, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++)
         h = (h ^ (uint32_t)a[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint32_t set_hash(const int32_t *a, size_t n)
+{
+    uint64_t h = fnv_words(FNV_BASIS, a, n);
     return (uint32_t)(h ^ (h >> 32));
 }
 
@@ -831,24 +839,17 @@ bool gram_match(const struct gram *g, const char *s, size_t n)
     return ok;
 }
 
-static uint64_t fnv_words(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 uint64_t gram_fingerprint(const struct gram *g)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    int64_t head[4] = { (int64_t)g->n_elems, g->n_sets, g->n_rules, g->root };
-    h = fnv_words(h, head, sizeof head);
-    h = fnv_words(h, g->elems, g->n_elems * sizeof *g->elems);
-    h = fnv_words(h, g->sets, (size_t)g->n_sets * sizeof *g->sets);
+    /* n_elems ≤ GRAM_MAX_ELEMS: an int32 */
+    const int32_t head[4] = { (int32_t)g->n_elems, g->n_sets, g->n_rules, g->root };
+    uint64_t h = fnv_words(FNV_BASIS, head, 4);
+    h = fnv_words(h, g->elems, g->n_elems);
+    for (int32_t i = 0; i < g->n_sets; i++)
+        h = fnv_words(h, (const int32_t *)g->sets[i].w, 8);
     for (int32_t r = 0; r < g->n_rules; r++) {
-        h = fnv_words(h, &g->rules[r].n, sizeof g->rules[r].n);
-        h = fnv_words(h, g->rules[r].alt, (size_t)g->rules[r].n * sizeof *g->rules[r].alt);
+        h = fnv_words(h, &g->rules[r].n, 1);
+        h = fnv_words(h, g->rules[r].alt, (size_t)g->rules[r].n);
     }
     return h;
 }

@@ -136,14 +136,14 @@ static void insert(struct gram_cache *c, uint64_t h, const int32_t *k, size_t n,
     memcpy(x->key, k, n * sizeof *k);
     memcpy(x->bits, allow, c->words * sizeof *allow);
     const size_t sz = entry_bytes(c, x);
-    while (c->oldest && c->bytes + sz > c->max_bytes)
-        evict_oldest(c);
-    if (sz > c->max_bytes) { /* a cache too small for even one mask keeps none */
+    if (sz > c->max_bytes) { /* a cache too small for even one mask keeps none (and evicts nothing for it) */
         free(x->key);
         free(x->bits);
         free(x);
         return;
     }
+    while (c->oldest && c->bytes + sz > c->max_bytes)
+        evict_oldest(c);
     if (c->n_entries + 1 > c->n_bucket)
         rehash(c);
     x->chain = c->bucket[h & (c->n_bucket - 1)];

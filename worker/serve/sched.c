@@ -1003,8 +1003,7 @@ int sched_step(struct sched *s, struct err *e)
         s->step_cands = false;
     if (any_gram && !s->step_cands)
         masks_prepare(s);
-    const struct engine_select sel = { s->topk_k, (const uint32_t *const *)s->row_allow,
-                                       any_gram ? masks_prepare : NULL, s };
+    const struct engine_select sel = { s->topk_k, s->row_allow, any_gram ? masks_prepare : NULL, s };
     int rc;
     if (n_erows < 0)
         rc = err_set(e, ERR_NOMEM, "sched: out of memory for the embeddings' hidden states");
@@ -1072,7 +1071,7 @@ int sched_step(struct sched *s, struct err *e)
         }
     }
 
-    /* 5. sample, detokenize and stop-match every row that has logits on the engine's threads (the rows
+    /* 4. sample, detokenize and stop-match every row that has logits on the engine's threads (the rows
      * are independent: each request has its own sampler, RNG, detokenizer and matcher), then emit in
      * batch order on this thread */
     engine_parallel(s->eng, sample_row, s, n_rows);
