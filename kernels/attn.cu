@@ -31,8 +31,20 @@ static __device__ void attn_merge(const struct attn_args &a, int t, int h, int n
         sw[s] = ws;
     __syncthreads();
     for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
+        /* eight partials' loads in flight at a time (one after another, each waited for, the merge of
+         * 128 splits took 17.7 µs a layer); the same sum in the same order */
         float O = 0.0f;
-        for (int k = 0; k < ns; k++)
+        int k = 0;
+        for (; k + 8 <= ns; k += 8) {
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                v[j] = ld_cg(pp + (k + j) * (a.hd + 2) + d);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                O += sw[k + j] > 0.0f ? v[j] * sw[k + j] : 0.0f;
+        }
+        for (; k < ns; k++)
             if (sw[k] > 0.0f)
                 O += ld_cg(pp + k * (a.hd + 2) + d) * sw[k];
         const float v = L > 0.0f ? O / L : 0.0f;

@@ -172,25 +172,55 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
     }
 }
 
-/* Decode attention on tensor cores: a block is one (token, KV head, split) of 4 warps, and the G =
- * n_head / n_head_kv query heads sharing the KV head are the rows of one 16-row A operand (rows past G
- * zero), so each K/V row is read once for the whole group and the dot products run as mma. The split's
- * positions go in tiles of 64 (loaded by all warps into shared memory, f16 cache); warp w takes
- * positions 16w..16w+15 of each tile: S = Q·Kᵀ (16 × 16), its own online softmax, O += P·V. The four
- * warps' (max, sum, O) meet through shared memory at the end. Splits as attn (attn_split.h): with one
- * split the block writes o (and its q8 copy), else partial rows (o, max, sum) per query head for
- * attn_combine (max in natural-log units, as attn's). G <= 16, HD % 16 == 0, blockDim 128. */
+/* One decode token's attention for one KV head and one split of its cache, by one warp: the G query
+ * heads sharing the KV head are the rows of one 16-row mma A operand (rows past G zero), so each K/V
+ * row is read once for the whole group. The split's positions stream through a ring of DEC_ST shared
+ * stages of DEC_T positions (K and V) filled by cp.async, DEC_ST − 1 tiles in flight while the warp
+ * computes on one: the loads never wait for the arithmetic, and with no block-wide barrier and no
+ * cross-warp merge a block is the warp alone (a block of 4 warps sharing one tile loaded it, waited,
+ * then computed: at 16k positions it streamed the cache at ~1.3 TB/s). Out-of-range positions of the
+ * last tile are zero-filled (a masked probability is 0, and 0 · garbage could be NaN). */
+#define DEC_T 16 /* positions per stage: one mma row block */
+#define DEC_ST 4 /* stages */
+
+static __device__ __forceinline__ void cp_async16(u32 dst, const void *src, int n)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* positions kv0 .. kv0 + DEC_T − 1 (those < end) of one KV head into stage buffers ks / vs (shared
+ * addresses, row pitch P halves) */
+template <int HD>
+static __device__ __forceinline__ void dec_tile(u32 ks, u32 vs, const u16 *K, const u16 *V, long long base, int kv_dim,
+                                                int kv0, int end, int lane)
+{
+    constexpr int P = HD + 8;
+#pragma unroll
+    for (int i = lane; i < DEC_T * HD / 8; i += 32) {
+        const int r = i / (HD / 8), d = (i % (HD / 8)) * 8;
+        const bool in = kv0 + r < end;
+        const long long off = base + (long long)(in ? kv0 + r : kv0) * kv_dim + d;
+        const u32 so = (u32)(r * P + d) * 2u;
+        cp_async16(ks + so, K + off, in ? 16 : 0);
+        cp_async16(vs + so, V + off, in ? 16 : 0);
+    }
+}
+
 template <int HD>
 static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
 {
     constexpr int P = HD + 8;
-    __shared__ __align__(16) u16 KVs[2 * FK * P]; /* K tile [position][d], then V; at the end f32 O [4][16][HD] */
-    __shared__ float sm_ml[4][16][2];
-    static_assert(2 * FK * P * 2 >= 4 * 16 * HD * 4, "the warps' O must fit where the tiles were");
-    u16 *Ks = KVs, *Vs = KVs + FK * P;
+    constexpr int SB = 2 * DEC_T * P; /* halves of one stage: K rows, then V rows */
+    __shared__ __align__(16) u16 st[DEC_ST * SB]; /* the ring; at the end f32 O [16][HD] */
+    __shared__ __align__(16) u16 Qs[16 * P];
+    static_assert(DEC_ST * SB * 2 >= 16 * HD * 4, "O must fit where the stages were");
     PDL_ENTER();
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int gid = lane >> 2, tig = lane & 3;
+    const int lane = threadIdx.x, gid = lane >> 2, tig = lane & 3;
     const int G = a.n_head / a.n_head_kv;
     const int t = blockIdx.x / a.n_head_kv, g = blockIdx.x % a.n_head_kv;
     const int n_kv = a.pos[t] + 1;
@@ -199,36 +229,51 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
         return;
     const int chunk = (n_kv + ns - 1) / ns;
     const int p0 = blockIdx.y * chunk, p1 = min(n_kv, p0 + chunk);
-    /* Q of the group → f16 rows 0..15 of Ks (zeros past G), then every warp's A fragments */
-    for (int i = tid; i < 16 * HD / 4; i += 128) {
+    const int nt = p1 > p0 ? (p1 - p0 + DEC_T - 1) / DEC_T : 0;
+    const long long base = (long long)a.seq[t] * a.seq_stride + (long long)g * HD;
+    const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
+    const u32 s0 = smem_addr(st);
+    /* the first DEC_ST − 1 tiles in flight before anything else */
+#pragma unroll
+    for (int i = 0; i < DEC_ST - 1; i++) {
+        if (i < nt)
+            dec_tile<HD>(s0 + 2u * (u32)(i * SB), s0 + 2u * (u32)(i * SB + DEC_T * P), K, V, base, a.kv_dim,
+                         p0 + i * DEC_T, p1, lane);
+        cp_async_commit();
+    }
+    /* Q of the group → f16 rows 0..15 (zeros past G), then the A fragments */
+    for (int i = lane; i < 16 * HD / 4; i += 32) {
         const int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (r < G)
             v = *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)(g * G + r) * HD + d);
-        u32 *dst = (u32 *)(Ks + r * P + d);
+        u32 *dst = (u32 *)(Qs + r * P + d);
         dst[0] = h2pack(v.x, v.y);
         dst[1] = h2pack(v.z, v.w);
     }
-    __syncthreads();
+    __syncwarp();
     u32 qf[HD / 16][4];
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++)
-        ldsm4(qf[kk], Ks + (lane & 15) * P + kk * 16 + (lane >> 4) * 8);
+        ldsm4(qf[kk], Qs + (lane & 15) * P + kk * 16 + (lane >> 4) * 8);
     const float sl2 = a.scale * 1.4426950408889634f; /* exp(x·scale) = exp2(x·scale·log2 e) */
     float o[HD / 8][4];
 #pragma unroll
     for (int j = 0; j < HD / 8; j++)
         o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float ma = -INF_F, mb = -INF_F, la = 0.0f, lb = 0.0f; /* rows gid and gid + 8: running max (log2), sums */
-    const long long base = (long long)a.seq[t] * a.seq_stride + (long long)g * HD;
-    const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
-    for (int kv0 = p0; kv0 < p1; kv0 += FK) {
-        __syncthreads(); /* the previous tile (or Q) is no longer read */
-        kv_tile<HD>(Ks, Vs, K, V, base, a.kv_dim, kv0, p1, tid);
-        __syncthreads();
-        const int w0 = kv0 + 16 * warp; /* this warp's first position */
-        if (w0 >= p1)
-            continue;
+    for (int i = 0; i < nt; i++) {
+        { /* refill the stage tile i − 1 used (every lane is past its reads: the __syncwarp below) */
+            const int f = i + DEC_ST - 1, sf = f % DEC_ST;
+            if (f < nt)
+                dec_tile<HD>(s0 + 2u * (u32)(sf * SB), s0 + 2u * (u32)(sf * SB + DEC_T * P), K, V, base, a.kv_dim,
+                             p0 + f * DEC_T, p1, lane);
+            cp_async_commit();
+        }
+        cp_async_wait<DEC_ST - 1>(); /* this lane's part of tile i has landed */
+        __syncwarp();                /* ... and every lane's */
+        const u16 *Ks = st + (i % DEC_ST) * SB, *Vs = Ks + DEC_T * P;
+        const int w0 = p0 + i * DEC_T;
         float s[2][4];
 #pragma unroll
         for (int j = 0; j < 2; j++)
@@ -236,7 +281,7 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             u32 b[4];
-            ldsm4(b, Ks + (16 * warp + (lane & 7) + ((lane >> 4) << 3)) * P + kk * 16 + ((lane >> 3) & 1) * 8);
+            ldsm4(b, Ks + ((lane & 7) + ((lane >> 4) << 3)) * P + kk * 16 + ((lane >> 3) & 1) * 8);
             mma16816h(s[0], qf[kk], b[0], b[1]);
             mma16816h(s[1], qf[kk], b[2], b[3]);
         }
@@ -256,7 +301,7 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
             xa = fmaxf(xa, __shfl_xor_sync(0xffffffffu, xa, m));
             xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, m));
         }
-        const float na = fmaxf(ma, xa), nb = fmaxf(mb, xb); /* finite: the warp has a position */
+        const float na = fmaxf(ma, xa), nb = fmaxf(mb, xb); /* finite: the tile has a position */
         const float ca = exp2f(ma - na), cb = exp2f(mb - nb);
         ma = na, mb = nb;
         la *= ca, lb *= cb;
@@ -277,64 +322,56 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
 #pragma unroll
         for (int dj = 0; dj < HD / 16; dj++) {
             u32 b[4];
-            ldsm4t(b, Vs + (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * P + dj * 16 + (lane >> 4) * 8);
+            ldsm4t(b, Vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * P + dj * 16 + (lane >> 4) * 8);
             mma16816h(o[2 * dj], pf, b[0], b[1]);
             mma16816h(o[2 * dj + 1], pf, b[2], b[3]);
         }
+        __syncwarp(); /* the stage is free for the refill at the next iteration */
     }
+    cp_async_wait<0>(); /* no copy may land in the stages O goes to (only empty groups remain) */
 #pragma unroll
     for (int m = 1; m < 4; m <<= 1) {
         la += __shfl_xor_sync(0xffffffffu, la, m);
         lb += __shfl_xor_sync(0xffffffffu, lb, m);
     }
-    if (tig == 0) {
-        sm_ml[warp][gid][0] = ma, sm_ml[warp][gid][1] = la;
-        sm_ml[warp][gid + 8][0] = mb, sm_ml[warp][gid + 8][1] = lb;
-    }
-    __syncthreads(); /* the tiles are no longer read: O goes there */
-    float *Os = (float *)KVs;
-    float Ma = -INF_F, Mb = -INF_F;
+    if (ns > 1) { /* partial rows per query head for attn_combine: O, the max (natural-log units), the sum */
 #pragma unroll
-    for (int w = 0; w < 4; w++)
-        Ma = fmaxf(Ma, sm_ml[w][gid][0]), Mb = fmaxf(Mb, sm_ml[w][gid + 8][0]);
-    const float fa = ma == -INF_F ? 0.0f : exp2f(ma - Ma), fb = mb == -INF_F ? 0.0f : exp2f(mb - Mb);
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = gid + 8 * hr;
+            if (r >= G)
+                continue;
+            float *pp = a.part + (((long long)t * a.n_head + g * G + r) * a.nsplit + blockIdx.y) * (HD + 2);
+#pragma unroll
+            for (int j = 0; j < HD / 8; j++)
+                *(float2 *)(pp + j * 8 + 2 * tig) = make_float2(o[j][2 * hr], o[j][2 * hr + 1]);
+            if (tig == 0)
+                pp[HD] = (hr ? mb : ma) * 0.6931471805599453f, pp[HD + 1] = hr ? lb : la;
+        }
+        return;
+    }
+    /* one split: o = O / L and its q8 copy, through shared memory so that 32 lanes hold 32 consecutive
+     * elements of one head (q8_group's layout) */
+    float *Os = (float *)st;
+    const float ia = la > 0.0f ? 1.0f / la : 0.0f, ib = lb > 0.0f ? 1.0f / lb : 0.0f;
+    __syncwarp();
 #pragma unroll
     for (int j = 0; j < HD / 8; j++) {
         const int d = j * 8 + 2 * tig;
-        *(float2 *)(Os + (warp * 16 + gid) * HD + d) = make_float2(o[j][0] * fa, o[j][1] * fa);
-        *(float2 *)(Os + (warp * 16 + gid + 8) * HD + d) = make_float2(o[j][2] * fb, o[j][3] * fb);
+        *(float2 *)(Os + gid * HD + d) = make_float2(o[j][0] * ia, o[j][1] * ia);
+        *(float2 *)(Os + (gid + 8) * HD + d) = make_float2(o[j][2] * ib, o[j][3] * ib);
     }
-    __syncthreads();
-    /* idx = r·HD + d over the group's heads in order: whole warps per 32 elements of one head */
-    for (int idx = tid; idx < G * HD; idx += 128) {
+    __syncwarp();
+    for (int idx = lane; idx < G * HD; idx += 32) {
         const int r = idx / HD, d = idx % HD, h = g * G + r;
-        float M = -INF_F;
-#pragma unroll
-        for (int w = 0; w < 4; w++)
-            M = fmaxf(M, sm_ml[w][r][0]);
-        float L = 0.0f, O = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            const float mw = sm_ml[w][r][0];
-            if (mw != -INF_F)
-                L += sm_ml[w][r][1] * exp2f(mw - M);
-            O += Os[(w * 16 + r) * HD + d];
-        }
-        if (ns == 1) {
-            const float v = L > 0.0f ? O / L : 0.0f;
-            a.o[(long long)t * a.o_stride + (long long)h * HD + d] = v;
-            if (a.oq)
-                q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * HD + d);
-        } else {
-            float *pp = a.part + (((long long)t * a.n_head + h) * a.nsplit + blockIdx.y) * (HD + 2);
-            pp[d] = O;
-            if (d == 0)
-                pp[HD] = M * 0.6931471805599453f, pp[HD + 1] = L; /* log2 → natural units */
-        }
+        const float v = Os[r * HD + d];
+        a.o[(long long)t * a.o_stride + (long long)h * HD + d] = v;
+        if (a.oq)
+            q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * HD + d);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) fattn_dec_128(const struct attn_args a) { fattn_dec_body<128>(a); }
+/* grid (tokens · n_head_kv, splits), one warp a block */
+extern "C" __global__ void __launch_bounds__(32) fattn_dec_128(const struct attn_args a) { fattn_dec_body<128>(a); }
 
 extern "C" __global__ void __launch_bounds__(128) fattn_64(const struct attn_args a, const int n) { fattn_body<64>(a, n); }
 extern "C" __global__ void __launch_bounds__(128) fattn_128(const struct attn_args a, const int n)

@@ -1327,7 +1327,7 @@ static void attention_vs_reference(void)
             a.oq = dq8, a.oqd = dq8d;
             void *p[] = { &a };
             if (gqa == 2)
-                CHECK(launch("fattn_dec_128", n * nkv, (unsigned)split, 128, p) == 0, "launch");
+                CHECK(launch("fattn_dec_128", n * nkv, (unsigned)split, 32, p) == 0, "launch");
             else if (gqa) /* one block per KV head for its nh / nkv query heads */
                 CHECK(launch("attn_gqa", n * nkv, (unsigned)split, 256, p) == 0, "launch");
             else

@@ -64,7 +64,8 @@ struct hip_engine {
                               (hip_knobs.split_buckets) */
     hip_fn k_embed, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
     hip_fn k_attn_gqa;     /* attention reading each K/V row once for its query-head group */
-    hip_fn k_fattn_dec;    /* fattn_dec_128: decode attention on tensor cores, a block per KV head and split */
+    hip_fn k_fattn_dec;    /* fattn_dec_128: decode attention on tensor cores, a warp per KV head and split */
+    int dec_ns_tc;         /* its splits on caches over HIP_DEC_TC_LONG positions (dec_splits) */
     bool attn_tc;          /* every attention layer's decode through k_fattn_dec (hip_knobs.attn_tc, head size
                               128, f16 cache, query-head groups of at most 16) */
     bool gqa;              /* decode attention through k_attn_gqa where the group fits (hip_knobs.gqa: measured
@@ -438,11 +439,19 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
      * attention is hip_hybrid.c's) */
     c->attn_tc = k->attn_tc && c->k_fattn_dec && c->ops.warp == 32 && c->ops.kv_elt == 2 && hp->head_dim == 128 &&
                  !m->arch->hybrid;
+    int max_kv_heads = 1;
     for (int il = 0; il < hp->n_layer && c->attn_tc; il++) {
         const struct layer *ly = &m->layers[il];
         if (ly->n_head_kv < 1 || ly->n_head % ly->n_head_kv || ly->n_head / ly->n_head_kv > 16)
             c->attn_tc = false;
+        else if (ly->n_head_kv > max_kv_heads)
+            max_kv_heads = ly->n_head_kv;
     }
+    /* a long cache's splits: one token's blocks (KV heads × splits, one warp each) about one wave of
+     * the device's resident blocks, HIP_DEC_TC_BLOCKS a multiprocessor (more waves end in a part-empty
+     * one; fewer leave multiprocessors idle) */
+    c->dec_ns_tc = c->ops.sms * HIP_DEC_TC_BLOCKS / max_kv_heads;
+    c->dec_ns_tc = c->dec_ns_tc < DEC_SPLIT ? DEC_SPLIT : c->dec_ns_tc > HIP_DEC_SPLIT_TC ? HIP_DEC_SPLIT_TC : c->dec_ns_tc;
     for (int il = 0; il < hp->n_layer && !rc; il++) {
         const struct layer *ly = &m->layers[il];
         if (ly->kv_index < 0)
@@ -604,8 +613,8 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const int G = ly->n_head / ly->n_head_kv;
     hip_fn fa = hd == 128 ? c->k_fattn128 : hd == 64 ? c->k_fattn64 : NULL;
     if (tc) {
-        /* decode: a block per (token, KV head, split), the query-head group as one mma operand's rows */
-        TRY(hip_rt_launch(c->ops.rt, c->k_fattn_dec, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 128, ap, e));
+        /* decode: a warp per (token, KV head, split), the query-head group as one mma operand's rows */
+        TRY(hip_rt_launch(c->ops.rt, c->k_fattn_dec, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 32, ap, e));
     } else if (n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->ops.kv_elt == 2 && c->ops.warp == 32 && qs % 4 == 0 &&
         ly->n_head % ly->n_head_kv == 0) {
         /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
@@ -943,9 +952,9 @@ static int validate(struct hip_engine *c, const struct engine_tok *toks, int n, 
  * 64 cached positions, at most the grid's): 1 up to 64 positions — no partials, no merge launch —, 4 up
  * to 256, else DEC_SPLIT. A grid of DEC_SPLIT splits for short caches launched blocks that only
  * returned, and a merge that did nothing; three buckets keep the captured graphs few. */
-static int dec_splits(int max_kv, bool tc)
+static int dec_splits(int max_kv, int ns_tc)
 {
-    return max_kv <= 64 ? 1 : max_kv <= 256 ? 4 : tc && max_kv > HIP_DEC_TC_LONG ? HIP_DEC_SPLIT_TC : DEC_SPLIT;
+    return max_kv <= 64 ? 1 : max_kv <= 256 ? 4 : ns_tc && max_kv > HIP_DEC_TC_LONG ? ns_tc : DEC_SPLIT;
 }
 
 /* engine_decode_topk's request and answer (run). */
@@ -1072,7 +1081,7 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     int max_kv = 0;
     for (int t = 0; t < n; t++)
         max_kv = toks[t].pos + 1 > max_kv ? toks[t].pos + 1 : max_kv;
-    c->dec_ns = c->split_buckets ? dec_splits(max_kv, c->attn_tc) : DEC_SPLIT;
+    c->dec_ns = c->split_buckets ? dec_splits(max_kv, c->attn_tc ? c->dec_ns_tc : 0) : DEC_SPLIT;
     /* small batches (decode) are replayed from graphs; prefill shapes vary too much to keep */
     if (c->graphs && n <= GEMV_MAX) {
         hip_graph g = NULL;

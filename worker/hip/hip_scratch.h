@@ -18,9 +18,12 @@
 #define HIP_DEC_SPLIT 32 /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 /* ... and of the tensor-core decode attention (kernels/fattn.cu fattn_dec_128) on caches over
  * HIP_DEC_TC_LONG positions: it reads a KV head once for its query-head group, so its blocks are
- * n_head / n_head_kv times fewer and more splits keep the device's loads in flight */
+ * n_head / n_head_kv times fewer and more splits keep the device's loads in flight: as many as make one
+ * token's blocks one wave of HIP_DEC_TC_BLOCKS a multiprocessor (a block is one warp with 39 KB of
+ * shared stages: five fit), at most HIP_DEC_SPLIT_TC */
 #define HIP_DEC_SPLIT_TC 128
 #define HIP_DEC_TC_LONG 2048
+#define HIP_DEC_TC_BLOCKS 5
 /* the most splits a decode step of a model with head size hd takes (the partials' stride) */
 #define HIP_DEC_SPLIT_MAX(hd) ((hd) == 128 ? HIP_DEC_SPLIT_TC : HIP_DEC_SPLIT)
 /* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
