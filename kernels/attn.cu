@@ -13,8 +13,8 @@
 
 #define EPL 8 /* head elements per lane: hd <= EPL · WARP */
 
-/* Merge the ns partial rows of (token t, head h) into o and its q8 copy. blockDim >= ns; with oq,
- * hd % 32 == 0 (the lanes of each 32-group are in one warp and take the same iterations). Partials
+/* Merge the ns partial rows of (token t, head h) into o and its q8 copy. blockDim >= ns (a multiple of
+ * hd: blockDim / hd groups of threads share the splits); with oq, hd % 32 == 0 (the lanes of each 32-group are in one warp and take the same iterations). Partials
  * may come from other blocks of this grid: read past L1 (ld_cg). */
 static __device__ void attn_merge(const struct attn_args &a, int t, int h, int ns)
 {
@@ -30,27 +30,42 @@ static __device__ void attn_merge(const struct attn_args &a, int t, int h, int n
     if (s < ns)
         sw[s] = ws;
     __syncthreads();
-    for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
-        /* eight partials' loads in flight at a time (one after another, each waited for, the merge of
-         * 128 splits took 17.7 µs a layer); the same sum in the same order */
+    /* ng groups of hd threads, each summing every ng-th split, eight partials' loads in flight at a time
+     * (one after another, each waited for, the merge of 128 splits took 17.7 µs a layer) */
+    const int ng = a.hd % 32 == 0 && (int)blockDim.x % a.hd == 0 ? min((int)blockDim.x / a.hd, 1024 / a.hd) : 1;
+    __shared__ float so[1024];
+    for (int d0 = 0; d0 < a.hd; d0 += ng == 1 ? (int)blockDim.x : a.hd) {
+        const int q = ng == 1 ? 0 : (int)threadIdx.x / a.hd, d = d0 + (ng == 1 ? (int)threadIdx.x : (int)threadIdx.x % a.hd);
         float O = 0.0f;
-        int k = 0;
-        for (; k + 8 <= ns; k += 8) {
-            float v[8];
+        if (d < a.hd && q < ng) {
+            int k = q;
+            for (; k + 7 * ng < ns; k += 8 * ng) {
+                float v[8];
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                v[j] = ld_cg(pp + (k + j) * (a.hd + 2) + d);
+                for (int j = 0; j < 8; j++)
+                    v[j] = ld_cg(pp + (k + j * ng) * (a.hd + 2) + d);
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                O += sw[k + j] > 0.0f ? v[j] * sw[k + j] : 0.0f;
+                for (int j = 0; j < 8; j++)
+                    O += sw[k + j * ng] > 0.0f ? v[j] * sw[k + j * ng] : 0.0f;
+            }
+            for (; k < ns; k += ng)
+                if (sw[k] > 0.0f)
+                    O += ld_cg(pp + k * (a.hd + 2) + d) * sw[k];
         }
-        for (; k < ns; k++)
-            if (sw[k] > 0.0f)
-                O += ld_cg(pp + k * (a.hd + 2) + d) * sw[k];
-        const float v = L > 0.0f ? O / L : 0.0f;
-        a.o[(long long)t * a.o_stride + (long long)h * a.hd + d] = v;
-        if (a.oq)
-            q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * a.hd + d);
+        if (ng > 1) { /* the groups' sums, added in group order by the first group */
+            if (q < ng)
+                so[q * a.hd + d] = O;
+            __syncthreads();
+            if (q == 0)
+                for (int i = 1; i < ng; i++)
+                    O += so[i * a.hd + d];
+        }
+        if (q == 0 && d < a.hd) {
+            const float v = L > 0.0f ? O / L : 0.0f;
+            a.o[(long long)t * a.o_stride + (long long)h * a.hd + d] = v;
+            if (a.oq)
+                q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * a.hd + d);
+        }
     }
     __syncthreads(); /* sw and red are reused by the next head's merge */
 }

@@ -627,10 +627,13 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     else
         TRY(hip_rt_launch(c->ops.rt, c->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1,
                           4u * (unsigned)c->ops.warp, ap, e));
-    if (nsplit > 1 && !aa.cnt) /* a no-op for tokens whose cache took one split (kernels/attn.cu); a thread per
-                                  split at least */
-        TRY(hip_rt_launch(c->ops.rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1,
-                          rb > (unsigned)nsplit ? rb : (unsigned)nsplit, ap, e));
+    if (nsplit > 1 && !aa.cnt) { /* a no-op for tokens whose cache took one split (kernels/attn.cu); a thread per
+                                    split at least, and four per head element when the splits are many */
+        unsigned cb = rb > (unsigned)nsplit ? rb : (unsigned)nsplit;
+        if (nsplit >= 32 && 4 * rb <= 1024)
+            cb = 4 * rb;
+        TRY(hip_rt_launch(c->ops.rt, c->k_attn_comb, (unsigned)(n * ly->n_head), 1, 1, cb, ap, e));
+    }
     if (qo && !fuse)
         TRY(hip_ops_quant(&c->ops, c->ops.o, n, nq, nq, e));
     c->ops.next_norm = next_norm;
