@@ -31,6 +31,10 @@ typedef int32_t a_i32;
  * 3: y = W·x + bias and y2 = W2·x + bias2 (two projections of one input, e.g. K and V);
  * 4: y[z] += Σ_s sw[z·nslot + s] · (W_sel[z·nslot + s] · x[z·nslot + s]), s < nslot (MoE down
  *    projection of every selected expert with the weighted combine: one output row per token). */
+/* dynamic shared memory of the tensor-core prompt attention (fattn.cu fattn_64 / fattn_128) for head size hd:
+ * two stages of a 64-position K and V tile, rows padded by 8 halves */
+#define FATTN_SMEM(hd) (2 * 2 * 64 * ((hd) + 8) * 2)
+
 struct gemv_args {
     DP(const unsigned char) w;   /* [n_rows][row_bytes] (expert 0 when sel is set) */
     DP(const unsigned char) w2;  /* second matrix of mode 2, same shape, or 0 */

@@ -14,39 +14,22 @@
 #if !defined(LLM_HIP)
 
 #define FQ 64 /* query tokens per block */
-#define FK 64 /* cache positions per tile */
+#define FK 64 /* cache positions per tile (FATTN_SMEM in args.h counts on it) */
 
-/* Cache positions kv0..kv0 + FK − 1 of one KV head (base: its first element) into the shared tiles Ks
- * and Vs (f16, row pitch HD + 8), zeros from position end on; the block's 128 threads, 16-byte loads. */
-template <int HD>
-static __device__ __forceinline__ void kv_tile(u16 *Ks, u16 *Vs, const u16 *K, const u16 *V, long long base, int kv_dim,
-                                               int kv0, int end, int tid)
-{
-    constexpr int P = HD + 8;
-    for (int i = tid; i < FK * HD / 8; i += 128) {
-        const int r = i / (HD / 8), d = (i % (HD / 8)) * 8;
-        const int p = kv0 + r;
-        uint4 kv = make_uint4(0u, 0u, 0u, 0u), vv = kv;
-        if (p < end) {
-            const long long off = base + (long long)p * kv_dim + d;
-            kv = *(const uint4 *)(K + off);
-            vv = *(const uint4 *)(V + off);
-        }
-        *(uint4 *)(Ks + r * P + d) = kv;
-        *(uint4 *)(Vs + r * P + d) = vv;
-    }
-}
-
-/* HD: head size (a multiple of 16); n: tokens in the batch. Grid (⌈n / 64⌉, n_head), 128 threads. */
+/* HD: head size (a multiple of 16); n: tokens in the batch. Grid (⌈n / 64⌉, n_head), 128 threads, FATTN_SMEM(HD)
+ * bytes of dynamic shared memory (args.h): two stages of a K and a V tile, the next tile's cp.async copies in flight
+ * while the warps compute on this one (the loads were synchronous: load, barrier, compute, barrier).
+ * Blocks take the query tiles last first: a block's work grows with its tokens' positions, and the
+ * longest ones starting first leave the short ones to fill the last wave. */
 template <int HD>
 static __device__ __forceinline__ void fattn_body(const struct attn_args &a, const int n)
 {
     constexpr int P = HD + 8; /* shared row pitch in halves: ldmatrix rows on distinct banks */
-    __shared__ __align__(16) u16 Ks[FK * P]; /* K tile [position][d]; first Q [token][d] */
-    __shared__ __align__(16) u16 Vs[FK * P]; /* V tile [position][d] */
+    constexpr int SB = 2 * FK * P; /* halves of a stage: K tile [position][d], then V tile */
+    extern __shared__ __align__(16) u16 fa_st[];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int gid = lane >> 2, tig = lane & 3;
-    const int t0 = blockIdx.x * FQ, h = blockIdx.y;
+    const int t0 = (gridDim.x - 1 - blockIdx.x) * FQ, h = blockIdx.y;
     const int g = h / (a.n_head / a.n_head_kv);
     const int tl = min(n, t0 + FQ) - 1; /* the block's last token */
     /* positions seen: the largest pos among the block's tokens (positions need not be ordered) */
@@ -57,14 +40,31 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
     for (int m = 16; m > 0; m >>= 1)
         pmax = max(pmax, __shfl_xor_sync(0xffffffffu, pmax, m));
     const int n_kv = pmax + 1;
-    /* Q → f16 into Ks (64 tokens × HD), then each warp's 16 rows into A fragments */
+    const long long base = (long long)a.seq[t0] * a.seq_stride + (long long)g * HD;
+    const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
+    const u32 st = smem_addr(fa_st);
+    auto issue = [&](int i) { /* tile i (positions from 64·i) into stage i % 2, zeros from n_kv on */
+        const u32 ks = st + 2u * (u32)((i % 2) * SB), vs = ks + 2u * (u32)(FK * P);
+        for (int c = tid; c < FK * HD / 8; c += 128) {
+            const int r = c / (HD / 8), d = (c % (HD / 8)) * 8, p = i * FK + r;
+            const bool in = p < n_kv;
+            const long long off = base + (long long)(in ? p : 0) * a.kv_dim + d;
+            const u32 so = (u32)(r * P + d) * 2u;
+            cp_async16(ks + so, K + off, in ? 16 : 0);
+            cp_async16(vs + so, V + off, in ? 16 : 0);
+        }
+    };
+    issue(0);
+    cp_async_commit();
+    /* Q → f16 into stage 1's K tile (64 tokens × HD), then each warp's 16 rows into A fragments */
+    u16 *Qs = fa_st + SB;
     for (int i = tid; i < FQ * HD / 4; i += 128) {
         const int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
         const int t = t0 + r;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (t < n)
             v = *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)h * HD + d);
-        u32 *dst = (u32 *)(Ks + r * P + d);
+        u32 *dst = (u32 *)(Qs + r * P + d);
         dst[0] = h2pack(v.x, v.y);
         dst[1] = h2pack(v.z, v.w);
     }
@@ -72,7 +72,7 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
     u32 qf[HD / 16][4];
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++)
-        ldsm4(qf[kk], Ks + (warp * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8);
+        ldsm4(qf[kk], Qs + (warp * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8);
     /* this thread's two query rows (gid, gid + 8 of the warp's 16) and the positions they see */
     const int ra = t0 + warp * 16 + gid, rb = ra + 8;
     const int pa = ra < n ? a.pos[ra] : -1, pb = rb < n ? a.pos[rb] : -1;
@@ -86,12 +86,16 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
     for (int j = 0; j < HD / 8; j++)
         o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float ma = -INF_F, mb = -INF_F, la = 0.0f, lb = 0.0f; /* running max (scaled, log2) and partial sums */
-    const long long base = (long long)a.seq[t0] * a.seq_stride + (long long)g * HD;
-    const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
-    for (int kv0 = 0; kv0 < n_kv; kv0 += FK) {
-        __syncthreads(); /* the previous tile (or Q) is no longer read */
-        kv_tile<HD>(Ks, Vs, K, V, base, a.kv_dim, kv0, n_kv, tid);
-        __syncthreads();
+    const int nt = (n_kv + FK - 1) / FK;
+    for (int i = 0; i < nt; i++) {
+        __syncthreads(); /* stage (i + 1) % 2 (tile i − 1, or Q) is no longer read */
+        if (i + 1 < nt)
+            issue(i + 1);
+        cp_async_commit();
+        cp_async_wait<1>(); /* this thread's part of tile i has landed */
+        __syncthreads();    /* ... and every thread's */
+        const int kv0 = i * FK;
+        const u16 *Ks = fa_st + (i % 2) * SB, *Vs = Ks + FK * P;
         if (kv0 > wmax) /* every row of this warp is done */
             continue;
         /* S = Q·Kᵀ: 16 rows × 64 positions */
@@ -156,6 +160,7 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
                 mma16816h(o[2 * dj + 1], pf[kk], b[2], b[3]);
             }
     }
+    cp_async_wait<0>(); /* only empty groups are left; none in flight at the block's exit */
 #pragma unroll
     for (int m = 1; m < 4; m <<= 1) {
         la += __shfl_xor_sync(0xffffffffu, la, m);
@@ -182,16 +187,6 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
  * last tile are zero-filled (a masked probability is 0, and 0 · garbage could be NaN). */
 #define DEC_T 16 /* positions per stage: one mma row block */
 #define DEC_ST 4 /* stages */
-
-static __device__ __forceinline__ void cp_async16(u32 dst, const void *src, int n)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> static __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 /* positions kv0 .. kv0 + DEC_T − 1 (those < end) of one KV head into stage buffers ks / vs (shared
  * addresses, row pitch P halves) */

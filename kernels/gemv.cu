@@ -38,13 +38,7 @@ static __device__ __forceinline__ void norm_group_tail(const struct gemv_args &a
     const int G = a.n_rows / 32, g = row0 / 32;
     if (!group_done(a.ncnt + (long long)z * G + g, 32 / R) || threadIdx.x >= 32)
         return;
-    const int e = g * 32 + (int)threadIdx.x;
-    const float v = group_q8(a.y + (long long)z * a.y_stride, a.nw, a.nq + (long long)z * a.n_rows,
-                             a.nqd + (long long)z * G * 2, e);
-    a.ny[(long long)z * a.n_rows + e] = v * a.nw[e];
-    const float s = group_sum(v * v);
-    if (threadIdx.x == 0)
-        a.nsp[(long long)z * G + g] = s;
+    norm_group(a, z, g, (int)threadIdx.x);
 }
 
 /* The deferred RMSNorm of this block's input row (a.rsp): warp 0 loads the row's Σ x² partials (up to

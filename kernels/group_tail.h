@@ -45,4 +45,18 @@ static __device__ __forceinline__ float group_sum(float v)
     return v;
 }
 
+/* The deferred RMSNorm's part of a finished 32-row group g of a residual GEMV's output y[z] (gemv_args nw):
+ * its y·nw (ny), that row's q8 copy (nq, nqd) and its Σ y² (nsp), written by 32 consecutive threads
+ * (lane = the element's place in the group), reading the other blocks' rows past L1. */
+static __device__ __forceinline__ void norm_group(const struct gemv_args &a, int z, int g, int lane)
+{
+    const int G = a.n_rows / 32, e = g * 32 + lane;
+    const float v = group_q8(a.y + (long long)z * a.y_stride, a.nw, a.nq + (long long)z * a.n_rows,
+                             a.nqd + (long long)z * G * 2, e);
+    a.ny[(long long)z * a.n_rows + e] = v * a.nw[e];
+    const float s = group_sum(v * v);
+    if (lane == 0)
+        a.nsp[(long long)z * G + g] = s;
+}
+
 #endif

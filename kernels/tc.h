@@ -48,5 +48,18 @@ static __device__ __forceinline__ void mma16816h(float *c, const u32 *a, u32 b0,
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* cp.async (sm_80+): 16 bytes global → shared without registers, n < 16 zero-fills the rest; the copies
+ * of a thread since its last commit form a group, and wait<N> returns once at most N of its groups are
+ * still in flight (the shared data is then visible to this thread; to others after a barrier) */
+static __device__ __forceinline__ void cp_async16(u32 dst, const void *src, int n)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 #endif /* !LLM_HIP */
 #endif

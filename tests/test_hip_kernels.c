@@ -85,6 +85,20 @@ static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void 
     return rc;
 }
 
+/* A GEMV launch; the streamed ones (kernels/gemvs.cu, "gemvs*") with their dynamic shared memory: bt / 32
+ * warps, 4 stages of one row of each matrix. */
+static int launch_gemv(const char *name, hip_fn f, unsigned grid, unsigned bt, struct gemv_args *a, struct err *e)
+{
+    void *p[] = { a };
+    unsigned sm = 0;
+    if (!strncmp(name, "gemvs", 5)) {
+        sm = bt / 32 * 4 * (unsigned)a->row_bytes * (a->mode == 2 || a->mode == 3 ? 2u : 1u);
+        if (hip_rt_fn_smem(g_rt, f, hip_rt_smem_optin(g_rt), e))
+            return -1;
+    }
+    return hip_rt_launch_smem(g_rt, f, grid, 1, 1, bt, sm, p, e);
+}
+
 /* ‖a − b‖ / ‖b‖ in double; NaN fails */
 static double rel(const float *a, const float *b, size_t n)
 {
@@ -583,7 +597,6 @@ static void check_mmq_kernel(enum qtype t, int N, int K, int nz, int mode, const
     uint64_t dy2 = poisoned((size_t)nz * N);
     struct gemv_args a = { .w = dw, .w2 = mode >= 2 ? dw2 : 0, .x = dxq, .xd = dxqd, .y = dy, .y2 = dy2, .row_bytes = (int64_t)rb,
                            .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
-    void *p[] = { &a };
     /* mode 2 with N a multiple of 32: the epilogue's q8 copy of the SwiGLU output, twice (the group
      * counters must be back at zero after a launch) */
     const bool fq = mode == 2 && N % 32 == 0;
@@ -601,7 +614,11 @@ static void check_mmq_kernel(enum qtype t, int N, int K, int nz, int mode, const
             dyq = dup(NULL, (size_t)nz * N), dyqd = poisoned((size_t)nz * (N / 32) * 2);
             a.yq = dyq, a.yqd = dyqd;
         }
-        CHECK(launch(name, grid, 1, (unsigned)bt, p) == 0, "%s launch", name);
+        struct err e = { 0 };
+        int rc = launch_gemv(name, fn(name), grid, (unsigned)bt, &a, &e);
+        if (!rc)
+            rc = hip_rt_sync(g_rt, &e);
+        CHECK(rc == 0, "%s launch: %s", name, e.msg);
     }
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
@@ -696,6 +713,22 @@ static void gemv_q8_activations(void)
          * 8 warps, 2 rows a block) — hip_engine.c's gemv_threads */
         check_mmq(qt[i].t, qt[i].name, 70, 5120, 1, 1, 4, 160);
         check_mmq(qt[i].t, qt[i].name, 38, 17408, 2, 1, 2, 256);
+        /* the streamed single-token GEMV (kernels/gemvs.cu; grid = blocks, bt / 32 warps): x in registers
+         * (K ≤ 4096: lanes past the units in 1536) or reloaded (12288); rows per warp from 0 (more warps than
+         * rows) to several turns of the 4-stage ring; every mode, the SwiGLU q8 copy (N % 32 == 0) */
+        if (hip_rt_smem_optin(g_rt)) {
+            static const struct { int N, K, mode, blocks, bt; } sh[] = {
+                { 67, 1536, 0, 2, 128 }, { 130, 4096, 1, 3, 256 }, { 96, 4096, 2, 2, 128 }, { 33, 4096, 3, 2, 192 },
+                { 70, 12288, 1, 1, 128 }, { 256, 1536, 2, 1, 256 }, { 45, 2048, 0, 5, 512 },
+            };
+            for (size_t j = 0; j < sizeof sh / sizeof sh[0]; j++) {
+                if (qtype_row_size(qt[i].t, sh[j].K) % 16) /* cp.async's 16-byte pieces (the host keeps gemv.cu) */
+                    continue;
+                char name[64];
+                snprintf(name, sizeof name, "gemvs_%s%s", qt[i].name, sh[j].K <= 4096 ? "_x4" : "");
+                check_mmq_kernel(qt[i].t, sh[j].N, sh[j].K, 1, sh[j].mode, name, (unsigned)sh[j].blocks, sh[j].bt);
+            }
+        }
     }
 }
 
@@ -849,10 +882,9 @@ static void check_deferred_norm(const char *pk, enum qtype t1, int R1, int bt1, 
                                 .bias = db2, .bias2 = mode2 ? db3 : 0, .rsp = dsp, .row_bytes = (int64_t)qtype_row_size(t2, N),
                                 .n_rows = M, .k = N, .x_stride = N, .y_stride = M, .x_div = xd, .nz = nz2, .mode = mode2,
                                 .eps = eps, .pf = 1 };
-        void *p1[] = { &a1 }, *p2[] = { &a2 };
-        int rc = hip_rt_launch(g_rt, fp, (unsigned)(nz * (N / R1)), 1, 1, (unsigned)bt1, p1, &e);
+        int rc = launch_gemv(pk, fp, (unsigned)(nz * (N / R1)), (unsigned)bt1, &a1, &e);
         if (!rc)
-            rc = hip_rt_launch(g_rt, fc, (unsigned)(nz2 * ((M + R2 - 1) / R2)), 1, 1, (unsigned)bt2, p2, &e);
+            rc = launch_gemv(ck, fc, (unsigned)(nz2 * ((M + R2 - 1) / R2)), (unsigned)bt2, &a2, &e);
         if (!rc)
             rc = hip_rt_sync(g_rt, &e);
         CHECK(rc == 0, "%s + %s: %s", pk, ck, e.msg);
@@ -949,6 +981,9 @@ static void gemv_deferred_rms_norm(void)
                         1);
     check_deferred_norm("gemv_f32", QT_F32, 2, 128, false, "gemvq4_q5_K_dn", QT_Q5_K, 4, 32, true, 0, 1024, 516, 40, 1, 1);
     check_deferred_norm("gemvq4_q4_K", QT_Q4_K, 4, 64, true, "gemv_f32_dn", QT_F32, 2, 128, false, 0, 2048, 2048, 8, 1, 1);
+    if (hip_rt_smem_optin(g_rt)) /* streamed (gemvs: N / R blocks of bt / 32 warps) into streamed, dual */
+        check_deferred_norm("gemvs_q4_K", QT_Q4_K, 512, 256, true, "gemvs_q4_K_x4_dn", QT_Q4_K, 96, 128, true, 2, 2048,
+                            12288, 96, 1, 1);
 }
 
 /* The routing fused into the router GEMV (mode 0, rsel set): logits against double, then the grid's
@@ -1403,7 +1438,9 @@ static void flash_attention_prompt(void)
         char name[32];
         snprintf(name, sizeof name, "fattn_%d", hd);
         struct err e = { 0 };
-        int rc = hip_rt_launch(g_rt, fn(name), (unsigned)((n + 63) / 64), (unsigned)nh, 1, 128, p, &e);
+        int rc = hip_rt_fn_smem(g_rt, fn(name), FATTN_SMEM(hd), &e);
+        if (!rc)
+            rc = hip_rt_launch_smem(g_rt, fn(name), (unsigned)((n + 63) / 64), (unsigned)nh, 1, 128, FATTN_SMEM(hd), p, &e);
         if (!rc)
             rc = hip_rt_sync(g_rt, &e);
         CHECK(rc == 0, "%s: %s", name, e.msg);

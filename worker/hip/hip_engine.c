@@ -240,6 +240,14 @@ static int get_kernels(struct hip_engine *c, struct err *e)
             if (hip_rt_fn_pdl(c->ops.rt, nm, &c->ops.gemvbm[wide][names[i].t], &ign))
                 c->ops.gemvbm[wide][names[i].t] = NULL; /* no tensor-core kernel: AMD, or this type */
         }
+        for (int xu = 0; xu < 2; xu++) /* the streamed single-token GEMV (NVIDIA; q8 types) */
+            for (int dn = 0; dn < 2; dn++) {
+                hip_fn *f = &c->ops.gemvs[xu][dn][names[i].t];
+                snprintf(nm, sizeof nm, "gemvs_%s%s%s", names[i].s, xu ? "_x4" : "", dn ? "_dn" : "");
+                if (!c->ops.smem_optin || hip_rt_fn_pdl(c->ops.rt, nm, f, &ign) ||
+                    hip_rt_fn_smem(c->ops.rt, *f, c->ops.smem_optin, &ign))
+                    *f = NULL;
+            }
         for (int r = 1; r < 3; r++) {
             snprintf(nm, sizeof nm, "gemvq%d_%s", 2 << r, names[i].s);
             if (hip_rt_fn_pdl(c->ops.rt, nm, &c->ops.gemvq_r[r][names[i].t], &ign))
@@ -271,9 +279,11 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         c->ops.k_mma_xprep = NULL;
     if (hip_rt_fn(c->ops.rt, "moe_group", &c->k_group, &ign))
         c->k_group = NULL;
-    if (hip_rt_fn(c->ops.rt, "fattn_64", &c->k_fattn64, &ign))
+    if (hip_rt_fn(c->ops.rt, "fattn_64", &c->k_fattn64, &ign) ||
+        hip_rt_fn_smem(c->ops.rt, c->k_fattn64, FATTN_SMEM(64), &ign))
         c->k_fattn64 = NULL;
-    if (hip_rt_fn(c->ops.rt, "fattn_128", &c->k_fattn128, &ign))
+    if (hip_rt_fn(c->ops.rt, "fattn_128", &c->k_fattn128, &ign) ||
+        hip_rt_fn_smem(c->ops.rt, c->k_fattn128, FATTN_SMEM(128), &ign))
         c->k_fattn128 = NULL;
     if (hip_rt_fn_pdl(c->ops.rt, "fattn_dec_128", &c->k_fattn_dec, &ign))
         c->k_fattn_dec = NULL;
@@ -334,6 +344,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->amax_split = k->amax_split;
     c->ops.gemv_r = k->gemv_r;
     c->ops.gemv_warps = k->gemv_warps;
+    c->ops.use_gemvs = k->gemvs;
     c->ops.use_mma = k->use_mma;
     c->ops.gemvb_t = k->gemvb_t;
     c->ops.gemvbm_min = k->gemvbm_min;
@@ -347,10 +358,11 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
      * compilation (hip_rt_compile_s) */
     uint64_t t0 = clock_now_ns();
     int rc = hip_rt_open_ex(&c->ops.rt, k->compile_threads, k->split_compile, e);
-    if (!rc)
+    if (!rc) {
         c->ops.pf = hip_rt_pdl(c->ops.rt) && k->pdl_prefetch;
-    if (!rc)
+        c->ops.smem_optin = hip_rt_smem_optin(c->ops.rt);
         rc = get_kernels(c, e);
+    }
     c->ops.L = calloc((size_t)hp->n_layer, sizeof *c->ops.L);
     c->len = calloc((size_t)p.n_seq, sizeof(int));
     c->seq_next = calloc((size_t)p.n_seq, sizeof(int));
@@ -620,7 +632,8 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
         int nn = n;
         void *fp[] = { &aa, &nn };
-        TRY(hip_rt_launch(c->ops.rt, fa, cdiv((size_t)n, 64), (unsigned)ly->n_head, 1, 128, fp, e));
+        TRY(hip_rt_launch_smem(c->ops.rt, fa, cdiv((size_t)n, 64), (unsigned)ly->n_head, 1, 128, FATTN_SMEM(hd), fp,
+                               e));
     } else if (c->gqa && n <= GEMV_MAX && ly->n_head % ly->n_head_kv == 0 && G > 1 && G <= 8 && G * hd <= 1024 &&
         hd <= 8 * c->ops.warp)
         TRY(hip_rt_launch(c->ops.rt, c->k_attn_gqa, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 256, ap, e));

@@ -45,6 +45,7 @@ void hip_knobs_from_env(struct hip_knobs *k)
     k->gemv_r = gre && (!strcmp(gre, "2") || !strcmp(gre, "4") || !strcmp(gre, "8")) ? atoi(gre) : 0;
     const char *gwe = env("LLM170_HIP_GEMV_WARPS");
     k->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
+    k->gemvs = on_unless_0("LLM170_HIP_GEMVS");
     const char *gbe = env("LLM170_HIP_GEMVB");
     k->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
     const char *gme = env("LLM170_HIP_GEMVBM_MIN");

@@ -57,6 +57,9 @@ struct hip_knobs {
     /* most warps a GEMV block takes: 0 (default) = by the row's length (gemv_threads); GEMV_WARPS=1..8
      * caps every block (other values: the default), for tuning a new device */
     int gemv_warps;
+    /* single-token q8 products through the streamed GEMV (kernels/gemvs.cu: a block a multiprocessor, each
+     * warp its rows through a cp.async ring) where it fits (default on; NVIDIA sm_80+). GEMVS=0 for gemv.cu */
+    bool gemvs;
     /* tokens a multi-token GEMV block takes (kernels/gemvb.cu): 8 (default: batches over 8 in two passes),
      * 16 (one pass), 0 (off: per-token GEMV or GEMM). GEMVB=0|16 (other values: 8) */
     int gemvb_t;

@@ -61,6 +61,11 @@ struct hip_ops {
     hip_fn gemv[QT_COUNT], gemm[QT_COUNT], gemvq[QT_COUNT];
     hip_fn gemvq_r[4][QT_COUNT]; /* q8 GEMV with 2 << i rows per block (i = 0, 1, 2; kernels/gemv.cu) */
     hip_fn gemv_dn[QT_COUNT], gemvq_dn[4][QT_COUNT]; /* the same on an input whose RMSNorm is deferred (*_dn) */
+    /* single-token q8 GEMV streamed through shared memory (kernels/gemvs.cu), [x kept in registers][on a deferred
+     * norm's input] by type, or NULL; its dynamic shared memory limit raised to smem_optin */
+    hip_fn gemvs[2][2][QT_COUNT];
+    bool use_gemvs;        /* hip_knobs.gemvs */
+    int smem_optin;        /* most dynamic shared memory a block may take (hip_rt_smem_optin) */
     hip_fn gemvb[2][QT_COUNT];   /* multi-token q8 GEMV, modes 0/1 (kernels/gemvb.cu): [0] 8 tokens, [1] 16 a block */
     hip_fn gemvbd[2][QT_COUNT];  /* the same for the dual modes 2/3 */
     int gemvb_t;           /* tokens a multi-token GEMV block takes over 8 (8: two passes, 16: one), 0: off

@@ -291,6 +291,9 @@ struct cu_launch_config {
 };
 #define CU_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION 6
 typedef int (*d_launchex_t)(const struct cu_launch_config *, void *, void **, void **);
+typedef int (*d_fnattr_t)(void *, int, int);
+#define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED 8
+#define CU_DEV_ATTR_SHARED_OPTIN 97 /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
 typedef int (*d_modglobal_t)(uint64_t *, size_t *, void *, const char *);
 typedef int (*d_streamcreate_t)(void **, unsigned);
 typedef int (*d_stream_t)(void *);
@@ -352,6 +355,8 @@ struct hip_rt {
     d_getfn_t get_fn;
     d_launch_t launch;
     d_launchex_t launch_ex; /* cuLaunchKernelEx when the driver has it, else NULL */
+    d_fnattr_t fn_attr;     /* cuFuncSetAttribute, else NULL */
+    int smem_optin;         /* most dynamic shared memory a block may ask for, bytes (0: the default only) */
     bool pdl;               /* programmatic dependent launch of marked kernels (sm_90+, not LLM170_HIP_PDL=0) */
     d_modglobal_t mod_global; /* cuModuleGetGlobal_v2, or NULL */
     d_streamcreate_t stream_create;
@@ -459,6 +464,8 @@ static int load_driver(struct hip_rt *rt, bool amd, struct err *e)
     }
     /* optional (CUDA 11.8+): without it every kernel launches plainly */
     rt->launch_ex = amd ? NULL : (d_launchex_t)dlsym(rt->lib, "cuLaunchKernelEx");
+    /* optional: without it no kernel takes more than the default 48 KiB of dynamic shared memory */
+    rt->fn_attr = amd ? NULL : (d_fnattr_t)dlsym(rt->lib, "cuFuncSetAttribute");
     rt->mod_global = amd ? NULL : (d_modglobal_t)dlsym(rt->lib, "cuModuleGetGlobal_v2");
     rt->ev_sync = (d_evsync_t)dlsym(rt->lib, amd ? "hipEventSynchronize" : "cuEventSynchronize");
     return 0;
@@ -804,6 +811,8 @@ int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, 
         CKO(rt->attr(&maj, 75, rt->dev), "compute capability");
         CKO(rt->attr(&min, 76, rt->dev), "compute capability");
         CKO(rt->attr(&rt->sm_count, 16, rt->dev), "multiprocessor count");
+        if (rt->fn_attr && rt->attr(&rt->smem_optin, CU_DEV_ATTR_SHARED_OPTIN, rt->dev))
+            rt->smem_optin = 0;
         snprintf(rt->arch, sizeof rt->arch, "sm_%d%d", maj, min);
         rt->warp = 32;
         /* griddepcontrol needs sm_90; LLM170_HIP_PDL=0 launches every kernel plainly */
@@ -879,6 +888,15 @@ void hip_rt_close(struct hip_rt *rt)
 
 const char *hip_rt_describe(const struct hip_rt *rt) { return rt->desc; }
 int hip_rt_sm_count(const struct hip_rt *rt) { return rt->sm_count; }
+int hip_rt_smem_optin(const struct hip_rt *rt) { return rt->smem_optin; }
+
+int hip_rt_fn_smem(struct hip_rt *rt, hip_fn f, int bytes, struct err *e)
+{
+    if (!rt->fn_attr || bytes > rt->smem_optin)
+        return err_set(e, ERR_UNSUPPORTED, "hip: a kernel cannot take %d bytes of shared memory here", bytes);
+    CK(rt->fn_attr(f, CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, bytes), "kernel shared memory limit");
+    return 0;
+}
 int hip_rt_warp(const struct hip_rt *rt) { return rt->warp; }
 
 /* CU_EVENT_DISABLE_TIMING = hipEventDisableTiming: an ordering marker, cheaper than a timed event */
@@ -1037,6 +1055,12 @@ int hip_rt_memset32(struct hip_rt *rt, struct hip_dptr dst, uint32_t v, size_t c
 int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **params,
                   struct err *e)
 {
+    return hip_rt_launch_smem(rt, f, gx, gy, gz, bx, 0, params, e);
+}
+
+int hip_rt_launch_smem(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem,
+                       void **params, struct err *e)
+{
     if (!gx || !gy || !gz)
         return 0;
     if (fn_is_pdl(rt, f)) {
@@ -1046,11 +1070,11 @@ int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigne
         memset(&at, 0, sizeof at);
         at.id = CU_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
         at.value.i = 1;
-        const struct cu_launch_config cf = { .gx = gx, .gy = gy, .gz = gz, .bx = bx, .by = 1, .bz = 1, .smem = 0,
+        const struct cu_launch_config cf = { .gx = gx, .gy = gy, .gz = gz, .bx = bx, .by = 1, .bz = 1, .smem = smem,
                                              .stream = rt->stream, .attrs = &at, .n_attrs = 1 };
         CK(rt->launch_ex(&cf, f, params, NULL), "kernel launch (programmatic)");
     } else {
-        CK(rt->launch(f, gx, gy, gz, bx, 1, 1, 0, rt->stream, params, NULL), "kernel launch");
+        CK(rt->launch(f, gx, gy, gz, bx, 1, 1, smem, rt->stream, params, NULL), "kernel launch");
     }
     if (rt->prof && rt->n_ev < PROF_MAX) {
         rt->ev_fn[rt->n_ev] = f;

@@ -95,6 +95,10 @@ void hip_rt_close(struct hip_rt *rt);
 /* "NVIDIA H200 (sm_90, 132 SMs, driver 13.0, NVRTC 13.0)" */
 const char *hip_rt_describe(const struct hip_rt *rt);
 int hip_rt_sm_count(const struct hip_rt *rt);
+/* The most dynamic shared memory one block may take (bytes; 0: none past the default, e.g. on AMD), and
+ * raising one kernel's limit to bytes (≤ that), which its launches with hip_rt_launch_smem then ask for. */
+int hip_rt_smem_optin(const struct hip_rt *rt);
+int hip_rt_fn_smem(struct hip_rt *rt, hip_fn f, int bytes, struct err *e);
 size_t hip_rt_free_mem(struct hip_rt *rt);
 /* The device's free and total memory as the driver counts them (every process's use included); 0 when
  * the driver does not say. */
@@ -126,6 +130,9 @@ int hip_rt_memset32(struct hip_rt *rt, struct hip_dptr dst, uint32_t v, size_t c
 /* params: an array of pointers to each kernel argument, as cuLaunchKernel takes them. */
 int hip_rt_launch(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **params,
                   struct err *e);
+/* the same with smem bytes of dynamic shared memory a block */
+int hip_rt_launch_smem(struct hip_rt *rt, hip_fn f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem,
+                       void **params, struct err *e);
 int hip_rt_sync(struct hip_rt *rt, struct err *e);
 /* Events: record marks the point the stream's work has reached; wait blocks the host until the work
  * before that point is done (the whole stream's work on a driver without event synchronization). */
