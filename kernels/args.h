@@ -84,6 +84,27 @@ struct gemv_args {
     a_i32 pad;
 };
 
+/* Per-head q/k RMSNorm + RoPE, store of K and V into the cache. Grid: (n, n_head + n_head_kv). */
+struct rope_args {
+    DP(float) q;                 /* [n][q_stride] rotated in place */
+    DP(const float) k;           /* [n][kv_stride] */
+    DP(const float) v;           /* [n][kv_stride] */
+    DP(const float) q_norm;      /* [hd] or 0 */
+    DP(const float) k_norm;      /* [hd] or 0 */
+    DP(const float) cs;          /* [n][n_rot] cos/sin pairs (ops_rope_cache) */
+    DP(unsigned char) kc;        /* layer K cache [n_seq][n_ctx][kv_dim] */
+    DP(unsigned char) vc;
+    DP(const int) pos;           /* [n] */
+    DP(const int) seq;           /* [n] */
+    a_i64 seq_stride;            /* elements between sequences in the cache */
+    a_i32 q_stride, kv_stride;
+    a_i32 hd, n_rot;
+    a_i32 n_head, n_head_kv;
+    a_i32 neox, kv_f16;
+    float eps;
+    a_i32 pad;
+};
+
 /* Attention of n query tokens over their sequences' caches (causal by position). */
 struct attn_args {
     DP(const float) q;           /* [n][q_stride], head h at h·hd */
@@ -104,28 +125,9 @@ struct attn_args {
     a_i32 q_stride, o_stride;
     a_i32 nsplit, kv_f16;
     float scale;
-    a_i32 pad;
-};
-
-/* Per-head q/k RMSNorm + RoPE, store of K and V into the cache. Grid: (n, n_head + n_head_kv). */
-struct rope_args {
-    DP(float) q;                 /* [n][q_stride] rotated in place */
-    DP(const float) k;           /* [n][kv_stride] */
-    DP(const float) v;           /* [n][kv_stride] */
-    DP(const float) q_norm;      /* [hd] or 0 */
-    DP(const float) k_norm;      /* [hd] or 0 */
-    DP(const float) cs;          /* [n][n_rot] cos/sin pairs (ops_rope_cache) */
-    DP(unsigned char) kc;        /* layer K cache [n_seq][n_ctx][kv_dim] */
-    DP(unsigned char) vc;
-    DP(const int) pos;           /* [n] */
-    DP(const int) seq;           /* [n] */
-    a_i64 seq_stride;            /* elements between sequences in the cache */
-    a_i32 q_stride, kv_stride;
-    a_i32 hd, n_rot;
-    a_i32 n_head, n_head_kv;
-    a_i32 neox, kv_f16;
-    float eps;
-    a_i32 pad;
+    a_i32 rope;                  /* fattn_dec_128: 1 = it does rope_store's work for its tokens (r below; every
+                                    token of the step of another sequence), 0 = rope_store ran before */
+    struct rope_args r;
 };
 
 #endif

@@ -206,6 +206,59 @@ static __device__ __forceinline__ void dec_tile(u32 ks, u32 vs, const u16 *K, co
     }
 }
 
+/* rope_store's work on the heads of token t a warp holds, 4 elements a lane (d = 4·lane, head size 128): the
+ * lane's cos/sin come once (rope_cs), then each head's RMSNorm with weight nw (none: 0) and RoPE over its first
+ * n_rot elements (n_rot % 8 == 0) run on registers. */
+struct rope_lane {
+    float c[4], s[4]; /* the rotation of the lane's elements (1, 0 past n_rot) */
+    int src;          /* neox: the lane holding each element's partner (i ± n_rot / 2) */
+};
+static __device__ __forceinline__ struct rope_lane rope_cs(const struct rope_args &r, int t, int lane)
+{
+    struct rope_lane l;
+    const int d = 4 * lane, half = r.n_rot / 2;
+    const float *cs = r.cs + (long long)t * r.n_rot;
+    l.src = lane;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        int p = -1; /* the cos/sin pair of element d + e */
+        if (r.neox && d < r.n_rot)
+            p = d < half ? d + e : d + e - half, l.src = d < half ? lane + half / 4 : lane - half / 4;
+        else if (!r.neox && d < r.n_rot)
+            p = (d + e) / 2;
+        l.c[e] = p < 0 ? 1.0f : cs[2 * p];
+        l.s[e] = p < 0 ? 0.0f : cs[2 * p + 1];
+    }
+    return l;
+}
+
+static __device__ __forceinline__ float4 head_norm_rope(const struct rope_args &r, const struct rope_lane &l, float4 x,
+                                                        const float *nw, int lane)
+{
+    if (nw) {
+        const float sc = 1.0f / sqrtf(warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w) / 128.0f + r.eps);
+        const float4 w = *(const float4 *)(nw + 4 * lane);
+        x = make_float4((x.x * sc) * w.x, (x.y * sc) * w.y, (x.z * sc) * w.z, (x.w * sc) * w.w);
+    }
+    float v[4] = { x.x, x.y, x.z, x.w };
+    if (r.neox) { /* element i < half pairs with i + half: x_i c − x_{i+half} s, and x_i s + x_{i+half} c */
+        const bool lo = 4 * lane < r.n_rot / 2;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float y = __shfl_sync(0xffffffffu, v[e], l.src);
+            v[e] = lo ? v[e] * l.c[e] - y * l.s[e] : y * l.s[e] + v[e] * l.c[e];
+        }
+    } else { /* pairs (2p, 2p + 1) within the lane */
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+            const float x0 = v[e], x1 = v[e + 1];
+            v[e] = x0 * l.c[e] - x1 * l.s[e];
+            v[e + 1] = x0 * l.s[e] + x1 * l.c[e];
+        }
+    }
+    return make_float4(v[0], v[1], v[2], v[3]);
+}
+
 template <int HD>
 static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
 {
@@ -228,6 +281,19 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
     const long long base = (long long)a.seq[t] * a.seq_stride + (long long)g * HD;
     const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
     const u32 s0 = smem_addr(st);
+    if (HD == 128 && a.rope && n_kv - 1 >= p0 && n_kv - 1 < p1) {
+        /* rope_store's work for this token's K and V (a.rope: no other token of the step reads this cell, and
+         * of this token's blocks only this one, the split holding its position): normed, rotated, stored —
+         * before this block's copies read the cell */
+        const long long src = (long long)t * a.r.kv_stride + (long long)g * HD + 4 * lane;
+        const float4 k0 = *(const float4 *)(a.r.k + src), vx = *(const float4 *)(a.r.v + src);
+        const float4 kx = head_norm_rope(a.r, rope_cs(a.r, t, lane), k0, a.r.k_norm, lane);
+        const long long cell = base + (long long)(n_kv - 1) * a.kv_dim + 4 * lane;
+        *(uint2 *)(a.r.kc + 2 * cell) = make_uint2(h2pack(kx.x, kx.y), h2pack(kx.z, kx.w));
+        *(uint2 *)(a.r.vc + 2 * cell) = make_uint2(h2pack(vx.x, vx.y), h2pack(vx.z, vx.w));
+        __threadfence_block();
+        __syncwarp();
+    }
     /* the first DEC_ST − 1 tiles in flight before anything else */
 #pragma unroll
     for (int i = 0; i < DEC_ST - 1; i++) {
@@ -237,14 +303,31 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
         cp_async_commit();
     }
     /* Q of the group → f16 rows 0..15 (zeros past G), then the A fragments */
-    for (int i = lane; i < 16 * HD / 4; i += 32) {
-        const int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r < G)
-            v = *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)(g * G + r) * HD + d);
-        u32 *dst = (u32 *)(Qs + r * P + d);
-        dst[0] = h2pack(v.x, v.y);
-        dst[1] = h2pack(v.z, v.w);
+    if (HD == 128 && a.rope) { /* normed and rotated here: every head's row loaded first, then the arithmetic */
+        float4 qv[16];
+#pragma unroll
+        for (int r = 0; r < 16; r++)
+            qv[r] = r < G ? *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)(g * G + r) * HD + 4 * lane)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const struct rope_lane rl = rope_cs(a.r, t, lane);
+#pragma unroll
+        for (int r = 0; r < 16; r++) {
+            if (r < G)
+                qv[r] = head_norm_rope(a.r, rl, qv[r], a.r.q_norm, lane);
+            u32 *dst = (u32 *)(Qs + r * P + 4 * lane);
+            dst[0] = h2pack(qv[r].x, qv[r].y);
+            dst[1] = h2pack(qv[r].z, qv[r].w);
+        }
+    } else {
+        for (int i = lane; i < 16 * HD / 4; i += 32) {
+            const int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r < G)
+                v = *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)(g * G + r) * HD + d);
+            u32 *dst = (u32 *)(Qs + r * P + d);
+            dst[0] = h2pack(v.x, v.y);
+            dst[1] = h2pack(v.z, v.w);
+        }
     }
     __syncwarp();
     u32 qf[HD / 16][4];

@@ -1398,6 +1398,82 @@ static void attention_vs_reference(void)
     free(K), free(V), free(K16), free(V16), free(tab);
 }
 
+/* fattn_dec_128 doing rope_store's work itself (attn_args.rope: q/k RMSNorm, RoPE, the K/V store of each
+ * token's cell) against rope_store followed by fattn_dec_128: three tokens of three sequences at positions
+ * 299, 0 and 130 (the stored cell in the last of 1 and of 8 splits), neox with norms, neox rotating half
+ * the head, the pairwise rotation without norms; o, its q8 copy and both caches' cells */
+static void attention_does_rope(void)
+{
+    NEED_GPU();
+    const int hd = 128, nh = 8, nkv = 2, nctx = 300, nseq = 3, n = 3, kvd = nkv * hd, W = (nh + 2 * nkv) * hd;
+    const size_t ncache = (size_t)nseq * nctx * kvd;
+    int pos[3] = { 299, 0, 130 }, seq[3] = { 2, 0, 1 };
+    float *K = malloc(sizeof(float) * ncache), *V = malloc(sizeof(float) * ncache), *qkv = malloc(sizeof(float) * n * W);
+    uint16_t *K16 = malloc(2 * ncache), *V16 = malloc(2 * ncache), *ka = malloc(2 * ncache), *kb = malloc(2 * ncache);
+    float qn[128], kn[128], cs[3 * 128], ya[3 * 8 * 128], yb[3 * 8 * 128];
+    float *tab = malloc(sizeof(float) * 65536);
+    ops_f16_table_init(tab);
+    fill(K, ncache, 1.0f);
+    fill(V, ncache, 1.0f);
+    quant_weights_row(QT_F16, K, K16, (int64_t)ncache);
+    quant_weights_row(QT_F16, V, V16, (int64_t)ncache);
+    uint64_t dp = dup(pos, sizeof pos), ds = dup(seq, sizeof seq), dpart = poisoned((size_t)n * nh * 8 * (hd + 2));
+    for (int variant = 0; variant < 3; variant++) {
+        const int n_rot = variant == 1 ? 64 : 128;
+        const bool neox = variant != 2, norms = variant != 2;
+        fill(qkv, (size_t)n * W, 2.0f);
+        fill(qn, hd, 1.0f);
+        fill(kn, hd, 1.0f);
+        float dims[2];
+        ops_rope_corr_dims(n_rot, 4096, 10000.0f, 32.0f, 1.0f, dims);
+        for (int t = 0; t < n; t++)
+            ops_rope_cache(cs + t * n_rot, pos[t], n_rot, 10000.0f, NULL, 1.0f, 0.0f, 1.0f, dims);
+        uint64_t dqn = dup(qn, sizeof qn), dkn = dup(kn, sizeof kn), dcs = dup(cs, sizeof cs);
+        for (int split = 1; split <= 8; split *= 8)
+            for (int fused = 0; fused < 2; fused++) {
+                uint64_t dq = dup(qkv, sizeof(float) * (size_t)n * W), dk = dup(K16, 2 * ncache), dv = dup(V16, 2 * ncache);
+                uint64_t dy = poisoned(sizeof ya / 4), dq8 = dup(NULL, sizeof ya / 4), dq8d = poisoned(sizeof ya / 4 / 16);
+                struct rope_args r = { .q = dq, .k = dq + 4 * (uint64_t)nh * hd, .v = dq + 4 * (uint64_t)(nh + nkv) * hd,
+                                       .q_norm = norms ? dqn : 0, .k_norm = norms ? dkn : 0, .cs = dcs, .kc = dk, .vc = dv,
+                                       .pos = dp, .seq = ds, .seq_stride = (int64_t)nctx * kvd, .q_stride = W,
+                                       .kv_stride = W, .hd = hd, .n_rot = n_rot, .n_head = nh, .n_head_kv = nkv,
+                                       .neox = neox, .kv_f16 = 1, .eps = 1e-6f };
+                struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .part = dpart, .oq = dq8,
+                                       .oqd = dq8d, .seq_stride = (int64_t)nctx * kvd, .kv_dim = kvd, .hd = hd,
+                                       .n_head = nh, .n_head_kv = nkv, .q_stride = W, .o_stride = nh * hd,
+                                       .nsplit = split, .kv_f16 = 1, .scale = 1.0f / sqrtf((float)hd), .rope = fused,
+                                       .r = r };
+                void *pr[] = { &r }, *pa[] = { &a };
+                if (!fused)
+                    CHECK(launch("rope_store", n, nh + nkv, 128, pr) == 0, "launch");
+                CHECK(launch("fattn_dec_128", n * nkv, (unsigned)split, 32, pa) == 0, "launch");
+                if (split > 1)
+                    CHECK(launch("attn_combine", n * nh, 1, 4 * hd, pa) == 0, "launch");
+                get(fused ? yb : ya, dy, sizeof ya);
+                get(fused ? kb : ka, dk, 2 * ncache);
+                if (fused) {
+                    double r_o = rel(yb, ya, sizeof ya / 4), r_k = 0;
+                    for (int t = 0; t < n; t++) { /* the stored K cells, as floats */
+                        float ca[256], cb[256];
+                        const size_t off = ((size_t)seq[t] * nctx + pos[t]) * kvd;
+                        for (int i = 0; i < kvd; i++)
+                            ca[i] = tab[ka[off + i]], cb[i] = tab[kb[off + i]];
+                        const double rk = rel(cb, ca, (size_t)kvd);
+                        r_k = rk > r_k ? rk : r_k;
+                    }
+                    CHECK(r_o < 1e-4 && r_k < 1e-3, "rope in attention, variant %d split %d: o rel %.3g, K cells rel %.3g",
+                          variant, split, r_o, r_k);
+                    printf("#   fattn_dec_128 with rope_store's work, %s n_rot %d%s, %d split(s): o rel %.2e, K cells "
+                           "rel %.2e\n", neox ? "neox" : "pairs", n_rot, norms ? " + q/k norms" : "", split, r_o, r_k);
+                }
+                dfree(dq), dfree(dk), dfree(dv), dfree(dy), dfree(dq8), dfree(dq8d);
+            }
+        dfree(dqn), dfree(dkn), dfree(dcs);
+    }
+    dfree(dp), dfree(ds), dfree(dpart);
+    free(K), free(V), free(qkv), free(K16), free(V16), free(ka), free(kb), free(tab);
+}
+
 /* tensor-core prompt attention (kernels/fattn.cu): 100 tokens of sequence 1 at positions 30..129 over
  * an f16 cache (cells 0..29 cached before), two 64-token tiles (the second partial), head sizes 64 and
  * 128, 4 query heads per KV head; against ops_attn_ref, which rounds q and the probabilities to f16 */
@@ -2238,6 +2314,7 @@ int main(void)
     RUN(rms_norm_rows);
     RUN(rope_and_store);
     RUN(attention_vs_reference);
+    RUN(attention_does_rope);
     RUN(flash_attention_prompt);
     RUN(elementwise_softmax_argmax);
     RUN(argmax_over_slices);

@@ -47,6 +47,7 @@ struct graph_slot {
     int n, n_out;          /* the shape it was captured for */
     int ns;                /* its attention grid's splits (dec_splits) */
     bool greedy;
+    bool rope_attn;        /* rope_store's work done by the decode attention (c->rope_attn) */
     hip_graph g;
 };
 
@@ -59,6 +60,10 @@ struct hip_engine {
     hip_fn k_fattn64, k_fattn128; /* prompt attention on tensor cores (kernels/fattn.cu), head size 64 / 128 */
     bool use_fa;           /* fattn for batches over GEMV_MAX of one sequence on an f16 cache (hip_knobs.use_fa) */
     bool one_seq;          /* every token of the current batch is of one sequence */
+    bool rope_attn;        /* the current step's q/k norm, RoPE and K/V store done by fattn_dec_128 (attn_args.rope):
+                              a GEMV-sized step whose tokens are each of another sequence, its longest cache over
+                              256 positions, on a model fattn_dec_128 takes (hip_knobs.rope_attn) */
+    bool rope_attn_ok;     /* ... the model and the settings allow it */
     int dec_ns;            /* attention splits of the current step's grid when it has ≤ SPLIT_TOKENS tokens */
     bool split_buckets;    /* dec_ns from the step's longest cache (dec_splits), else always DEC_SPLIT
                               (hip_knobs.split_buckets) */
@@ -464,6 +469,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
      * one; fewer leave multiprocessors idle) */
     c->dec_ns_tc = c->ops.sms * HIP_DEC_TC_BLOCKS / max_kv_heads;
     c->dec_ns_tc = c->dec_ns_tc < DEC_SPLIT ? DEC_SPLIT : c->dec_ns_tc > HIP_DEC_SPLIT_TC ? HIP_DEC_SPLIT_TC : c->dec_ns_tc;
+    /* rope_store's work inside fattn_dec_128: head size 128 (a warp holds a head), pairs of whole lanes */
+    c->rope_attn_ok = c->attn_tc && k->rope_attn && hp->n_rot % 8 == 0 && hp->n_rot <= 128;
     for (int il = 0; il < hp->n_layer && !rc; il++) {
         const struct layer *ly = &m->layers[il];
         if (ly->kv_index < 0)
@@ -599,14 +606,15 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     (void)tok;
     void *rp[] = { &ra };
     unsigned rb = (unsigned)((hd + c->ops.warp - 1) / c->ops.warp * c->ops.warp);
-    TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : 1;
     const bool tc = c->attn_tc && n <= GEMV_MAX && qs % 4 == 0;
+    if (!(tc && c->rope_attn))
+        TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     struct attn_args aa = {
         .q = c->ops.qkv.a, .o = c->ops.o.a, .k = d->kc.a, .v = d->vc.a, .pos = pos, .seq = seq, .part = c->ops.part.a,
         .seq_stride = (int64_t)seq_stride, .kv_dim = nkv, .hd = hd, .n_head = ly->n_head,
         .n_head_kv = ly->n_head_kv, .q_stride = qs, .o_stride = nq, .nsplit = nsplit, .kv_f16 = c->ops.kv_elt == 2,
-        .scale = hp->kq_scale,
+        .scale = hp->kq_scale, .rope = tc && c->rope_attn, .r = ra,
     };
     /* x += Wo·o + bo; the q8 copy of o for the GEMV comes out of attn (one split) or the split merge,
      * when heads are whole warps */
@@ -1072,8 +1080,11 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     float *csh = (float *)(ih + 4 * B);
     int n_out = 0;
     c->one_seq = true;
+    c->rope_attn = c->rope_attn_ok && n <= GEMV_MAX;
     for (int t = 0; t < n; t++) {
         c->one_seq = c->one_seq && toks[t].seq == toks[0].seq;
+        for (int u = 0; u < t && c->rope_attn; u++)
+            c->rope_attn = toks[u].seq != toks[t].seq;
         ih[t] = toks[t].token;
         ih[B + t] = toks[t].pos;
         ih[2 * B + t] = toks[t].seq;
@@ -1098,11 +1109,17 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     for (int t = 0; t < n; t++)
         max_kv = toks[t].pos + 1 > max_kv ? toks[t].pos + 1 : max_kv;
     c->dec_ns = c->split_buckets ? dec_splits(max_kv, c->attn_tc ? c->dec_ns_tc : 0) : DEC_SPLIT;
+    /* only on caches over 256 positions: the one-split grid of a short cache (a block per KV head) does
+     * the heads' norm and rotation in series and ran slower than rope_store beside it (qwen3-8b tg128
+     * 369.2 vs 373.7 t/s), while at 4096 positions, where the work sits in the last of many splits,
+     * it measured 357.3 vs 353.4 */
+    c->rope_attn = c->rope_attn && c->dec_ns > 4;
     /* small batches (decode) are replayed from graphs; prefill shapes vary too much to keep */
     if (c->graphs && n <= GEMV_MAX) {
         hip_graph g = NULL;
         for (int i = 0; i < c->n_gs; i++)
-            if (c->gs[i].n == n && c->gs[i].n_out == n_out && c->gs[i].greedy == greedy && c->gs[i].ns == c->dec_ns)
+            if (c->gs[i].n == n && c->gs[i].n_out == n_out && c->gs[i].greedy == greedy && c->gs[i].ns == c->dec_ns &&
+                c->gs[i].rope_attn == c->rope_attn)
                 g = c->gs[i].g;
         if (!g) {
             TRY(hip_rt_capture_begin(c->ops.rt, e));
@@ -1119,7 +1136,8 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
                 memmove(&c->gs[0], &c->gs[1], sizeof c->gs[0] * (N_GRAPHS - 1));
                 c->n_gs--;
             }
-            c->gs[c->n_gs++] = (struct graph_slot){ .n = n, .n_out = n_out, .greedy = greedy, .ns = c->dec_ns, .g = ng };
+            c->gs[c->n_gs++] = (struct graph_slot){ .n = n, .n_out = n_out, .greedy = greedy, .ns = c->dec_ns,
+                                                    .rope_attn = c->rope_attn, .g = ng };
             g = ng;
         }
         TRY(hip_rt_graph_launch(c->ops.rt, g, e));

@@ -46,6 +46,7 @@ void hip_knobs_from_env(struct hip_knobs *k)
     const char *gwe = env("LLM170_HIP_GEMV_WARPS");
     k->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
     k->gemvs = on_unless_0("LLM170_HIP_GEMVS");
+    k->rope_attn = on_unless_0("LLM170_HIP_ROPE_ATTN");
     const char *gbe = env("LLM170_HIP_GEMVB");
     k->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
     const char *gme = env("LLM170_HIP_GEMVBM_MIN");

@@ -57,6 +57,10 @@ struct hip_knobs {
     /* most warps a GEMV block takes: 0 (default) = by the row's length (gemv_threads); GEMV_WARPS=1..8
      * caps every block (other values: the default), for tuning a new device */
     int gemv_warps;
+    /* decode steps whose tokens are each of another sequence, on caches over 256 positions, do rope_store's
+     * q/k norm, RoPE and K/V store inside the tensor-core decode attention, one launch fewer a layer
+     * (default on). ROPE_ATTN=0 */
+    bool rope_attn;
     /* single-token q8 products through the streamed GEMV (kernels/gemvs.cu: a block a multiprocessor, each
      * warp its rows through a cp.async ring) where it fits (default on; NVIDIA sm_80+). GEMVS=0 for gemv.cu */
     bool gemvs;
