@@ -16,6 +16,7 @@
  * experts' rows meet in the same block reduction, in a fixed order. */
 /* llm170-parts: 6 (part.h) */
 #include "part.h"
+#include "gemv_out.h"
 #include "gemv_pdl.h"
 #include "group_tail.h"
 #include "qtypes.h"
@@ -120,19 +121,7 @@ static __device__ __forceinline__ void gemv_epilogue(const struct gemv_args &a, 
         float v = 0.0f, v2 = 0.0f;
         for (int w = 0; w < nw; w++)
             v += red[r][w], v2 += red[R + r][w];
-        const long long yi = (long long)z * a.y_stride + row;
-        v *= rn, v2 *= rn;
-        if (a.bias)
-            v += a.bias[row];
-        if (dual && a.bias2)
-            v2 += a.bias2[row];
-        switch (a.mode) {
-        case 0: a.y[yi] = v; break;
-        case 1:
-        case 4: a.y[yi] += v; break;
-        case 2: a.y[yi] = silu_f(v) * v2; break;
-        default: a.y[yi] = v, a.y2[yi] = v2; break;
-        }
+        gemv_out(a, (long long)z * a.y_stride + row, row, v * rn, v2 * rn, dual);
     }
     if (!DN && a.nw) {
         norm_group_tail<R>(a, z, row0);

@@ -13,6 +13,7 @@
  * outputs of one input); no expert slices, no fused norm or routing (the host keeps those on gemv.cu). */
 /* llm170-parts: 6 (part.h) */
 #include "part.h"
+#include "gemv_out.h"
 #include "gemv_pdl.h"
 #include "group_tail.h"
 #include "qtypes.h"
@@ -303,19 +304,7 @@ static __device__ __forceinline__ void gemvb_body(const struct gemv_args &a)
         }
         const int t = l / R, r = l % R, row = row0 + r;
         if (t < nt && row < a.n_rows) {
-            const long long yi = (long long)(z0 + t) * a.y_stride + row;
-            if (a.bias)
-                s += a.bias[row];
-            if (DUAL && a.bias2)
-                s2 += a.bias2[row];
-            if (!DUAL && a.mode == 1)
-                a.y[yi] += s;
-            else if (!DUAL)
-                a.y[yi] = s;
-            else if (a.mode == 2)
-                a.y[yi] = silu_f(s) * s2;
-            else
-                a.y[yi] = s, a.y2[yi] = s2;
+            gemv_out(a, (long long)(z0 + t) * a.y_stride + row, row, s, s2, DUAL);
         }
     }
     if (!DUAL || a.mode != 2 || !a.yq)
@@ -625,19 +614,7 @@ static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
             if (DUAL)
                 s2 += red[w][1][rr][t];
         }
-        const long long yi = (long long)t * a.y_stride + row;
-        if (a.bias)
-            s += a.bias[row];
-        if (DUAL && a.bias2)
-            s2 += a.bias2[row];
-        if (!DUAL && a.mode == 1)
-            a.y[yi] += s;
-        else if (!DUAL)
-            a.y[yi] = s;
-        else if (a.mode == 2)
-            a.y[yi] = silu_f(s) * s2;
-        else
-            a.y[yi] = s, a.y2[yi] = s2;
+        gemv_out(a, (long long)t * a.y_stride + row, row, s, s2, DUAL);
     }
     if (!DUAL || a.mode != 2 || !a.yq)
         return;

@@ -17,6 +17,7 @@
  * GS_ST · stage bytes (the host sizes the block to it). */
 /* llm170-parts: 6 (part.h) */
 #include "part.h"
+#include "gemv_out.h"
 #include "group_tail.h"
 #include "qtypes.h"
 #include "tc.h"
@@ -119,19 +120,8 @@ static __device__ __forceinline__ void gemvs_body(const struct gemv_args &a)
         if (dual)
             acc2 = warp_sum(acc2);
         const int r = r0 + i;
-        if (lane == 0) {
-            float v = acc * rn, v2 = acc2 * rn;
-            if (a.bias)
-                v += a.bias[r];
-            if (dual && a.bias2)
-                v2 += a.bias2[r];
-            switch (a.mode) {
-            case 0: a.y[r] = v; break;
-            case 1: a.y[r] += v; break;
-            case 2: a.y[r] = silu_f(v) * v2; break;
-            default: a.y[r] = v, a.y2[r] = v2; break;
-            }
-        }
+        if (lane == 0)
+            gemv_out(a, r, r, acc * rn, acc2 * rn, dual);
         __syncwarp(); /* the stage is free for the refill at the next row */
         /* the 32-row group tails: the next sublayer's deferred norm (mode 1), the SwiGLU output's q8 copy */
         if (a.mode == 1 && a.nw && !DN) {

@@ -126,7 +126,7 @@ static void parity(const char *path)
     for (int kvf32 = 1; kvf32 >= 0; kvf32--) {
         struct engine_params p;
         engine_params_default(&p);
-        p.n_ctx = 128;
+        p.n_ctx = 512;
         p.n_batch = 128;
         p.n_seq = 2;
         p.kv_f32 = kvf32;
@@ -191,6 +191,25 @@ static void parity(const char *path)
         hip_engine_seq_truncate(gpu, 0, 16);
         CHECK(hip_engine_decode_greedy(gpu, &g1, 1, &gt, &e) == 0, "%s", e.msg);
         CHECK(gt == argmax(lg, V), "greedy %d vs argmax %d", gt, argmax(lg, V));
+        /* caches over 256 positions: 300 on seq 0 (three prompt pieces), then steps of both sequences
+         * together — each token of another sequence, so on a head-size-128 model with an f16 cache the
+         * decode attention does the q/k norm, RoPE and K/V store itself (attn_args.rope) */
+        engine_seq_truncate(cpu, 0, 0);
+        hip_engine_seq_truncate(gpu, 0, 0);
+        for (int p0 = 0; p0 < 300; p0 += 128) {
+            const int nb = 300 - p0 < 128 ? 300 - p0 : 128;
+            for (int i = 0; i < nb; i++) {
+                s = s * 1103515245u + 12345u;
+                t[i] = (struct engine_tok){ .token = (int)((s >> 8) % (uint32_t)V), .pos = p0 + i, .seq = 0,
+                                            .logits = p0 + i == 299 };
+            }
+            both(cpu, gpu, t, nb, V, "prefill to 300 (gemm)", p0 + nb == 300 ? last : NULL);
+        }
+        for (int step = 0; step < 3; step++) {
+            struct engine_tok d2[2] = { { .token = argmax(last, V), .pos = 300 + step, .seq = 0, .logits = true },
+                                        { .token = (13 * step + 2) % V, .pos = 100 + step, .seq = 1, .logits = true } };
+            both(cpu, gpu, d2, 2, V, "decode 2 seqs, caches > 256", last);
+        }
         free(lg);
         free(last);
         hip_engine_free(gpu);
