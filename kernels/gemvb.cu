@@ -387,13 +387,15 @@ GEMVB(gemvbd16_q6_K, KT_Q6_K, 1, 16, true)
 #if !defined(LLM_HIP)
 #define MW 8 /* warps a block */
 
-static __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1)
+/* (unused: in the parts of no weight type, kernels/part.h, which NVRTC would warn about) */
+static __device__ __forceinline__ __attribute__((unused)) void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0,
+                                                                             int b1)
 {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
         : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
 }
-static __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0)
+static __device__ __forceinline__ __attribute__((unused)) void mma_k16(int (&c)[4], int a0, int a1, int b0)
 {
     asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
         : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])

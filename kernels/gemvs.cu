@@ -27,8 +27,9 @@
 #define GS_ST 4 /* ring stages a warp */
 
 /* group_done for one warp's row: lane 0 counts the row into *cn (need rows a group); true in every lane
- * of the warp whose row completes the group, which resets the counter for the next launch */
-static __device__ __forceinline__ bool warp_group_done(int *cn, int need)
+ * of the warp whose row completes the group, which resets the counter for the next launch (unused in the
+ * parts of no q8 type, kernels/part.h) */
+static __device__ __forceinline__ __attribute__((unused)) bool warp_group_done(int *cn, int need)
 {
     __threadfence(); /* lane 0's row is visible before its count */
     __syncwarp();

@@ -77,8 +77,9 @@ struct hip_knobs {
     /* split K of a tensor-core GEMM whose last wave of blocks would leave the device idle: percent of wave
      * use under which to split (default 85; 0 = never). MMA_WAVES=0..100 (other values: the default) */
     int mma_waves;
-    /* decode attention splits bucketed by the step's longest cache (1 / 4 / 32; default on) instead of
-     * always 32. SPLIT_BUCKETS=0 turns it off */
+    /* decode attention splits bucketed by the step's longest cache (1 / 4 / 32, and on caches over 2048
+     * positions one wave of fattn_dec_128's blocks where it runs; default on) instead of always 32.
+     * SPLIT_BUCKETS=0 turns it off */
     bool split_buckets;
     /* prompt attention on tensor cores (kernels/fattn.cu) for batches over the GEMV size of one sequence
      * on an f16 cache (default on). FA=0 keeps the generic kernel */
