@@ -34,6 +34,9 @@ typedef int32_t a_i32;
 /* dynamic shared memory of the tensor-core prompt attention (fattn.cu fattn_64 / fattn_128) for head size hd:
  * two stages of a 64-position K and V tile, rows padded by 8 halves */
 #define FATTN_SMEM(hd) (2 * 2 * 64 * ((hd) + 8) * 2)
+/* ring stages a warp of the streamed GEMV (gemvs.cu) holds, each one row of each matrix: its dynamic shared
+ * memory is warps · GEMVS_STAGES · row bytes (twice that in the dual modes) */
+#define GEMVS_STAGES 4
 
 struct gemv_args {
     DP(const unsigned char) w;   /* [n_rows][row_bytes] (expert 0 when sel is set) */

@@ -6,15 +6,15 @@
  * in bursts and most of its time no weight bytes are in flight — qwen3-8b's products ran at 0.9–2.0 TB/s
  * of the H200's ~4, with ~1 eligible warp a scheduler whatever the instruction count (a version with
  * half the instructions a byte measured the same). Here the grid is one block a multiprocessor and each
- * warp streams its own contiguous run of rows through a ring of GS_ST shared stages filled by cp.async:
- * GS_ST − 1 rows are in flight while the warp computes one, whatever the arithmetic costs, and a block
- * of up to 16 warps keeps ~150–200 KB of weights in flight per multiprocessor. No block barrier: a
+ * warp streams its own contiguous run of rows through a ring of GEMVS_STAGES shared stages filled by
+ * cp.async: GEMVS_STAGES − 1 rows are in flight while the warp computes one, whatever the arithmetic
+ * costs, and a block of up to 16 warps keeps ~150–200 KB of weights in flight per multiprocessor. No block barrier: a
  * warp reduces its row with shuffles and lane 0 writes it. The rows of the first stages are requested
  * before the PDL wait (no kernel writes weights), overlapping the kernel before.
  * Stage: the row, then (dual modes) the second matrix's row; row_bytes % 16 == 0.
  * XU > 0: the lane's units of x (u = lane + 32·j, j < XU; k ≤ 1024·XU) are decoded once into registers
  * for all its rows; XU = 0 reloads them for each row (from L1). Dynamic shared memory: warps ·
- * GS_ST · stage bytes (the host sizes the block to it). */
+ * GEMVS_STAGES (args.h) · stage bytes (the host sizes the block to it). */
 /* llm170-parts: 6 (part.h) */
 #include "part.h"
 #include "gemv_out.h"
@@ -24,7 +24,6 @@
 
 #if !defined(LLM_HIP)
 
-#define GS_ST 4 /* ring stages a warp */
 
 /* group_done for one warp's row: lane 0 counts the row into *cn (need rows a group); true in every lane
  * of the warp whose row completes the group, which resets the counter for the next launch (unused in the
@@ -53,14 +52,14 @@ static __device__ __forceinline__ void gemvs_body(const struct gemv_args &a)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const bool dual = a.mode == 2 || a.mode == 3;
     const int rb = (int)a.row_bytes, sb = dual ? 2 * rb : rb;
-    unsigned char *ring = gs_ring + (long long)warp * GS_ST * sb;
+    unsigned char *ring = gs_ring + (long long)warp * GEMVS_STAGES * sb;
     const u32 ring_s = smem_addr(ring);
     /* this warp's rows: a contiguous run, the device's warps splitting the rows evenly */
     const long long tw = (long long)gridDim.x * nw, gw = (long long)blockIdx.x * nw + warp;
     const int r0 = (int)(gw * a.n_rows / tw), nr = (int)((gw + 1) * a.n_rows / tw) - r0;
     const int chunks = rb / 16;
-    auto issue = [&](int i) { /* row r0 + i into stage i % GS_ST */
-        const u32 dst = ring_s + (u32)((i % GS_ST) * sb);
+    auto issue = [&](int i) { /* row r0 + i into stage i % GEMVS_STAGES */
+        const u32 dst = ring_s + (u32)((i % GEMVS_STAGES) * sb);
         const unsigned char *src = a.w + (long long)(r0 + i) * rb;
         for (int c = lane; c < chunks; c += 32)
             cp_async16(dst + 16u * (u32)c, src + 16 * c, 16);
@@ -71,7 +70,7 @@ static __device__ __forceinline__ void gemvs_body(const struct gemv_args &a)
         }
     };
 #pragma unroll
-    for (int i = 0; i < GS_ST - 1; i++) {
+    for (int i = 0; i < GEMVS_STAGES - 1; i++) {
         if (i < nr)
             issue(i);
         cp_async_commit();
@@ -93,12 +92,12 @@ static __device__ __forceinline__ void gemvs_body(const struct gemv_args &a)
         if (lane + 32 * j < nu)
             U::load_x(x, xd, lane + 32 * j, xc[j]);
     for (int i = 0; i < nr; i++) {
-        if (i + GS_ST - 1 < nr)
-            issue(i + GS_ST - 1); /* into the stage row i − 1 left (the __syncwarp after it) */
+        if (i + GEMVS_STAGES - 1 < nr)
+            issue(i + GEMVS_STAGES - 1); /* into the stage row i − 1 left (the __syncwarp after it) */
         cp_async_commit();
-        cp_async_wait<GS_ST - 1>(); /* this lane's part of row i has landed */
+        cp_async_wait<GEMVS_STAGES - 1>(); /* this lane's part of row i has landed */
         __syncwarp();               /* ... and every lane's */
-        const u8 *row = ring + (i % GS_ST) * sb, *row2 = row + rb;
+        const u8 *row = ring + (i % GEMVS_STAGES) * sb, *row2 = row + rb;
         float acc = 0.0f, acc2 = 0.0f;
         if (XU > 0) {
 #pragma unroll

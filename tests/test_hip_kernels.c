@@ -86,13 +86,13 @@ static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void 
 }
 
 /* A GEMV launch; the streamed ones (kernels/gemvs.cu, "gemvs*") with their dynamic shared memory: bt / 32
- * warps, 4 stages of one row of each matrix. */
+ * warps, GEMVS_STAGES stages of one row of each matrix. */
 static int launch_gemv(const char *name, hip_fn f, unsigned grid, unsigned bt, struct gemv_args *a, struct err *e)
 {
     void *p[] = { a };
     unsigned sm = 0;
     if (!strncmp(name, "gemvs", 5)) {
-        sm = bt / 32 * 4 * (unsigned)a->row_bytes * (a->mode == 2 || a->mode == 3 ? 2u : 1u);
+        sm = bt / 32 * GEMVS_STAGES * (unsigned)a->row_bytes * (a->mode == 2 || a->mode == 3 ? 2u : 1u);
         if (hip_rt_fn_smem(g_rt, f, hip_rt_smem_optin(g_rt), e))
             return -1;
     }

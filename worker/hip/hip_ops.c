@@ -237,15 +237,14 @@ static unsigned mma_wave_split(unsigned blocks, unsigned slots, unsigned steps, 
     return best;
 }
 
-/* The streamed single-token GEMV (kernels/gemvs.cu): a ring of GEMVS_ST stages a warp, a stage one row of
- * each matrix; a block a multiprocessor of as many warps as the shared memory holds, at most 16 and at
+/* The streamed single-token GEMV (kernels/gemvs.cu): a ring of GEMVS_STAGES (kernels/args.h) stages a
+ * warp, a stage one row of each matrix; a block a multiprocessor of as many warps as the shared memory holds, at most 16 and at
  * least 4 (rows too long for that keep gemv.cu). Only where every warp gets GEMVS_ROWS rows or more: a
  * warp's first rows wait a whole memory latency with nothing to overlap, and its 4–16 warps a
  * multiprocessor compute less in parallel than gemv.cu's 32 — measured on the H200 (qwen3-8b q4_K,
  * docs/benchmarks.md): the output head (151936 rows, 72 a warp) 209 → 146 µs, but the layers' products
  * (3–8 rows a warp) 1.3–2.4× slower. Not for expert slices, the fused routing, or mode 4. */
 #define GEMVS_ROWS 16
-#define GEMVS_ST 4 /* kernels/gemvs.cu GS_ST */
 static unsigned gemvs_stage(const struct gemv_args *a)
 {
     return (unsigned)a->row_bytes * (a->mode == 2 || a->mode == 3 ? 2u : 1u);
@@ -258,7 +257,7 @@ static bool gemvs_fit(const struct hip_ops *c, const struct gemv_args *a, int ty
     if (!c->use_gemvs || a->sel || a->rsel || a->mode > 3 || a->x_div != 1 || a->row_bytes % 16 || a->k % 32 ||
         !(*f = c->gemvs[xu][dn][type]))
         return false;
-    const unsigned ring = GEMVS_ST * gemvs_stage(a);
+    const unsigned ring = GEMVS_STAGES * gemvs_stage(a);
     unsigned nw = (unsigned)c->smem_optin / ring;
     if (nw > 16)
         nw = 16;
@@ -320,7 +319,7 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
             unsigned warps = 0;
             if (gemvs_fit(c, a, w->type, q == 3, &fs, &warps))
                 return hip_rt_launch_smem(c->rt, fs, (unsigned)c->sms, 1, 1, 32 * warps,
-                                          warps * GEMVS_ST * gemvs_stage(a), params, e);
+                                          warps * GEMVS_STAGES * gemvs_stage(a), params, e);
         }
         const size_t nt = gemv_threads(c, a, NULL);
         return hip_rt_launch(c->rt, f, (unsigned)a->nz * cdiv((size_t)a->n_rows, (size_t)R), 1, 1, (unsigned)nt,
