@@ -240,10 +240,10 @@ static unsigned mma_wave_split(unsigned blocks, unsigned slots, unsigned steps, 
 /* The streamed single-token GEMV (kernels/gemvs.cu): a ring of GEMVS_STAGES (kernels/args.h) stages a
  * warp, a stage one row of each matrix; a block a multiprocessor of as many warps as the shared memory
  * holds, at most 16 and at least 4 (rows too long for that keep gemv.cu). Only where every warp gets
- * GEMVS_ROWS rows or more: a warp's first rows wait a whole memory latency with nothing to overlap, and its 4–16 warps a
- * multiprocessor compute less in parallel than gemv.cu's 32 — measured on the H200 (qwen3-8b q4_K,
- * docs/benchmarks.md): the output head (151936 rows, 72 a warp) 209 → 146 µs, but the layers' products
- * (3–8 rows a warp) 1.3–2.4× slower. Not for expert slices, the fused routing, or mode 4. */
+ * GEMVS_ROWS rows or more: a warp's first rows wait a whole memory latency with nothing to overlap, and
+ * its 4–16 warps a multiprocessor compute less in parallel than gemv.cu's 32 — measured on the H200
+ * (qwen3-8b q4_K, docs/benchmarks.md): the output head (151936 rows, 72 a warp) 209 → 146 µs, but the
+ * layers' products (3–8 rows a warp) 1.3–2.4× slower. Not for expert slices, the fused routing, or mode 4. */
 #define GEMVS_ROWS 16
 static unsigned gemvs_stage(const struct gemv_args *a)
 {
