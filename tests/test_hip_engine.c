@@ -2,7 +2,7 @@
  * the same model: a prefill batch (tiled GEMM path), decode steps (GEMV path,
  * graph replay), a small mixed batch of two sequences, a sequence copy, and a
  * 100-token prompt (more than one 64-token tile of the tensor-core GEMM);
- * batched decode of up to 16 sequences against the CPU and each sequence alone.
+ * batched decode of up to 24 sequences against the CPU and each sequence alone.
  * ‖Δ‖/‖ref‖ ≤ 1e-3 per logits row. Models: stories260K from the shared data,
  * plus every path in LLM170_HIP_MODELS (colon-separated). Hybrids (qwen35,
  * qwen35moe): the shared synthetic models plus LLM170_HIP_HYBRID_MODELS
@@ -220,9 +220,10 @@ static void parity(const char *path)
 
 /* Decode steps replayed from captured graphs give bit-identical logits to the same steps launched
  * directly (graphs off), with whatever launch mode the runtime uses (LLM170_HIP_PDL): a 20-token
- * prompt (in two pieces of at most GEMV-sized batches: tensor-core GEMMs that split K add their slices
- * with atomics, in no fixed order, so a prompt through them may differ in the last bits from one run to
- * the next), then 6 steps, each fed the argmax of the direct engine's logits. */
+ * prompt (in pieces of 5, which every weight type multiplies in GEMVs: tensor-core GEMMs that split K add
+ * their slices with atomics, in no fixed order, so a prompt through them may differ in the last bits from
+ * one run to the next — f16 weights, which have no multi-token GEMV, took them from 9 tokens on), then 6
+ * steps, each fed the argmax of the direct engine's logits. */
 static void graph_replay_bit_identical(const char *path)
 {
     struct err e = { 0 };
@@ -250,8 +251,8 @@ static void graph_replay_bit_identical(const char *path)
         for (int i = 0; i < 20; i++)
             t[i] = (struct engine_tok){ .token = (int)((37u * (unsigned)i + 5u) % (unsigned)V), .pos = i, .seq = 0,
                                         .logits = i == 19 };
-        for (int k = 0; k < 20; k += 10)
-            CHECK(hip_engine_decode(g[0], t + k, 10, a, &e) == 0 && hip_engine_decode(g[1], t + k, 10, b, &e) == 0,
+        for (int k = 0; k < 20; k += 5)
+            CHECK(hip_engine_decode(g[0], t + k, 5, a, &e) == 0 && hip_engine_decode(g[1], t + k, 5, b, &e) == 0,
                   "%s", e.msg);
         int same = 0;
         for (int step = 0; step < 6; step++) {
@@ -296,8 +297,10 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
     }
 }
 
-/* Batched decode: 16 sequences with prompts of 2..6 tokens, then steps of one token for each of the first
- * B sequences (B = 16, 11, 4, 2: over and under 8 tokens, the smallest batch), every logits row against
+/* Batched decode: 24 sequences with prompts of 2..6 tokens (the first three 70, 110 and 150: caches the
+ * decode attention splits), then steps of one token for each of the first B sequences (B = 16, 11, 4, 2:
+ * over and under 8 tokens, the smallest batch; 24 and 20: over GEMV_MAX, the tensor-core GEMM and, on head
+ * size 128, fattn_dec_128 for many sequences with as many splits as its partials hold), every logits row against
  * the CPU engine (g_tol) and against the same sequence decoded alone on a second hip engine that took
  * the same prompt batch (single-token GEMV). The latter within 2·TOL: on f16/f32 weights batches over 8
  * tokens take the tensor-core GEMM with f16-rounded activations where a single token keeps f32 ones,
@@ -312,10 +315,10 @@ static void batched_matches_solo(const char *path)
     struct model *m = load_model(path);
     if (!m)
         return;
-    const int V = model_info(m)->n_vocab, NS = 16;
+    const int V = model_info(m)->n_vocab, NS = 24;
     struct engine_params p;
     engine_params_default(&p);
-    p.n_ctx = 64;
+    p.n_ctx = 192;
     p.n_batch = 128;
     p.n_seq = NS;
     struct engine_ctx *cpu = NULL;
@@ -329,12 +332,12 @@ static void batched_matches_solo(const char *path)
         return;
     }
     printf("# %s: batched decode of up to %d sequences vs each alone\n", path, NS);
-    struct engine_tok t[NS * 6], d[NS];
+    struct engine_tok t[NS * 6 + 330], d[NS];
     int len[NS], n = 0;
     float *a = malloc(sizeof(float) * (size_t)NS * V), *b = malloc(sizeof(float) * (size_t)NS * V);
     float *one = malloc(sizeof(float) * (size_t)V);
     for (int q = 0; q < NS; q++) {
-        len[q] = 2 + q % 5;
+        len[q] = q < 3 ? 70 + 40 * q : 2 + q % 5;
         tok_run(t + n, len[q], q, 0, 1000u + (uint32_t)q, V);
         for (int i = 0; i < len[q] - 1; i++)
             t[n + i].logits = false;
@@ -347,9 +350,9 @@ static void batched_matches_solo(const char *path)
     for (int k = 0; k < n; k += 16) {
         const int nk = n - k < 16 ? n - k : 16;
         CHECK(hip_engine_decode(solo, t + k, nk, b, &e) == 0, "solo prompts: %s", e.msg);
-        both(cpu, gpu, t + k, nk, V, "prompts of 16 seqs (pieces)", NULL);
+        both(cpu, gpu, t + k, nk, V, "prompts of 24 seqs (pieces)", NULL);
     }
-    static const int bs[] = { 16, 11, 4, 2, 16 };
+    static const int bs[] = { 16, 11, 4, 2, 16, 24, 20 };
     for (size_t k = 0; k < sizeof bs / sizeof bs[0]; k++) {
         const int B = bs[k];
         for (int q = 0; q < B; q++)

@@ -278,8 +278,6 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         }
     }
     struct err ign;
-    if (hip_rt_fn(c->ops.rt, "mma_zero", &c->ops.k_mma_zero, &ign))
-        c->ops.k_mma_zero = NULL;
     if (hip_rt_fn(c->ops.rt, "mma_xprep", &c->ops.k_mma_xprep, &ign))
         c->ops.k_mma_xprep = NULL;
     if (hip_rt_fn(c->ops.rt, "moe_group", &c->k_group, &ign))
@@ -606,8 +604,19 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     (void)tok;
     void *rp[] = { &ra };
     unsigned rb = (unsigned)((hd + c->ops.warp - 1) / c->ops.warp * c->ops.warp);
-    const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : 1;
-    const bool tc = c->attn_tc && n <= GEMV_MAX && qs % 4 == 0;
+    hip_fn fa = hd == 128 ? c->k_fattn128 : hd == 64 ? c->k_fattn64 : NULL;
+    /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
+    const bool prompt = n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->ops.kv_elt == 2 && c->ops.warp == 32 &&
+                        qs % 4 == 0 && ly->n_head % ly->n_head_kv == 0;
+    /* every other step on fattn_dec_128 where it fits, batches of many sequences too: a warp reads each K/V
+     * row once for its query-head group, where attn's block per (token, query head) re-read it per head and
+     * walked it on one thread per row (qwen3-8b batched B = 64, 128 + 128: 3.6 ms of a 19.5 ms step).
+     * One sequence's prompt stays on the prompt kernel (or attn, LLM170_HIP_FA=0) */
+    const bool tc = c->attn_tc && qs % 4 == 0 && (n <= GEMV_MAX || !c->one_seq);
+    /* splits: the step's bucket; over SPLIT_TOKENS tokens (attn: one) as many as the partials hold
+     * (SPLIT_TOKENS · DEC_SPLIT_MAX rows of a head) */
+    const int ns_cap = SPLIT_TOKENS * HIP_DEC_SPLIT_MAX(hd) / n;
+    const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : !tc || ns_cap < 2 ? 1 : c->dec_ns < ns_cap ? c->dec_ns : ns_cap;
     if (!(tc && c->rope_attn))
         TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     struct attn_args aa = {
@@ -631,13 +640,10 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
     const int G = ly->n_head / ly->n_head_kv;
-    hip_fn fa = hd == 128 ? c->k_fattn128 : hd == 64 ? c->k_fattn64 : NULL;
     if (tc) {
-        /* decode: a warp per (token, KV head, split), the query-head group as one mma operand's rows */
+        /* a warp per (token, KV head, split), the query-head group as one mma operand's rows */
         TRY(hip_rt_launch(c->ops.rt, c->k_fattn_dec, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 32, ap, e));
-    } else if (n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->ops.kv_elt == 2 && c->ops.warp == 32 && qs % 4 == 0 &&
-        ly->n_head % ly->n_head_kv == 0) {
-        /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
+    } else if (prompt) {
         int nn = n;
         void *fp[] = { &aa, &nn };
         TRY(hip_rt_launch_smem(c->ops.rt, fa, cdiv((size_t)n, 64), (unsigned)ly->n_head, 1, 128, FATTN_SMEM(hd), fp,
@@ -693,7 +699,7 @@ static int moe_gemm(struct hip_engine *c, const struct dw *w, struct hip_dptr x,
     };
     /* x_ready: the product before this one (gate, for up) prepared the same x */
     a.xh = c->ops.xh.a, a.xsc = c->ops.xsc.a;
-    int rc = x_ready ? 0 : hip_ops_xprep(&c->ops, x.a, (P + x_div - 1) / x_div, a.k, x_stride, &a, e);
+    int rc = x_ready ? 0 : hip_ops_xprep(&c->ops, x.a, (P + x_div - 1) / x_div, a.k, x_stride, &a, false, e);
     if (rc)
         return rc;
     void *params[] = { &a };
