@@ -212,18 +212,21 @@ static void gemm_all_types(void)
 
 
 /* The tensor-core GEMM's input: mma_xprep writes the f16 rows of x (rows × k, x_stride apart) and their
- * range scales into new device buffers, and points a at them (lim 0: unscaled). Free both with dfree. */
-static void mma_prep(struct gemv_args *a, uint64_t x, int rows, int k, int x_stride, float lim)
+ * range scales into new device buffers, and points a at them (lim 0: unscaled); zero: it also zeroes a's
+ * destination (a split-K mode-0 product: its slices add into y). Free both with dfree. */
+static void mma_prep(struct gemv_args *a, uint64_t x, int rows, int k, int x_stride, float lim, bool zero)
 {
     uint64_t sc = poisoned((size_t)rows), xh = poisoned(((size_t)rows * (size_t)k + 1) / 2);
-    void *p[] = { &x, &k, &x_stride, &lim, &sc, &xh };
+    uint64_t y = zero ? a->y : 0;
+    int ys = a->y_stride, nr = a->n_rows;
+    void *p[] = { &x, &k, &x_stride, &lim, &sc, &xh, &y, &ys, &nr };
     CHECK(launch("mma_xprep", (unsigned)rows, 1, 256, p) == 0, "mma_xprep launch");
     a->xsc = sc;
     a->xh = xh;
 }
 
 /* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
- * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0 zeroes y first with mma_zero,
+ * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0: mma_xprep zeroes y first,
  * which the poisoned output checks too). */
 static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks, const char *kn)
 {
@@ -259,16 +262,12 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
     uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
     struct gemv_args a = { .w = dw, .x = dx, .y = dy, .bias = db, .row_bytes = (int64_t)rb, .n_rows = N, .k = K,
                            .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
-    mma_prep(&a, dx, nz, K, K, 32768.0f);
+    mma_prep(&a, dx, nz, K, K, 32768.0f, ks > 1 && mode == 0);
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kn, tn);
     struct err e = { 0 };
-    int rc = 0;
-    if (ks > 1 && mode == 0)
-        rc = hip_rt_launch(g_rt, fn("mma_zero"), (unsigned)((N + 255) / 256), (unsigned)nz, 1, 256, p, &e);
-    if (!rc)
-        rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, 256,
+    int rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, 256,
                            p, &e);
     if (!rc)
         rc = hip_rt_sync(g_rt, &e);
@@ -318,12 +317,10 @@ static void check_mma_range(enum qtype t, const char *tn, const char *kn, int N,
         uint64_t dy = poisoned((size_t)nz * N);
         struct gemv_args a = { .w = dw, .x = dx, .y = dy, .row_bytes = (int64_t)rb, .n_rows = N, .k = K,
                                .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = 0 };
-        mma_prep(&a, dx, nz, K, K, scaled ? 32768.0f : 0.0f);
+        mma_prep(&a, dx, nz, K, K, scaled ? 32768.0f : 0.0f, ks > 1);
         void *p[] = { &a };
         struct err e = { 0 };
-        int rc = ks > 1 ? hip_rt_launch(g_rt, fn("mma_zero"), (unsigned)((N + 255) / 256), (unsigned)nz, 1, 256, p, &e) : 0;
-        if (!rc)
-            rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt),
+        int rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt),
                                (unsigned)ks, 256, p, &e);
         if (!rc)
             rc = hip_rt_sync(g_rt, &e);
@@ -493,7 +490,7 @@ static void check_mmag(enum qtype t, const char *tn, const char *kn, int mt, int
     struct gemv_args a = { .w = dw, .x = dx, .y = dy, .gmap = dg, .gperm = gp, .row_bytes = (int64_t)rb,
                            .expert_bytes = (int64_t)eb, .n_rows = N, .k = Kd, .x_stride = Kd, .y_stride = N,
                            .x_div = Ku, .nz = P };
-    mma_prep(&a, dx, n, Kd, Kd, 32768.0f);
+    mma_prep(&a, dx, n, Kd, Kd, 32768.0f, false);
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kn, tn);

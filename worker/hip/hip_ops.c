@@ -327,7 +327,7 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
     }
     if (q == 3)
         return err_set(e, ERR_INTERNAL, "hip: a deferred RMSNorm's input reached a GEMM");
-    if (c->use_mma && c->mma[w->type] && c->k_mma_zero && c->k_mma_xprep && c->warp == 32 && a->k % 64 == 0 && a->x_stride % 4 == 0 &&
+    if (c->use_mma && c->mma[w->type] && c->k_mma_xprep && c->warp == 32 && a->k % 64 == 0 && a->x_stride % 4 == 0 &&
         a->x % 16 == 0) {
         /* 128 rows × 64 tokens a block (two resident per multiprocessor), × 32 tokens with two weight steps
          * in flight for small batches (three resident), or × 128 tokens for long prompts (one resident,
@@ -348,11 +348,8 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         } else {
             ks = mma_wave_split(gx * gy, want, steps, (unsigned)c->mma_waves);
         }
-        int rc;
-        if ((rc = hip_ops_xprep(c, a->x, a->nz, a->k, a->x_stride, a, e)))
-            return rc;
-        if (ks > 1 && a->mode == 0 &&
-            (rc = hip_rt_launch(c->rt, c->k_mma_zero, cdiv((size_t)a->n_rows, 256), (unsigned)a->nz, 1, 256, params, e)))
+        int rc; /* a split mode-0 product's slices add into y, which the prep zeroes */
+        if ((rc = hip_ops_xprep(c, a->x, a->nz, a->k, a->x_stride, a, ks > 1 && a->mode == 0, e)))
             return rc;
         return hip_rt_launch(c->rt, f, gx, gy, ks, 256, params, e);
     }
@@ -360,14 +357,17 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
                          params, e);
 }
 
-int hip_ops_xprep(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct gemv_args *a, struct err *e)
+int hip_ops_xprep(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct gemv_args *a, bool zero_y,
+                  struct err *e)
 {
     if ((size_t)rows * (size_t)k > c->xh_cap || (size_t)rows > c->xsc_cap)
         return err_set(e, ERR_INTERNAL, "hip: a tensor-core product on %d × %d activations is beyond its f16 buffer "
                        "(%zu elements)", rows, k, c->xh_cap);
     uint64_t sc = c->xsc.a, xh = c->xh.a;
     float lim = c->k.mma_xscale ? 32768.0f : 0.0f; /* 2^15: f16's largest finite is 65504 */
-    void *p[] = { &x, &k, &x_stride, &lim, &sc, &xh };
+    uint64_t y = zero_y ? a->y : 0;
+    int ys = a->y_stride, nr = a->n_rows;
+    void *p[] = { &x, &k, &x_stride, &lim, &sc, &xh, &y, &ys, &nr };
     a->xsc = sc;
     a->xh = xh;
     return hip_rt_launch(c->rt, c->k_mma_xprep, (unsigned)rows, 1, 1, 256, p, e);

@@ -77,7 +77,6 @@ struct hip_ops {
     hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
     int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size) */
     int mma_waves;         /* split-K threshold of a tensor-core GEMM's last wave, percent (0 = never) */
-    hip_fn k_mma_zero;     /* zeroes a mode-0 destination before a split-K tensor-core product */
     hip_fn k_mma_xprep;    /* a tensor-core product's activations as scaled f16 rows (mma_xprep) */
     bool use_mma;          /* tensor-core GEMM for quantized and f16 weights in batches over GEMV_MAX */
     hip_fn k_quant, k_rms;
@@ -115,8 +114,10 @@ struct hip_ops {
 };
 
 /* The f16 copy of `rows` activation rows x (k elements, x_stride apart) into xh with their range scales in
- * xsc, for the tensor-core product a on them (sets a->xh, a->xsc): mma_xprep. */
-int hip_ops_xprep(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct gemv_args *a, struct err *e);
+ * xsc, for the tensor-core product a on them (sets a->xh, a->xsc): mma_xprep. zero_y: it also zeroes a's
+ * destination rows (one per x row: a split-K mode-0 product adds its slices into them). */
+int hip_ops_xprep(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct gemv_args *a, bool zero_y,
+                  struct err *e);
 
 /* Frees every tracked device allocation and the list (the runtime stays open). */
 void hip_ops_release(struct hip_ops *c);
