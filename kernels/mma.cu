@@ -361,7 +361,10 @@ static __device__ __forceinline__ void step_products(float (*acc)[4][4], const u
  * WM × 32 outputs (16 × 32, 32 × 32, 64 × 32).
  * 64 and 128: one weight step in flight; a thread stages MT / 64 pieces of 16 activations (tokens
  * lt + 64i); the 128-token tile halves the dequantization per product (long prompts) at one resident
- * block per multiprocessor.
+ * block per multiprocessor. Two shared tiles (dynamic shared memory, MMA_SMEM): a warp dequantizes
+ * and stores step s + 1 into one right after its products of step s read the other, so the warps'
+ * stores and products overlap and a step takes one barrier (with one tile, every warp stored, met the
+ * others, multiplied, met them again: the tensor cores idle while all dequantize).
  * 32 (small batches, whose steps have little product work to hide a load behind): two weight steps
  * in flight (the loop runs two steps a turn, so each register set keeps a fixed name), 8
  * activations a thread, few registers (three blocks per multiprocessor). */
@@ -369,8 +372,11 @@ template <int T, int MT, bool G>
 static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 {
     constexpr int NWT = MT / 32, WM = MR / (8 / NWT), MI = WM / 16, XP = MT / 64;
-    __shared__ __align__(16) u16 Ws[MR * MP]; /* [128 rows][72]: k 0..63 of the step, f16 */
-    __shared__ __align__(16) u16 Xs[MT * MP]; /* [MT tokens][72] */
+    /* the step's tiles, f16: weights [128 rows][72] (k 0..63 of the step), activations [MT tokens][72];
+     * the 32-token tile one of each (static), the others two of each (dynamic: MMA_SMEM(MT) bytes) */
+    extern __shared__ __align__(16) u16 dsm[];
+    __shared__ __align__(16) u16 sW[MT == 32 ? MR * MP : 8], sX[MT == 32 ? MT * MP : 8];
+    u16 *const Ws = MT == 32 ? sW : dsm, *const Xs = MT == 32 ? sX : dsm + 2 * MR * MP;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int r0 = blockIdx.x * MR;
     /* grouped (G, MoE): blockIdx.y is a tile of one expert's pairs (gmap, moe_group in misc.cu): the
@@ -428,24 +434,34 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
     if constexpr (MT >= 64) {
         wpiece<T> wp;
         xpiece xp[XP];
-        wp.load(wr, kb, lh);
-#pragma unroll
-        for (int i = 0; i < XP; i++)
-            xp[i].load(xrow(min(m0 + lt + 64 * i, nz - 1)), m0 + lt + 64 * i < nz, kb + lk);
-        for (int k0 = kb; k0 < ke; k0 += MK) {
-            wp.store(Ws + lr * MP, lh);
+        auto load = [&](int k0) {
+            wp.load(wr, k0, lh);
 #pragma unroll
             for (int i = 0; i < XP; i++)
-                xp[i].store(Xs + (lt + 64 * i) * MP + lk);
-            __syncthreads();
-            if (k0 + MK < ke) {
-                wp.load(wr, k0 + MK, lh);
+                xp[i].load(xrow(min(m0 + lt + 64 * i, nz - 1)), m0 + lt + 64 * i < nz, k0 + lk);
+        };
+        auto store = [&](int b) {
+            wp.store(Ws + b * MR * MP + lr * MP, lh);
 #pragma unroll
-                for (int i = 0; i < XP; i++)
-                    xp[i].load(xrow(min(m0 + lt + 64 * i, nz - 1)), m0 + lt + 64 * i < nz, k0 + MK + lk);
-            }
+            for (int i = 0; i < XP; i++)
+                xp[i].store(Xs + b * MT * MP + (lt + 64 * i) * MP + lk);
+        };
+        load(kb);
+        store(0);
+        if (kb + MK < ke)
+            load(kb + MK);
+        __syncthreads();
+        /* step s reads tile b; s + 1 goes into the other, whose last readers (step s − 1) met the
+         * barrier before this step began */
+        int b = 0;
+        for (int k0 = kb; k0 < ke; k0 += MK, b ^= 1) {
             if (busy)
-                step_products<MI>(acc, Ws, Xs, wm, wn, lane);
+                step_products<MI>(acc, Ws + b * MR * MP, Xs + b * MT * MP, wm, wn, lane);
+            if (k0 + MK < ke) {
+                store(b ^ 1);
+                if (k0 + 2 * MK < ke)
+                    load(k0 + 2 * MK);
+            }
             __syncthreads();
         }
     } else {

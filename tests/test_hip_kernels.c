@@ -85,6 +85,17 @@ static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void 
     return rc;
 }
 
+/* A tensor-core GEMM launch (kernels/mma.cu) of mt tokens a block: the 64- and 128-token tiles with their
+ * dynamic shared memory (MMA_SMEM), the kernel's limit raised to it first */
+static int launch_mma(const char *name, int mt, unsigned gx, unsigned gy, unsigned gz, void **p, struct err *e)
+{
+    hip_fn f = fn(name);
+    const unsigned sm = mt == 32 ? 0u : (unsigned)MMA_SMEM(mt);
+    if (sm && hip_rt_fn_smem(g_rt, f, (int)sm, e))
+        return -1;
+    return hip_rt_launch_smem(g_rt, f, gx, gy, gz, 256, sm, p, e);
+}
+
 /* A GEMV launch; the streamed ones (kernels/gemvs.cu, "gemvs*") with their dynamic shared memory: bt / 32
  * warps, GEMVS_STAGES stages of one row of each matrix. */
 static int launch_gemv(const char *name, hip_fn f, unsigned grid, unsigned bt, struct gemv_args *a, struct err *e)
@@ -267,8 +278,7 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kn, tn);
     struct err e = { 0 };
-    int rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, 256,
-                           p, &e);
+    int rc = launch_mma(name, mt, (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, p, &e);
     if (!rc)
         rc = hip_rt_sync(g_rt, &e);
     CHECK(rc == 0, "%s launch: %s", name, e.msg);
@@ -320,8 +330,7 @@ static void check_mma_range(enum qtype t, const char *tn, const char *kn, int N,
         mma_prep(&a, dx, nz, K, K, scaled ? 32768.0f : 0.0f, ks > 1);
         void *p[] = { &a };
         struct err e = { 0 };
-        int rc = hip_rt_launch(g_rt, fn(name), (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt),
-                               (unsigned)ks, 256, p, &e);
+        int rc = launch_mma(name, mt, (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, p, &e);
         if (!rc)
             rc = hip_rt_sync(g_rt, &e);
         CHECK(rc == 0, "%s launch: %s", name, e.msg);
@@ -494,7 +503,11 @@ static void check_mmag(enum qtype t, const char *tn, const char *kn, int mt, int
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kn, tn);
-    CHECK(launch(name, (unsigned)((N + 127) / 128), (unsigned)((P + mt - 1) / mt + X), 256, p) == 0, "%s launch", name);
+    struct err le = { 0 };
+    int lrc = launch_mma(name, mt, (unsigned)((N + 127) / 128), (unsigned)((P + mt - 1) / mt + X), 1, p, &le);
+    if (!lrc)
+        lrc = hip_rt_sync(g_rt, &le);
+    CHECK(lrc == 0, "%s launch: %s", name, le.msg);
     get(y, dy, sizeof(float) * (size_t)P * N);
     double r = rel(y, ref, (size_t)P * N);
     CHECK(r < 1e-5, "%s X=%d N=%d K=%d pairs=%d: rel err %.3g", name, X, N, Kd, P, r);

@@ -261,19 +261,24 @@ static int get_kernels(struct hip_engine *c, struct err *e)
             if (hip_rt_fn_pdl(c->ops.rt, nm, &c->ops.gemvq_dn[r][names[i].t], &ign))
                 c->ops.gemvq_dn[r][names[i].t] = NULL;
         }
+        /* the tensor-core GEMMs (NVIDIA; not f32 weights); the 64- and 128-token tiles take MMA_SMEM of
+         * dynamic shared memory */
         snprintf(nm, sizeof nm, "mma_%s", names[i].s);
-        if (hip_rt_fn(c->ops.rt, nm, &c->ops.mma[names[i].t], &ign))
-            c->ops.mma[names[i].t] = NULL; /* f32 weights, or no tensor-core kernel on this vendor */
+        if (hip_rt_fn(c->ops.rt, nm, &c->ops.mma[names[i].t], &ign) ||
+            hip_rt_fn_smem(c->ops.rt, c->ops.mma[names[i].t], MMA_SMEM(64), &ign))
+            c->ops.mma[names[i].t] = NULL;
         snprintf(nm, sizeof nm, "mma32_%s", names[i].s);
         if (hip_rt_fn(c->ops.rt, nm, &c->ops.mma32[names[i].t], &ign))
             c->ops.mma32[names[i].t] = NULL;
         snprintf(nm, sizeof nm, "mma128_%s", names[i].s);
-        if (hip_rt_fn(c->ops.rt, nm, &c->ops.mma128[names[i].t], &ign))
+        if (hip_rt_fn(c->ops.rt, nm, &c->ops.mma128[names[i].t], &ign) ||
+            hip_rt_fn_smem(c->ops.rt, c->ops.mma128[names[i].t], MMA_SMEM(128), &ign))
             c->ops.mma128[names[i].t] = NULL;
         static const char *const gpre[3] = { "mmag32", "mmag", "mmag128" };
         for (int g = 0; g < 3; g++) {
             snprintf(nm, sizeof nm, "%s_%s", gpre[g], names[i].s);
-            if (hip_rt_fn(c->ops.rt, nm, &c->mmag[g][names[i].t], &ign))
+            if (hip_rt_fn(c->ops.rt, nm, &c->mmag[g][names[i].t], &ign) ||
+                (g && hip_rt_fn_smem(c->ops.rt, c->mmag[g][names[i].t], MMA_SMEM(g == 1 ? 64 : 128), &ign)))
                 c->mmag[g][names[i].t] = NULL;
         }
     }
@@ -705,7 +710,8 @@ static int moe_gemm(struct hip_engine *c, const struct dw *w, struct hip_dptr x,
     void *params[] = { &a };
     /* the most tiles a routing can make: whole tiles of all pairs plus one partial tile per expert */
     const unsigned gy = (unsigned)((P + mt - 1) / mt + (X < P ? X : P));
-    return hip_rt_launch(c->ops.rt, c->mmag[gi][w->type], (unsigned)((w->ne1 + 127) / 128), gy, 1, 256, params, e);
+    return hip_rt_launch_smem(c->ops.rt, c->mmag[gi][w->type], (unsigned)((w->ne1 + 127) / 128), gy, 1, 256,
+                              mt == 32 ? 0 : MMA_SMEM(mt), params, e);
 }
 
 static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n,

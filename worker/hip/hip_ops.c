@@ -351,7 +351,7 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         int rc; /* a split mode-0 product's slices add into y, which the prep zeroes */
         if ((rc = hip_ops_xprep(c, a->x, a->nz, a->k, a->x_stride, a, ks > 1 && a->mode == 0, e)))
             return rc;
-        return hip_rt_launch(c->rt, f, gx, gy, ks, 256, params, e);
+        return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, mt == 32 ? 0 : MMA_SMEM(mt), params, e);
     }
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
                          params, e);
