@@ -300,7 +300,7 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
 /* Batched decode: 24 sequences with prompts of 2..6 tokens (the first three 70, 110 and 150: caches the
  * decode attention splits), then steps of one token for each of the first B sequences (B = 16, 11, 4, 2:
  * over and under 8 tokens, the smallest batch; 24 and 20: over GEMV_MAX, the tensor-core GEMM and, on head
- * size 128, fattn_dec_128 for many sequences with as many splits as its partials hold), every logits row against
+ * size 128, fattn_dec_128 for many sequences), every logits row against
  * the CPU engine (g_tol) and against the same sequence decoded alone on a second hip engine that took
  * the same prompt batch (single-token GEMV). The latter within 2·TOL: on f16/f32 weights batches over 8
  * tokens take the tensor-core GEMM with f16-rounded activations where a single token keeps f32 ones,

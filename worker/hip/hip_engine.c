@@ -618,10 +618,9 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
      * walked it on one thread per row (qwen3-8b batched B = 64, 128 + 128: 3.6 ms of a 19.5 ms step).
      * One sequence's prompt stays on the prompt kernel (or attn, LLM170_HIP_FA=0) */
     const bool tc = c->attn_tc && qs % 4 == 0 && (n <= GEMV_MAX || !c->one_seq);
-    /* splits: the step's bucket; over SPLIT_TOKENS tokens (attn: one) as many as the partials hold
-     * (SPLIT_TOKENS · DEC_SPLIT_MAX rows of a head) */
-    const int ns_cap = SPLIT_TOKENS * HIP_DEC_SPLIT_MAX(hd) / n;
-    const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : !tc || ns_cap < 2 ? 1 : c->dec_ns < ns_cap ? c->dec_ns : ns_cap;
+    /* splits: the step's bucket up to SPLIT_TOKENS tokens, one over (hip_scratch.h: batches of many
+     * sequences measured no faster split, on fattn_dec_128 too) */
+    const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : 1;
     if (!(tc && c->rope_attn))
         TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     struct attn_args aa = {
