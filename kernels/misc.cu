@@ -22,12 +22,14 @@ extern "C" __global__ void embed_rows(const u8 *table, long long row_bytes, int 
 
 /* y[r] = (x[src(r)] · 1/sqrt(mean(x²) + eps)) * w, src(r) = rows ? rows[r] : r. Grid: rows.
  * With q (n a multiple of WARP) the row is also written as q8: q [rows][n], qd [rows][n/32][2].
+ * With xh (rows of at most RMS_EPT · blockDim) also the f16 copy the tensor-core GEMM reads, as
+ * mma_xprep writes it: xh [rows][n] = f16(y · xsc[r]), xsc[r] = f16_row_scale(max |y|, lim).
  * A row of up to RMS_EPT · blockDim stays in registers: one read of x, and the q8 groups are made
  * from the registers in the same pass that writes y (element j·blockDim + tid, so each warp holds
  * whole groups of 32). Longer rows take the strided path, which re-reads y for the q8 copy. */
 extern "C" __global__ void __launch_bounds__(1024) rms_norm(float *y, const float *x, const float *w, const int *rows,
                                                             int n, float eps, int x_stride, int y_stride, i8 *q,
-                                                            float *qd)
+                                                            float *qd, u16 *xh, float *xsc, float lim)
 {
     __shared__ float red[32];
     PDL_ENTER();
@@ -57,8 +59,23 @@ extern "C" __global__ void __launch_bounds__(1024) rms_norm(float *y, const floa
                 t = w ? t * w[i] : t;
                 yr[i] = t;
             }
+            v[j] = i < n ? t : 0.0f;
             if (q && i - tid % WARP < n) /* n a multiple of WARP: whole warps */
                 q8_group(t, qr, qdr, i);
+        }
+        if (xh) {
+            float mx = 0.0f;
+#pragma unroll
+            for (int j = 0; j < RMS_EPT; j++)
+                mx = fmaxf(mx, fabsf(v[j]));
+            const float s = f16_row_scale(block_max(mx, red), lim);
+            if (tid == 0)
+                xsc[r] = s;
+            u16 *o = xh + (long long)r * n;
+#pragma unroll
+            for (int j = 0; j < RMS_EPT; j++)
+                if (j * nt + tid < n)
+                    o[j * nt + tid] = f2h(v[j] * s);
         }
         return;
     }
@@ -166,6 +183,29 @@ extern "C" __global__ void swiglu_f32(float *g, const float *u, int n)
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         g[i] = silu_f(g[i]) * u[i];
+}
+
+/* swiglu_f32 by rows of n, also writing the f16 copy the tensor-core GEMM after it reads, as mma_xprep
+ * writes it: xh [rows][n] = f16(g · xsc[r]), xsc[r] = f16_row_scale(max |g|, lim) — a launch and a pass
+ * over the row fewer. Each thread re-reads only what it wrote. Grid: rows. */
+extern "C" __global__ void __launch_bounds__(1024) swiglu_rows(float *g, const float *u, int n, u16 *xh, float *xsc,
+                                                               float lim)
+{
+    __shared__ float red[32];
+    float *gr = g + (long long)blockIdx.x * n;
+    const float *ur = u + (long long)blockIdx.x * n;
+    float mx = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = silu_f(gr[i]) * ur[i];
+        gr[i] = v;
+        mx = fmaxf(mx, fabsf(v));
+    }
+    const float s = f16_row_scale(block_max(mx, red), lim);
+    if (threadIdx.x == 0)
+        xsc[blockIdx.x] = s;
+    u16 *o = xh + (long long)blockIdx.x * n;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        o[i] = f2h(gr[i] * s);
 }
 
 /* In-place softmax of rows of n (max-subtracted). Grid: rows. */

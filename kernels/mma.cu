@@ -560,6 +560,7 @@ MMA(iq4_xs, KT_IQ4_XS)
  * y, when set: the destination of a split-K mode-0 product on these rows (its slices add with atomics),
  * zeroed here, row m = block m, n_rows floats y_stride apart — a launch fewer than a kernel of its own
  * (qwen3-8b batched B = 64: 108 launches a step, 0.63 ms of 16 in the event profile on the H100).
+ * x 0: only that zeroing (the f16 rows were written by the kernel that made x).
  * Grid (rows), 256 threads; k even, x_stride even. */
 #if IN_PART0
 extern "C" __global__ void __launch_bounds__(256) mma_xprep(const float *x, int k, int x_stride, float lim, float *xsc,
@@ -570,6 +571,8 @@ extern "C" __global__ void __launch_bounds__(256) mma_xprep(const float *x, int 
         for (int i = threadIdx.x; i < n_rows; i += 256)
             yr[i] = 0.0f;
     }
+    if (!x) /* the f16 rows are there already (rms_norm, swiglu_rows): only the zeroing */
+        return;
     __shared__ float part[8];
     const float *xr = x + (long long)blockIdx.x * x_stride;
     float mx = 0.0f;
@@ -585,12 +588,7 @@ extern "C" __global__ void __launch_bounds__(256) mma_xprep(const float *x, int 
 #pragma unroll
     for (int w = 1; w < 8; w++)
         mx = fmaxf(mx, part[w]);
-    float s = 1.0f;
-    if (lim > 0.0f && mx > lim && mx <= 3.0e38f) {
-        int ex;
-        frexpf(mx / lim, &ex); /* mx / lim < 2^ex */
-        s = ldexpf(1.0f, -ex);
-    }
+    const float s = f16_row_scale(mx, lim);
     if (threadIdx.x == 0)
         xsc[blockIdx.x] = s;
     u32 *o = (u32 *)(xh + (long long)blockIdx.x * k);

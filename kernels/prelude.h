@@ -172,4 +172,18 @@ static __device__ __forceinline__ float block_max(float v, float *red)
 
 static __device__ __forceinline__ float silu_f(float t) { return t / (1.0f + expf(-t)); }
 
+/* The scale of an activation row the tensor-core GEMM reads as f16 (mma.cu mma_xprep; rms_norm and
+ * swiglu_rows when they write that copy themselves): the largest power of two ≤ 1 that keeps mx, the
+ * row's largest |x|, at most lim; 1 when lim is 0 or mx is within it, inf or NaN. */
+static __device__ __forceinline__ float f16_row_scale(float mx, float lim)
+{
+    float s = 1.0f;
+    if (lim > 0.0f && mx > lim && mx <= 3.0e38f) {
+        int ex;
+        frexpf(mx / lim, &ex); /* mx / lim < 2^ex */
+        s = ldexpf(1.0f, -ex);
+    }
+    return s;
+}
+
 #endif

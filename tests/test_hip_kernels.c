@@ -1124,7 +1124,9 @@ static void pdl_chain(void)
         uint64_t wl = dnw + (uint64_t)l * N * 4, rows = 0;
         int n = N, xs = N, ys = N;
         float eps = 1e-5f;
-        void *pr[] = { &dh, &dx, &wl, &rows, &n, &eps, &xs, &ys, &dq, &dqd };
+        uint64_t nh = 0;
+        float lim = 0.0f;
+        void *pr[] = { &dh, &dx, &wl, &rows, &n, &eps, &xs, &ys, &dq, &dqd, &nh, &nh, &lim };
         rc = hip_rt_launch(g_rt, frms, 1, 1, 1, N / 4, pr, &e);
         struct gemv_args a = { .w = dw + (uint64_t)l * N * rb, .x = dq, .xd = dqd, .y = dx, .row_bytes = (int64_t)rb,
                                .n_rows = N, .k = N, .x_stride = N, .y_stride = N, .x_div = 1, .nz = 1, .mode = 1,
@@ -1159,25 +1161,52 @@ static void gemv_experts_combined(void)
     check_experts_combined("gemvq8_q4_K", true, 8, 128);
 }
 
+/* The f16 copy of rows the tensor-core GEMM reads, written by the kernel that made them (rms_norm,
+ * swiglu_rows), against mma_xprep run on those rows: the same halves and scales, bit for bit. */
+static void check_f16_copy(const char *who, uint64_t dy, int rows, int n, uint64_t dxh, uint64_t dsc, float lim)
+{
+    uint64_t rh = poisoned(((size_t)rows * n + 1) / 2), rs = poisoned((size_t)rows), none = 0;
+    int zero = 0;
+    void *p[] = { &dy, &n, &n, &lim, &rs, &rh, &none, &zero, &zero };
+    CHECK(launch("mma_xprep", (unsigned)rows, 1, 256, p) == 0, "mma_xprep launch");
+    uint16_t *a = malloc(2 * (size_t)rows * n), *b = malloc(2 * (size_t)rows * n);
+    float *sa = malloc(sizeof(float) * rows), *sb = malloc(sizeof(float) * rows);
+    get(a, dxh, 2 * (size_t)rows * n), get(b, rh, 2 * (size_t)rows * n);
+    get(sa, dsc, sizeof(float) * rows), get(sb, rs, sizeof(float) * rows);
+    CHECK(!memcmp(a, b, 2 * (size_t)rows * n) && !memcmp(sa, sb, sizeof(float) * rows),
+          "%s n=%d: f16 copy or its row scales differ from mma_xprep's", who, n);
+    int scaled = 0;
+    for (int r = 0; r < rows; r++)
+        scaled += sb[r] != 1.0f;
+    printf("#   %-12s n=%-5d f16 copy as mma_xprep's (%d of %d rows scaled)\n", who, n, scaled, rows);
+    dfree(rh), dfree(rs);
+    free(a), free(b), free(sa), free(sb);
+}
+
 /* rms_norm's q8 copy of its output equals quantizing that output, and the output matches ops_rms_norm:
- * rows held in registers (up to 8 per thread, 256 and 1024 threads) and the strided path (4096 on 128) */
+ * rows held in registers (up to 8 per thread, 256 and 1024 threads) and the strided path (4096 on 128);
+ * in registers also its f16 copy for the tensor-core GEMM (a weight of 1e5 takes the row past 2^15, so
+ * it is scaled) */
 static void rms_norm_q8_copy(void)
 {
     NEED_GPU();
-    static const struct { int n, threads; } cases[] = { { 1024, 256 }, { 4096, 1024 }, { 4096, 128 }, { 96, 32 } };
+    static const struct { int n, threads; float wscale; } cases[] = {
+        { 1024, 256, 1.0f }, { 4096, 1024, 1e5f }, { 4096, 128, 1.0f }, { 96, 32, 1.0f }
+    };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int n = cases[c].n;
+        const bool regs = n <= 8 * cases[c].threads;
         static float x[4096], w[4096], y[4096], ref[4096], qd[256], qdref[256];
         static int8_t q[4096], qref[4096];
         fill(x, n, 2.0f);
-        fill(w, n, 1.0f);
+        fill(w, n, cases[c].wscale);
         ops_rms_norm(ref, x, w, n, 1e-6f);
         uint64_t dx = dup(x, sizeof(float) * n), dw = dup(w, sizeof(float) * n), dy = poisoned(n),
                  dq = dup(NULL, n), dqd = poisoned(n / 16);
-        uint64_t rows = 0;
-        float eps = 1e-6f;
+        uint64_t rows = 0, dxh = regs ? poisoned(((size_t)n + 1) / 2) : 0, dsc = regs ? poisoned(1) : 0;
+        float eps = 1e-6f, lim = 32768.0f;
         int nn = n;
-        void *p[] = { &dy, &dx, &dw, &rows, &nn, &eps, &nn, &nn, &dq, &dqd };
+        void *p[] = { &dy, &dx, &dw, &rows, &nn, &eps, &nn, &nn, &dq, &dqd, &dxh, &dsc, &lim };
         CHECK(launch("rms_norm", 1, 1, (unsigned)cases[c].threads, p) == 0, "launch");
         get(y, dy, sizeof(float) * n);
         get(q, dq, n);
@@ -1186,8 +1215,41 @@ static void rms_norm_q8_copy(void)
         CHECK(rel(y, ref, n) < 1e-6, "rms_norm n=%d on %d: rel %.3g", n, cases[c].threads, rel(y, ref, n));
         CHECK(!memcmp(q, qref, n), "rms_norm n=%d on %d: q8 quants differ", n, cases[c].threads);
         CHECK(rel(qd, qdref, n / 16) < 1e-6, "rms_norm n=%d: q8 scales rel %.3g", n, rel(qd, qdref, n / 16));
-        dfree(dx), dfree(dw), dfree(dy), dfree(dq),
-            dfree(dqd);
+        if (regs)
+            check_f16_copy("rms_norm", dy, 1, n, dxh, dsc, lim);
+        dfree(dx), dfree(dw), dfree(dy), dfree(dq), dfree(dqd);
+        if (regs)
+            dfree(dxh), dfree(dsc);
+    }
+}
+
+/* swiglu_rows: g = silu(g)·u by rows against ops_swiglu, and its f16 copy against mma_xprep's (rows of
+ * qwen3-8b's 12288 and of 100; one row's values past 2^15, so scaled) */
+static void swiglu_rows_f16_copy(void)
+{
+    NEED_GPU();
+    static const int ns[] = { 12288, 100 };
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        const int n = ns[c], rows = 3;
+        float *g = malloc(sizeof(float) * rows * n), *u = malloc(sizeof(float) * rows * n);
+        float *ref = malloc(sizeof(float) * rows * n), *y = malloc(sizeof(float) * rows * n);
+        fill(g, (size_t)rows * n, 4.0f);
+        fill(u, (size_t)rows * n, 1.0f);
+        for (int i = 0; i < n; i++)
+            u[n + i] *= 3e4f; /* row 1 past f16's range after the product */
+        memcpy(ref, g, sizeof(float) * rows * n);
+        ops_swiglu(ref, u, rows * n);
+        uint64_t dg = dup(g, sizeof(float) * rows * n), du = dup(u, sizeof(float) * rows * n);
+        uint64_t dxh = poisoned(((size_t)rows * n + 1) / 2), dsc = poisoned(rows);
+        float lim = 32768.0f;
+        int nn = n;
+        void *p[] = { &dg, &du, &nn, &dxh, &dsc, &lim };
+        CHECK(launch("swiglu_rows", (unsigned)rows, 1, 1024, p) == 0, "launch");
+        get(y, dg, sizeof(float) * rows * n);
+        CHECK(rel(y, ref, (size_t)rows * n) < 1e-6, "swiglu_rows n=%d: rel %.3g", n, rel(y, ref, (size_t)rows * n));
+        check_f16_copy("swiglu_rows", dg, rows, n, dxh, dsc, lim);
+        dfree(dg), dfree(du), dfree(dxh), dfree(dsc);
+        free(g), free(u), free(ref), free(y);
     }
 }
 
@@ -1242,7 +1304,8 @@ static void rms_norm_rows(void)
     float eps = 1e-6f;
     int nn = n, st = n;
     uint64_t nq = 0;
-    void *p[] = { &dy, &dx, &dw, &ds, &nn, &eps, &st, &st, &nq, &nq };
+    float lim = 0.0f;
+    void *p[] = { &dy, &dx, &dw, &ds, &nn, &eps, &st, &st, &nq, &nq, &nq, &nq, &lim };
     CHECK(launch("rms_norm", 3, 1, 256, p) == 0, "launch");
     get(y, dy, sizeof y);
     double r = rel(y, ref, 3000);
@@ -2320,6 +2383,7 @@ int main(void)
     RUN(gemv_fused_routing);
     RUN(pdl_chain);
     RUN(rms_norm_q8_copy);
+    RUN(swiglu_rows_f16_copy);
     RUN(embed_rows_dequant);
     RUN(rms_norm_rows);
     RUN(rope_and_store);

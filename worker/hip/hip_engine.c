@@ -285,6 +285,8 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     struct err ign;
     if (hip_rt_fn(c->ops.rt, "mma_xprep", &c->ops.k_mma_xprep, &ign))
         c->ops.k_mma_xprep = NULL;
+    if (hip_rt_fn(c->ops.rt, "swiglu_rows", &c->ops.k_swiglu_rows, &ign))
+        c->ops.k_swiglu_rows = NULL;
     if (hip_rt_fn(c->ops.rt, "moe_group", &c->k_group, &ign))
         c->k_group = NULL;
     if (hip_rt_fn(c->ops.rt, "fattn_64", &c->k_fattn64, &ign) ||
@@ -564,15 +566,19 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     int rc;
     /* the input: normed in h (+ q8 in xq), or x∘w in hq with its norm deferred to these GEMVs */
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E);
+    /* over GEMV_MAX tokens the norm also writes the f16 rows the tensor-core GEMMs read (no mma_xprep) */
+    const bool f16 = !c->ops.h_def && n > GEMV_MAX && hip_ops_f16_ok(&c->ops, n, E) && E <= HIP_RMS_F16_MAX;
     if (!c->ops.h_def)
-        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
+        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->attn_norm, HIP_DNULL, n, E, E, E, qh, f16, e));
     c->ops.h_def = false;
     if (!hip_dptr_null(d->wqkv.d)) { /* rows of nq + 2·nkv, as rope_store and attn read them (qs below) */
+        c->ops.x_ready = f16;
         TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
             .w = &d->wqkv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = nq + 2 * nkv,
             .bias = d->bqkv, .q = qh,
         }, e));
     } else {
+        c->ops.x_ready = f16;
         TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
             .w = &d->wq, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->ops.qkv, .y_stride = W,
             .bias = d->bq, .q = qh,
@@ -585,10 +591,12 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
                 .bias = d->bk, .bias2 = d->bv, .q = qh,
             }, e));
         } else {
+            c->ops.x_ready = f16;
             TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
                 .w = &d->wk, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yk, .y_stride = W, .bias = d->bk,
                 .q = qh,
             }, e));
+            c->ops.x_ready = f16;
             TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
                 .w = &d->wv, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = yv, .y_stride = W, .bias = d->bv,
                 .q = qh,
@@ -721,8 +729,11 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     const int E = hp->n_embd;
     int rc;
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E);
+    /* a dense FFN over GEMV_MAX tokens: the norm writes the f16 rows gate and up read (see attn_layer) */
+    const bool f16 = ly->ffn != FFN_MOE && !c->ops.h_def && n > GEMV_MAX && hip_ops_f16_ok(&c->ops, n, E) &&
+                     E <= HIP_RMS_F16_MAX;
     if (!c->ops.h_def)
-        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->ffn_norm, HIP_DNULL, n, E, E, E, qh, e));
+        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->ffn_norm, HIP_DNULL, n, E, E, E, qh, f16, e));
     c->ops.h_def = false;
     const struct hip_dptr nn = next_norm;
     if (ly->ffn == FFN_MOE) {
@@ -821,18 +832,27 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
             .bias = d->b_down, .mode = 1, .q = qf ? 2 : 0,
         }, e);
     }
+    /* gate and up read h's f16 rows from the norm (f16), or the first one's prep */
+    c->ops.x_ready = f16;
     TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
         .w = &d->gate, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fg, .y_stride = F, .bias = d->b_gate,
         .q = qh,
     }, e));
+    c->ops.x_ready = f16 || (n > GEMV_MAX && d->gate.type == d->up.type);
     TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
         .w = &d->up, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n, .y = c->fu, .y_stride = F, .bias = d->b_up,
         .q = qh,
     }, e));
-    TRY(hip_ops_ew(&c->ops, c->k_swiglu, c->fg, c->fu, n * F, e));
+    /* the down GEMM's f16 rows from the SwiGLU itself where it can (no mma_xprep) */
+    const bool f16d = n > GEMV_MAX && c->ops.k_swiglu_rows && hip_ops_f16_ok(&c->ops, n, F);
+    if (f16d)
+        TRY(hip_ops_swiglu_f16(&c->ops, c->fg, c->fu, n, F, e));
+    else
+        TRY(hip_ops_ew(&c->ops, c->k_swiglu, c->fg, c->fu, n * F, e));
     if (qf)
         TRY(hip_ops_quant(&c->ops, c->fg, n, F, F, e));
     c->ops.next_norm = nn;
+    c->ops.x_ready = f16d;
     return hip_ops_mm(&c->ops, &(struct hip_mm){
         .w = &d->down, .x = c->fg, .x_stride = F, .x_div = 1, .nz = n, .y = c->ops.x, .y_stride = E, .bias = d->b_down,
         .mode = 1, .q = qf,
@@ -938,7 +958,7 @@ static int hop_output(void *b, int n, int n_out, struct err *e)
     const struct hip_dptr rows = hip_dptr_off(c->ops.io, 12u * (uint64_t)B);
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E); /* deferred: n_out == n, so rows[r] == r */
     if (!c->ops.h_def)
-        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, c->output_norm, rows, n_out, E, E, E, qh, e));
+        TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, c->output_norm, rows, n_out, E, E, E, qh, false, e));
     TRY(hip_ops_mm(&c->ops, &(struct hip_mm){
         .w = &c->output, .x = c->ops.h, .x_stride = E, .x_div = 1, .nz = n_out, .y = c->logits, .y_stride = V,
         .bias = c->output_bias, .q = qh,
@@ -1063,7 +1083,7 @@ static int embd_rows(struct hip_engine *c, int n, const bool *want, float *embd,
 {
     const int E = c->ops.m->hp.n_embd;
     int rc;
-    TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, c->output_norm, HIP_DNULL, n, E, E, E, false, e));
+    TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, c->output_norm, HIP_DNULL, n, E, E, E, false, false, e));
     float *all = malloc((size_t)n * (size_t)E * sizeof *all);
     if (!all)
         return err_set(e, ERR_NOMEM, "hip: out of host memory for %d hidden-state rows", n);

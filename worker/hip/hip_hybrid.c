@@ -351,7 +351,7 @@ static int gdn_layer(struct hip_hybrid *hy, const struct layer *ly, int il, int 
     const int E = hp->n_embd, cd = hy->conv_dim, vd = hy->value_dim, HV = hp->n_v_heads, dv = hp->d_state;
     int rc;
     const int qh = want_q8_t(hy->o, E, -1);
-    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
+    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, false, e));
     TRY(hip_ops_mm(hy->o, &(struct hip_mm){
         .w = &d->qkv, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = cd, .q = qh,
     }, e));
@@ -429,7 +429,7 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
     const uint64_t pos = l->io.a + 4u * (uint64_t)B, seq = pos + 4u * (uint64_t)B, cs = l->io.a + 16u * (uint64_t)B;
     int rc;
     const int qh = want_q8_t(hy->o, E, -1);
-    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, e));
+    TRY(hip_ops_rms(hy->o, l->h, l->x, at->attn_norm, HIP_DNULL, n, E, E, E, qh, false, e));
     TRY(hip_ops_mm(hy->o, &(struct hip_mm){
         .w = &at->wq, .x = l->h, .x_stride = E, .x_div = 1, .nz = n, .y = hy->mix, .y_stride = 2 * nq, .q = qh,
     }, e));

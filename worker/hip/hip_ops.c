@@ -265,12 +265,17 @@ static bool gemvs_fit(const struct hip_ops *c, const struct gemv_args *a, int ty
     return nw >= 4 && (size_t)a->n_rows >= (size_t)GEMVS_ROWS * nw * (size_t)c->sms;
 }
 
+/* the row scales' bound of the f16 copies (mma_xprep, rms_norm, swiglu_rows): 2^15, f16's largest finite
+ * being 65504; 0 (unscaled) with hip_knobs.mma_xscale off */
+static float f16_lim(const struct hip_ops *c) { return c->k.mma_xscale ? 32768.0f : 0.0f; }
+
 int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w, const struct dw *w2, int q,
                      struct err *e)
 {
     void *params[] = { a };
     const struct hip_dptr next_norm = c->next_norm;
-    c->next_norm = HIP_DNULL; /* asked of this launch only */
+    const bool x_ready = c->x_ready;
+    c->next_norm = HIP_DNULL, c->x_ready = false; /* asked of this launch only */
     int brc;
     if (launch_gemvb(c, a, w, w2, q, &brc, e))
         return brc;
@@ -348,8 +353,13 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         } else {
             ks = mma_wave_split(gx * gy, want, steps, (unsigned)c->mma_waves);
         }
-        int rc; /* a split mode-0 product's slices add into y, which the prep zeroes */
-        if ((rc = hip_ops_xprep(c, a->x, a->nz, a->k, a->x_stride, a, ks > 1 && a->mode == 0, e)))
+        /* the f16 rows: made here, or by the kernel that wrote x (x_ready); a split mode-0 product's slices
+         * add into y, which the prep zeroes (a prep of only that when x is ready) */
+        const bool zero = ks > 1 && a->mode == 0;
+        int rc;
+        if (x_ready && !zero)
+            a->xh = c->xh.a, a->xsc = c->xsc.a;
+        else if ((rc = hip_ops_xprep(c, x_ready ? 0 : a->x, a->nz, a->k, a->x_stride, a, zero, e)))
             return rc;
         return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, mt == 32 ? 0 : MMA_SMEM(mt), params, e);
     }
@@ -364,7 +374,7 @@ int hip_ops_xprep(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, 
         return err_set(e, ERR_INTERNAL, "hip: a tensor-core product on %d × %d activations is beyond its f16 buffer "
                        "(%zu elements)", rows, k, c->xh_cap);
     uint64_t sc = c->xsc.a, xh = c->xh.a;
-    float lim = c->k.mma_xscale ? 32768.0f : 0.0f; /* 2^15: f16's largest finite is 65504 */
+    float lim = f16_lim(c);
     uint64_t y = zero_y ? a->y : 0;
     int ys = a->y_stride, nr = a->n_rows;
     void *p[] = { &x, &k, &x_stride, &lim, &sc, &xh, &y, &ys, &nr };
@@ -405,17 +415,38 @@ int hip_ops_quant(struct hip_ops *c, struct hip_dptr x, int rows, int k, int x_s
     return hip_rt_launch(c->rt, c->k_quant, cdiv((size_t)k, 256), (unsigned)rows, 1, 256, p, e);
 }
 
-/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w; also its q8 copy into xq/xqd when q */
-int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
-                int nr, int n, int xs, int ys, bool q, struct err *e)
+bool hip_ops_f16_ok(const struct hip_ops *c, int rows, int k)
 {
-    float eps = c->m->hp.rms_eps;
-    uint64_t ya = y.a, xa = x.a, wa = w.a, ra = rows.a, qq = q ? c->xq.a : 0, qd = q ? c->xqd.a : 0;
-    void *params[] = { &ya, &xa, &wa, &ra, &n, &eps, &xs, &ys, &qq, &qd };
-    /* about 4 elements a thread, up to 1024 threads: the row stays in registers (kernels/misc.cu) */
+    return c->use_mma && c->k_mma_xprep && c->warp == 32 && k % 2 == 0 && (size_t)rows * (size_t)k <= c->xh_cap &&
+           (size_t)rows <= c->xsc_cap;
+}
+
+/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w; also its q8 copy into xq/xqd when q, its f16 copy into xh/xsc
+ * when f16 */
+int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
+                int nr, int n, int xs, int ys, bool q, bool f16, struct err *e)
+{
+    float eps = c->m->hp.rms_eps, lim = f16_lim(c);
+    /* about 4 elements a thread, up to 1024 threads: the row stays in registers (kernels/misc.cu), which
+     * the f16 copy needs (RMS_EPT = 8 elements a thread) */
     size_t nt = cdiv(cdiv((size_t)n, 4), (size_t)c->warp) * (size_t)c->warp;
     nt = nt > 1024 ? 1024 : nt;
+    if (f16 && (!hip_ops_f16_ok(c, nr, n) || n > HIP_RMS_F16_MAX || (size_t)n > 8 * nt))
+        return err_set(e, ERR_INTERNAL, "hip: rms_norm cannot write the f16 copy of %d rows of %d", nr, n);
+    uint64_t ya = y.a, xa = x.a, wa = w.a, ra = rows.a, qq = q ? c->xq.a : 0, qd = q ? c->xqd.a : 0;
+    uint64_t xh = f16 ? c->xh.a : 0, xsc = f16 ? c->xsc.a : 0;
+    void *params[] = { &ya, &xa, &wa, &ra, &n, &eps, &xs, &ys, &qq, &qd, &xh, &xsc, &lim };
     return hip_rt_launch(c->rt, c->k_rms, (unsigned)nr, 1, 1, (unsigned)nt, params, e);
+}
+
+int hip_ops_swiglu_f16(struct hip_ops *c, struct hip_dptr g, struct hip_dptr u, int rows, int n, struct err *e)
+{
+    if (!c->k_swiglu_rows || !hip_ops_f16_ok(c, rows, n))
+        return err_set(e, ERR_INTERNAL, "hip: swiglu_rows cannot write the f16 copy of %d rows of %d", rows, n);
+    uint64_t ga = g.a, ua = u.a, xh = c->xh.a, xsc = c->xsc.a;
+    float lim = f16_lim(c);
+    void *params[] = { &ga, &ua, &n, &xh, &xsc, &lim };
+    return hip_rt_launch(c->rt, c->k_swiglu_rows, (unsigned)rows, 1, 1, 1024, params, e);
 }
 
 int hip_ops_ew(struct hip_ops *c, hip_fn f, struct hip_dptr a, struct hip_dptr b, int n, struct err *e)

@@ -78,6 +78,7 @@ struct hip_ops {
     int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size) */
     int mma_waves;         /* split-K threshold of a tensor-core GEMM's last wave, percent (0 = never) */
     hip_fn k_mma_xprep;    /* a tensor-core product's activations as scaled f16 rows (mma_xprep) */
+    hip_fn k_swiglu_rows;  /* SwiGLU by rows writing that f16 copy too (kernels/misc.cu swiglu_rows) */
     bool use_mma;          /* tensor-core GEMM for quantized and f16 weights in batches over GEMV_MAX */
     hip_fn k_quant, k_rms;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
@@ -111,6 +112,9 @@ struct hip_ops {
     /* the step being enqueued */
     struct hip_dptr next_norm; /* the next sublayer's RMSNorm weight the coming residual GEMV defers, or none */
     bool h_def;            /* h / hq / hsp hold the coming sublayer's input with its norm deferred (not xq) */
+    bool x_ready;          /* the coming product's input rows are in xh / xsc as f16 already (hip_ops_rms or
+                              hip_ops_swiglu_f16 wrote them): a tensor-core GEMM skips mma_xprep; asked of that
+                              launch only */
 };
 
 /* The f16 copy of `rows` activation rows x (k elements, x_stride apart) into xh with their range scales in
@@ -167,9 +171,18 @@ int hip_ops_mm(struct hip_ops *c, const struct hip_mm *a, struct err *e);
 int hip_ops_mm_dual(struct hip_ops *c, const struct hip_mm *a, struct err *e);
 /* q8 copy of x [rows][k] into xq/xqd, for the GEMV that follows */
 int hip_ops_quant(struct hip_ops *c, struct hip_dptr x, int rows, int k, int x_stride, struct err *e);
-/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w for nr rows of n; also its q8 copy into xq/xqd when q */
+/* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w for nr rows of n; also its q8 copy into xq/xqd when q, and when
+ * f16 the f16 copy a tensor-core GEMM reads (xh / xsc, as mma_xprep writes it: set x_ready for the products
+ * on y; only where hip_ops_f16_ok(c, nr, n) and n ≤ 8192) */
 int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
-                int nr, int n, int xs, int ys, bool q, struct err *e);
+                int nr, int n, int xs, int ys, bool q, bool f16, struct err *e);
+/* the longest row rms_norm holds in registers (RMS_EPT 8 elements × 1024 threads, kernels/misc.cu): the
+ * longest it writes an f16 copy of */
+#define HIP_RMS_F16_MAX 8192
+/* Whether xh / xsc can take the f16 copy of rows × k activations (the tensor-core GEMM's input). */
+bool hip_ops_f16_ok(const struct hip_ops *c, int rows, int k);
+/* g = silu(g) · u over rows of n (contiguous) and g's f16 copy into xh / xsc (x_ready for the product on g). */
+int hip_ops_swiglu_f16(struct hip_ops *c, struct hip_dptr g, struct hip_dptr u, int rows, int n, struct err *e);
 /* an elementwise kernel f(a, b, n) over n elements */
 int hip_ops_ew(struct hip_ops *c, hip_fn f, struct hip_dptr a, struct hip_dptr b, int n, struct err *e);
 
