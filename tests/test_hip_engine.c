@@ -375,6 +375,37 @@ static void batched_matches_solo(const char *path)
     hip_engine_free(solo), hip_engine_free(gpu), engine_free(cpu), model_free(m);
 }
 
+/* An engine of small batches (n_batch 16, as the CLI and a few slots make): a 12-token prompt takes the
+ * GEMM on weights without a multi-token GEMV (f16, iq4_xs: over 8 tokens), whose f16 activation buffer
+ * must exist at that batch size too (it was sized for batches over 16 only: "beyond its f16 buffer"). */
+static void small_batches_match_cpu(const char *path)
+{
+    struct err e = { 0 };
+    struct model *m = load_model(path);
+    if (!m)
+        return;
+    const int V = model_info(m)->n_vocab;
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_ctx = 64;
+    p.n_batch = 16;
+    p.n_seq = 1;
+    struct engine_ctx *cpu = NULL;
+    struct hip_engine *gpu = NULL;
+    CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu engine: %s", e.msg);
+    p.backend = BACKEND_HIP;
+    CHECK(!cpu || hip_engine_create(&gpu, m, &p, NULL, &e) == 0, "hip engine: %s", e.msg);
+    if (cpu && gpu) {
+        printf("# %s: n_batch 16\n", path);
+        struct engine_tok t[16];
+        tok_run(t, 12, 0, 0, 777u, V);
+        both(cpu, gpu, t, 12, V, "prompt of 12, n_batch 16", NULL);
+        tok_run(t, 16, 0, 12, 778u, V);
+        both(cpu, gpu, t, 16, V, "prompt of 16, n_batch 16", NULL);
+    }
+    hip_engine_free(gpu), engine_free(cpu), model_free(m);
+}
+
 static void stories260k_matches_cpu(void)
 {
     const char *dir = check_shared_dir();
@@ -397,6 +428,7 @@ static void listed_models_match_cpu(void)
     for (char *sv = NULL, *p = strtok_r(buf, ":", &sv); p; p = strtok_r(NULL, ":", &sv)) {
         parity(p);
         batched_matches_solo(p);
+        small_batches_match_cpu(p);
     }
 }
 

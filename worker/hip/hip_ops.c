@@ -8,8 +8,7 @@
 #include <string.h>
 
 #define GEMV_MAX HIP_GEMV_MAX
-#define TOKEN_GEMV_MAX 8 /* ... through the per-token GEMV when the multi-token GEMV (kernels/gemvb.cu) does not
-                            take the product; larger batches then take the tiled GEMM */
+#define TOKEN_GEMV_MAX HIP_TOKEN_GEMV_MAX
 #define GEMV_R 2       /* rows per warp (kernels/gemv.cu) */
 #define MMA32_MAX 32   /* batches up to this many tokens use the 32-token tensor-core GEMM tile */
 #define MMA128_MIN 256 /* batches from this many tokens on use the 128-token tile */

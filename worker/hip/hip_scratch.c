@@ -54,7 +54,9 @@ void hip_scratch_plan(const struct model *m, const struct engine_params *p, stru
     b[HIP_SCR_TOPK] = HIP_TOPK_BYTES(B, (size_t)hp->n_vocab);
     b[HIP_SCR_GRP] = X ? (HIP_GRP_MAP(B * K, X) + B * K) * 4 : 4;
     /* a tensor-core GEMM's activations as f16 and their row scales: B rows of any product's input width,
-     * or the MoE down's B·K pair rows of n_ff_exp; none where every batch takes the GEMVs */
+     * or the MoE down's B·K pair rows of n_ff_exp; none where every batch takes the GEMVs — up to
+     * HIP_TOKEN_GEMV_MAX tokens, since weights without a multi-token GEMV (f16, iq4_xs) take the GEMM
+     * from there on (a 16-token batch on f16 weights failed: "beyond its f16 buffer") */
     size_t kx = qmax, rx = B;
     const size_t vd = (size_t)hp->n_v_heads * (size_t)hp->d_state, fsh = (size_t)hp->n_ff_shexp;
     kx = vd > kx ? vd : kx;
@@ -64,7 +66,7 @@ void hip_scratch_plan(const struct model *m, const struct engine_params *p, stru
         xh = B * K * (size_t)hp->n_ff_exp;
     if (X && B * K > rx)
         rx = B * K;
-    const bool mma = B > HIP_GEMV_MAX;
+    const bool mma = B > HIP_TOKEN_GEMV_MAX;
     b[HIP_SCR_XSC] = mma ? rx * 4 : 4;
     b[HIP_SCR_XH] = mma ? xh * 2 : 4;
 }

@@ -15,6 +15,8 @@
 
 #define HIP_GEMV_MAX 16 /* batches up to this many rows use GEMV (decode-shaped steps: q8 copies, fused epilogues,
                            split attention, graph replay) */
+#define HIP_TOKEN_GEMV_MAX 8 /* ... through the per-token GEMV when the multi-token GEMV (kernels/gemvb.cu) does not
+                                take the product (f32, f16 and iq4_xs weights); larger batches then take the GEMM */
 #define HIP_DEC_SPLIT 32 /* attention splits of a GEMV-sized batch (few blocks otherwise) */
 /* ... and of the tensor-core decode attention (kernels/fattn.cu fattn_dec_128) on caches over
  * HIP_DEC_TC_LONG positions: it reads a KV head once for its query-head group, so its blocks are
@@ -28,7 +30,9 @@
 #define HIP_DEC_SPLIT_MAX(hd) ((hd) == 128 ? HIP_DEC_SPLIT_TC : HIP_DEC_SPLIT)
 /* Batches up to this many tokens split attention. Splitting batched decode up to 64 tokens too was
  * measured on the H200 (qwen3-8b q4_k, 128 + 128): B = 16 1474.7 vs 1446.8 t/s, B = 64 3379.7 vs
- * 3631.5 — a loss where it matters more, so GEMV-sized batches only. */
+ * 3631.5 — a loss where it matters more, so GEMV-sized batches only. On fattn_dec_128 (H100, against
+ * the same attn-based build in each call): one split B = 64 1.264×, B = 32 1.196×; split as far as the
+ * partials held 1.254× and 1.147× — one split still. */
 #define HIP_SPLIT_TOKENS HIP_GEMV_MAX
 #define HIP_AMAX_SLICES 128 /* blocks a row of the greedy argmax takes (argmax_split) */
 /* ints of moe_group's tile table (the grouped GEMM's gmap) for P (token, slot) pairs over X experts: the
