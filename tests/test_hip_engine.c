@@ -115,6 +115,21 @@ static struct model *load_model(const char *path)
     return m;
 }
 
+/* The model at path and default engine parameters of the given context, batch and sequences; NULL (after
+ * a failed CHECK) when the model does not load. *V: its vocabulary size. */
+static struct model *load_with(const char *path, struct engine_params *p, int n_ctx, int n_batch, int n_seq, int *V)
+{
+    struct model *m = load_model(path);
+    if (!m)
+        return NULL;
+    *V = model_info(m)->n_vocab;
+    engine_params_default(p);
+    p->n_ctx = n_ctx;
+    p->n_batch = n_batch;
+    p->n_seq = n_seq;
+    return m;
+}
+
 static void parity(const char *path)
 {
     struct err e = { 0 };
@@ -227,15 +242,11 @@ static void parity(const char *path)
 static void graph_replay_bit_identical(const char *path)
 {
     struct err e = { 0 };
-    struct model *m = load_model(path);
+    struct engine_params p;
+    int V;
+    struct model *m = load_with(path, &p, 64, 32, 1, &V);
     if (!m)
         return;
-    const int V = model_info(m)->n_vocab;
-    struct engine_params p;
-    engine_params_default(&p);
-    p.n_ctx = 64;
-    p.n_batch = 32;
-    p.n_seq = 1;
     p.backend = BACKEND_HIP;
     struct hip_engine *g[2] = { NULL, NULL };
     for (int i = 0; i < 2; i++) {
@@ -312,15 +323,12 @@ static void tok_run(struct engine_tok *t, int n, int seq, int pos0, uint32_t see
 static void batched_matches_solo(const char *path)
 {
     struct err e = { 0 };
-    struct model *m = load_model(path);
+    enum { NS = 24 };
+    struct engine_params p;
+    int V;
+    struct model *m = load_with(path, &p, 192, 128, NS, &V);
     if (!m)
         return;
-    const int V = model_info(m)->n_vocab, NS = 24;
-    struct engine_params p;
-    engine_params_default(&p);
-    p.n_ctx = 192;
-    p.n_batch = 128;
-    p.n_seq = NS;
     struct engine_ctx *cpu = NULL;
     struct hip_engine *gpu = NULL, *solo = NULL;
     CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu engine: %s", e.msg);
@@ -381,15 +389,11 @@ static void batched_matches_solo(const char *path)
 static void small_batches_match_cpu(const char *path)
 {
     struct err e = { 0 };
-    struct model *m = load_model(path);
+    struct engine_params p;
+    int V;
+    struct model *m = load_with(path, &p, 64, 16, 1, &V);
     if (!m)
         return;
-    const int V = model_info(m)->n_vocab;
-    struct engine_params p;
-    engine_params_default(&p);
-    p.n_ctx = 64;
-    p.n_batch = 16;
-    p.n_seq = 1;
     struct engine_ctx *cpu = NULL;
     struct hip_engine *gpu = NULL;
     CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu engine: %s", e.msg);
