@@ -1,9 +1,11 @@
 /* embed.c — POST /v1/embeddings (embed.h): validation, the jobs, the response.
  *
  * Locking: x->mu guards the progress fields. It is never held across be->submit (a job's events may come
- * from another thread before submit returns); `busy` counts the submit calls in progress so the last
- * job's event cannot end the request (and let http.c free it) while one of them still has to record its
- * job. */
+ * from another thread before submit returns); `busy` counts the submit calls in progress, and the job
+ * events still on their way from their bookkeeping to emb_pump, so the last job's event cannot end the
+ * request (and let http.c free it) while another thread still has to touch x: two jobs ending at once
+ * on two backend threads, the first between its unlock and its pump, the second ending the request and
+ * http.c freeing it, had the first lock a freed mutex (heap corruption under load). */
 #include "embed.h"
 
 #include <math.h>
@@ -11,6 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Between a job event's bookkeeping and its pump: tests/test_gateway.c (which includes this file) widens
+ * it to check that the request does not end while an event is still there. */
+#ifndef EMB_EVENT_GAP
+#define EMB_EVENT_GAP() ((void)0)
+#endif
 
 struct emb_user {
     struct gw_embed *x;
@@ -33,7 +41,7 @@ struct gw_embed {
     void *done_user;
     size_t next;                /* next input to submit */
     int running;                /* submitted, final event not yet delivered */
-    int busy;                   /* submit calls in progress */
+    int busy;                   /* submit calls in progress, and job events on their way to emb_pump */
     bool started, ended, canceled, failed;
     struct gw_job **jobs;       /* [n] */
     bool *final;                /* [n] */
@@ -184,7 +192,7 @@ int gw_embed_parse(json_t *body, struct gw_embed **out, char *param, size_t cap,
 
 const char *gw_embed_model(const struct gw_embed *x) { return x->model; }
 
-static void emb_pump(struct gw_embed *x);
+static void emb_pump(struct gw_embed *x, bool from_event);
 
 /* A job's event (a backend thread). */
 static void emb_on_event(void *user, const struct gw_event *ev)
@@ -219,14 +227,19 @@ static void emb_on_event(void *user, const struct gw_event *ev)
                 x->be->cancel(x->be->ctx, x->jobs[i]);
     x->final[u->i] = true;
     x->running--;
+    x->busy++; /* until emb_pump has it: nobody ends the request before */
     pthread_mutex_unlock(&x->mu);
-    emb_pump(x);
+    EMB_EVENT_GAP();
+    emb_pump(x, true);
 }
 
-/* Submit inputs while the window has room, then end the request when nothing runs or is left. */
-static void emb_pump(struct gw_embed *x)
+/* Submit inputs while the window has room, then end the request when nothing runs or is left. from_event:
+ * called by a job's event, which holds a `busy` count for it. */
+static void emb_pump(struct gw_embed *x, bool from_event)
 {
     pthread_mutex_lock(&x->mu);
+    if (from_event)
+        x->busy--;
     while (!x->failed && !x->canceled && x->next < x->n && x->running < GW_EMBED_WINDOW) {
         size_t i = x->next++;
         x->running++;
@@ -274,7 +287,7 @@ void gw_embed_start(struct gw_embed *x, const struct gw_backend *be, const char 
     x->done_user = user;
     x->started = true;
     pthread_mutex_unlock(&x->mu);
-    emb_pump(x);
+    emb_pump(x, false);
 }
 
 void gw_embed_cancel(struct gw_embed *x)

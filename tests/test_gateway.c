@@ -19,6 +19,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* embed.c's gap between a job event's bookkeeping and its pump: armed, the first event of a request to
+ * reach it waits there 200 ms, so another job's event comes past it first */
+static atomic_int emb_gap_armed;
+static void emb_gap(void)
+{
+    if (atomic_exchange(&emb_gap_armed, 0))
+        usleep(200000);
+}
+#define EMB_EVENT_GAP() emb_gap()
+
 #include "../gateway/http.c"
 #include "../gateway/metrics.c"
 #include "../gateway/oai.c"
@@ -590,6 +600,25 @@ static void embeddings(void)
     EXPECT_ERROR(port_open, "/v1/embeddings", NULL, "{\"input\":\"a\",\"model\":\"nope\"}", 404, "not_found_error",
                  "model 'nope' not found");
     EXPECT_ERROR(port_key, "/v1/embeddings", NULL, "{\"input\":\"a\"}", 401, "authentication_error", "missing API key");
+}
+
+/* An embeddings request ends only when every job's event is done with it: the first of two events waits
+ * 200 ms between its bookkeeping and its pump while the other comes past. The request used to end on the
+ * other one, and the first then locked the freed request (a heap corruption once seen under load). */
+static void embeddings_end_after_every_event(void)
+{
+    atomic_store(&emb_gap_armed, 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct resp r = http(port_open, "POST", "/v1/embeddings", NULL, "{\"input\":[\"a\",\"bb\"]}");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    json_t *j = json_loads(r.body, 0, NULL);
+    CHECK(r.status == 200 && json_array_size(json_object_get(j, "data")) == 2, "status %d %s", r.status, r.body);
+    CHECK(!atomic_load(&emb_gap_armed), "no job event reached the gap");
+    CHECK(ms >= 190.0, "the response came %.0f ms after the request, while a job's event was still in the gap", ms);
+    json_decref(j);
+    resp_free(&r);
 }
 
 static void logit_bias_forms(void)
@@ -2132,6 +2161,7 @@ int main(void)
     RUN(response_format_parse);
     RUN(backend_errors);
     RUN(embeddings);
+    RUN(embeddings_end_after_every_event);
     RUN(logit_bias_forms);
     RUN(limits);
     RUN(api_keys);
