@@ -90,7 +90,7 @@ static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void 
 static int launch_mma(const char *name, int mt, unsigned gx, unsigned gy, unsigned gz, void **p, struct err *e)
 {
     hip_fn f = fn(name);
-    const unsigned sm = mt == 32 ? 0u : (unsigned)MMA_SMEM(mt);
+    const unsigned sm = (unsigned)MMA_SMEM(mt);
     if (sm && hip_rt_fn_smem(g_rt, f, (int)sm, e))
         return -1;
     return hip_rt_launch_smem(g_rt, f, gx, gy, gz, 256, sm, p, e);

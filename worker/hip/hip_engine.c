@@ -278,7 +278,7 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         for (int g = 0; g < 3; g++) {
             snprintf(nm, sizeof nm, "%s_%s", gpre[g], names[i].s);
             if (hip_rt_fn(c->ops.rt, nm, &c->mmag[g][names[i].t], &ign) ||
-                (g && hip_rt_fn_smem(c->ops.rt, c->mmag[g][names[i].t], MMA_SMEM(g == 1 ? 64 : 128), &ign)))
+                (g && hip_rt_fn_smem(c->ops.rt, c->mmag[g][names[i].t], MMA_SMEM(32 << g), &ign)))
                 c->mmag[g][names[i].t] = NULL;
         }
     }
@@ -567,7 +567,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     /* the input: normed in h (+ q8 in xq), or x∘w in hq with its norm deferred to these GEMVs */
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E);
     /* over GEMV_MAX tokens the norm also writes the f16 rows the tensor-core GEMMs read (no mma_xprep) */
-    const bool f16 = !c->ops.h_def && n > GEMV_MAX && hip_ops_f16_ok(&c->ops, n, E) && E <= HIP_RMS_F16_MAX;
+    const bool f16 = !c->ops.h_def && n > GEMV_MAX && hip_ops_rms_f16_ok(&c->ops, n, E);
     if (!c->ops.h_def)
         TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->attn_norm, HIP_DNULL, n, E, E, E, qh, f16, e));
     c->ops.h_def = false;
@@ -718,7 +718,7 @@ static int moe_gemm(struct hip_engine *c, const struct dw *w, struct hip_dptr x,
     /* the most tiles a routing can make: whole tiles of all pairs plus one partial tile per expert */
     const unsigned gy = (unsigned)((P + mt - 1) / mt + (X < P ? X : P));
     return hip_rt_launch_smem(c->ops.rt, c->mmag[gi][w->type], (unsigned)((w->ne1 + 127) / 128), gy, 1, 256,
-                              mt == 32 ? 0 : MMA_SMEM(mt), params, e);
+                              MMA_SMEM(mt), params, e);
 }
 
 static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n,
@@ -730,8 +730,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
     int rc;
     const int qh = c->ops.h_def ? 3 : hip_ops_want_q8(&c->ops, E);
     /* a dense FFN over GEMV_MAX tokens: the norm writes the f16 rows gate and up read (see attn_layer) */
-    const bool f16 = ly->ffn != FFN_MOE && !c->ops.h_def && n > GEMV_MAX && hip_ops_f16_ok(&c->ops, n, E) &&
-                     E <= HIP_RMS_F16_MAX;
+    const bool f16 = ly->ffn != FFN_MOE && !c->ops.h_def && n > GEMV_MAX && hip_ops_rms_f16_ok(&c->ops, n, E);
     if (!c->ops.h_def)
         TRY(hip_ops_rms(&c->ops, c->ops.h, c->ops.x, d->ffn_norm, HIP_DNULL, n, E, E, E, qh, f16, e));
     c->ops.h_def = false;

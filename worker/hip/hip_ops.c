@@ -360,7 +360,7 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
             a->xh = c->xh.a, a->xsc = c->xsc.a;
         else if ((rc = hip_ops_xprep(c, x_ready ? 0 : a->x, a->nz, a->k, a->x_stride, a, zero, e)))
             return rc;
-        return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, mt == 32 ? 0 : MMA_SMEM(mt), params, e);
+        return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, MMA_SMEM(mt), params, e);
     }
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
                          params, e);
@@ -420,6 +420,11 @@ bool hip_ops_f16_ok(const struct hip_ops *c, int rows, int k)
            (size_t)rows <= c->xsc_cap;
 }
 
+bool hip_ops_rms_f16_ok(const struct hip_ops *c, int rows, int n)
+{
+    return n <= HIP_RMS_F16_MAX && hip_ops_f16_ok(c, rows, n);
+}
+
 /* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w; also its q8 copy into xq/xqd when q, its f16 copy into xh/xsc
  * when f16 */
 int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
@@ -430,7 +435,7 @@ int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct 
      * the f16 copy needs (RMS_EPT = 8 elements a thread) */
     size_t nt = cdiv(cdiv((size_t)n, 4), (size_t)c->warp) * (size_t)c->warp;
     nt = nt > 1024 ? 1024 : nt;
-    if (f16 && (!hip_ops_f16_ok(c, nr, n) || n > HIP_RMS_F16_MAX || (size_t)n > 8 * nt))
+    if (f16 && !hip_ops_rms_f16_ok(c, nr, n))
         return err_set(e, ERR_INTERNAL, "hip: rms_norm cannot write the f16 copy of %d rows of %d", nr, n);
     uint64_t ya = y.a, xa = x.a, wa = w.a, ra = rows.a, qq = q ? c->xq.a : 0, qd = q ? c->xqd.a : 0;
     uint64_t xh = f16 ? c->xh.a : 0, xsc = f16 ? c->xsc.a : 0;

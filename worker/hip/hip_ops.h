@@ -173,14 +173,16 @@ int hip_ops_mm_dual(struct hip_ops *c, const struct hip_mm *a, struct err *e);
 int hip_ops_quant(struct hip_ops *c, struct hip_dptr x, int rows, int k, int x_stride, struct err *e);
 /* y[r] = rmsnorm(x[rows ? rows[r] : r]) · w for nr rows of n; also its q8 copy into xq/xqd when q, and when
  * f16 the f16 copy a tensor-core GEMM reads (xh / xsc, as mma_xprep writes it: set x_ready for the products
- * on y; only where hip_ops_f16_ok(c, nr, n) and n ≤ 8192) */
+ * on y; only where hip_ops_rms_f16_ok(c, nr, n)) */
 int hip_ops_rms(struct hip_ops *c, struct hip_dptr y, struct hip_dptr x, struct hip_dptr w, struct hip_dptr rows,
                 int nr, int n, int xs, int ys, bool q, bool f16, struct err *e);
 /* the longest row rms_norm holds in registers (RMS_EPT 8 elements × 1024 threads, kernels/misc.cu): the
  * longest it writes an f16 copy of */
 #define HIP_RMS_F16_MAX 8192
-/* Whether xh / xsc can take the f16 copy of rows × k activations (the tensor-core GEMM's input). */
+/* Whether xh / xsc can take the f16 copy of rows × k activations (the tensor-core GEMM's input); ..._rms_: and
+ * rms_norm can write it for rows of n (at most HIP_RMS_F16_MAX, which its register path holds). */
 bool hip_ops_f16_ok(const struct hip_ops *c, int rows, int k);
+bool hip_ops_rms_f16_ok(const struct hip_ops *c, int rows, int n);
 /* g = silu(g) · u over rows of n (contiguous) and g's f16 copy into xh / xsc (x_ready for the product on g). */
 int hip_ops_swiglu_f16(struct hip_ops *c, struct hip_dptr g, struct hip_dptr u, int rows, int n, struct err *e);
 /* an elementwise kernel f(a, b, n) over n elements */
