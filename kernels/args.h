@@ -34,9 +34,15 @@ typedef int32_t a_i32;
 /* dynamic shared memory of the tensor-core prompt attention (fattn.cu fattn_64 / fattn_128) for head size hd:
  * two stages of a 64-position K and V tile, rows padded by 8 halves */
 #define FATTN_SMEM(hd) (2 * 2 * 64 * ((hd) + 8) * 2)
-/* dynamic shared memory of the tensor-core GEMM's tile of mt tokens (mma.cu): the 64- and 128-token tiles
- * two stages of 128 weight rows and mt tokens, 64 k each, rows padded to 72 halves; the 32-token tile none */
-#define MMA_SMEM(mt) ((mt) == 32 ? 0 : 2 * (128 + (mt)) * 72 * 2)
+/* dynamic shared memory of the tensor-core GEMM's tile of mt tokens (mma.cu), rows padded to 72 halves:
+ * 64 tokens, two f16 tiles of 128 weight rows × 64 k, then MMA_STAGES stages of its cp.async pipeline (two
+ * 16-byte weight chunks a thread, 64 activation rows; two blocks still fit a multiprocessor); 128 tokens,
+ * two stages of 128 weight rows and 128 tokens (registers carry the loads: the cp.async pipeline measured
+ * slower there); the 32-token tile none (static). Types without chunks use two weight and two activation
+ * tiles of the 64-token size. */
+#define MMA_STAGES 4
+#define MMA_SMEM(mt)                                                                                                   \
+    ((mt) == 32 ? 0 : (mt) == 64 ? 2 * 128 * 72 * 2 + MMA_STAGES * (2 * 256 * 16 + 64 * 72 * 2) : 2 * (128 + 128) * 72 * 2)
 /* ring stages a warp of the streamed GEMV (gemvs.cu) holds, each one row of each matrix: its dynamic shared
  * memory is warps · GEMVS_STAGES · row bytes (twice that in the dual modes) */
 #define GEMVS_STAGES 4

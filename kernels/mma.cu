@@ -12,7 +12,8 @@
  * The next step's raw weight bytes and activations (and, in the 32-token
  * tile, the weights of the step after) are loaded into registers before the
  * current step's products run, so global latency overlaps the tensor-core
- * work (one shared buffer, two barriers per step).
+ * work; the 64-token tile with q4_K weights stages them through a cp.async
+ * ring instead (mma_body). q4_K dequantizes in f16x2 arithmetic.
  *
  * Split K: gridDim.z slices of k (whole 64-element steps each) add their
  * partial sums with atomics, so a small batch (decode of 16..64 sequences)
@@ -90,6 +91,20 @@ template <> struct wpiece<KT_Q4_K> {
         const u32 *w = (const u32 *)b;
         dd = w[0], s[0] = w[1], s[1] = w[2], s[2] = w[3];
     }
+    /* the async pipeline's 16-byte chunks (wchunks): 0 the super-block header (d, dmin, scales), 1 the
+     * thread's 16 quant bytes; load_chunks takes them back from shared memory, 256 chunks apart */
+    static __device__ __forceinline__ const void *chunk(const u8 *row, int k0, int h, int i)
+    {
+        const u8 *b = row + 144 * (k0 / 256);
+        return i == 0 ? b : b + 16 + 32 * ((k0 % 256) / 64) + 16 * h;
+    }
+    __device__ __forceinline__ void load_chunks(const uint4 *r, int k0)
+    {
+        const uint4 hd = r[0];
+        q = r[256];
+        dd = hd.x, s[0] = hd.y, s[1] = hd.z, s[2] = hd.w;
+        c = (k0 % 256) / 64;
+    }
     __device__ __forceinline__ void store(u16 *dst, int h) const
     {
         int sc0, m0, sc1, m1;
@@ -98,19 +113,40 @@ template <> struct wpiece<KT_Q4_K> {
         const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
         const float d0 = d * (float)sc0, n0 = dm * (float)m0, d1 = d * (float)sc1, n1 = dm * (float)m1;
         const u32 w[4] = { q.x, q.y, q.z, q.w };
+        /* in f16x2 arithmetic, two elements an instruction: a byte pair spread to the two halves (prmt),
+         * its nibbles OR 0x6400 are the f16 values 1024 + q (low) and 1024 + 16q (high); q comes out exact
+         * (a subtraction, or ·1/16 − 64), then one fma by the sub-block's scale and min rounded to f16:
+         * f16(q·f16(d·sc) − f16(dmin·m)), one rounding after the product (tests/test_hip_kernels models it).
+         * Half the instructions of the f32 path, which dominated the 64-token tile's steps. */
+        const u32 D0 = h2pack(d0, d0), N0 = h2pack(-n0, -n0), D1 = h2pack(d1, d1), N1 = h2pack(-n1, -n1);
+        const u32 B1024 = 0x64006400u, I16 = 0x2C002C00u /* 1/16 */, M64 = 0xD400D400u /* −64 */;
         u32 lo[8], hi[8];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const u32 l = w[j] & 0x0F0F0F0Fu, u = (w[j] >> 4) & 0x0F0F0F0Fu;
 #pragma unroll
-            for (int k = 0; k < 4; k += 2) {
-                lo[2 * j + k / 2] = h2pack(d0 * bytef(l, k, 0.0f) - n0, d0 * bytef(l, k + 1, 0.0f) - n0);
-                hi[2 * j + k / 2] = h2pack(d1 * bytef(u, k, 0.0f) - n1, d1 * bytef(u, k + 1, 0.0f) - n1);
+            for (int k = 0; k < 2; k++) {
+                u32 p, xl, xh, ql, qh;
+                asm("prmt.b32 %0, %1, 0, %2;" : "=r"(p) : "r"(w[j]), "r"(k ? 0x4342u : 0x4140u));
+                asm("lop3.b32 %0, %1, 0x000F000F, 0x64006400, 0xEA;" : "=r"(xl) : "r"(p)); /* (p & m) | c */
+                asm("lop3.b32 %0, %1, 0x00F000F0, 0x64006400, 0xEA;" : "=r"(xh) : "r"(p));
+                asm("sub.f16x2 %0, %1, %2;" : "=r"(ql) : "r"(xl), "r"(B1024));
+                asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(qh) : "r"(xh), "r"(I16), "r"(M64));
+                asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(lo[2 * j + k]) : "r"(ql), "r"(D0), "r"(N0));
+                asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(hi[2 * j + k]) : "r"(qh), "r"(D1), "r"(N1));
             }
         }
         st16h(dst + 16 * h, lo);
         st16h(dst + 32 + 16 * h, hi);
     }
+};
+
+/* 16-byte chunks a thread stages per step in the 64-token tile's cp.async pipeline (mma_body):
+ * types whose pieces are 16-byte aligned and define chunk / load_chunks; 0: registers (loaded a step ahead) */
+template <int T> struct wchunks {
+    static constexpr int n = 0;
+};
+template <> struct wchunks<KT_Q4_K> {
+    static constexpr int n = 2;
 };
 
 /* q5_K: as q4_K plus the fifth bit of element l of sub-block j in bit j of qh[l] */
@@ -335,25 +371,37 @@ struct xpiece8 {
     __device__ __forceinline__ void store(u16 *dst) const { *(uint4 *)dst = ok ? v : make_uint4(0u, 0u, 0u, 0u); }
 };
 
-/* The products of one 64-wide step: the warp's WM = 16·MI rows × 32 tokens from the shared tiles */
-template <int MI>
+/* The products of one 64-wide step: the warp's WM = 16·MI rows × 32 tokens from the shared tiles.
+ * PIPE: the fragments of the next 16-wide slice are read (ldmatrix) before this slice's products are
+ * issued, so with two warps a scheduler the products do not wait on shared-memory latency (the asm is
+ * volatile: the compiler keeps the source order); the 32-token tile, short of registers, reads them in turn. */
+template <int MI, bool PIPE>
 static __device__ __forceinline__ void step_products(float (*acc)[4][4], const u16 *Ws, const u16 *Xs, int wm, int wn,
                                                      int lane)
 {
-#pragma unroll
-    for (int kk = 0; kk < MK; kk += 16) {
-        u32 af[MI][4], bf[2][4];
+    u32 af[PIPE ? 2 : 1][MI][4], bf[PIPE ? 2 : 1][2][4];
+    auto frags = [&](int kk, int b) {
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
-            ldsm4(af[mi], Ws + (wm + mi * 16 + (lane & 15)) * MP + kk + (lane >> 4) * 8);
+            ldsm4(af[b][mi], Ws + (wm + mi * 16 + (lane & 15)) * MP + kk + (lane >> 4) * 8);
 #pragma unroll
         for (int nj = 0; nj < 2; nj++)
-            ldsm4(bf[nj], Xs + (wn + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * MP + kk + ((lane >> 3) & 1) * 8);
+            ldsm4(bf[b][nj], Xs + (wn + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * MP + kk + ((lane >> 3) & 1) * 8);
+    };
+    if (PIPE)
+        frags(0, 0);
+#pragma unroll
+    for (int kk = 0; kk < MK; kk += 16) {
+        const int b = PIPE ? (kk / 16) & 1 : 0;
+        if (!PIPE)
+            frags(kk, 0);
+        else if (kk + 16 < MK)
+            frags(kk + 16, b ^ 1);
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
 #pragma unroll
             for (int ni = 0; ni < 4; ni++)
-                mma16816h(acc[mi][ni], af[mi], bf[ni / 2][2 * (ni % 2)], bf[ni / 2][2 * (ni % 2) + 1]);
+                mma16816h(acc[mi][ni], af[b][mi], bf[b][ni / 2][2 * (ni % 2)], bf[b][ni / 2][2 * (ni % 2) + 1]);
     }
 }
 
@@ -431,7 +479,57 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 acc[i][j][k] = 0.0f;
-    if constexpr (MT >= 64) {
+    if constexpr (MT == 64 && wchunks<T>::n > 0) {
+        /* cp.async pipeline: step s's raw weight chunks (each thread its own, read back only by it) and
+         * activation rows (zeros past nz) go into stage s % MMA_STAGES, issued MMA_STAGES − 1 steps ahead
+         * without registers; a thread dequantizes step s + 1 from its chunks into the other f16 weight
+         * tile once its products of step s are done, and one barrier a step makes both visible (and frees
+         * stage s for step s + MMA_STAGES). The activations go straight to the tile ldmatrix reads. */
+        constexpr int NS = MMA_STAGES, NC = wchunks<T>::n;
+        uint4 *const Rs = (uint4 *)(dsm + 2 * MR * MP); /* [NS][NC][256] chunks */
+        u16 *const Xa = (u16 *)(Rs + NS * NC * 256);     /* [NS][MT][MP] */
+        const int n = (ke - kb) / MK;
+        auto issue = [&](int s) {
+            if (s < n) {
+                const int k0 = kb + s * MK, st = s % NS;
+                uint4 *R = Rs + st * NC * 256 + tid;
+#pragma unroll
+                for (int i = 0; i < NC; i++)
+                    cp_async16(smem_addr(R + 256 * i), wpiece<T>::chunk(wr, k0, lh, i), 16);
+#pragma unroll
+                for (int i = 0; i < XP; i++) {
+                    const int m = m0 + lt + 64 * i, nb = m < nz ? 16 : 0;
+                    const u16 *src = xrow(min(m, nz - 1)) + k0 + lk;
+                    const u32 dst = smem_addr(Xa + (st * MT + lt + 64 * i) * MP + lk);
+                    cp_async16(dst, src, nb);
+                    cp_async16(dst + 16, src + 8, nb);
+                }
+            }
+            cp_async_commit(); /* an empty group past the end keeps the count of groups per step */
+        };
+        auto dequant = [&](int s) {
+            wpiece<T> wp;
+            wp.load_chunks(Rs + (s % NS) * NC * 256 + tid, kb + s * MK);
+            wp.store(Ws + (s & 1) * MR * MP + lr * MP, lh);
+        };
+        for (int s = 0; s < NS - 1; s++)
+            issue(s);
+        cp_async_wait<NS - 2>(); /* step 0's group is in */
+        dequant(0);
+        __syncthreads();
+        issue(NS - 1);
+        for (int s = 0; s < n; s++) {
+            if (busy)
+                step_products<MI, true>(acc, Ws + (s & 1) * MR * MP, Xa + (s % NS) * MT * MP, wm, wn, lane);
+            if (s + 1 < n) {
+                cp_async_wait<NS - 2>(); /* groups s + 2 .. s + NS − 1 may still be in flight */
+                dequant(s + 1);
+            }
+            __syncthreads();
+            issue(s + NS);
+        }
+        cp_async_wait<0>();
+    } else if constexpr (MT >= 64) {
         wpiece<T> wp;
         xpiece xp[XP];
         auto load = [&](int k0) {
@@ -456,7 +554,7 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
         int b = 0;
         for (int k0 = kb; k0 < ke; k0 += MK, b ^= 1) {
             if (busy)
-                step_products<MI>(acc, Ws + b * MR * MP, Xs + b * MT * MP, wm, wn, lane);
+                step_products<MI, true>(acc, Ws + b * MR * MP, Xs + b * MT * MP, wm, wn, lane);
             if (k0 + MK < ke) {
                 store(b ^ 1);
                 if (k0 + 2 * MK < ke)
@@ -480,7 +578,7 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
             if (k0 + MK < ke)
                 xp.load(xr, xok, k0 + MK + lk);
             if (busy)
-                step_products<MI>(acc, Ws, Xs, wm, wn, lane);
+                step_products<MI, false>(acc, Ws, Xs, wm, wn, lane);
             __syncthreads();
         };
         for (int k0 = kb; k0 < ke; k0 += 2 * MK) {

@@ -236,6 +236,41 @@ static void mma_prep(struct gemv_args *a, uint64_t x, int rows, int k, int x_str
     a->xh = xh;
 }
 
+/* one value rounded to f16 (nearest even), as a float */
+static float f16_round(float v)
+{
+    uint16_t h;
+    float o;
+    quant_weights_row(QT_F16, &v, &h, 1);
+    dequant_row(QT_F16, &h, &o, 1);
+    return o;
+}
+
+/* A weight row as the tensor-core GEMM dequantizes it, the reference's operand: q4_K in f16x2 arithmetic
+ * (kernels/mma.cu) is f16(q·f16(d·sc) − f16(dmin·m)) with one rounding after the product; every other type
+ * is its exact value (rounded to f16 by the caller). */
+static void mma_dequant(enum qtype t, const unsigned char *row, float *out, int K)
+{
+    if (t != QT_Q4_K) {
+        dequant_row(t, row, out, K);
+        return;
+    }
+    for (int sb = 0; sb < K / 256; sb++) {
+        const unsigned char *b = row + 144 * sb, *sc = b + 4, *qs = b + 16;
+        float dd[2];
+        dequant_row(QT_F16, b, dd, 2); /* d, dmin */
+        for (int j = 0; j < 8; j++) {
+            const int s = j < 4 ? sc[j] & 63 : (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+            const int m = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+            const double D = f16_round(dd[0] * (float)s), M = f16_round(dd[1] * (float)m);
+            for (int l = 0; l < 32; l++) {
+                const int q = j % 2 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 0xF;
+                out[256 * sb + 32 * j + l] = f16_round((float)(q * D - M));
+            }
+        }
+    }
+}
+
 /* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
  * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0: mma_xprep zeroes y first,
  * which the poisoned output checks too). */
@@ -255,7 +290,7 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
     fill(y0, (size_t)nz * N, 1.0f);
     for (int r = 0; r < N; r++) {
         quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
-        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+        mma_dequant(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
     }
     quant_weights_row(QT_F16, wd, h16, (int64_t)N * K);
     dequant_row(QT_F16, h16, wd, (int64_t)N * K);
@@ -311,7 +346,7 @@ static void check_mma_range(enum qtype t, const char *tn, const char *kn, int N,
     }
     for (int r = 0; r < N; r++) {
         quant_weights_row(t, wf + (size_t)r * K, wq + (size_t)r * rb, K);
-        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
+        mma_dequant(t, wq + (size_t)r * rb, wd + (size_t)r * K, K);
     }
     for (int z = 0; z < nz; z++)
         for (int r = 0; r < N; r++) {
@@ -388,11 +423,13 @@ static void gemm_tensor_cores(void)
         check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, "mma");
         check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, "mma128");
         check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, "mma128");
+        /* slices shorter than the cp.async pipeline (MMA_STAGES): 1 and 2 steps each */
+        check_mma(qt[i].t, qt[i].name, 100, 256, 70, 0, 4, "mma");
+        check_mma(qt[i].t, qt[i].name, 130, 256, 150, 1, 2, "mma128");
         /* two steps in flight: odd and even step counts per slice (20 steps over 3 slices: 7, 7, 6) */
         check_mma(qt[i].t, qt[i].name, 200, 512, 20, 0, 1, "mma32");
         check_mma(qt[i].t, qt[i].name, 130, 1280, 9, 1, 3, "mma32");
         check_mma(qt[i].t, qt[i].name, 100, 1280, 37, 0, 3, "mma32");
-
     }
 }
 
@@ -448,7 +485,7 @@ static void check_mmag(enum qtype t, const char *tn, const char *kn, int mt, int
     for (int r = 0; r < X * N; r++) {
         fill(tmp, (size_t)Kd, 0.5f);
         quant_weights_row(t, tmp, wq + (size_t)r * rb, Kd);
-        dequant_row(t, wq + (size_t)r * rb, wd + (size_t)r * Kd, Kd);
+        mma_dequant(t, wq + (size_t)r * rb, wd + (size_t)r * Kd, Kd);
     }
     quant_weights_row(QT_F16, wd, h16, (int64_t)X * N * Kd);
     dequant_row(QT_F16, h16, wd, (int64_t)X * N * Kd);
