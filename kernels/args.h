@@ -43,6 +43,10 @@ typedef int32_t a_i32;
 #define MMA_STAGES 4
 #define MMA_SMEM(mt)                                                                                                   \
     ((mt) == 32 ? 0 : (mt) == 64 ? 2 * 128 * 72 * 2 + MMA_STAGES * (2 * 256 * 16 + 64 * 72 * 2) : 2 * (128 + 128) * 72 * 2)
+/* dynamic shared memory of the warpgroup-MMA GEMM's tile of mt (64, 128) tokens (wgmma.cu, sm_90a): two f16
+ * tiles of 128 weight rows × 64 k, then WG_STAGES activation tiles of mt tokens × 64 k */
+#define WG_STAGES 3
+#define WG_SMEM(mt) (2 * 128 * 64 * 2 + WG_STAGES * (mt) * 64 * 2)
 /* ring stages a warp of the streamed GEMV (gemvs.cu) holds, each one row of each matrix: its dynamic shared
  * memory is warps · GEMVS_STAGES · row bytes (twice that in the dual modes) */
 #define GEMVS_STAGES 4

@@ -1,5 +1,6 @@
 /* test_hip_compile — every embedded GPU kernel source compiles through the
- * run-time compiler for sm_90 (NVRTC; no GPU needed), and the embedded
+ * run-time compiler for sm_90a (NVRTC; no GPU needed: what an H100 / H200
+ * compiles for, the warpgroup-MMA tiles of kernels/wgmma.cu included), and the embedded
  * copies match kernels/ (scripts/embed_kernels.sh was run). SKIPs when
  * NVRTC cannot be loaded. */
 #include <stdbool.h>
@@ -65,11 +66,18 @@ static void every_kernel_compiles_sm90(void)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int threads = cores > 2 ? (int)cores : 2;
     const double t0 = now_s();
-    const int used = hip_rtc_compile_all(c, "sm_90", threads, par_code, par_size, HIP_MAX_MODS, &n_par, &e);
+    const int used = hip_rtc_compile_all(c, "sm_90a", threads, par_code, par_size, HIP_MAX_MODS, &n_par, &e);
     CHECK(used >= 1 && n_par == nn, "%d threads: rc %d, %d modules of %d: %s", threads, used, n_par, nn, e.msg);
     for (int i = 0; i < n_par; i++)
         CHECK(par_size[i] > 64, "%s: %zu bytes of cubin", mod_names[i], par_size[i]);
     printf("# %d modules: %.1f s on %d threads (%ld cores here)\n", n_par, now_s() - t0, used, cores);
+    /* the warpgroup-MMA tiles are compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL): the q4_K part
+     * must hold them, or a Hopper device would silently keep the mma.sync tiles */
+    bool wg = false;
+    for (int i = 0; i < n_par; i++)
+        if (!strcmp(mod_names[i], "wgmma.cu#2"))
+            wg = par_code[i] && memmem(par_code[i], par_size[i], "wgmma128_q4_K", 13) != NULL;
+    CHECK(wg, "wgmma.cu's q4_K part for sm_90a has no wgmma128_q4_K");
     CHECK(n_par >= 4, "compiled %d modules", n_par);
     hip_rtc_close(c);
 }
@@ -105,7 +113,7 @@ static void parallel_compile_matches_serial(void)
         size_t size = 0;
         char *log = NULL;
         const double t0 = now_s();
-        const int rc = hip_rtc_compile(c, mod_names[i], "sm_90", &code, &size, &log, &e);
+        const int rc = hip_rtc_compile(c, mod_names[i], "sm_90a", &code, &size, &log, &e);
         CHECK(rc == 0, "%s: %s", mod_names[i], e.msg);
         CHECK(rc == 0 && size == par_size[i] && !memcmp(code, par_code[i], size), "%s: %zu bytes alone vs %zu threaded",
               mod_names[i], size, par_size[i]);
@@ -124,7 +132,7 @@ static void parallel_compile_matches_serial(void)
     hip_rtc_set_split_compile(c, 0);
     void *sc = NULL;
     size_t ss = 0;
-    int rs = hip_rtc_compile(c, "attn.cu", "sm_90", &sc, &ss, NULL, &e);
+    int rs = hip_rtc_compile(c, "attn.cu", "sm_90a", &sc, &ss, NULL, &e);
     CHECK(rs == 0 && ss > 64, "attn.cu with -split-compile=0: rc %d, %zu bytes: %s", rs, ss, e.msg);
     free(sc);
     hip_rtc_set_split_compile(c, -1);

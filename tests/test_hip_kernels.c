@@ -85,12 +85,13 @@ static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void 
     return rc;
 }
 
-/* A tensor-core GEMM launch (kernels/mma.cu) of mt tokens a block: the 64- and 128-token tiles with their
- * dynamic shared memory (MMA_SMEM), the kernel's limit raised to it first */
+/* A tensor-core GEMM launch (kernels/mma.cu, wgmma.cu) of mt tokens a block: the 64- and 128-token tiles
+ * with their dynamic shared memory (MMA_SMEM, WG_SMEM for the warpgroup tiles), the kernel's limit raised to
+ * it first */
 static int launch_mma(const char *name, int mt, unsigned gx, unsigned gy, unsigned gz, void **p, struct err *e)
 {
     hip_fn f = fn(name);
-    const unsigned sm = (unsigned)MMA_SMEM(mt);
+    const unsigned sm = (unsigned)(!strncmp(name, "wgmma", 5) ? WG_SMEM(mt) : MMA_SMEM(mt));
     if (sm && hip_rt_fn_smem(g_rt, f, (int)sm, e))
         return -1;
     return hip_rt_launch_smem(g_rt, f, gx, gy, gz, 256, sm, p, e);
@@ -271,12 +272,15 @@ static void mma_dequant(enum qtype t, const unsigned char *row, float *out, int 
     }
 }
 
-/* tensor-core GEMM (kernels/mma.cu): reference on f16-rounded weights and activations (its operand
+/* tokens a block of the GEMM kernel prefix kn takes: mma32 32, mma128 / wgmma128 128, mma / wgmma 64 */
+static int kn_tokens(const char *kn) { return strstr(kn, "128") ? 128 : strstr(kn, "32") ? 32 : 64; }
+
+/* tensor-core GEMM (kernels/mma.cu, wgmma.cu): reference on f16-rounded weights and activations (its operand
  * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0: mma_xprep zeroes y first,
  * which the poisoned output checks too). */
 static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks, const char *kn)
 {
-    const int mt = !strcmp(kn, "mma32") ? 32 : !strcmp(kn, "mma128") ? 128 : 64;
+    const int mt = kn_tokens(kn);
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
     unsigned char *wq = malloc(rb * (size_t)N);
@@ -331,7 +335,7 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
  * ~5e-4 each); unscaled (lim 0) the same product gives inf / NaN (the check can fail). */
 static void check_mma_range(enum qtype t, const char *tn, const char *kn, int N, int K, int nz, int ks)
 {
-    const int mt = !strcmp(kn, "mma32") ? 32 : !strcmp(kn, "mma128") ? 128 : 64;
+    const int mt = kn_tokens(kn);
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
     unsigned char *wq = malloc(rb * (size_t)N);
@@ -566,6 +570,34 @@ static void gemm_grouped_experts(void)
         check_mmag(qt[i].t, qt[i].name, "mmag", 64, 9, 130, 768, 150, 4);
         check_mmag(qt[i].t, qt[i].name, "mmag128", 128, 9, 100, 256, 150, 4);
     }
+}
+
+/* The warpgroup-MMA tiles (kernels/wgmma.cu, sm_90a) on the mma.sync tiles' cases: partial row and token
+ * tiles, split K with and without a zeroed destination, slices of one and two steps (shorter than the
+ * activation ring), and the grouped tiles over skewed routing. On an sm_90a device they must exist (fn
+ * fails the run otherwise); elsewhere the module is empty and the test skips. */
+static void gemm_warpgroup_mma(void)
+{
+    NEED_GPU();
+    if (strcmp(hip_rt_arch(g_rt), "sm_90a"))
+        SKIP("warpgroup MMA needs an sm_90a device");
+    static const struct { enum qtype t; const char *name; } qt[] = {
+        { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+        { QT_IQ4_XS, "iq4_xs" },
+    };
+    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
+        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1, "wgmma");
+        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3, "wgmma");
+        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, "wgmma");
+        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, "wgmma128");
+        check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, "wgmma128");
+        check_mma(qt[i].t, qt[i].name, 100, 256, 70, 0, 4, "wgmma");
+        check_mma(qt[i].t, qt[i].name, 130, 256, 150, 1, 2, "wgmma128");
+        check_mma(qt[i].t, qt[i].name, 260, 4096, 300, 0, 1, "wgmma128");
+        check_mmag(qt[i].t, qt[i].name, "wgmmag", 64, 9, 130, 768, 150, 4);
+        check_mmag(qt[i].t, qt[i].name, "wgmmag128", 128, 9, 100, 256, 150, 4);
+    }
+    check_mma_range(QT_Q4_K, "q4_K", "wgmma128", 200, 512, 150, 2);
 }
 
 /* llama.cpp CUDA's activation quantization, emulated: per 32, d = amax/127, q = roundf(x/d) */
@@ -2413,6 +2445,7 @@ int main(void)
     RUN(gemm_tensor_cores_wide_range);
     RUN(gemv_grouped_experts);
     RUN(gemm_grouped_experts);
+    RUN(gemm_warpgroup_mma);
     RUN(gemv_q8_activations);
     RUN(gemv_multi_token);
     RUN(gemv_experts_combined);

@@ -92,6 +92,7 @@ struct hip_engine {
                               pairs) a tile), then int perm [B·K] (the pairs expert by expert) */
     hip_fn k_group;        /* moe_group */
     hip_fn mmag[3][QT_COUNT]; /* grouped tensor-core GEMM over the experts' pairs: 32 / 64 / 128 pairs a tile */
+    hip_fn wgg[2][QT_COUNT];  /* the same on warpgroup MMA (sm_90a): 64 / 128 pairs a tile, or NULL */
     bool moe_gemm;         /* MoE prompts through moe_group + the grouped GEMM (hip_knobs.moe_gemm) */
     struct hip_dptr amax;  /* [B] int argmax results */
     struct hip_dptr amx;   /* argmax_split's slices: f32 [B][AMAX_SLICES] values, int [B][AMAX_SLICES] indices,
@@ -281,6 +282,15 @@ static int get_kernels(struct hip_engine *c, struct err *e)
                 (g && hip_rt_fn_smem(c->ops.rt, c->mmag[g][names[i].t], MMA_SMEM(32 << g), &ign)))
                 c->mmag[g][names[i].t] = NULL;
         }
+        /* the 64- and 128-token tiles on warpgroup MMA: only in modules compiled for sm_90a */
+        static const char *const wpre[2][2] = { { "wgmma", "wgmma128" }, { "wgmmag", "wgmmag128" } };
+        for (int g = 0; g < 2; g++)
+            for (int v = 0; v < 2; v++) {
+                hip_fn *f = g ? &c->wgg[v][names[i].t] : &c->ops.wg[v][names[i].t];
+                snprintf(nm, sizeof nm, "%s_%s", wpre[g][v], names[i].s);
+                if (hip_rt_fn(c->ops.rt, nm, f, &ign) || hip_rt_fn_smem(c->ops.rt, *f, WG_SMEM(64 << v), &ign))
+                    *f = NULL;
+            }
     }
     struct err ign;
     if (hip_rt_fn(c->ops.rt, "mma_xprep", &c->ops.k_mma_xprep, &ign))
@@ -356,6 +366,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.gemv_warps = k->gemv_warps;
     c->ops.use_gemvs = k->gemvs;
     c->ops.use_mma = k->use_mma;
+    c->ops.use_wg = k->use_wg;
     c->ops.gemvb_t = k->gemvb_t;
     c->ops.gemvbm_min = k->gemvbm_min;
     c->ops.mma_t = k->mma_t;
@@ -717,8 +728,11 @@ static int moe_gemm(struct hip_engine *c, const struct dw *w, struct hip_dptr x,
     void *params[] = { &a };
     /* the most tiles a routing can make: whole tiles of all pairs plus one partial tile per expert */
     const unsigned gy = (unsigned)((P + mt - 1) / mt + (X < P ? X : P));
-    return hip_rt_launch_smem(c->ops.rt, c->mmag[gi][w->type], (unsigned)((w->ne1 + 127) / 128), gy, 1, 256,
-                              MMA_SMEM(mt), params, e);
+    hip_fn f = c->mmag[gi][w->type];
+    unsigned smem = MMA_SMEM(mt);
+    if (gi && c->ops.use_wg && c->wgg[gi - 1][w->type]) /* warpgroup MMA (sm_90a): 64- and 128-pair tiles */
+        f = c->wgg[gi - 1][w->type], smem = WG_SMEM(mt);
+    return hip_rt_launch_smem(c->ops.rt, f, (unsigned)((w->ne1 + 127) / 128), gy, 1, 256, smem, params, e);
 }
 
 static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct hip_ops_layer *d, int n,

@@ -36,6 +36,10 @@ struct hip_knobs {
     /* tensor-core GEMM (kernels/mma.cu, f16 operands) for batches over the GEMV size (default on). MMA=0
      * keeps the FMA GEMM (a device without tensor cores takes it anyway) */
     bool use_mma;
+    /* the tensor-core GEMM's tiles on Hopper's warpgroup MMA (kernels/wgmma.cu, sm_90a, where the device has
+     * them): 1 (default) the 128-token tile and the MoE grouped 64- and 128-pair tiles, 2 the dense 64-token
+     * tile too (measured slower: batched decode B = 64 4898 → 4311 t/s on the H100), 0 the mma.sync tiles */
+    int use_wg;
     /* single-token steps defer each sublayer's RMSNorm to its GEMVs (kernels/gemv.cu norm_group_tail)
      * instead of an rms_norm launch (default on). DEFER_NORM=0 keeps rms_norm */
     bool defer_norm;

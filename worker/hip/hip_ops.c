@@ -340,8 +340,14 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
          * into a zeroed y */
         const int t = c->mma_t ? c->mma_t : a->nz <= MMA32_MAX ? 32 : a->nz >= MMA128_MIN ? 128 : 64;
         hip_fn f = t == 32 ? c->mma32[w->type] : t == 128 ? c->mma128[w->type] : NULL;
-        const unsigned mt = f ? (unsigned)t : 64, per_sm = !f ? 2 : t == 32 ? 3 : 1; /* resident blocks (mma.cu) */
+        const unsigned mt = f ? (unsigned)t : 64;
+        unsigned per_sm = !f ? 2 : t == 32 ? 3 : 1; /* resident blocks (mma.cu) */
+        unsigned smem = MMA_SMEM(mt);
         f = f ? f : c->mma[w->type];
+        /* warpgroup MMA (sm_90a; two blocks resident): the 128-token tile (pp4096 +18 % on the H100), the
+         * 64-token one only when asked (slower for batched decode: docs/hip-backend.md) */
+        if ((mt == 128 ? c->use_wg >= 1 : mt == 64 && c->use_wg == 2) && c->wg[mt == 128][w->type])
+            f = c->wg[mt == 128][w->type], per_sm = 2, smem = WG_SMEM(mt);
         const unsigned gx = cdiv((size_t)a->n_rows, 128), gy = cdiv((size_t)a->nz, mt);
         const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
         unsigned ks = 1;
@@ -360,7 +366,7 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
             a->xh = c->xh.a, a->xsc = c->xsc.a;
         else if ((rc = hip_ops_xprep(c, x_ready ? 0 : a->x, a->nz, a->k, a->x_stride, a, zero, e)))
             return rc;
-        return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, MMA_SMEM(mt), params, e);
+        return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, smem, params, e);
     }
     return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
                          params, e);

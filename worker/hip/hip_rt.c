@@ -813,7 +813,9 @@ int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, 
         CKO(rt->attr(&rt->sm_count, 16, rt->dev), "multiprocessor count");
         if (rt->fn_attr && rt->attr(&rt->smem_optin, CU_DEV_ATTR_SHARED_OPTIN, rt->dev))
             rt->smem_optin = 0;
-        snprintf(rt->arch, sizeof rt->arch, "sm_%d%d", maj, min);
+        /* compute capability 9.0 compiles for sm_90a: its modules may use wgmma (kernels/wgmma.cu), and the
+         * code runs on that architecture only, which is the device's */
+        snprintf(rt->arch, sizeof rt->arch, "sm_%d%d%s", maj, min, maj == 9 && min == 0 ? "a" : "");
         rt->warp = 32;
         /* griddepcontrol needs sm_90; LLM170_HIP_PDL=0 launches every kernel plainly */
         const char *pe = getenv("LLM170_HIP_PDL");
@@ -887,6 +889,7 @@ void hip_rt_close(struct hip_rt *rt)
 }
 
 const char *hip_rt_describe(const struct hip_rt *rt) { return rt->desc; }
+const char *hip_rt_arch(const struct hip_rt *rt) { return rt->arch; }
 int hip_rt_sm_count(const struct hip_rt *rt) { return rt->sm_count; }
 int hip_rt_smem_optin(const struct hip_rt *rt) { return rt->smem_optin; }
 

@@ -94,6 +94,8 @@ int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, 
 void hip_rt_close(struct hip_rt *rt);
 /* "NVIDIA H200 (sm_90, 132 SMs, driver 13.0, NVRTC 13.0)" */
 const char *hip_rt_describe(const struct hip_rt *rt);
+/* the architecture the kernels are compiled for ("sm_90a", "sm_80", "gfx942", …) */
+const char *hip_rt_arch(const struct hip_rt *rt);
 int hip_rt_sm_count(const struct hip_rt *rt);
 /* The most dynamic shared memory one block may take (bytes; 0: none past the default, e.g. on AMD), and
  * raising one kernel's limit to bytes (≤ that), which its launches with hip_rt_launch_smem then ask for. */
