@@ -373,6 +373,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->dec_ns = DEC_SPLIT;
     c->split_buckets = k->split_buckets;
     c->ops.mma_waves = k->mma_waves;
+    c->ops.mma_fill = k->mma_fill;
     c->use_fa = k->use_fa;
     c->gqa = k->gqa;
     /* the load's phases (engine_load): opening the device counts as allocation, its module loop as

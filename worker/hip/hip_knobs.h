@@ -81,6 +81,10 @@ struct hip_knobs {
     /* split K of a tensor-core GEMM whose last wave of blocks would leave the device idle: percent of wave
      * use under which to split (default 85; 0 = never). MMA_WAVES=0..100 (other values: the default) */
     int mma_waves;
+    /* split K of a GEMM grid under ¾ of the resident slots into the slices of least modelled time (waves ×
+     * steps a slice) instead of as many as fill the slots once: -1 (default) for the 64-token tile,
+     * MMA_FILL=1 every tile, MMA_FILL=0 none */
+    int mma_fill;
     /* decode attention splits bucketed by the step's longest cache (1 / 4 / 32, and on caches over 2048
      * positions one wave of fattn_dec_128's blocks where it runs; default on) instead of always 32.
      * SPLIT_BUCKETS=0 turns it off */

@@ -236,6 +236,21 @@ static unsigned mma_wave_split(unsigned blocks, unsigned slots, unsigned steps, 
     return best;
 }
 
+/* Split K of a grid of too few blocks to fill the device's slots by its modelled time: slices s ≤ smax
+ * of steps / s steps each run in ⌈blocks·s / slots⌉ waves, so the time goes as waves × ⌈steps / s⌉; the
+ * smallest s of the least time (fewer slices, fewer atomics). */
+static unsigned mma_fill_split(unsigned blocks, unsigned slots, unsigned steps, unsigned smax)
+{
+    unsigned best = 1;
+    size_t best_t = (size_t)-1;
+    for (unsigned s = 1; s <= smax; s++) {
+        const size_t t = cdiv((size_t)blocks * s, slots) * cdiv(steps, s);
+        if (t < best_t)
+            best = s, best_t = t;
+    }
+    return best;
+}
+
 /* The streamed single-token GEMV (kernels/gemvs.cu): a ring of GEMVS_STAGES (kernels/args.h) stages a
  * warp, a stage one row of each matrix; a block a multiprocessor of as many warps as the shared memory
  * holds, at most 16 and at least 4 (rows too long for that keep gemv.cu). Only where every warp gets
@@ -352,8 +367,13 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
         unsigned ks = 1;
         if (gx * gy < want * 3 / 4) {
+            const unsigned smax = steps / 4 ? steps / 4 : 1;
             ks = cdiv(want, (size_t)gx * gy);
-            ks = ks > steps / 4 ? (steps / 4 ? steps / 4 : 1) : ks;
+            /* by modelled time for the 64-token tile (batched decode B = 64: 4873 → 5501 t/s on the H100); the
+             * 128-token tile's prompts measured slower that way (pp512 10436 → 10211), a lone block on a
+             * multiprocessor running faster than the model counts */
+            const bool fill = c->mma_fill == 1 || (c->mma_fill < 0 && mt == 64);
+            ks = fill ? mma_fill_split(gx * gy, want, steps, smax) : ks > smax ? smax : ks;
             ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
         } else {
             ks = mma_wave_split(gx * gy, want, steps, (unsigned)c->mma_waves);

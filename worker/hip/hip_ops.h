@@ -76,6 +76,8 @@ struct hip_ops {
     int gemv_warps;        /* most warps a GEMV block takes: 0 = by the row (hip_knobs.gemv_warps) */
     hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
     int mma_t;             /* tokens per tensor-core GEMM block: 32, 64, 128, or 0 (by batch size) */
+    int mma_fill;          /* split K of small grids by modelled time: -1 the 64-token tile, 1 every tile, 0 none
+                              (hip_knobs.mma_fill) */
     int mma_waves;         /* split-K threshold of a tensor-core GEMM's last wave, percent (0 = never) */
     hip_fn k_mma_xprep;    /* a tensor-core product's activations as scaled f16 rows (mma_xprep) */
     hip_fn k_swiglu_rows;  /* SwiGLU by rows writing that f16 copy too (kernels/misc.cu swiglu_rows) */
