@@ -27,6 +27,7 @@
 #include "part.h"
 #include "qtypes.h"
 #include "tc.h"
+#include "gemm_src.h"
 #include "wpiece.h"
 
 #if !defined(LLM_HIP)
@@ -124,34 +125,13 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
     u16 *const Ws = MT == 32 ? sW : dsm, *const Xs = MT == 32 ? sX : dsm + 2 * MR * MP;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int r0 = blockIdx.x * MR;
-    /* grouped (G, MoE): blockIdx.y is a tile of one expert's pairs (gmap, moe_group in misc.cu): the
-     * expert's weight slice; the tile's tokens are pairs z = perm[i], read from x row z / x_div and
-     * written to y row z. Grids are sized for the most tiles a routing can make; the rest return. */
-    const u8 *w = a.w;
-    const int *perm = nullptr;
-    int nz = a.nz, m0 = blockIdx.y * MT;
-    if constexpr (G) {
-        if ((int)blockIdx.y >= a.gmap[0])
-            return;
-        const int *tl = a.gmap + 1 + 3 * blockIdx.y;
-        w += (long long)tl[0] * a.expert_bytes;
-        perm = a.gperm + tl[1];
-        nz = tl[2];
-        m0 = 0;
-    }
-    /* the f16 activation row of tile token m (< nz), and its scale */
-    auto xrow = [&](int m) -> const u16 * {
-        if constexpr (G)
-            return a.xh + (long long)(perm[m] / a.x_div) * a.k;
-        else
-            return a.xh + (long long)m * a.k;
-    };
-    auto xscale = [&](int m) -> float {
-        if constexpr (G)
-            return a.xsc[perm[m] / a.x_div];
-        else
-            return a.xsc[m];
-    };
+    gsrc<G> g;
+    if (!g.init(a, MT))
+        return;
+    const u8 *const w = g.w;
+    const int nz = g.nz, m0 = g.m0;
+    auto xrow = [&](int m) { return g.xrow(a, m); };
+    auto xscale = [&](int m) { return g.xscale(a, m); };
     const int wm = (warp / NWT) * WM, wn = (warp % NWT) * 32; /* the warp's rows and tokens in the tile */
     const int gid = lane >> 2, tig = lane & 3;
     /* split K: this slice's whole steps */
@@ -302,7 +282,7 @@ static __device__ __forceinline__ void mma_body(const struct gemv_args &a)
                     const int m = m0 + wn + ni * 8 + 2 * tig + j;
                     if (m >= nz)
                         continue;
-                    float *y = a.y + (long long)(G ? perm[m] : m) * a.y_stride + row;
+                    float *y = a.y + (long long)g.yrow(m) * a.y_stride + row;
                     /* undo the row's scale (a power of two: exact) */
                     const float v = acc[mi][ni][2 * h + j] / xscale(m) + b;
                     if (split)

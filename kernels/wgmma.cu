@@ -28,6 +28,7 @@
 #include "part.h"
 #include "qtypes.h"
 #include "tc.h"
+#include "gemm_src.h"
 #include "wpiece.h"
 
 #if !defined(LLM_HIP) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -104,30 +105,13 @@ static __device__ __forceinline__ void wg_body(const struct gemv_args &a)
     u8 *const Wt = wsm, *const Xt = wsm + 2 * TW;
     const int tid = threadIdx.x, lane = tid & 31, wi = (tid >> 5) & 3, wg = tid >> 7;
     const int r0 = blockIdx.x * 128;
-    const u8 *w = a.w;
-    const int *perm = nullptr;
-    int nz = a.nz, m0 = blockIdx.y * MT;
-    if constexpr (G) { /* blockIdx.y: a tile of one expert's pairs (moe_group), as in mma.cu */
-        if ((int)blockIdx.y >= a.gmap[0])
-            return;
-        const int *tl = a.gmap + 1 + 3 * blockIdx.y;
-        w += (long long)tl[0] * a.expert_bytes;
-        perm = a.gperm + tl[1];
-        nz = tl[2];
-        m0 = 0;
-    }
-    auto xrow = [&](int m) -> const u16 * {
-        if constexpr (G)
-            return a.xh + (long long)(perm[m] / a.x_div) * a.k;
-        else
-            return a.xh + (long long)m * a.k;
-    };
-    auto xscale = [&](int m) -> float {
-        if constexpr (G)
-            return a.xsc[perm[m] / a.x_div];
-        else
-            return a.xsc[m];
-    };
+    gsrc<G> g;
+    if (!g.init(a, MT))
+        return;
+    const u8 *const w = g.w;
+    const int nz = g.nz, m0 = g.m0;
+    auto xrow = [&](int m) { return g.xrow(a, m); };
+    auto xscale = [&](int m) { return g.xscale(a, m); };
     const int steps = a.k / 64, per = (steps + (int)gridDim.z - 1) / (int)gridDim.z;
     const int kb = (int)blockIdx.z * per * 64, ke = min(a.k, kb + per * 64), n = (ke - kb) / 64;
     if (n <= 0)
@@ -200,7 +184,7 @@ static __device__ __forceinline__ void wg_body(const struct gemv_args &a)
                 const int m = m0 + 8 * j + 2 * tig + c;
                 if (m >= nz)
                     continue;
-                float *y = a.y + (long long)(G ? perm[m] : m) * a.y_stride + row;
+                float *y = a.y + (long long)g.yrow(m) * a.y_stride + row;
                 const float v = acc[4 * j + 2 * h + c] / xscale(m) + b; /* the row's scale: a power of two */
                 if (split)
                     atomicAdd(y, v);
