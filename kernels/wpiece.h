@@ -57,6 +57,18 @@ static __device__ __forceinline__ void scale_min_sel(int j, const u32 *s, int *s
     }
 }
 
+/* the scales and mins (d·sc, dmin·m) of sub-blocks 2c and 2c + 1 of a q4_K/q5_K super-block: chunk c's two
+ * halves; dd holds d and dmin as f16, s the 12 scale bytes */
+static __device__ __forceinline__ void chunk_scales(int c, u32 dd, const u32 *s, float *d0, float *n0, float *d1,
+                                                    float *n1)
+{
+    int sc0, m0, sc1, m1;
+    scale_min_sel(2 * c, s, &sc0, &m0);
+    scale_min_sel(2 * c + 1, s, &sc1, &m1);
+    const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
+    *d0 = d * (float)sc0, *n0 = dm * (float)m0, *d1 = d * (float)sc1, *n1 = dm * (float)m1;
+}
+
 /* ---- weight pieces: the row's thread h (0, 1) of a 64-wide k step at k0 ----
  * load: the raw bytes into registers (issued one step ahead); store: dequantize them and hand the
  * piece's 32 halves to put in two runs of 16 (k offsets within the step: P0 + i and P1 + i, i < 16),
@@ -93,11 +105,8 @@ template <> struct wpiece<KT_Q4_K> {
     }
     template <class P> __device__ __forceinline__ void store(P put, int h) const
     {
-        int sc0, m0, sc1, m1;
-        scale_min_sel(2 * c, s, &sc0, &m0);
-        scale_min_sel(2 * c + 1, s, &sc1, &m1);
-        const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
-        const float d0 = d * (float)sc0, n0 = dm * (float)m0, d1 = d * (float)sc1, n1 = dm * (float)m1;
+        float d0, n0, d1, n1;
+        chunk_scales(c, dd, s, &d0, &n0, &d1, &n1);
         const u32 w[4] = { q.x, q.y, q.z, q.w };
         /* in f16x2 arithmetic, two elements an instruction: a byte pair spread to the two halves (prmt),
          * its nibbles OR 0x6400 are the f16 values 1024 + q (low) and 1024 + 16q (high); q comes out exact
@@ -151,11 +160,8 @@ template <> struct wpiece<KT_Q5_K> {
     }
     template <class P> __device__ __forceinline__ void store(P put, int h) const
     {
-        int sc0, m0, sc1, m1;
-        scale_min_sel(2 * c, s, &sc0, &m0);
-        scale_min_sel(2 * c + 1, s, &sc1, &m1);
-        const float d = h2f((u16)(dd & 0xFFFF)), dm = h2f((u16)(dd >> 16));
-        const float d0 = d * (float)sc0, n0 = dm * (float)m0, d1 = d * (float)sc1, n1 = dm * (float)m1;
+        float d0, n0, d1, n1;
+        chunk_scales(c, dd, s, &d0, &n0, &d1, &n1);
         const u32 w[4] = { q.x, q.y, q.z, q.w }, hw[4] = { qh.x, qh.y, qh.z, qh.w };
         u32 lo[8], hi[8];
 #pragma unroll

@@ -412,28 +412,40 @@ static void gemm_tensor_cores_wide_range(void)
     check_mma_range(QT_Q6_K, "q6_K", "mma", 100, 768, 37, 1);
 }
 
+/* the weight types of the tensor-core GEMMs */
+static const struct {
+    enum qtype t;
+    const char *name;
+} tc_types[] = {
+    { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
+    { QT_IQ4_XS, "iq4_xs" },
+};
+
+/* The cases every 64- and 128-token tile (prefixes k64, k128) runs: partial row and token tiles, every
+ * 64-element step of a super-block, tokens past 32 (the second warp column), split K with and without a
+ * zeroed destination, and slices shorter than a pipeline (MMA_STAGES, WG_STAGES): 1 and 2 steps each */
+static void mma_tile_cases(enum qtype t, const char *tn, const char *k64, const char *k128)
+{
+    check_mma(t, tn, 200, 512, 70, 0, 1, k64);
+    check_mma(t, tn, 130, 768, 9, 1, 3, k64);
+    check_mma(t, tn, 100, 1024, 37, 0, 4, k64);
+    check_mma(t, tn, 200, 512, 150, 0, 1, k128);
+    check_mma(t, tn, 130, 768, 100, 1, 2, k128);
+    check_mma(t, tn, 100, 256, 70, 0, 4, k64);
+    check_mma(t, tn, 130, 256, 150, 1, 2, k128);
+}
+
 static void gemm_tensor_cores(void)
 {
     NEED_GPU();
-    static const struct { enum qtype t; const char *name; } qt[] = {
-        { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
-        { QT_IQ4_XS, "iq4_xs" },
-    };
-    /* partial row and token tiles, every 64-element step of a super-block, tokens past 32 (the
-     * second warp column), split K with and without a zeroed destination */
-    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1, "mma");
-        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3, "mma");
-        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, "mma");
-        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, "mma128");
-        check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, "mma128");
-        /* slices shorter than the cp.async pipeline (MMA_STAGES): 1 and 2 steps each */
-        check_mma(qt[i].t, qt[i].name, 100, 256, 70, 0, 4, "mma");
-        check_mma(qt[i].t, qt[i].name, 130, 256, 150, 1, 2, "mma128");
+    for (size_t i = 0; i < sizeof tc_types / sizeof tc_types[0]; i++) {
+        const enum qtype t = tc_types[i].t;
+        const char *tn = tc_types[i].name;
+        mma_tile_cases(t, tn, "mma", "mma128");
         /* two steps in flight: odd and even step counts per slice (20 steps over 3 slices: 7, 7, 6) */
-        check_mma(qt[i].t, qt[i].name, 200, 512, 20, 0, 1, "mma32");
-        check_mma(qt[i].t, qt[i].name, 130, 1280, 9, 1, 3, "mma32");
-        check_mma(qt[i].t, qt[i].name, 100, 1280, 37, 0, 3, "mma32");
+        check_mma(t, tn, 200, 512, 20, 0, 1, "mma32");
+        check_mma(t, tn, 130, 1280, 9, 1, 3, "mma32");
+        check_mma(t, tn, 100, 1280, 37, 0, 3, "mma32");
     }
 }
 
@@ -560,42 +572,30 @@ static void check_mmag(enum qtype t, const char *tn, const char *kn, int mt, int
 static void gemm_grouped_experts(void)
 {
     NEED_GPU();
-    static const struct { enum qtype t; const char *name; } qt[] = {
-        { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
-        { QT_IQ4_XS, "iq4_xs" },
-    };
-    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
+    for (size_t i = 0; i < sizeof tc_types / sizeof tc_types[0]; i++) {
         /* 150 tokens × 4 slots over 9 experts: expert 0 has 200 pairs (7 tiles of 32, 2 of 128) */
-        check_mmag(qt[i].t, qt[i].name, "mmag32", 32, 9, 200, 512, 150, 4);
-        check_mmag(qt[i].t, qt[i].name, "mmag", 64, 9, 130, 768, 150, 4);
-        check_mmag(qt[i].t, qt[i].name, "mmag128", 128, 9, 100, 256, 150, 4);
+        check_mmag(tc_types[i].t, tc_types[i].name, "mmag32", 32, 9, 200, 512, 150, 4);
+        check_mmag(tc_types[i].t, tc_types[i].name, "mmag", 64, 9, 130, 768, 150, 4);
+        check_mmag(tc_types[i].t, tc_types[i].name, "mmag128", 128, 9, 100, 256, 150, 4);
     }
 }
 
 /* The warpgroup-MMA tiles (kernels/wgmma.cu, sm_90a) on the mma.sync tiles' cases: partial row and token
  * tiles, split K with and without a zeroed destination, slices of one and two steps (shorter than the
- * activation ring), and the grouped tiles over skewed routing. On an sm_90a device they must exist (fn
+ * activation ring: mma_tile_cases), a 260 × 4096 × 300 product, and the grouped tiles over skewed routing. On an sm_90a device they must exist (fn
  * fails the run otherwise); elsewhere the module is empty and the test skips. */
 static void gemm_warpgroup_mma(void)
 {
     NEED_GPU();
     if (strcmp(hip_rt_arch(g_rt), "sm_90a"))
         SKIP("warpgroup MMA needs an sm_90a device");
-    static const struct { enum qtype t; const char *name; } qt[] = {
-        { QT_F16, "f16" }, { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
-        { QT_IQ4_XS, "iq4_xs" },
-    };
-    for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
-        check_mma(qt[i].t, qt[i].name, 200, 512, 70, 0, 1, "wgmma");
-        check_mma(qt[i].t, qt[i].name, 130, 768, 9, 1, 3, "wgmma");
-        check_mma(qt[i].t, qt[i].name, 100, 1024, 37, 0, 4, "wgmma");
-        check_mma(qt[i].t, qt[i].name, 200, 512, 150, 0, 1, "wgmma128");
-        check_mma(qt[i].t, qt[i].name, 130, 768, 100, 1, 2, "wgmma128");
-        check_mma(qt[i].t, qt[i].name, 100, 256, 70, 0, 4, "wgmma");
-        check_mma(qt[i].t, qt[i].name, 130, 256, 150, 1, 2, "wgmma128");
-        check_mma(qt[i].t, qt[i].name, 260, 4096, 300, 0, 1, "wgmma128");
-        check_mmag(qt[i].t, qt[i].name, "wgmmag", 64, 9, 130, 768, 150, 4);
-        check_mmag(qt[i].t, qt[i].name, "wgmmag128", 128, 9, 100, 256, 150, 4);
+    for (size_t i = 0; i < sizeof tc_types / sizeof tc_types[0]; i++) {
+        const enum qtype t = tc_types[i].t;
+        const char *tn = tc_types[i].name;
+        mma_tile_cases(t, tn, "wgmma", "wgmma128");
+        check_mma(t, tn, 260, 4096, 300, 0, 1, "wgmma128");
+        check_mmag(t, tn, "wgmmag", 64, 9, 130, 768, 150, 4);
+        check_mmag(t, tn, "wgmmag128", 128, 9, 100, 256, 150, 4);
     }
     check_mma_range(QT_Q4_K, "q4_K", "wgmma128", 200, 512, 150, 2);
 }

@@ -57,9 +57,9 @@ void hip_knobs_from_env(struct hip_knobs *k)
     k->mma_t = mte ? atoi(mte) : 0;
     k->split_buckets = on_unless_0("LLM170_HIP_SPLIT_BUCKETS");
     const char *mwe = env("LLM170_HIP_MMA_WAVES");
+    k->mma_waves = mwe && atoi(mwe) >= 0 && atoi(mwe) <= 100 ? atoi(mwe) : 85;
     const char *mfe = env("LLM170_HIP_MMA_FILL");
     k->mma_fill = mfe && (!strcmp(mfe, "0") || !strcmp(mfe, "1")) ? atoi(mfe) : -1;
-    k->mma_waves = mwe && atoi(mwe) >= 0 && atoi(mwe) <= 100 ? atoi(mwe) : 85;
     k->use_fa = on_unless_0("LLM170_HIP_FA");
     k->gqa = off_unless_1("LLM170_HIP_GQA");
     k->pdl_prefetch = on_unless_0("LLM170_HIP_PDL_PREFETCH");
