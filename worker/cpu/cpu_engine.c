@@ -677,26 +677,9 @@ static void ffn_moe(struct cpu_engine *c, const struct layer *ly, int n)
     const int E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
 
     mm(c, &ly->gate_inp, c->h, n, c->rl);
-    for (int t = 0; t < n; t++) {
-        float *pr = c->rl + (size_t)t * X;
-        int *sel = c->sel + (size_t)t * K;
-        float *w = c->sw + (size_t)t * K;
-        ops_softmax(pr, X);
-        ops_topk(pr, X, K, sel);
-        double sum = 0.0; /* ggml sum_rows accumulates in double */
-        for (int k = 0; k < K; k++) {
-            w[k] = pr[sel[k]];
-            sum += (double)w[k];
-        }
-        float s = (float)sum;
-        if (s < 6.103515625e-5f)
-            s = 6.103515625e-5f;
-        for (int k = 0; k < K; k++)
-            w[k] = w[k] / s;
-        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
-            for (int k = 0; k < K; k++)
-                w[k] *= hp->expert_weights_scale;
-    }
+    for (int t = 0; t < n; t++)
+        ops_moe_route(c->rl + (size_t)t * X, X, K, hp->expert_weights_scale, c->sel + (size_t)t * K,
+                      c->sw + (size_t)t * K);
     /* run each expert once over the tokens routed to it */
     for (int ex = 0; ex < X; ex++) {
         int cnt = 0;

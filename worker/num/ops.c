@@ -1,5 +1,6 @@
 /* ops.c — the ops of ops.h that have SIMD kernels: the reference (ops_ref.c)
- * or the AVX2 one (ops_avx2.c), chosen once at first use. */
+ * or the AVX2 one (ops_avx2.c), chosen once at first use; and MoE routing,
+ * built on the dispatched softmax. */
 #include "ops.h"
 
 #include <cpuid.h>
@@ -58,4 +59,23 @@ void ops_attn_multi(int m, const float *const *qs, float *const *outs, const int
 {
     pthread_once(&g_once, ops_dispatch_init);
     g_attn_multi(m, qs, outs, n_kv, hd, K, V, stride, scale, f16tab, scratch);
+}
+
+void ops_moe_route(float *pr, int n, int k, float scale, int *sel, float *w)
+{
+    ops_softmax(pr, n);
+    ops_topk(pr, n, k, sel);
+    double sum = 0.0; /* ggml sum_rows accumulates in double */
+    for (int j = 0; j < k; j++) {
+        w[j] = pr[sel[j]];
+        sum += (double)w[j];
+    }
+    float s = (float)sum;
+    if (s < 6.103515625e-5f)
+        s = 6.103515625e-5f;
+    for (int j = 0; j < k; j++)
+        w[j] = w[j] / s;
+    if (scale != 0.0f && scale != 1.0f)
+        for (int j = 0; j < k; j++)
+            w[j] *= scale;
 }

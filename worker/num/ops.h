@@ -44,6 +44,11 @@ void ops_add(float *y, const float *x, int n);
 /* Indices of the k largest values of p[n], descending (k <= n). */
 void ops_topk(const float *p, int n, int k, int *idx);
 
+/* MoE routing of one token as llama.cpp's CPU does it: pr[n] (router logits) becomes its softmax, sel[k]
+ * the k largest, w[k] their probabilities renormalised (sum in double, floored at 2^-14) and times scale
+ * when scale is neither 0 nor 1. */
+void ops_moe_route(float *pr, int n, int k, float scale, int *sel, float *w);
+
 /* Table of the 65536 f16 values as f32 (for the f16 KV cache). */
 void ops_f16_table_init(float *tab);
 
