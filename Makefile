@@ -35,7 +35,8 @@ DESTDIR ?=
 LIB_SRC  := $(wildcard common/*.c) $(wildcard worker/*/*.c) $(wildcard proto/*.c)
 # generated sources live in the build tree (Makefile.gpu.inc)
 KERNELS_GEN := $(BUILD)/gen/hip_kernels_gen.c
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(KERNELS_GEN:%.c=%.o)
+SHADERS_GEN := $(BUILD)/gen/vk_shaders_gen.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(KERNELS_GEN:%.c=%.o) $(SHADERS_GEN:%.c=%.o)
 LIB      := $(BUILD)/libllm170.a
 
 CLI_SRC  := $(wildcard client/*.c)

@@ -15,6 +15,8 @@ n=$(wc -l <"$T/cmds")
 if [ "$n" -lt 20 ]; then echo "#   only $n compile commands from make -n"; echo "not ok - make CC=clang"; exit 0; fi
 # generated sources: make -n names them but writes none
 "$ROOT/scripts/embed_kernels.sh" "$T/b/gen/hip_kernels_gen.c"
+"$ROOT/scripts/embed_shaders.sh" "$T/b/gen/vk_shaders_gen.c" || {
+    echo "not ok - make CC=clang: scripts/embed_shaders.sh failed"; exit 0; }
 (cd "$ROOT" && xargs -P 2 -I{} sh -c '{} 2>&1 || echo "FAILED: {}"' <"$T/cmds") >"$T/log"
 if grep -q '^FAILED: ' "$T/log"; then
     grep -E 'error:|^FAILED' "$T/log" | head -20 | sed 's/^/#   /'

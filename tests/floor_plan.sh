@@ -27,7 +27,8 @@
 #    gguf) and serve or a program calls it; engine and the backends never do.
 #  - hip → kernels/: kernels/*.h are the host/device argument ABI of the hip
 #    backend's kernels (kernels/*.cu), embedded as $BUILD/gen/hip_kernels_gen.c;
-#    that object counts as part of worker/hip/ here.
+#    that object counts as part of worker/hip/ here; likewise shaders/ compiled
+#    into $BUILD/gen/vk_shaders_gen.c, part of worker/vulkan/.
 #  - programs → proto: the programs' IPC; the worker's layers never use it.
 #  - common/version.c includes "version_gen.h" from $BUILD/gen (-I there,
 #    Makefile): the one include that does not resolve in the tree.
@@ -103,6 +104,7 @@ function layer(p,   a) {
     if (p ~ /^worker\/[^\/]+\//) { split(p, a, "/"); return a[2] }
     if (p ~ /^worker\/[^\/]+$/ || p ~ /^(client|daemon|gateway)\//) return "prog"
     if (p ~ /^gen\/hip_/) return "hip"
+    if (p ~ /^gen\/vk_/) return "vulkan"
     split(p, a, "/"); return a[1]
 }
 function load_table(s,   lines, n, i, f) {

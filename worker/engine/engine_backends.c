@@ -6,6 +6,7 @@
 
 #include "../cpu/cpu_engine.h"
 #include "../hip/hip_engine.h"
+#include "../vulkan/vk_engine.h"
 #include "engine.h"
 #include "engine_backends.h"
 
@@ -17,7 +18,7 @@ static const struct {
 } g_backends[] = {
     { BACKEND_CPU, "cpu", NULL, &cpu_backend },
     { BACKEND_HIP, "hip", "cuda", &hip_backend },
-    { BACKEND_VULKAN, "vulkan", NULL, NULL },
+    { BACKEND_VULKAN, "vulkan", NULL, &vk_backend },
 };
 
 #define N_BACKENDS (sizeof g_backends / sizeof g_backends[0])

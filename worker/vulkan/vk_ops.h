@@ -1,0 +1,96 @@
+/* vk_ops.h — the shaders of the `vulkan` backend as calls. Each records its dispatch (a product whose
+ * input is rounded first: two) into the step being recorded (vk_rt_begin … vk_rt_submit); each waits
+ * for the ones before. Offsets and strides count floats (32-bit words). Every op has a CPU reference
+ * in worker/num that tests/test_vk_kernels.c holds it to:
+ *   vk_op_mm       quant_act_row + vec_dot (the CPU's rounding of activations, its block sums)
+ *   vk_op_embed    dequant_row               vk_op_norm    ops_rms_norm
+ *   vk_op_rope     ops_rope_apply            vk_op_swiglu  ops_swiglu
+ *   vk_op_kv_store kv_store (f16 cells RNE)  vk_op_attn    ops_attn_multi
+ *   vk_op_gather, vk_op_moe_combine: the CPU engine's MoE gather and weighted sum (copies, and
+ *   ((w0·y0) + w1·y1) + … without fused multiply-adds) */
+#ifndef LLM170_VK_OPS_H
+#define LLM170_VK_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+#include "../model/model.h"
+#include "vk_rt.h"
+
+#define VK_NO_VEC 0xffffffffu /* a vector offset meaning "none" (the shaders' ~0) */
+#define VK_MM_NT 8            /* tokens one mm workgroup takes (mm.comp's NT) */
+#define VK_MAX_HD 256         /* largest head size attn.comp holds (its MAX_HD) */
+
+struct vk_ops {
+    struct vk_rt *rt;
+    int p_norm, p_rope, p_swiglu, p_kv, p_attn, p_act, p_gather, p_combine; /* pipelines */
+    struct vk_buf xr;     /* [n_batch][widest input] + Q8_1 block pairs: a product's rounded input (act.comp) */
+};
+
+/* One weight matrix on the device. */
+struct vk_mat {
+    struct vk_buf b;    /* the tensor's bytes, then 128 zero bytes the last group of a float row may read */
+    int pipe;           /* mm_<type>, or embed_<type> for an embedding table */
+    uint32_t row_bytes; /* bytes of one row of k elements */
+    int k, rows;        /* ne0 (input width), ne1·ne2 (output rows) */
+    uint32_t act;       /* how act.comp rounds the input first (the type's vec_dot type); 0: not at all */
+    bool shared;        /* the buffer belongs to another vk_mat (a tied output) */
+};
+
+/* Rows in a buffer: row t at off + t·stride. */
+struct vk_view {
+    const struct vk_buf *b;
+    uint32_t off, stride;
+};
+
+/* The pipelines, and the scratch that products of up to n_batch rows of up to `widest` inputs need. */
+int vk_ops_init(struct vk_ops *o, struct vk_rt *rt, int n_batch, int widest, struct err *e);
+void vk_ops_free(struct vk_ops *o);
+
+/* w onto the device, for products (embed = false) or lookups (embed = true). ERR_UNSUPPORTED naming
+ * the tensor for a type the shaders do not decode or a tensor past the device's largest buffer. An
+ * absent tensor (w->data NULL) leaves *d zeroed. *bytes (may be NULL) += the bytes uploaded. */
+int vk_mat_upload(struct vk_ops *o, struct vk_mat *d, const struct wt *w, bool embed, uint64_t *bytes,
+                  struct err *e);
+/* d reads src's bytes as w (the output tied to the embedding table) */
+int vk_mat_alias(struct vk_ops *o, struct vk_mat *d, const struct vk_mat *src, const struct wt *w, struct err *e);
+void vk_mat_free(struct vk_ops *o, struct vk_mat *d);
+/* a buffer of `bytes` a shader may bind whole; ERR_UNSUPPORTED past the device's largest, naming `what` */
+int vk_ops_buf(struct vk_ops *o, struct vk_buf *b, size_t bytes, bool host, const char *what, struct err *e);
+
+/* y[t][r] = w[r]·x[t] + bias[bias_off + r] (add: y += that) for n tokens; bias_off VK_NO_VEC: none */
+int vk_op_mm(struct vk_ops *o, const struct vk_mat *w, struct vk_view x, struct vk_view y, int n,
+             const struct vk_buf *bias, uint32_t bias_off, bool add, struct err *e);
+/* as vk_op_mm over rows [row0, row0 + rows) of w only (one expert of a stacked [k, rows, n_expert] tensor) */
+int vk_op_mm_rows(struct vk_ops *o, const struct vk_mat *w, int row0, int rows, struct vk_view x, struct vk_view y,
+                  int n, const struct vk_buf *bias, uint32_t bias_off, bool add, struct err *e);
+/* dst row i = src row idx[idx_off + i], rows of `width` floats, for `rows` rows */
+int vk_op_gather(struct vk_ops *o, struct vk_view src, struct vk_view dst, const struct vk_buf *idx, uint32_t idx_off,
+                 int width, int rows, struct err *e);
+/* x[t] += Σ_k w[t·k_used + k] · ey row slot[t·k_used + k] (rows of `width`) for n tokens */
+int vk_op_moe_combine(struct vk_ops *o, const struct vk_buf *ey, const struct vk_buf *slot, const struct vk_buf *w,
+                      const struct vk_buf *x, int width, int k_used, int n, struct err *e);
+/* x[t] = row tok[t].token of w (dequantized); tok: [n][4] int32 token, pos, seq, 0 */
+int vk_op_embed(struct vk_ops *o, const struct vk_mat *w, const struct vk_buf *tok, const struct vk_buf *x, int n,
+                struct err *e);
+/* n tokens of hpt rows of `width` (row h of token t at off + t·stride + h·width) RMS-normed from x into y,
+ * times wt[w_off …] (VK_NO_VEC: no weight) */
+int vk_op_norm(struct vk_ops *o, struct vk_view x, struct vk_view y, int width, int hpt, int n,
+               const struct vk_buf *wt, uint32_t w_off, float eps, struct err *e);
+/* n_head heads of hd (row t's at off + t·stride) rotated in place by cs[t][n_rot] (ops_rope_cache's rows) */
+int vk_op_rope(struct vk_ops *o, struct vk_view x, int hd, int n_rot, bool neox, int n_head, int n,
+               const struct vk_buf *cs, struct err *e);
+/* g = silu(g)·u over `total` elements */
+int vk_op_swiglu(struct vk_ops *o, const struct vk_buf *g, const struct vk_buf *u, uint32_t total, struct err *e);
+/* row t's K (src at k_off + t·stride) and V (v_off + t·stride), kv_dim each, into the caches
+ * [n_seq][n_ctx][kv_dim] at the (seq, pos) of tok[t]; f16: cells are f16 pairs, else f32 */
+int vk_op_kv_store(struct vk_ops *o, const struct vk_buf *src, uint32_t k_off, uint32_t v_off, uint32_t stride,
+                   const struct vk_buf *kc, const struct vk_buf *vc, const struct vk_buf *tok, int kv_dim, int n_ctx,
+                   bool f16, int n, struct err *e);
+/* causal attention of n tokens' n_head query heads (q) over their sequence's first pos + 1 cells, into out */
+int vk_op_attn(struct vk_ops *o, struct vk_view q, struct vk_view out, const struct vk_buf *kc, const struct vk_buf *vc,
+               const struct vk_buf *tok, int n_head, int n_head_kv, int hd, int n_ctx, bool f16, float scale, int n,
+               struct err *e);
+
+#endif
