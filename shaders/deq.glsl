@@ -14,8 +14,10 @@
  *   products that keep that form (mm.comp):
  *     DEQ_Q8_INT (Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4): void deq32_q(uint row_off, uint g, out float q[32],
  *         out float d) — element = q·d
- *     T_Q4_1, T_Q5_1: void deq32_q(uint row_off, uint g, out float q[32], out float d, out float m) —
- *         element = q·d + m
+ *     DEQ_Q8_INT_MIN (Q4_1, Q5_1): void deq32_q(uint row_off, uint g, out float q[32], out float d,
+ *         out float m) — element = q·d + m
+ *   (DEQ32_FROM_Q: such a type's deq32 is built from its deq32_q at the end of the file; MXFP4 keeps
+ *   its own for its subnormal scales.)
  * Blocks need not be word-aligned (18-, 17-, 110-byte blocks …): every read goes through deq_u8,
  * deq_u16 and deq_u32, which take any byte offset and combine words.
  *
@@ -103,6 +105,7 @@ void deq32(uint row_off, uint g, out float v[32])
 /* Q4_0, 18 B: d fp16; qs[16] — low nibbles elements 0..15, high nibbles 16..31; y = (q - 8)·d. */
 const uint DEQ_BLOCK = 32u, DEQ_BYTES = 18u;
 #define DEQ_Q8_INT
+#define DEQ32_FROM_Q
 void deq32_q(uint row_off, uint g, out float v[32], out float d)
 {
     const uint o = row_off + g * DEQ_BYTES;
@@ -116,17 +119,12 @@ void deq32_q(uint row_off, uint g, out float v[32], out float d)
         }
     }
 }
-void deq32(uint row_off, uint g, out float v[32])
-{
-    float d;
-    deq32_q(row_off, g, v, d);
-    for (uint j = 0u; j < 32u; j++)
-        v[j] = v[j] * d;
-}
 
 #elif defined(T_Q4_1)
 /* Q4_1, 20 B: d fp16, m fp16; qs[16] as Q4_0; y = q·d + m. deq32_q: the q, d and m themselves. */
 const uint DEQ_BLOCK = 32u, DEQ_BYTES = 20u;
+#define DEQ_Q8_INT_MIN
+#define DEQ32_FROM_Q
 void deq32_q(uint row_off, uint g, out float v[32], out float d, out float m)
 {
     const uint o = row_off + g * DEQ_BYTES;
@@ -140,18 +138,12 @@ void deq32_q(uint row_off, uint g, out float v[32], out float d, out float m)
         }
     }
 }
-void deq32(uint row_off, uint g, out float v[32])
-{
-    float d, m;
-    deq32_q(row_off, g, v, d, m);
-    for (uint j = 0u; j < 32u; j++)
-        v[j] = v[j] * d + m;
-}
 
 #elif defined(T_Q5_0)
 /* Q5_0, 22 B: d fp16; qh u32 (bit j = 5th bit of element j); qs[16] as Q4_0; y = (q - 16)·d. */
 const uint DEQ_BLOCK = 32u, DEQ_BYTES = 22u;
 #define DEQ_Q8_INT
+#define DEQ32_FROM_Q
 void deq32_q(uint row_off, uint g, out float v[32], out float d)
 {
     const uint o = row_off + g * DEQ_BYTES;
@@ -166,17 +158,12 @@ void deq32_q(uint row_off, uint g, out float v[32], out float d)
         }
     }
 }
-void deq32(uint row_off, uint g, out float v[32])
-{
-    float d;
-    deq32_q(row_off, g, v, d);
-    for (uint j = 0u; j < 32u; j++)
-        v[j] = v[j] * d;
-}
 
 #elif defined(T_Q5_1)
 /* Q5_1, 24 B: d fp16, m fp16; qh u32; qs[16] as Q5_0; y = q·d + m. deq32_q: the q, d and m themselves. */
 const uint DEQ_BLOCK = 32u, DEQ_BYTES = 24u;
+#define DEQ_Q8_INT_MIN
+#define DEQ32_FROM_Q
 void deq32_q(uint row_off, uint g, out float v[32], out float d, out float m)
 {
     const uint o = row_off + g * DEQ_BYTES;
@@ -191,18 +178,12 @@ void deq32_q(uint row_off, uint g, out float v[32], out float d, out float m)
         }
     }
 }
-void deq32(uint row_off, uint g, out float v[32])
-{
-    float d, m;
-    deq32_q(row_off, g, v, d, m);
-    for (uint j = 0u; j < 32u; j++)
-        v[j] = v[j] * d + m;
-}
 
 #elif defined(T_Q8_0)
 /* Q8_0, 34 B: d fp16; qs[32] int8; y = q·d. */
 const uint DEQ_BLOCK = 32u, DEQ_BYTES = 34u;
 #define DEQ_Q8_INT
+#define DEQ32_FROM_Q
 void deq32_q(uint row_off, uint g, out float v[32], out float d)
 {
     const uint o = row_off + g * DEQ_BYTES;
@@ -213,18 +194,12 @@ void deq32_q(uint row_off, uint g, out float v[32], out float d)
             v[4u * k + b] = float(bitfieldExtract(w, int(8u * b), 8));
     }
 }
-void deq32(uint row_off, uint g, out float v[32])
-{
-    float d;
-    deq32_q(row_off, g, v, d);
-    for (uint j = 0u; j < 32u; j++)
-        v[j] = v[j] * d;
-}
 
 #elif defined(T_IQ4_NL)
 /* IQ4_NL, 18 B: d fp16; qs[16] as Q4_0, nibbles index kvalues_iq4nl; y = d·kvalues[q]. */
 const uint DEQ_BLOCK = 32u, DEQ_BYTES = 18u;
 #define DEQ_Q8_INT
+#define DEQ32_FROM_Q
 const int deq_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 void deq32_q(uint row_off, uint g, out float v[32], out float d)
 {
@@ -238,13 +213,6 @@ void deq32_q(uint row_off, uint g, out float v[32], out float d)
             v[j + 16u] = float(deq_kvalues_iq4nl[q >> 4u]);
         }
     }
-}
-void deq32(uint row_off, uint g, out float v[32])
-{
-    float d;
-    deq32_q(row_off, g, v, d);
-    for (uint j = 0u; j < 32u; j++)
-        v[j] = d * v[j];
 }
 
 #elif defined(T_MXFP4)
@@ -446,4 +414,23 @@ void deq32(uint row_off, uint g, out float v[32])
 
 #else
 #error "deq.glsl: define one of T_F32, T_F16, T_BF16, T_Q4_0 … T_MXFP4"
+#endif
+
+/* the types that define their layout once, in deq32_q: elements from the integers */
+#if defined(DEQ32_FROM_Q) && defined(DEQ_Q8_INT_MIN)
+void deq32(uint row_off, uint g, out float v[32])
+{
+    float d, m;
+    deq32_q(row_off, g, v, d, m);
+    for (uint j = 0u; j < 32u; j++)
+        v[j] = v[j] * d + m;
+}
+#elif defined(DEQ32_FROM_Q)
+void deq32(uint row_off, uint g, out float v[32])
+{
+    float d;
+    deq32_q(row_off, g, v, d);
+    for (uint j = 0u; j < 32u; j++)
+        v[j] = v[j] * d;
+}
 #endif

@@ -34,7 +34,7 @@ void main()
         acc[j] = 0.0;
     const uint row = p.w_off + r * p.row_bytes;
     for (uint g = tid; g < (p.k + 31u) / 32u; g += 64u) {
-#if defined(T_Q4_1) || defined(T_Q5_1)
+#if defined(DEQ_Q8_INT_MIN)
         float q[32], dw, mw;
         deq32_q(row, g, q, dw, mw);
 #elif defined(DEQ_Q8_INT)
@@ -51,7 +51,7 @@ void main()
                 break;
             const uint xb = p.x_off + (t0 + j) * p.x_stride + 32u * g;
             float s = 0.0;
-#if defined(T_Q4_1) || defined(T_Q5_1) || defined(DEQ_Q8_INT)
+#if defined(DEQ_Q8_INT_MIN) || defined(DEQ_Q8_INT)
             /* the CPU's block product: (d_w·d_a)·Σ q_w·q_a (+ m_w·s_a), with X holding the activations'
              * Q8 integers and each block's (fp16 d_a, fp16 s_a) at s_off (act.comp's mode 1); the integer
              * sum is exact in f32 (|Σ| < 2^24), so a block's value is rounded where the CPU rounds it */
@@ -60,7 +60,7 @@ void main()
                 sumi += q[i] * X[xb + i];
             const uint sb = p.s_off + 2u * ((t0 + j) * (p.k / 32u) + g);
             s = (dw * X[sb]) * sumi;
-#if defined(T_Q4_1) || defined(T_Q5_1)
+#if defined(DEQ_Q8_INT_MIN)
             s += mw * X[sb + 1u];
 #endif
 #else

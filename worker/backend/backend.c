@@ -55,3 +55,19 @@ int backend_check_batch(const struct engine_tok *toks, int n, int n_batch, int n
     }
     return 0;
 }
+
+int backend_out_rows(const struct engine_tok *toks, int n, const bool *want, const float *logits,
+                     const float *embd, int *out_rows, int *n_out, struct err *e)
+{
+    int k = 0;
+    for (int t = 0; t < n; t++)
+        if (toks[t].logits)
+            out_rows[k++] = t;
+    *n_out = k;
+    if (k && !logits)
+        return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", k);
+    for (int t = 0; want && t < n; t++)
+        if (want[t] && !embd)
+            return err_set(e, ERR_INVALID, "engine_decode: token %d asked for its hidden state but the buffer is NULL", t);
+    return 0;
+}

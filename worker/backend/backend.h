@@ -137,4 +137,9 @@ struct backend_ops {
 int backend_check_batch(const struct engine_tok *toks, int n, int n_batch, int n_seq, int n_ctx, int32_t n_vocab,
                         const int *len, int *seq_next, struct err *e);
 
+/* For backends: the rows of the batch that asked for logits, in order, into out_rows[n] and their count;
+ * ERR_INVALID when some ask but logits is NULL, or a row is in want (may be NULL) and embd is NULL. */
+int backend_out_rows(const struct engine_tok *toks, int n, const bool *want, const float *logits,
+                     const float *embd, int *out_rows, int *n_out, struct err *e);
+
 #endif

@@ -808,14 +808,8 @@ static int cpu_engine_decode_embd(void *b, const struct engine_tok *toks, int n,
     if (rc)
         return rc;
     int n_out = 0;
-    for (int t = 0; t < n; t++)
-        if (toks[t].logits)
-            c->out_rows[n_out++] = t;
-    if (n_out && !logits)
-        return err_set(e, ERR_INVALID, "engine_decode: %d rows asked for logits but the buffer is NULL", n_out);
-    for (int t = 0; want && t < n; t++)
-        if (want[t] && !embd)
-            return err_set(e, ERR_INVALID, "engine_decode: token %d asked for its hidden state but the buffer is NULL", t);
+    if ((rc = backend_out_rows(toks, n, want, logits, embd, c->out_rows, &n_out, e)))
+        return rc;
     c->toks = toks;
     c->logits = logits;
     rc = model_forward(c->m, &cpu_layer_ops, c, n, n_out, e);
