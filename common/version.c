@@ -20,13 +20,9 @@ const char *version_commit(void)
 
 const char *version_backends(void)
 {
-    /* cpu is always built; hip is always built and dlopens its runtime;
-     * vulkan only where its build defines LLM170_HAVE_VULKAN. */
-    return "cpu hip"
-#ifdef LLM170_HAVE_VULKAN
-           " vulkan"
-#endif
-        ;
+    /* every backend is built in: hip and vulkan dlopen their runtime (the CUDA or HIP driver, the Vulkan
+     * loader) when an engine is created, and say so when it is absent */
+    return "cpu hip vulkan";
 }
 
 void version_print(FILE *f, const char *prog)

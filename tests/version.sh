@@ -27,6 +27,7 @@ for p in llm170 llm170d llm170-worker llm170-gateway; do
             why="commit '$c' is not a commit of this repository"
         fi
         case " ${out##*backends: }" in *" hip"*) ;; *) why="hip backend not listed";; esac
+        case " ${out##*backends: }" in *" vulkan"*) ;; *) why="vulkan backend not listed";; esac
     fi
     if [ -z "$why" ]; then echo "ok - $p --version: $out"
     else printf '#   %s\n' "$out" "$why"; echo "not ok - $p --version"; fi
