@@ -1,5 +1,6 @@
 /* vk_engine.c — the `vulkan` backend (vk_engine.h): weights and the KV cache on the device, the layer
- * ops of model_forward recorded as dispatches of the shaders in shaders/, one submit per step.
+ * ops of model_forward recorded as dispatches of the shaders in shaders/, one submit per step (and one
+ * more per MoE layer, whose router logits come back for the host to route).
  *
  * A step: the host checks the batch, writes the token table (token, position, sequence of each row)
  * and the RoPE cos/sin rows into host-visible buffers, records every layer's dispatches into one

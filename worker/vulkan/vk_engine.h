@@ -1,9 +1,11 @@
 /* vk_engine.h — the `vulkan` engine: the shared layer loop (model/model_forward.h) on a Vulkan
  * device through vk_rt. Weights are uploaded once, the KV cache and the activations live on the
- * device, one step is one command buffer, and only the logits of the rows that asked come back.
+ * device, one step is one command buffer (plus one per MoE layer), and only the logits of the rows
+ * that asked come back.
  *
- * It runs the attention + dense-FFN stacks (llama, qwen2, qwen3) with every weight type deq.glsl
- * decodes; a model with MoE or hybrid layers fails at create with ERR_UNSUPPORTED naming the layer.
+ * It runs attention with dense or MoE FFNs (llama, qwen2, qwen3, qwen3moe) with every weight type
+ * deq.glsl decodes; a model with hybrid layers or shared experts fails at create with ERR_UNSUPPORTED
+ * naming the layer.
  * The arithmetic follows the CPU engine's (f32 activations, an f16 or f32 cache rounded the same
  * way), so their logits agree to a tolerance (tests/test_vk_engine.c). */
 #ifndef LLM170_VK_ENGINE_H
