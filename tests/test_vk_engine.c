@@ -18,6 +18,7 @@
 
 #include "../worker/engine/engine.h"
 #include "check.h"
+#include "vk_asan.h"
 #include "engine_util.h"
 #include "synth_model.h"
 
@@ -224,6 +225,7 @@ static void bad_device_choice_is_refused(void)
 
 int main(void)
 {
+    vk_asan_pin_driver();
     snprintf(g_dir, sizeof g_dir, "/tmp/llm170-vk-XXXXXX");
     if (!mkdtemp(g_dir)) {
         printf("not ok - temp dir\n");

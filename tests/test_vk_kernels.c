@@ -21,6 +21,7 @@
 #include "../worker/num/quant.h"
 #include "../worker/vulkan/vk_ops.h"
 #include "check.h"
+#include "vk_asan.h"
 
 static struct vk_rt *g_rt;
 static struct vk_ops g_ops;
@@ -402,6 +403,7 @@ static void kv_store_and_attention(void)
 
 int main(void)
 {
+    vk_asan_pin_driver();
     struct err e = { 0 };
     if (vk_rt_open(&g_rt, &e)) {
         snprintf(g_no_vk, sizeof g_no_vk, "%s", e.msg);
