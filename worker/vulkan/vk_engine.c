@@ -17,10 +17,9 @@
 #include "vk_ops.h"
 #include "vk_rt.h"
 
-#define NO_VEC VK_NO_VEC
 #define VK_LOGIT_ROWS 32   /* logit rows one output chunk writes (the host-visible logits buffer's rows) */
 
-/* One layer's weights: matrices, and offsets of its f32 vectors in vk_engine.vecs (NO_VEC: absent). */
+/* One layer's weights: matrices, and offsets of its f32 vectors in vk_engine.vecs (VK_NO_VEC: absent). */
 struct vk_layer {
     struct vk_mat wq, wk, wv, wqkv, wo; /* wq/wk/wv or wqkv (model.h shapes) */
     struct vk_mat gate, up, down;       /* dense FFN */
@@ -60,6 +59,7 @@ struct vk_engine {
     struct vk_buf tok;        /* host [B][4] int32: token, pos, seq, 0 */
     struct vk_buf cs;         /* host [B][n_rot] RoPE cos/sin of each row's position */
     struct vk_buf logit;      /* host [VK_LOGIT_ROWS][n_vocab] */
+    struct vk_buf orow;       /* host [B] int: the batch rows gathered for the output norm (logits, hidden states) */
     /* sequences */
     int *len;                 /* [n_seq] cached positions */
     int *seq_next;            /* [n_seq] lengths after the batch being checked */
@@ -93,7 +93,7 @@ static void vk_engine_free(struct vk_engine *c)
                 vk_rt_buf_free(c->rt, &c->vc[l]);
         }
         struct vk_buf *bs[] = { &c->vecs, &c->x,  &c->h,    &c->qkv, &c->o,  &c->fg, &c->fu, &c->tok, &c->cs,
-                                &c->logit, &c->rl, &c->midx, &c->mslot, &c->mw, &c->ex, &c->ey };
+                                &c->logit, &c->orow, &c->rl, &c->midx, &c->mslot, &c->mw, &c->ex, &c->ey };
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             vk_rt_buf_free(c->rt, bs[i]);
         vk_ops_free(o);
@@ -121,7 +121,7 @@ struct vec_pack {
 static uint32_t vec_add(struct vec_pack *vp, const struct vec *v)
 {
     if (!v->data)
-        return NO_VEC;
+        return VK_NO_VEC;
     const size_t off = vp->n;
     if (vp->host)
         memcpy(vp->host + off, v->data, sizeof(float) * (size_t)v->n);
@@ -230,18 +230,19 @@ static int alloc_state(struct vk_engine *c, struct err *e)
             nq = q;
     }
     const size_t X = (size_t)hp->n_expert, K = X ? (size_t)hp->n_expert_used : 0, BK = B * (K ? K : 1);
-    size_t F = hp->n_ff_max > 0 ? (size_t)hp->n_ff_max : 1;
-    if (K && BK * (size_t)hp->n_ff_exp > B * F)
-        F = BK * (size_t)hp->n_ff_exp / B; /* fg/fu hold B·K rows of n_ff_exp */
+    /* fg / fu: B rows of the dense FFN's width, or B·K rows of an expert's */
+    size_t ff = B * (size_t)(hp->n_ff_max > 0 ? hp->n_ff_max : 1);
+    if (K && BK * (size_t)hp->n_ff_exp > ff)
+        ff = BK * (size_t)hp->n_ff_exp;
     const struct {
         struct vk_buf *b;
         size_t bytes;
         bool host;
     } bs[] = {
         { &c->x, B * E * 4, false },  { &c->h, B * E * 4, false },   { &c->qkv, B * wqkv * 4, false },
-        { &c->o, B * nq * 4, false }, { &c->fg, B * F * 4, false },  { &c->fu, B * F * 4, false },
+        { &c->o, B * nq * 4, false }, { &c->fg, ff * 4, false },     { &c->fu, ff * 4, false },
         { &c->tok, B * 16, true },    { &c->cs, B * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1) * 4, true },
-        { &c->logit, (size_t)VK_LOGIT_ROWS * (size_t)hp->n_vocab * 4, true },
+        { &c->logit, (size_t)VK_LOGIT_ROWS * (size_t)hp->n_vocab * 4, true }, { &c->orow, B * 4, true },
         { &c->rl, B * X * 4, true },  { &c->midx, BK * 4, true },    { &c->mslot, BK * 4, true },
         { &c->mw, BK * 4, true },     { &c->ex, K ? BK * E * 4 : 4, false }, { &c->ey, K ? BK * E * 4 : 4, false },
     };
@@ -349,9 +350,9 @@ static int op_attention(void *b, const struct fwd_sub *s, int n, struct err *e)
         if (!rc)
             rc = vk_op_mm(o, &d->wv, H, V, n, &c->vecs, d->bv, false, e);
     }
-    if (!rc && d->q_norm != NO_VEC)
+    if (!rc && d->q_norm != VK_NO_VEC)
         rc = vk_op_norm(o, Q, Q, hd, ly->n_head, n, &c->vecs, d->q_norm, hp->rms_eps, e);
-    if (!rc && d->k_norm != NO_VEC)
+    if (!rc && d->k_norm != VK_NO_VEC)
         rc = vk_op_norm(o, K, K, hd, ly->n_head_kv, n, &c->vecs, d->k_norm, hp->rms_eps, e);
     const bool neox = c->m->arch->rope == ROPE_NEOX, f16 = !c->p.kv_f32;
     if (!rc)
@@ -430,7 +431,7 @@ static int op_ffn_moe(void *b, const struct fwd_sub *s, int n, struct err *e)
     const struct vk_view H = rows_of(&c->h, E);
     int rc = vk_op_norm(o, rows_of(&c->x, E), H, (int)E, 1, n, &c->vecs, d->ffn_norm, hp->rms_eps, e);
     if (!rc)
-        rc = vk_op_mm(o, &d->router, H, rows_of(&c->rl, (uint32_t)X), n, NULL, NO_VEC, false, e);
+        rc = vk_op_mm(o, &d->router, H, rows_of(&c->rl, (uint32_t)X), n, NULL, VK_NO_VEC, false, e);
     if (!rc && !(rc = vk_rt_submit(c->rt, e))) {
         route(c, n);
         rc = vk_rt_begin(c->rt, e);
@@ -443,10 +444,10 @@ static int op_ffn_moe(void *b, const struct fwd_sub *s, int n, struct err *e)
         const uint32_t r0 = (uint32_t)c->base[x];
         const struct vk_view in = { &c->ex, r0 * E, E };
         rc = vk_op_mm_rows(o, &d->gexp, x * F, F, in, (struct vk_view){ &c->fg, r0 * (uint32_t)F, (uint32_t)F },
-                           c->cnt[x], NULL, NO_VEC, false, e);
+                           c->cnt[x], NULL, VK_NO_VEC, false, e);
         if (!rc)
             rc = vk_op_mm_rows(o, &d->uexp, x * F, F, in, (struct vk_view){ &c->fu, r0 * (uint32_t)F, (uint32_t)F },
-                               c->cnt[x], NULL, NO_VEC, false, e);
+                               c->cnt[x], NULL, VK_NO_VEC, false, e);
     }
     if (!rc)
         rc = vk_op_swiglu(o, &c->fg, &c->fu, (uint32_t)(n * K * F), e);
@@ -455,10 +456,23 @@ static int op_ffn_moe(void *b, const struct fwd_sub *s, int n, struct err *e)
             continue;
         const uint32_t r0 = (uint32_t)c->base[x];
         rc = vk_op_mm_rows(o, &d->dexp, x * (int)E, (int)E, (struct vk_view){ &c->fg, r0 * (uint32_t)F, (uint32_t)F },
-                           (struct vk_view){ &c->ey, r0 * E, E }, c->cnt[x], NULL, NO_VEC, false, e);
+                           (struct vk_view){ &c->ey, r0 * E, E }, c->cnt[x], NULL, VK_NO_VEC, false, e);
     }
     if (!rc)
         rc = vk_op_moe_combine(o, &c->ey, &c->mslot, &c->mw, &c->x, (int)E, K, n, e);
+    return rc;
+}
+
+/* h[r] = rmsnorm(x[rows[r]]) · output_norm for r < nr: the rows the output (or the hidden states) reads,
+ * gathered in order and normed on their own */
+static int gather_normed(struct vk_engine *c, const int *rows, int nr, struct err *e)
+{
+    const uint32_t E = (uint32_t)c->m->hp.n_embd;
+    memcpy(c->orow.map, rows, sizeof(int) * (size_t)nr);
+    const struct vk_view H = rows_of(&c->h, E);
+    int rc = vk_op_gather(&c->ops, rows_of(&c->x, E), H, &c->orow, 0, (int)E, nr, e);
+    if (!rc)
+        rc = vk_op_norm(&c->ops, H, H, (int)E, 1, nr, &c->vecs, c->out_norm, c->m->hp.rms_eps, e);
     return rc;
 }
 
@@ -484,12 +498,7 @@ static int op_output(void *b, int n, int n_out, struct err *e)
 {
     (void)n;
     struct vk_engine *c = b;
-    const uint32_t E = (uint32_t)c->m->hp.n_embd;
-    /* the rows that asked, gathered into h in order, then normed there */
-    for (int r = 0; r < n_out; r++)
-        vk_rt_copy(c->rt, &c->x, (size_t)c->out_rows[r] * E * 4, &c->h, (size_t)r * E * 4, (size_t)E * 4);
-    const struct vk_view H = rows_of(&c->h, E);
-    int rc = vk_op_norm(&c->ops, H, H, (int)E, 1, n_out, &c->vecs, c->out_norm, c->m->hp.rms_eps, e);
+    int rc = gather_normed(c, c->out_rows, n_out, e);
     /* every chunk but the last is run and read here; the last is read after the step's submit */
     for (int r0 = 0; !rc && r0 < n_out; r0 += VK_LOGIT_ROWS) {
         const int nr = n_out - r0 < VK_LOGIT_ROWS ? n_out - r0 : VK_LOGIT_ROWS;
@@ -520,12 +529,10 @@ static int read_embd(struct vk_engine *c, int n, const bool *want, float *embd, 
     int nw = 0, rc = vk_rt_begin(c->rt, e);
     if (rc)
         return rc;
-    for (int t = 0; t < n; t++)
+    for (int t = 0; t < n; t++) /* out_rows is free again: the step's output is done */
         if (want[t])
-            vk_rt_copy(c->rt, &c->x, (size_t)t * E * 4, &c->h, (size_t)nw++ * E * 4, (size_t)E * 4);
-    const struct vk_view H = rows_of(&c->h, E);
-    rc = vk_op_norm(&c->ops, H, H, (int)E, 1, nw, &c->vecs, c->out_norm, c->m->hp.rms_eps, e);
-    if (rc) {
+            c->out_rows[nw++] = t;
+    if ((rc = gather_normed(c, c->out_rows, nw, e))) {
         vk_rt_abandon(c->rt);
         return rc;
     }
@@ -607,7 +614,8 @@ static int vk_seq_copy(void *b, int src, int dst, int n, struct err *e)
     if (!seq_ok(c, src) || !seq_ok(c, dst))
         return err_set(e, ERR_INVALID, "engine: sequence %d or %d out of range [0, %d)", src, dst, c->p.n_seq);
     if (n < 0 || n > c->len[src])
-        return err_set(e, ERR_RANGE, "engine: cannot copy %d positions of sequence %d (it has %d)", n, src, c->len[src]);
+        return err_set(e, ERR_RANGE, "engine: cannot copy %d positions of sequence %d (it has %d)", n, src,
+                       c->len[src]);
     if (src != dst && n > 0) {
         int rc = vk_rt_begin(c->rt, e);
         if (rc)

@@ -55,6 +55,7 @@ struct vk_rt {
     VkDescriptorSetLayout dsl[VK_MAX_BIND + 1];    /* by binding count */
     VkPipelineLayout pl[VK_MAX_BIND + 1];
     struct vk_pipe *pipes;                          /* [vk_n_spvs], built at first use */
+    bool dev_fns;                                   /* every device function found (else close only destroys dev) */
     bool recording;
     int sets;                                       /* descriptor sets taken since the pool's reset */
     struct vk_buf stage;                            /* host-visible staging */
@@ -236,6 +237,7 @@ int vk_rt_open(struct vk_rt **out, struct err *e)
     if (!(rt->f = (PFN_##f)rt->vkGetDeviceProcAddr(rt->dev, #f)))                                                    \
         rc = err_set(e, ERR_UNSUPPORTED, "vulkan backend unavailable: the device lacks %s", #f);
     VK_DEV_FNS(VK_LOAD_D)
+    rt->dev_fns = !rc;
     if (rc) {
         vk_rt_close(rt);
         return rc;
@@ -279,7 +281,10 @@ void vk_rt_close(struct vk_rt *rt)
 {
     if (!rt)
         return;
-    if (rt->dev) {
+    if (rt->dev && !rt->dev_fns) {
+        if (rt->vkDestroyDevice)
+            rt->vkDestroyDevice(rt->dev, NULL);
+    } else if (rt->dev) {
         rt->vkDeviceWaitIdle(rt->dev);
         vk_rt_buf_free(rt, &rt->stage);
         for (int i = 0; rt->pipes && i < vk_n_spvs; i++)
