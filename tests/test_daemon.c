@@ -60,7 +60,12 @@ static int stop_daemon(pid_t pid)
     return -1;
 }
 
-/* Wait until the daemon reports a ready worker; returns the client or NULL. */
+/* How long a daemon may take to report a ready worker. Only a failure waits
+ * this long; a CI run under ASan on a busy 2-core box once missed 10 s. */
+#define READY_MS 30000
+
+/* Wait until the daemon reports a ready worker; returns the client or NULL
+ * (and shows what the daemon and its workers logged). */
 static struct pc_client *wait_ready(int timeout_ms)
 {
     struct pc_client *c = NULL;
@@ -82,6 +87,7 @@ static struct pc_client *wait_ready(int timeout_ms)
         usleep(20000);
     }
     pc_close(c);
+    proc_log_tail(30);
     return NULL;
 }
 
@@ -90,7 +96,7 @@ static struct pc_client *wait_ready(int timeout_ms)
 static struct pc_client *daemon_up_env(const char **extra, const char *const *env, pid_t *d)
 {
     *d = start_daemon(extra, env);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "ready");
     if (!c)
         stop_daemon(*d);
@@ -148,7 +154,7 @@ static void stream_basic(void)
     if (!have_tools())
         SKIP("llm170d or fake_worker not built");
     pid_t d = start_daemon(NULL, NULL);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "daemon became ready");
     if (c) {
         char text[256];
@@ -374,7 +380,7 @@ static void concurrent_streams(void)
         SKIP("llm170d or fake_worker not built");
     const char *extra[] = {"--slots", "4", "--queue", "16", NULL};
     pid_t d = start_daemon(extra, NULL);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "ready");
     if (c) {
         struct par p[12];
@@ -400,7 +406,7 @@ static void cancel_and_queue_full(void)
         SKIP("llm170d or fake_worker not built");
     const char *extra[] = {"--slots", "2", "--queue", "1", NULL};
     pid_t d = start_daemon(extra, NULL);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "ready");
     if (c) {
         struct proto_gen g;
@@ -462,7 +468,7 @@ static void worker_killed(void)
     if (!have_tools())
         SKIP("llm170d or fake_worker not built");
     pid_t d = start_daemon(NULL, NULL);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "ready");
     if (!c) {
         stop_daemon(d);
@@ -523,7 +529,7 @@ static void worker_killed(void)
     else
         CHECK(pc_http_status(rc) == 503, "during restart: %d %s", rc, e.msg);
     pc_close(c);
-    c = wait_ready(10000);
+    c = wait_ready(READY_MS);
     CHECK(c != NULL, "worker restarted");
     if (c) {
         char text[128];
@@ -599,7 +605,7 @@ static void drain_on_sigterm(void)
     if (!have_tools())
         SKIP("llm170d or fake_worker not built");
     pid_t d = start_daemon(NULL, NULL);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "ready");
     if (!c) {
         stop_daemon(d);
@@ -744,7 +750,7 @@ static void config_file_and_flags(void)
     fclose(f);
     const char *argv[] = {daemon_bin, "--config", cfg, "--socket", sockurl, "--worker", fake, "--slots", "2", NULL};
     pid_t d = proc_spawn(argv, NULL, NULL);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "ready from the config file");
     if (c) {
         struct proto_status st;
@@ -776,7 +782,7 @@ static void two_workers_one_dies(void)
         return;
     struct proto_status st;
     struct err e;
-    int64_t end = now_ms() + 5000;
+    int64_t end = now_ms() + READY_MS;
     int ready = 0;
     pid_t victim = 0;
     while (now_ms() < end && ready < 2) { /* both loaded */
@@ -824,7 +830,7 @@ static void hung_worker_restarted(void)
     const char *envs[] = {env, NULL};
     const char *extra[] = {"--ping-timeout-ms", "800", NULL};
     pid_t d = start_daemon(extra, envs);
-    struct pc_client *c = wait_ready(10000);
+    struct pc_client *c = wait_ready(READY_MS);
     CHECK(c != NULL, "ready");
     int restarts = 0;
     int64_t end = now_ms() + 6000;
@@ -1498,7 +1504,7 @@ int main(void)
     /* the fake loads nothing, but llm170d checks that the model file exists and names the
        model after it: without ../shared/data an empty stand-in of the same name will do */
     const char *shared = check_shared_dir();
-    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared ? shared : "../shared/data");
+    snprintf(model, sizeof model, "%.900s/models/stories260K.gguf", shared ? shared : "../shared/data");
     if (access(model, R_OK) != 0) {
         snprintf(model, sizeof model, "%s/stories260K.gguf", tmpdir);
         FILE *mf = fopen(model, "w");
@@ -1509,6 +1515,9 @@ int main(void)
         fclose(mf);
     }
     snprintf(sockurl, sizeof sockurl, "ipc://%s/d.sock", tmpdir);
+    char child_log[300];
+    snprintf(child_log, sizeof child_log, "%s/children.log", tmpdir);
+    setenv("TEST_CHILD_LOG", child_log, 0);
     signal(SIGPIPE, SIG_IGN);
     RUN(stream_basic);
     RUN(concurrent_streams);

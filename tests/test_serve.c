@@ -54,6 +54,7 @@ static struct pc_client *wait_ready_not(int timeout_ms, pid_t not_pid)
         usleep(20000);
     }
     pc_close(c);
+    proc_log_tail(30);
     return NULL;
 }
 
@@ -733,6 +734,9 @@ int main(void)
     if (!mkdtemp(tmpdir))
         return 1;
     snprintf(sockurl, sizeof sockurl, "ipc://%s/d.sock", tmpdir);
+    char child_log[300];
+    snprintf(child_log, sizeof child_log, "%s/children.log", tmpdir);
+    setenv("TEST_CHILD_LOG", child_log, 0);
     signal(SIGPIPE, SIG_IGN);
     RUN(notify_ready_then_watchdog);
     RUN(greedy_equals_golden);
