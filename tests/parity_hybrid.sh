@@ -1,6 +1,6 @@
 #!/bin/bash
 # parity_hybrid.sh — the CLI (`diag logits --all`, `infer` greedy) against llama.cpp's goldens of the shared
-# synthetic qwen35 / qwen35moe models (../shared/data/models/synthetic/*.golden.json): logits ≤ 1e-4 at
+# synthetic qwen35 / qwen35moe / qwen4exp models (../shared/data/models/synthetic/*.golden.json): logits ≤ 1e-4 at
 # every position, greedy ids equal. LLM170_PARITY_EXTRA adds CLI arguments ("--backend hip" on a GPU).
 cd "$(dirname "$0")/.." || exit 1
 . tests/oracle/lib.sh

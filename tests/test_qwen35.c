@@ -1,7 +1,8 @@
-/* test_qwen35.c — the Gated DeltaNet hybrids qwen35 / qwen35moe on the CPU.
+/* test_qwen35.c — the Gated DeltaNet hybrids qwen35 / qwen35moe / qwen4exp on the CPU.
  *
  * References: llama.cpp 80fb11a's logits and greedy ids for the shared
- * synthetic models (../shared/data/models/synthetic/qwen35*-tiny.*, F32 KV)
+ * synthetic models (../shared/data/models/synthetic/qwen35*-tiny.*,
+ * qwen4exp-tiny.*: hyper-connections, QSA, PLE; F32 KV)
  * and for models of our own writer (tests/golden/qwen35_*, made by the
  * oracle). Engine invariants: chunked prefill == one-shot, the chunked and
  * token-by-token delta rules agree, batched sequences == solo runs, state
@@ -426,6 +427,27 @@ static void test_invariants_qwen35moe(void)
     invariants("qwen35moe-tiny");
 }
 
+/* qwen4exp-tiny: 3 streams, QSA with r = 2 and 3 and top_k 4 (a 100-token prompt selects), PLE on layer 2
+ * with EOS tokens inside the prompt. */
+static void test_golden_qwen4exp(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    double w = 0;
+    check_gold(g_syn, "qwen4exp-tiny", 0, &w);
+    check_gold(g_syn, "qwen4exp-tiny", 1, &w);
+    printf("#   qwen4exp-tiny: worst rel err %.3g\n", w);
+}
+
+/* Chunked prefill, interleaved sequences, copy / snapshot / restore: the indexer keys and block keys, the
+ * PLE token context and conv history move with the cells and the state. */
+static void test_invariants_qwen4exp(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    invariants("qwen4exp-tiny");
+}
+
 /* The MTP block of qwen35moe-tiny is bound but not part of the trunk. */
 static void test_mtp_loaded(void)
 {
@@ -453,12 +475,12 @@ static void test_mtp_loaded(void)
 
 static char g_tmp[256];
 
-/* Rebuild tests/golden/qwen35/<name>.json's model with mksynth_qwen35; check its sha256. */
-static bool own_model(json_t *j, char *path, size_t cap, char *why, size_t why_cap)
+/* Rebuild tests/golden/<family>/<name>.json's model with mksynth_<family>; check its sha256. */
+static bool own_model(const char *family, json_t *j, char *path, size_t cap, char *why, size_t why_cap)
 {
     const char *b = getenv("LLM170_BUILD");
     char cmd[8192];
-    int o = snprintf(cmd, sizeof cmd, "%s/tests/tools/mksynth_qwen35 --out %s", b ? b : "build", path);
+    int o = snprintf(cmd, sizeof cmd, "%s/tests/tools/mksynth_%s --out %s", b ? b : "build", family, path);
     (void)cap;
     size_t i;
     json_t *v;
@@ -482,24 +504,24 @@ static bool own_model(json_t *j, char *path, size_t cap, char *why, size_t why_c
     const char *want = json_string_value(json_object_get(j, "sha256"));
     if (!want || strncmp(sum, want, 64)) {
         snprintf(why, why_cap, "the writer's bytes changed (sha256 %.16s…, golden %.16s…): regenerate with "
-                               "tests/oracle/make_goldens_qwen35.sh", sum, want ? want : "?");
+                               "tests/oracle/make_goldens_%s.sh", sum, want ? want : "?", family);
         return false;
     }
     return true;
 }
 
 /* tol: per-position relative logit error; tie: greedy steps whose llama.cpp top-1 gap is below it may flip */
-static void own_golden(const char *name, double tol, double tie, double *worst)
+static void own_golden(const char *family, const char *name, double tol, double tie, double *worst)
 {
     char jp[512], mp[512], why[512];
-    snprintf(jp, sizeof jp, "tests/golden/qwen35/%s.json", name);
+    snprintf(jp, sizeof jp, "tests/golden/%s/%s.json", family, name);
     json_error_t je;
     json_t *j = json_load_file(jp, 0, &je);
     CHECK(j != NULL, "%s: %s", jp, je.text);
     if (!j)
         return;
     snprintf(mp, sizeof mp, "%s/%s.gguf", g_tmp, name);
-    if (!own_model(j, mp, sizeof mp, why, sizeof why)) {
+    if (!own_model(family, j, mp, sizeof mp, why, sizeof why)) {
         CHECK(0, "%s: %s", name, why);
         json_decref(j);
         return;
@@ -517,7 +539,7 @@ static void own_golden(const char *name, double tol, double tie, double *worst)
         const int n = json_ids(json_object_get(pr, "tokens"), ids, 256);
         const int ng = json_ids(json_object_get(pr, "greedy_24"), greedy, 32);
         char lp[600];
-        snprintf(lp, sizeof lp, "tests/golden/qwen35/%s", json_string_value(json_object_get(pr, "logits_file")));
+        snprintf(lp, sizeof lp, "tests/golden/%s/%s", family, json_string_value(json_object_get(pr, "logits_file")));
         float *ref = read_f32(lp, (size_t)n * V), *out = malloc(sizeof(float) * (size_t)n * V);
         CHECK(ref != NULL, "read %s", lp);
         for (int chunk_min = 0; chunk_min < 2 && ref; chunk_min++) {
@@ -561,15 +583,28 @@ static void own_golden(const char *name, double tol, double tie, double *worst)
 static void test_own_goldens(void)
 {
     double w = 0, wq = 0;
-    own_golden("dense_hv3", 1e-4, 1e-3, &w);
-    own_golden("moe_fused_pattern", 1e-4, 1e-3, &w);
+    own_golden("qwen35", "dense_hv3", 1e-4, 1e-3, &w);
+    own_golden("qwen35", "moe_fused_pattern", 1e-4, 1e-3, &w);
     printf("#   own F32 models: worst rel err %.3g\n", w);
     /* Q8_0: the first positions agree to ~2e-7 (same activation quantization as ggml); later a
      * single activation landing on the other side of a Q8_0 rounding boundary (f32 sums in another
      * order) moves the recurrent state, seen as 3e-3..3e-2 (by kernel) from position 10 of the
      * 130-token prompt, and a greedy step with a top-1 gap of 5e-3 can flip */
-    own_golden("dense_q8", 5e-2, 5e-2, &wq);
+    own_golden("qwen35", "dense_q8", 5e-2, 5e-2, &wq);
     printf("#   own Q8_0 model: worst rel err %.3g\n", wq);
+}
+
+/* qwen4exp models of our own writer (tests/golden/qwen4exp/README.md): 4 streams, QSA r = 4 with top_k 8
+ * and PLE whose EOS is not the tokenizer's; a tied 3-stream model with a ratio-0 (dense) layer before a
+ * sparse one and the 4th IMROPE section; Q8_0 weights (HC, indexer, PLE table included). */
+static void test_own_goldens_qwen4exp(void)
+{
+    double w = 0, wq = 0;
+    own_golden("qwen4exp", "hc4_qsa_ple", 1e-4, 1e-3, &w);
+    own_golden("qwen4exp", "hc3_ratio0_tied", 1e-4, 1e-3, &w);
+    printf("#   own qwen4exp F32 models: worst rel err %.3g\n", w);
+    own_golden("qwen4exp", "q8", 5e-2, 5e-2, &wq);
+    printf("#   own qwen4exp Q8_0 model: worst rel err %.3g\n", wq);
 }
 
 
@@ -678,6 +713,55 @@ static void test_load_errors(void)
 }
 
 /* A trunk of one layer kind (llama.cpp aborts on it; we run it): chunked == one-shot, state ops work. */
+/* qwen4exp's own keys and tensors are required and checked, each error naming what is wrong. */
+static void test_load_errors_qwen4exp(void)
+{
+    if (!have_shared())
+        SKIP("../shared/data is absent");
+    char base[4400], bad[512];
+    snprintf(base, sizeof base, "%s/qwen4exp-tiny.gguf", g_syn);
+    snprintf(bad, sizeof bad, "%s/bad4x.gguf", g_tmp);
+    struct err e = { 0 };
+    struct {
+        const char *drop_key, *drop_tensor, *set_key;
+        uint32_t val;
+        int code;
+        const char *needle;
+    } cases[] = {
+        { "qwen4exp.hyper_connection.count", NULL, NULL, 0, ERR_NOTFOUND, "hyper_connection.count" },
+        { NULL, NULL, "qwen4exp.hyper_connection.count", 1, ERR_RANGE, "hyper_connection.count" },
+        { "qwen4exp.attention.indexer.top_k", NULL, NULL, 0, ERR_NOTFOUND, "indexer.top_k" },
+        { NULL, "output_hc_up.weight", NULL, 0, ERR_NOTFOUND, "output_hc_up.weight" },
+        { NULL, "blk.0.hc_ffn_inject.weight", NULL, 0, ERR_NOTFOUND, "blk.0.hc_ffn_inject.weight" },
+        /* layer 3 attends densely (ratio 0) but must still carry its indexer, as llama.cpp requires */
+        { NULL, "blk.3.indexer.q_proj.weight", NULL, 0, ERR_NOTFOUND, "blk.3.indexer.q_proj.weight" },
+        { NULL, "blk.2.ple_conv1d.weight", NULL, 0, ERR_NOTFOUND, "blk.2.ple_conv1d.weight" },
+        { NULL, "per_layer_token_embd.weight", NULL, 0, ERR_NOTFOUND, "per_layer_token_embd" },
+        { NULL, NULL, "qwen4exp.ple.ngram_size", 9, ERR_RANGE, "ple.ngram_size" },
+        { NULL, NULL, "qwen4exp.embedding_length_per_layer_input", 7, ERR_FORMAT, "PLE heads" },
+        { NULL, NULL, "qwen4exp.rope.dimension_count", 64, ERR_UNSUPPORTED, "dimension_count" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (rewrite(base, bad, cases[i].drop_key, cases[i].drop_tensor, cases[i].set_key, cases[i].val, &e)) {
+            CHECK(0, "rewrite: %s", e.msg);
+            continue;
+        }
+        expect_load_error(bad, cases[i].code, cases[i].needle);
+    }
+    /* the untouched copy loads: the cases fail for what they change */
+    CHECK(rewrite(base, bad, NULL, NULL, NULL, 0, &e) == 0, "rewrite: %s", e.msg);
+    struct model *m = NULL;
+    CHECK(model_load(&m, bad, &e) == 0, "plain copy loads: %s", e.msg);
+    if (m) {
+        CHECK_EQ_INT(m->hp.hc, 3);
+        CHECK_EQ_INT(m->hp.ple_layer, 2);
+        CHECK_EQ_INT(m->n_qsa_layers, 2);
+        CHECK(m->layers[1].kind == LAYER_SPARSE_ATTN && m->layers[3].kind == LAYER_GATED_ATTN &&
+              m->layers[5].kind == LAYER_SPARSE_ATTN && m->layers[0].kind == LAYER_GDN, "layer kinds");
+    }
+    model_free(m);
+}
+
 static void test_one_kind_trunks(void)
 {
     const char *pat[2] = { "--recurrent 111", "--recurrent 000" };
@@ -759,9 +843,13 @@ int main(void)
     RUN(test_golden_qwen35moe);
     RUN(test_invariants_qwen35);
     RUN(test_invariants_qwen35moe);
+    RUN(test_golden_qwen4exp);
+    RUN(test_invariants_qwen4exp);
     RUN(test_mtp_loaded);
     RUN(test_own_goldens);
+    RUN(test_own_goldens_qwen4exp);
     RUN(test_load_errors);
+    RUN(test_load_errors_qwen4exp);
     RUN(test_one_kind_trunks);
     RUN(test_gqa6_tight_ctx);
     rmdir(g_tmp);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """hybrid_golden.py --cli BIN --dir DIR [--extra ARGS] — the llm170 CLI against llama.cpp's goldens for
-the shared qwen35 / qwen35moe synthetic models (DIR/<name>.golden.json: logits of every prompt position,
+the shared qwen35 / qwen35moe / qwen4exp synthetic models (DIR/<name>.golden.json: logits of every prompt position,
 greedy ids): `diag logits --all` within 1e-4 (relative L2 per position, F32 KV cache) and `infer`
 greedy ids equal to llama.cpp's, except after a step whose top-2 margin the golden marks as a near-tie.
 --extra passes CLI arguments (e.g. "--backend hip"). Prints ok / not ok / skip lines."""
@@ -21,7 +21,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4)
     a = ap.parse_args()
     extra = a.extra.split()
-    for name in ("qwen35-tiny", "qwen35moe-tiny"):
+    for name in ("qwen35-tiny", "qwen35moe-tiny", "qwen4exp-tiny"):
         gpath = os.path.join(a.dir, name + ".golden.json")
         model = os.path.join(a.dir, name + ".gguf")
         if not (os.path.exists(gpath) and os.path.exists(model)):

@@ -19,6 +19,7 @@
 #include "cpu_engine.h"
 #include "../backend/backend.h"
 #include "../model/model_forward.h"
+#include "cpu_hc.h"
 #include "cpu_hybrid.h"
 #include "kv_cache.h"
 #include "../num/matmul.h"
@@ -40,7 +41,9 @@ struct cpu_engine {
     struct engine_load ld;    /* what create took and allocated (cpu_load_info) */
 
     /* per-batch scratch, B = n_batch rows */
-    float *x;                 /* [B][n_embd] residual stream */
+    int xw;                   /* floats of one token's residual: n_embd, or hc·n_embd with hyper-connections */
+    float *x;                 /* [B][xw] residual stream (qwen4exp: hc streams, stream-major) */
+    float *xo;                /* [B][xw] the output rows' residuals gathered for the output HC mix */
     float *h;                 /* [B][n_embd] normed input of a block */
     float *q;                 /* [B][n_head_max·hd] */
     float *k;                 /* [B][n_head_kv_max·hd] */
@@ -71,6 +74,7 @@ struct cpu_engine {
     const struct engine_tok *toks; /* [n] the batch */
     float *logits;            /* [n_out][n_vocab] the caller's rows */
     struct cpu_hybrid *hy;        /* GDN / gated-attention layers and their state (qwen35*), else NULL */
+    struct cpu_hc *hc;        /* hyper-connection mixes (qwen4exp), else NULL */
 };
 
 static void cpu_engine_free(struct cpu_engine *c)
@@ -86,7 +90,8 @@ static void cpu_engine_free(struct cpu_engine *c)
     matmul_scratch_free(&c->ms);
     kv_free(&c->kv);
     cpu_hybrid_free(c->hy);
-    void *bufs[] = { c->f16tab, c->x, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
+    cpu_hc_free(c->hc);
+    void *bufs[] = { c->f16tab, c->x, c->xo, c->h, c->q, c->k, c->v, c->qkv, c->o, c->a, c->fg, c->fu, c->cs, c->att,
                      c->rl, c->sel, c->sw, c->ey, c->ex, c->etok, c->seq_next, c->out_rows, c->blk0, c->blkn, c->gact };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
@@ -142,16 +147,20 @@ static void pk_add_wt(struct cpu_engine *c, const struct wt *w, size_t *sizes)
     }
 }
 
-#define LAYER_MATRICES 17
+#define LAYER_MATRICES 28
 
 /* The matrices of a layer that products multiply through (absent ones have no data): dense and MoE
- * FFNs, attention, and the hybrids' (cpu_hybrid.c multiplies through mm_wt). */
+ * FFNs, attention, the hybrids' (cpu_hybrid.c multiplies through mm_wt) and qwen4exp's HC mixes,
+ * indexer and PLE projections (cpu_hc.c, cpu_hybrid.c). */
 static void layer_matrices(const struct layer *ly, const struct wt *ws[LAYER_MATRICES])
 {
     const struct wt *all[LAYER_MATRICES] = { &ly->wq, &ly->wk, &ly->wv, &ly->wqkv, &ly->wo, &ly->ffn_gate,
                                              &ly->ffn_up, &ly->ffn_down, &ly->gate_exps, &ly->up_exps,
                                              &ly->down_exps, &ly->ssm_qkv, &ly->ssm_z, &ly->ssm_out,
-                                             &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp };
+                                             &ly->gate_shexp, &ly->up_shexp, &ly->down_shexp,
+                                             &ly->ssm_beta, &ly->ssm_alpha, &ly->hc_attn.down, &ly->hc_attn.up,
+                                             &ly->hc_attn.inject, &ly->hc_ffn.down, &ly->hc_ffn.up,
+                                             &ly->hc_ffn.inject, &ly->idx_q, &ly->idx_k, &ly->ple_key };
     memcpy(ws, all, sizeof all);
 }
 
@@ -180,7 +189,7 @@ static int pack_weights(struct cpu_engine *c, struct err *e)
         return 0;
     size_t n = 1;
     for (int il = 0; il < m->hp.n_layer; il++)
-        n += 14 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
+        n += LAYER_MATRICES + 1 + 3 * (size_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
     c->pk_cap = 16;
     while (c->pk_cap < 2 * n)
         c->pk_cap *= 2;
@@ -201,6 +210,8 @@ static int pack_weights(struct cpu_engine *c, struct err *e)
                 pk_add_wt(c, ws[i], pass == 0 ? &bytes : NULL);
         }
         pk_add_wt(c, &m->output, pass == 0 ? &bytes : NULL);
+        pk_add_wt(c, &m->output_hc.down, pass == 0 ? &bytes : NULL);
+        pk_add_wt(c, &m->output_hc.up, pass == 0 ? &bytes : NULL);
     }
     return 0;
 }
@@ -291,7 +302,10 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
         if (ok)
             ops_f16_table_init(c->f16tab);
     }
-    c->x = alloc_fc(c, B * E, &ok);
+    c->xw = hp->hc > 1 ? hp->hc * hp->n_embd : hp->n_embd;
+    c->x = alloc_fc(c, B * (size_t)c->xw, &ok);
+    if (hp->hc > 1)
+        c->xo = alloc_fc(c, B * (size_t)c->xw, &ok);
     c->h = alloc_fc(c, B * E, &ok);
     c->q = alloc_fc(c, B * nq, &ok);
     c->k = alloc_fc(c, B * nkv, &ok);
@@ -316,7 +330,7 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
     }
     c->seq_next = calloc((size_t)p.n_seq, sizeof(int));
     c->out_rows = calloc(B, sizeof(int));
-    size_t widest = E > nq ? E : nq;
+    size_t widest = (size_t)c->xw > nq ? (size_t)c->xw : nq;
     if (nff > widest)
         widest = nff;
     c->gact_slot = (2 * widest + 1024 + 63) & ~(size_t)63; /* any vec_dot type is <= 2 bytes/element + block headers */
@@ -338,6 +352,13 @@ static int cpu_engine_create(struct cpu_engine **out, const struct model *m, con
     if (m->arch->hybrid && (rc = cpu_hybrid_create(&c->hy, m, &c->p, c->tp, mm_wt, c, e))) {
         cpu_engine_free(c);
         return rc;
+    }
+    if (hp->hc > 1) {
+        if ((rc = cpu_hc_create(&c->hc, m, p.n_batch, c->tp, mm_wt, c, e))) {
+            cpu_engine_free(c);
+            return rc;
+        }
+        c->ld.scratch += cpu_hc_bytes(c->hc);
     }
     c->ld.kv = c->kv.bytes;
     if (c->hy) {
@@ -524,7 +545,7 @@ static void row_task(void *ctx, int64_t i, int worker)
     const float eps = c->m->hp.rms_eps;
     const int t1 = (int)((i + 1) * ROW_CHUNK < j->n ? (i + 1) * ROW_CHUNK : j->n);
     for (int t = (int)(i * ROW_CHUNK); t < t1; t++) {
-        float *x = c->x + (size_t)t * E, *h = c->h + (size_t)t * E, *a = c->a + (size_t)t * E;
+        float *x = c->x + (size_t)t * c->xw, *h = c->h + (size_t)t * E, *a = c->a + (size_t)t * E;
         switch (j->op) {
         case ROW_ATTN_NORM:
             ops_rms_norm(h, x, j->ly->attn_norm.data, E, eps);
@@ -717,17 +738,26 @@ static void ffn_moe(struct cpu_engine *c, const struct layer *ly, int n)
     }
 }
 
-/* x += a (the attention output), then the FFN on rms_norm(x), then x += its output */
+/* x += a (the attention output), then the FFN on rms_norm(x), then x += its output (with hyper-connections:
+ * the mixer's HC write-back, the FFN's HC mix, and its write-back) */
 static void ffn_block(struct cpu_engine *c, const struct layer *ly, int n)
 {
-    par_rows(c, ly, NULL, n, ROW_ADD_NORM, 0);
+    if (c->hc) {
+        cpu_hc_combine(c->hc, c->x, c->a, n);
+        cpu_hc_mix(c->hc, &ly->hc_ffn, c->x, n, c->h);
+    } else {
+        par_rows(c, ly, NULL, n, ROW_ADD_NORM, 0);
+    }
     if (ly->ffn == FFN_MOE)
         ffn_moe(c, ly, n);
     else
         ffn_dense(c, ly, n);
     if (ly->down_shexp.data)
         cpu_hybrid_shexp(c->hy, ly, c->h, c->a, n);
-    par_rows(c, ly, NULL, n, ROW_ADD, 0);
+    if (c->hc)
+        cpu_hc_combine(c->hc, c->x, c->a, n);
+    else
+        par_rows(c, ly, NULL, n, ROW_ADD, 0);
 }
 
 static int validate(struct cpu_engine *c, const struct engine_tok *toks, int n, struct err *e)
@@ -747,7 +777,10 @@ static int op_embed(void *b, int n, struct err *e)
     const int E = hp->n_embd;
     for (int t = 0; t < n; t++) {
         const void *row = (const char *)m->tok_embd.data + (size_t)c->toks[t].token * m->tok_embd.row_bytes;
-        dequant_row(m->tok_embd.type, row, c->x + (size_t)t * E, E);
+        float *x = c->x + (size_t)t * c->xw;
+        dequant_row(m->tok_embd.type, row, x, E);
+        for (int s = E; s < c->xw; s += E) /* hyper-connections: every stream starts as the embedding */
+            memcpy(x + s, x, sizeof(float) * (size_t)E);
         ops_rope_cache(c->cs + (size_t)t * hp->n_rot, c->toks[t].pos, hp->n_rot, hp->freq_base, m->rope_freqs.data,
                        hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
     }
@@ -767,8 +800,35 @@ static int op_hybrid_mixer(void *b, const struct fwd_sub *s, int n, struct err *
 {
     (void)e;
     struct cpu_engine *c = b;
-    cpu_hybrid_layer(c->hy, s->ly, c->toks, n, c->x, c->a, c->cs, &c->kv, c->f16tab);
+    if (c->hc)
+        cpu_hc_mix(c->hc, &s->ly->hc_attn, c->x, n, c->h);
+    else
+        par_rows(c, s->ly, c->toks, n, ROW_ATTN_NORM, 0);
+    cpu_hybrid_layer(c->hy, s->ly, c->toks, n, c->h, c->a, c->cs, &c->kv, c->f16tab);
     return 0;
+}
+
+static int op_ple(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    (void)e;
+    struct cpu_engine *c = b;
+    cpu_hybrid_ple(c->hy, s->ly, c->toks, n, c->x);
+    return 0;
+}
+
+/* out[r] = the final hidden state of batch row rows[r]: rms_norm(x) · output_norm, or the output HC mix */
+static void final_hidden(struct cpu_engine *c, const int *rows, int nr, float *out)
+{
+    const struct model *m = c->m;
+    const int E = m->hp.n_embd;
+    if (!c->hc) {
+        for (int r = 0; r < nr; r++)
+            ops_rms_norm(out + (size_t)r * E, c->x + (size_t)rows[r] * c->xw, m->output_norm.data, E, m->hp.rms_eps);
+        return;
+    }
+    for (int r = 0; r < nr; r++)
+        memcpy(c->xo + (size_t)r * c->xw, c->x + (size_t)rows[r] * c->xw, sizeof(float) * (size_t)c->xw);
+    cpu_hc_mix(c->hc, &m->output_hc, c->xo, nr, out);
 }
 
 static int op_ffn(void *b, const struct fwd_sub *s, int n, struct err *e)
@@ -785,9 +845,7 @@ static int op_output(void *b, int n, int n_out, struct err *e)
     struct cpu_engine *c = b;
     const struct model *m = c->m;
     const struct hparams *hp = &m->hp;
-    const int E = hp->n_embd;
-    for (int r = 0; r < n_out; r++)
-        ops_rms_norm(c->h + (size_t)r * E, c->x + (size_t)c->out_rows[r] * E, m->output_norm.data, E, hp->rms_eps);
+    final_hidden(c, c->out_rows, n_out, c->h);
     mm(c, &m->output, c->h, n_out, c->logits);
     add_bias(c->logits, &m->output_bias, n_out, hp->n_vocab);
     return 0;
@@ -795,9 +853,12 @@ static int op_output(void *b, int n, int n_out, struct err *e)
 
 static const struct layer_ops cpu_layer_ops = {
     .embed = op_embed,
-    .mixer = { [LAYER_ATTN] = op_attention, [LAYER_GDN] = op_hybrid_mixer, [LAYER_GATED_ATTN] = op_hybrid_mixer },
+    .mixer = { [LAYER_ATTN] = op_attention, [LAYER_GDN] = op_hybrid_mixer, [LAYER_GATED_ATTN] = op_hybrid_mixer,
+               [LAYER_SPARSE_ATTN] = op_hybrid_mixer },
     .ffn = { [FFN_DENSE] = op_ffn, [FFN_MOE] = op_ffn },
     .output = op_output,
+    .ple = op_ple,
+    .hyper_connections = true,
 };
 
 static int cpu_engine_decode_embd(void *b, const struct engine_tok *toks, int n, const bool *want, float *logits,
@@ -819,10 +880,12 @@ static int cpu_engine_decode_embd(void *b, const struct engine_tok *toks, int n,
         return rc;
     /* embeddings: x is the final residual stream (the output op only reads it); a row's own norm, so the
      * result does not depend on what else is in the batch */
-    const int E = c->m->hp.n_embd;
-    for (int t = 0, r = 0; want && t < n; t++)
+    int nr = 0;
+    for (int t = 0; want && t < n; t++)
         if (want[t])
-            ops_rms_norm(embd + (size_t)r++ * E, c->x + (size_t)t * E, c->m->output_norm.data, E, c->m->hp.rms_eps);
+            c->blk0[nr++] = t; /* blk0 is free after the step */
+    if (nr)
+        final_hidden(c, c->blk0, nr, embd);
     for (int s = 0; s < c->p.n_seq; s++)
         c->kv.len[s] = c->seq_next[s];
     return 0;

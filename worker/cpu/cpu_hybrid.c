@@ -18,6 +18,7 @@
 #include "../num/ops.h"
 #include "../num/gdn.h"
 #include "../backend/snap.h"
+#include "../../common/fp16.h"
 #include "../../common/tpool.h"
 
 #define CONV_BLOCK 256 /* channels per conv task */
@@ -63,6 +64,34 @@ struct cpu_hybrid {
     int *grp_len;             /* [B] rows of group i */
     int n_grp;
     uint64_t bytes;           /* what cpu_hybrid_create allocated (the state included; snapshots come later) */
+
+    /* qwen4exp PLE (hp.ple_layer >= 0) */
+    int wide;                 /* hc·n_embd */
+    size_t ple_off;           /* floats into a sequence's state where the PLE conv history starts */
+    int ple_hist;             /* rows of that history: (K_p − 1)·n_gram, oldest first */
+    int *tok_hist;            /* [n_seq][n_ctx] the token at each position (the n-gram context) */
+    float *pe;                /* [B][n_embd] the gathered PLE table rows */
+    float *pkey;              /* [B][hc·n_embd] key, then normed */
+    float *pval;              /* [B][n_embd] value */
+    float *pg;                /* [B][hc·n_embd] gated value G */
+    float *pn;                /* [B][hc·n_embd] normed G: the conv input */
+    float *pc;                /* [B][hc·n_embd] silu(conv) */
+    /* qwen4exp QSA (LAYER_SPARSE_ATTN layers) */
+    int n_qsa;
+    float *idx_cache;         /* [n_qsa][n_seq][n_ctx][d_idx] raw indexer keys per cell */
+    float *kb;                /* [n_qsa][n_seq][kb_blocks][d_idx] pooled, normed, rotated block keys */
+    int kb_blocks;            /* n_ctx / smallest ratio */
+    int *kb_valid;            /* [n_qsa][n_seq] leading blocks of kb that match the cells */
+    float *qi;                /* [B][n_idx_head·d_idx] indexer queries */
+    float *kraw;              /* [B][d_idx] raw indexer keys of the batch */
+    int w_max;                /* most cells one query attends to: top_k + ratio − 1 */
+    int *sel;                 /* [B][w_max] the cells each token attends to, ascending */
+    int *nsel;                /* [B] how many; -1 = all earlier cells (dense) */
+    float *qsc;               /* [n_threads][n_ctx] cell scores */
+    int *qheap;               /* [n_threads][n_ctx] the selection heap */
+    unsigned char *kvg;       /* [n_threads][kvg_per] gathered K and V rows of the selected cells */
+    size_t kvg_per;
+    int *present;             /* [n_seq] cells of each sequence once the batch is stored */
 };
 
 static void *alloc_z(size_t n, size_t sz, bool *ok)
@@ -99,7 +128,9 @@ void cpu_hybrid_free(struct cpu_hybrid *hy)
             free(hy->snap_state[i]);
     void *bufs[] = { hy->state, hy->slots, hy->snap_state, hy->pe_pair, hy->hn, hy->mix, hy->y, hy->z, hy->beta, hy->gd, hy->o,
                      hy->q, hy->k, hy->v, hy->sg, hy->su, hy->att, hy->cw, hy->rows, hy->grp_seq,
-                     hy->grp_start, hy->grp_len };
+                     hy->grp_start, hy->grp_len, hy->tok_hist, hy->pe, hy->pkey, hy->pval, hy->pg, hy->pn, hy->pc,
+                     hy->idx_cache, hy->kb, hy->kb_valid, hy->qi, hy->kraw, hy->sel, hy->nsel, hy->qsc, hy->qheap,
+                     hy->kvg, hy->present };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(hy);
@@ -131,6 +162,12 @@ int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const stru
     hy->conv_per = (size_t)hy->conv_dim * (size_t)(hp->d_conv - 1);
     hy->ssm_per = (size_t)hp->n_v_heads * (size_t)hp->d_state * (size_t)hp->d_state;
     hy->per_seq = (size_t)m->n_gdn_layers * (hy->conv_per + hy->ssm_per);
+    hy->wide = hp->hc * hp->n_embd;
+    if (hp->ple_layer >= 0) { /* the PLE conv history is state like the GDN conv's: snapshots carry it */
+        hy->ple_off = hy->per_seq;
+        hy->ple_hist = (hp->ple_kernel - 1) * hp->ple_ngram;
+        hy->per_seq += (size_t)hy->ple_hist * (size_t)hy->wide;
+    }
 
     const size_t B = (size_t)p->n_batch, E = (size_t)hp->n_embd, D = (size_t)hp->head_dim;
     const size_t nq = (size_t)hp->n_head_max * D, nkv = (size_t)hp->n_head_kv_max * D;
@@ -155,7 +192,7 @@ int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const stru
     hy->su = alloc_zc(hy, B * (size_t)hp->n_ff_shexp, sizeof(float), &ok);
     int n_gqa_max = 1;
     for (int il = 0; il < hp->n_layer; il++)
-        if (m->layers[il].kind == LAYER_GATED_ATTN && m->layers[il].n_head / m->layers[il].n_head_kv > n_gqa_max)
+        if (m->layers[il].kind != LAYER_GDN && m->layers[il].n_head / m->layers[il].n_head_kv > n_gqa_max)
             n_gqa_max = m->layers[il].n_head / m->layers[il].n_head_kv;
     /* ops_attn's AVX2 form scores queries in groups of 8 whatever n_q is: room for 8 at least */
     hy->att_per = (size_t)(n_gqa_max > 8 ? n_gqa_max : 8) * (size_t)p->n_ctx;
@@ -166,21 +203,47 @@ int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const stru
     hy->grp_seq = alloc_zc(hy, B, sizeof(int), &ok);
     hy->grp_start = alloc_zc(hy, B, sizeof(int), &ok);
     hy->grp_len = alloc_zc(hy, B, sizeof(int), &ok);
+    if (hp->ple_layer >= 0) {
+        const size_t W = (size_t)hy->wide;
+        hy->tok_hist = alloc_zc(hy, (size_t)p->n_seq * (size_t)p->n_ctx, sizeof(int), &ok);
+        hy->pe = alloc_zc(hy, B * E, sizeof(float), &ok);
+        hy->pkey = alloc_zc(hy, B * W, sizeof(float), &ok);
+        hy->pval = alloc_zc(hy, B * E, sizeof(float), &ok);
+        hy->pg = alloc_zc(hy, B * W, sizeof(float), &ok);
+        hy->pn = alloc_zc(hy, B * W, sizeof(float), &ok);
+        hy->pc = alloc_zc(hy, B * W, sizeof(float), &ok);
+    }
+    hy->n_qsa = m->n_qsa_layers;
+    if (hy->n_qsa > 0) {
+        int r_min = 64, r_max = 1;
+        for (int il = 0; il < hp->n_layer; il++)
+            if (m->layers[il].kind == LAYER_SPARSE_ATTN) {
+                r_min = m->layers[il].qsa_ratio < r_min ? m->layers[il].qsa_ratio : r_min;
+                r_max = m->layers[il].qsa_ratio > r_max ? m->layers[il].qsa_ratio : r_max;
+            }
+        const size_t di = (size_t)hp->d_idx, nsc = (size_t)p->n_seq * (size_t)hy->n_qsa;
+        hy->kb_blocks = p->n_ctx / r_min + 1;
+        hy->w_max = hp->idx_top_k + r_max - 1 < p->n_ctx ? hp->idx_top_k + r_max - 1 : p->n_ctx;
+        hy->idx_cache = alloc_zc(hy, nsc * (size_t)p->n_ctx * di, sizeof(float), &ok);
+        hy->kb = alloc_zc(hy, nsc * (size_t)hy->kb_blocks * di, sizeof(float), &ok);
+        hy->kb_valid = alloc_zc(hy, nsc, sizeof(int), &ok);
+        hy->qi = alloc_zc(hy, B * (size_t)hp->n_idx_head * di, sizeof(float), &ok);
+        hy->kraw = alloc_zc(hy, B * di, sizeof(float), &ok);
+        hy->sel = alloc_zc(hy, B * (size_t)hy->w_max, sizeof(int), &ok);
+        hy->nsel = alloc_zc(hy, B, sizeof(int), &ok);
+        hy->qsc = alloc_zc(hy, (size_t)hy->n_threads * (size_t)p->n_ctx, sizeof(float), &ok);
+        hy->qheap = alloc_zc(hy, (size_t)hy->n_threads * (size_t)p->n_ctx, sizeof(int), &ok);
+        hy->kvg_per = 2 * (size_t)hy->w_max * D * sizeof(float);
+        hy->kvg = alloc_zc(hy, (size_t)hy->n_threads * hy->kvg_per, 1, &ok);
+        hy->present = alloc_zc(hy, (size_t)p->n_seq, sizeof(int), &ok);
+    }
     if (!ok) {
         cpu_hybrid_free(hy);
         return err_set(e, ERR_NOMEM, "engine: out of memory for the recurrent state (%d sequences × %zu floats)",
                        p->n_seq, hy->per_seq);
     }
     snap_slots_clear(hy->slots, p->n_seq * hy->n_snap);
-    /* IMROPE sector rule (spec §6.3.1): pairs that select p_e do not rotate for text tokens */
-    const int *s = hp->rope_sections;
-    const int S = s[0] + s[1] + s[2] + s[3];
-    for (int i = 0; i < hp->n_rot / 2; i++) {
-        const int sec = i % S;
-        const bool h = sec % 3 == 1 && sec < 3 * s[1], w = sec % 3 == 2 && sec < 3 * s[2],
-                   t = sec % 3 == 0 && sec < 3 * s[0];
-        hy->pe_pair[i] = !(h || w || t);
-    }
+    ops_imrope_text_pairs(hp->rope_sections, hp->n_rot, hy->pe_pair);
     *out = hy;
     return 0;
 }
@@ -227,21 +290,6 @@ static void rows_run(struct cpu_hybrid *hy, tpool_fn fn, void *ctx, int n)
     } else {
         tpool_run(hy->tp, fn, ctx, n);
     }
-}
-
-struct norm_job {
-    struct cpu_hybrid *hy;
-    const struct layer *ly;
-    const float *x;
-};
-
-static void norm_task(void *ctx, int64_t t, int worker)
-{
-    (void)worker;
-    const struct norm_job *j = ctx;
-    const struct hparams *hp = &j->hy->m->hp;
-    const size_t E = (size_t)hp->n_embd;
-    ops_rms_norm(j->hy->hn + (size_t)t * E, j->x + (size_t)t * E, j->ly->attn_norm.data, (int)E, hp->rms_eps);
 }
 
 /* ---- Gated DeltaNet ---- */
@@ -307,7 +355,7 @@ static void delta_task(void *ctx, int64_t i, int worker)
         gdn_recurrent(&h, rows, T, S);
 }
 
-/* gated output norm per head of one token: RMSNorm(o; ssm_norm) ⊙ silu(z) */
+/* gated output norm per head of one token: RMSNorm(o; ssm_norm) ⊙ silu(z) (qwen4exp: ⊙ sigmoid(z)) */
 static void gnorm_task(void *ctx, int64_t t, int worker)
 {
     (void)worker;
@@ -319,20 +367,25 @@ static void gnorm_task(void *ctx, int64_t t, int worker)
         float *o = hy->o + (size_t)t * hy->value_dim + (size_t)h * dv;
         const float *z = hy->z + (size_t)t * hy->value_dim + (size_t)h * dv;
         ops_rms_norm(o, o, j->ly->ssm_norm.data, dv, hp->rms_eps);
-        for (int i = 0; i < dv; i++)
-            o[i] = o[i] * ops_silu(z[i]);
+        if (hp->gdn_sigmoid_gate)
+            for (int i = 0; i < dv; i++)
+                o[i] = o[i] * gdn_sigmoid(z[i]);
+        else
+            for (int i = 0; i < dv; i++)
+                o[i] = o[i] * ops_silu(z[i]);
     }
 }
 
-static void gdn_block(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *out)
+static void gdn_block(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
+                      const float *in, float *out)
 {
     const struct hparams *hp = &hy->m->hp;
     const int HV = hp->n_v_heads;
 
-    mm(hy, &ly->ssm_qkv, hy->hn, n, hy->mix);
-    mm(hy, &ly->ssm_z, hy->hn, n, hy->z);
-    mm(hy, &ly->ssm_beta, hy->hn, n, hy->beta);
-    mm(hy, &ly->ssm_alpha, hy->hn, n, hy->gd);
+    mm(hy, &ly->ssm_qkv, in, n, hy->mix);
+    mm(hy, &ly->ssm_z, in, n, hy->z);
+    mm(hy, &ly->ssm_beta, in, n, hy->beta);
+    mm(hy, &ly->ssm_alpha, in, n, hy->gd);
     for (int t = 0; t < n; t++)
         for (int h = 0; h < HV; h++) {
             float *b = hy->beta + (size_t)t * HV + h, *g = hy->gd + (size_t)t * HV + h;
@@ -355,7 +408,200 @@ static void gdn_block(struct cpu_hybrid *hy, const struct layer *ly, const struc
     mm(hy, &ly->ssm_out, hy->o, n, out);
 }
 
-/* ---- gated full attention ---- */
+/* ---- gated full attention, dense or over the cells a lightning indexer selects (QSA) ---- */
+
+/* cs for a text token: the IMROPE pairs that take the 4th (p_e) component do not rotate (p_e = 0) */
+static void text_rope(const struct cpu_hybrid *hy, const float *cs_pos, float *cs)
+{
+    const int nr = hy->m->hp.n_rot;
+    memcpy(cs, cs_pos, sizeof(float) * (size_t)nr);
+    for (int i = 0; i < nr / 2; i++)
+        if (hy->pe_pair[i]) {
+            cs[2 * i] = 1.0f;
+            cs[2 * i + 1] = 0.0f;
+        }
+}
+
+static float *idx_row(const struct cpu_hybrid *hy, int qi, int seq, int pos)
+{
+    const size_t di = (size_t)hy->m->hp.d_idx;
+    return hy->idx_cache + (((size_t)qi * (size_t)hy->n_seq + (size_t)seq) * (size_t)hy->n_ctx + (size_t)pos) * di;
+}
+
+static float *kb_row(const struct cpu_hybrid *hy, int qi, int seq, int b)
+{
+    const size_t di = (size_t)hy->m->hp.d_idx;
+    return hy->kb + (((size_t)qi * (size_t)hy->n_seq + (size_t)seq) * (size_t)hy->kb_blocks + (size_t)b) * di;
+}
+
+struct qsa_job {
+    struct cpu_hybrid *hy;
+    const struct layer *ly;
+    const struct engine_tok *toks;
+    const float *cs_all;   /* [n][n_rot] */
+    int seq, b0;           /* block keys: sequence and first block of the run */
+};
+
+/* Block key b (arch-qwen4exp.md §3.5 step 3): the mean of its r raw keys, RMSNorm(idx_k_norm), then RoPE at
+ * position b·r in every component (the 4th included, unlike a text query). */
+static void kb_task(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    const struct qsa_job *j = ctx;
+    struct cpu_hybrid *hy = j->hy;
+    const struct hparams *hp = &hy->m->hp;
+    const int r = j->ly->qsa_ratio, d = hp->d_idx, b = j->b0 + (int)i;
+    float *kb = kb_row(hy, j->ly->qsa_index, j->seq, b);
+    memcpy(kb, idx_row(hy, j->ly->qsa_index, j->seq, b * r), sizeof(float) * (size_t)d);
+    for (int m = 1; m < r; m++) {
+        const float *k = idx_row(hy, j->ly->qsa_index, j->seq, b * r + m);
+        for (int c = 0; c < d; c++)
+            kb[c] = kb[c] + k[c];
+    }
+    const float inv = 1.0f / (float)r;
+    for (int c = 0; c < d; c++)
+        kb[c] *= inv;
+    ops_rms_norm(kb, kb, j->ly->idx_k_norm.data, d, hp->rms_eps);
+    float cs[2048];
+    ops_rope_cache(cs, b * r, hp->n_rot, hp->freq_base, NULL, hp->freq_scale, hp->ext_factor, hp->attn_factor,
+                   hp->corr_dims);
+    ops_rope_apply(kb, hp->n_rot, ROPE_NEOX, cs);
+}
+
+/* One step of libstdc++'s heap adjust (sift the hole down, push v up) under "better = higher score": the
+ * heap-select of std::partial_sort, which ggml_top_k runs. A partly taken block is a run of equal scores,
+ * and which of its cells survive depends on exactly this order (spec §3.5 step 8). */
+static void heap_adjust(int *idx, const float *sc, int hole, int len, int v)
+{
+    const int top = hole;
+    int c = hole;
+    while (c < (len - 1) / 2) {
+        c = 2 * c + 2;
+        if (sc[idx[c]] > sc[idx[c - 1]])
+            c--;
+        idx[hole] = idx[c];
+        hole = c;
+    }
+    if ((len & 1) == 0 && c == (len - 2) / 2) {
+        c = 2 * c + 2;
+        idx[hole] = idx[c - 1];
+        hole = c - 1;
+    }
+    int parent = (hole - 1) / 2;
+    while (hole > top && sc[idx[parent]] > sc[v]) {
+        idx[hole] = idx[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    idx[hole] = v;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The cells token t attends to (spec §3.5 steps 4–8), ascending in hy->sel; nsel = -1 when that is every
+ * earlier cell (no more than top_k + r − 1 of them). */
+static void sel_task(void *ctx, int64_t ti, int worker)
+{
+    const struct qsa_job *j = ctx;
+    struct cpu_hybrid *hy = j->hy;
+    const struct hparams *hp = &hy->m->hp;
+    const int t = (int)ti, r = j->ly->qsa_ratio, d = hp->d_idx, NI = hp->n_idx_head;
+    const int p = j->toks[t].pos, seq = j->toks[t].seq;
+    const int W = hp->idx_top_k + r - 1;
+    if (p + 1 <= W) {
+        hy->nsel[t] = -1;
+        return;
+    }
+    float cs[2048];
+    text_rope(hy, j->cs_all + (size_t)t * hp->n_rot, cs);
+    float *q = hy->qi + (size_t)t * (size_t)NI * (size_t)d;
+    for (int h = 0; h < NI; h++) {
+        ops_rms_norm(q + (size_t)h * d, q + (size_t)h * d, j->ly->idx_q_norm.data, d, hp->rms_eps);
+        ops_rope_apply(q + (size_t)h * d, hp->n_rot, ROPE_NEOX, cs);
+    }
+    float *sc = hy->qsc + (size_t)worker * (size_t)hy->n_ctx;
+    int *idx = hy->qheap + (size_t)worker * (size_t)hy->n_ctx;
+    const int nb = hy->present[seq] / r, tail_start = (p + 1) / r * r;
+    for (int b = 0; b * r <= p; b++) {
+        float v = 1e9f; /* the incomplete trailing block: always kept */
+        if (b < nb) {
+            const float *kb = kb_row(hy, j->ly->qsa_index, seq, b);
+            float s = 0.0f;
+            for (int h = 0; h < NI; h++) {
+                double dot = 0.0;
+                for (int c = 0; c < d; c++)
+                    dot += (double)q[(size_t)h * d + c] * (double)kb[c];
+                const float fd = (float)dot;
+                s = h ? s + (fd > 0.0f ? fd : 0.0f) : (fd > 0.0f ? fd : 0.0f);
+            }
+            v = s + (b * r >= tail_start ? 1e9f : 0.0f);
+        }
+        for (int c = b * r; c < b * r + r && c <= p; c++)
+            sc[c] = v;
+    }
+    const int n_kv = p + 1; /* later cells score -inf and never enter the heap */
+    for (int c = 0; c < n_kv; c++)
+        idx[c] = c;
+    if (W >= 2)
+        for (int h = (W - 2) / 2;; h--) {
+            heap_adjust(idx, sc, h, W, idx[h]);
+            if (h == 0)
+                break;
+        }
+    for (int i = W; i < n_kv; i++)
+        if (sc[idx[i]] > sc[idx[0]]) {
+            const int v = idx[i];
+            idx[i] = idx[0];
+            heap_adjust(idx, sc, 0, W, v);
+        }
+    int *out = hy->sel + (size_t)t * (size_t)hy->w_max;
+    memcpy(out, idx, sizeof(int) * (size_t)W);
+    qsort(out, (size_t)W, sizeof(int), cmp_int); /* cell order: the softmax and V sums run as the dense ones */
+    hy->nsel[t] = W;
+}
+
+/* Indexer keys of the batch into the cache, the block keys that became complete, then every token's cells. */
+static void qsa_select(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
+                       const float *in, const float *cs_all, const struct kv_cache *kv)
+{
+    const struct hparams *hp = &hy->m->hp;
+    const int r = ly->qsa_ratio, d = hp->d_idx, qi = ly->qsa_index;
+    mm(hy, &ly->idx_q, in, n, hy->qi);
+    mm(hy, &ly->idx_k, in, n, hy->kraw);
+    for (int t = 0; t < n; t++) {
+        const int seq = toks[t].seq, pos = toks[t].pos;
+        float *dst = idx_row(hy, qi, seq, pos);
+        const float *src = hy->kraw + (size_t)t * d;
+        for (int c = 0; c < d; c++) /* the cache has the K cache's type */
+            dst[c] = kv->f16 ? fp16_to_f32(fp16_from_f32(src[c])) : src[c];
+        int *valid = &hy->kb_valid[(size_t)qi * (size_t)hy->n_seq + (size_t)seq];
+        if (*valid > pos / r)
+            *valid = pos / r; /* a rewritten cell: its block is pooled again */
+    }
+    group_rows(hy, toks, n);
+    for (int g = 0; g < hy->n_grp; g++) {
+        const int seq = hy->grp_seq[g];
+        int pres = kv->len[seq];
+        for (int i = 0; i < hy->grp_len[g]; i++) {
+            const int p1 = toks[hy->rows[hy->grp_start[g] + i]].pos + 1;
+            pres = p1 > pres ? p1 : pres;
+        }
+        hy->present[seq] = pres;
+        int *valid = &hy->kb_valid[(size_t)qi * (size_t)hy->n_seq + (size_t)seq];
+        const int nb = pres / r;
+        if (nb > *valid) {
+            struct qsa_job kj = { .hy = hy, .ly = ly, .toks = toks, .seq = seq, .b0 = *valid };
+            rows_run(hy, kb_task, &kj, nb - *valid);
+            *valid = nb;
+        }
+    }
+    struct qsa_job sj = { .hy = hy, .ly = ly, .toks = toks, .cs_all = cs_all };
+    rows_run(hy, sel_task, &sj, n);
+}
 
 struct attn_job {
     struct cpu_hybrid *hy;
@@ -363,6 +609,7 @@ struct attn_job {
     const struct kv_cache *kv;
     const float *f16tab;
     int il, n_head, n_head_kv;
+    bool sparse;  /* hy->sel / nsel name each token's cells */
 };
 
 static void attn_task(void *ctx, int64_t i, int worker)
@@ -379,28 +626,39 @@ static void attn_task(void *ctx, int64_t i, int worker)
     const char *V = (const char *)kv_v(j->kv, j->il, tk->seq, 0) + off;
     const float *q = hy->q + (size_t)t * nq + (size_t)g * (size_t)n_gqa * (size_t)hd;
     float *o = hy->o + (size_t)t * nq + (size_t)g * (size_t)n_gqa * (size_t)hd;
-    ops_attn(q, n_gqa, hd, K, V, (size_t)j->kv->dim_k[j->il], tk->pos + 1, hy->m->hp.kq_scale, j->f16tab, o,
+    size_t stride = (size_t)j->kv->dim_k[j->il];
+    int n_kv = tk->pos + 1;
+    if (j->sparse && hy->nsel[t] >= 0) { /* the selected rows, gathered in cell order */
+        const size_t row = (size_t)hd * j->kv->elt, full = stride * j->kv->elt;
+        unsigned char *Kg = hy->kvg + (size_t)worker * hy->kvg_per, *Vg = Kg + (size_t)hy->w_max * row;
+        const int *sl = hy->sel + (size_t)t * (size_t)hy->w_max;
+        n_kv = hy->nsel[t];
+        for (int c = 0; c < n_kv; c++) {
+            memcpy(Kg + (size_t)c * row, K + (size_t)sl[c] * full, row);
+            memcpy(Vg + (size_t)c * row, V + (size_t)sl[c] * full, row);
+        }
+        K = (const char *)Kg;
+        V = (const char *)Vg;
+        stride = (size_t)hd;
+    }
+    ops_attn(q, n_gqa, hd, K, V, stride, n_kv, hy->m->hp.kq_scale, j->f16tab, o,
              hy->att + (size_t)worker * hy->att_per);
 }
 
 static void gated_attn_block(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
-                             const float *cs_all, struct kv_cache *kv, const float *f16tab, float *out)
+                             const float *in, const float *cs_all, struct kv_cache *kv, const float *f16tab,
+                             float *out)
 {
     const struct hparams *hp = &hy->m->hp;
     const int D = hp->head_dim, nr = hp->n_rot;
     const int nq = ly->n_head * D, nkv = ly->n_head_kv * D;
 
-    mm(hy, &ly->wq, hy->hn, n, hy->mix); /* per head: query D, then gate D */
-    mm(hy, &ly->wk, hy->hn, n, hy->k);
-    mm(hy, &ly->wv, hy->hn, n, hy->v);
+    mm(hy, &ly->wq, in, n, hy->mix); /* per head: query D, then gate D */
+    mm(hy, &ly->wk, in, n, hy->k);
+    mm(hy, &ly->wv, in, n, hy->v);
     float cs[2048];
     for (int t = 0; t < n; t++) {
-        memcpy(cs, cs_all + (size_t)t * nr, sizeof(float) * (size_t)nr);
-        for (int i = 0; i < nr / 2; i++)
-            if (hy->pe_pair[i]) {
-                cs[2 * i] = 1.0f;
-                cs[2 * i + 1] = 0.0f;
-            }
+        text_rope(hy, cs_all + (size_t)t * nr, cs);
         const float *qf = hy->mix + (size_t)t * 2 * nq;
         float *q = hy->q + (size_t)t * nq, *k = hy->k + (size_t)t * nkv;
         for (int h = 0; h < ly->n_head; h++) {
@@ -413,8 +671,11 @@ static void gated_attn_block(struct cpu_hybrid *hy, const struct layer *ly, cons
         }
         kv_store(kv, ly->kv_index, toks[t].seq, toks[t].pos, k, hy->v + (size_t)t * nkv);
     }
+    const bool sparse = ly->kind == LAYER_SPARSE_ATTN;
+    if (sparse)
+        qsa_select(hy, ly, toks, n, in, cs_all, kv);
     struct attn_job job = { .hy = hy, .toks = toks, .kv = kv, .f16tab = f16tab, .il = ly->kv_index,
-                            .n_head = ly->n_head, .n_head_kv = ly->n_head_kv };
+                            .n_head = ly->n_head, .n_head_kv = ly->n_head_kv, .sparse = sparse };
     tpool_run(hy->tp, attn_task, &job, (int64_t)n * ly->n_head_kv);
     for (int t = 0; t < n; t++) {
         const float *qf = hy->mix + (size_t)t * 2 * nq;
@@ -426,15 +687,156 @@ static void gated_attn_block(struct cpu_hybrid *hy, const struct layer *ly, cons
     mm(hy, &ly->wo, hy->o, n, out);
 }
 
-void cpu_hybrid_layer(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
-                  float *a, const float *cs, struct kv_cache *kv, const float *f16tab)
+void cpu_hybrid_layer(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
+                      const float *h, float *a, const float *cs, struct kv_cache *kv, const float *f16tab)
 {
-    struct norm_job nj = { .hy = hy, .ly = ly, .x = x };
-    rows_run(hy, norm_task, &nj, n);
     if (ly->kind == LAYER_GDN)
-        gdn_block(hy, ly, toks, n, a);
+        gdn_block(hy, ly, toks, n, h, a);
     else
-        gated_attn_block(hy, ly, toks, n, cs, kv, f16tab, a);
+        gated_attn_block(hy, ly, toks, n, h, cs, kv, f16tab, a);
+}
+
+/* ---- PLE n-gram embeddings (qwen4exp) ---- */
+
+/* Token t's PLE input: the table rows its n-gram hashes pick, head 0 first (spec §3.6 steps 1–2). */
+static void ple_gather_task(void *ctx, int64_t ti, int worker)
+{
+    (void)worker;
+    const struct qsa_job *j = ctx;
+    struct cpu_hybrid *hy = j->hy;
+    const struct model *m = hy->m;
+    const struct hparams *hp = &m->hp;
+    const int t = (int)ti, seq = j->toks[t].seq, pos = j->toks[t].pos;
+    const int *hist = hy->tok_hist + (size_t)seq * (size_t)hy->n_ctx;
+    uint64_t c[8];
+    c[0] = (uint64_t)j->toks[t].token;
+    bool cut = false; /* a missing predecessor or an EOS ends the window: it and everything older read as EOS */
+    for (int s = 1; s < hp->ple_ngram; s++) {
+        if (!cut && (pos - s < 0 || hist[pos - s] == hp->ple_eos))
+            cut = true;
+        c[s] = (uint64_t)(cut ? hp->ple_eos : hist[pos - s]);
+    }
+    float *dst = hy->pe + (size_t)t * (size_t)hp->n_embd;
+    for (int nord = 2; nord <= hp->ple_ngram; nord++) {
+        uint64_t mix = 0;
+        for (int i = 0; i < nord; i++)
+            mix ^= c[i] * hp->ple_mult[i]; /* wrapping 64-bit, as the reference */
+        for (int g = 0; g < hp->ple_heads_per_ngram; g++) {
+            const int h = (nord - 2) * hp->ple_heads_per_ngram + g;
+            const uint64_t row = mix % hp->ple_vocab[h] + hp->ple_off[h];
+            dequant_row(m->ple_embd.type, (const char *)m->ple_embd.data + (size_t)row * m->ple_embd.row_bytes,
+                        dst + (size_t)h * hp->d_ple, hp->d_ple);
+        }
+    }
+}
+
+/* Per-stream RMSNorm without weight, then ⊙ w over the hc·n_embd layout. */
+static void grouped_norm(float *out, const float *x, const float *w, int hc, int E, float eps)
+{
+    for (int s = 0; s < hc; s++)
+        ops_rms_norm(out + (size_t)s * E, x + (size_t)s * E, w + (size_t)s * E, E, eps);
+}
+
+struct ple_job {
+    struct cpu_hybrid *hy;
+    const struct layer *ly;
+    const struct engine_tok *toks;
+    const float *x;
+    int n_blocks;  /* conv channel blocks */
+};
+
+/* Steps 3–6 for token t: key/query per-stream score, the gate, G = gate ⊙ value, its norm (the conv input). */
+static void ple_gate_task(void *ctx, int64_t ti, int worker)
+{
+    (void)worker;
+    const struct ple_job *j = ctx;
+    struct cpu_hybrid *hy = j->hy;
+    const struct hparams *hp = &hy->m->hp;
+    const int E = hp->n_embd, hc = hp->hc;
+    const size_t t = (size_t)ti, W = (size_t)hy->wide;
+    float *key = hy->pkey + t * W, *g = hy->pg + t * W;
+    float *query = hy->pn + t * W; /* pn holds the query until the gated value's norm replaces it */
+    grouped_norm(key, key, j->ly->ple_norm_key.data, hc, E, hp->rms_eps);
+    grouped_norm(query, j->x + t * W, j->ly->ple_norm_query.data, hc, E, hp->rms_eps);
+    const float *v = hy->pval + t * (size_t)E;
+    const float inv = 1.0f / sqrtf((float)E);
+    for (int s = 0; s < hc; s++) {
+        double dot = 0.0;
+        for (int i = 0; i < E; i++)
+            dot += (double)(key[(size_t)s * E + i] * query[(size_t)s * E + i]);
+        const float sig = (float)dot * inv;
+        const float mag = sqrtf(fabsf(sig) > 1e-6f ? fabsf(sig) : 1e-6f);
+        const float gate = gdn_sigmoid(sig > 0.0f ? mag : sig < 0.0f ? -mag : 0.0f);
+        for (int i = 0; i < E; i++)
+            g[(size_t)s * E + i] = v[i] * gate;
+    }
+    grouped_norm(query, g, j->ly->ple_norm_conv.data, hc, E, hp->rms_eps);
+}
+
+/* Step 7 for one sequence group and a block of channels: the dilated causal conv over the history and the
+ * group's rows, silu, and the history moved on to the group's last inputs. */
+static void ple_conv_task(void *ctx, int64_t i, int worker)
+{
+    (void)worker;
+    const struct ple_job *j = ctx;
+    struct cpu_hybrid *hy = j->hy;
+    const struct hparams *hp = &hy->m->hp;
+    const int grp = (int)(i / j->n_blocks), blk = (int)(i % j->n_blocks);
+    const int c0 = blk * CONV_BLOCK, c1 = c0 + CONV_BLOCK < hy->wide ? c0 + CONV_BLOCK : hy->wide;
+    const int K = hp->ple_kernel, dil = hp->ple_ngram, H = hy->ple_hist, T = hy->grp_len[grp];
+    const int *rows = hy->rows + hy->grp_start[grp];
+    const size_t W = (size_t)hy->wide;
+    float *hist = hy->state + (size_t)hy->grp_seq[grp] * hy->per_seq + hy->ple_off; /* [H][W] oldest first */
+    const float *w = j->ly->ple_conv.data;
+    for (int tt = 0; tt < T; tt++)
+        for (int c = c0; c < c1; c++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) {
+                const int q = tt - (K - 1 - k) * dil; /* < 0: from the history */
+                const float x = q < 0 ? hist[(size_t)(H + q) * W + (size_t)c] : hy->pn[(size_t)rows[q] * W + (size_t)c];
+                const float term = w[(size_t)c * K + k] * x;
+                acc = k ? acc + term : term;
+            }
+            hy->pc[(size_t)rows[tt] * W + (size_t)c] = ops_silu(acc);
+        }
+    for (int mrow = 0; mrow < H; mrow++) /* the last H of [history | rows] */
+        for (int c = c0; c < c1; c++) {
+            const int q = T + mrow; /* index into [history | rows] */
+            hist[(size_t)mrow * W + (size_t)c] = q < H ? hist[(size_t)q * W + (size_t)c]
+                                                       : hy->pn[(size_t)rows[q - H] * W + (size_t)c];
+        }
+}
+
+static void ple_add_task(void *ctx, int64_t ti, int worker)
+{
+    (void)worker;
+    const struct ple_job *j = ctx;
+    struct cpu_hybrid *hy = j->hy;
+    const size_t W = (size_t)hy->wide, t = (size_t)ti;
+    float *x = (float *)j->x + t * W;
+    const float *g = hy->pg + t * W, *c = hy->pc + t * W;
+    for (size_t i = 0; i < W; i++)
+        x[i] = x[i] + (g[i] + c[i]);
+}
+
+void cpu_hybrid_ple(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *x)
+{
+    for (int t = 0; t < n; t++) /* first every token of the batch: later ones read earlier ones as context */
+        hy->tok_hist[(size_t)toks[t].seq * (size_t)hy->n_ctx + (size_t)toks[t].pos] = toks[t].token;
+    struct qsa_job gj = { .hy = hy, .ly = ly, .toks = toks };
+    rows_run(hy, ple_gather_task, &gj, n);
+    mm(hy, &ly->ple_key, hy->pe, n, hy->pkey);
+    mm(hy, &ly->ple_value, hy->pe, n, hy->pval);
+    struct ple_job pj = { .hy = hy, .ly = ly, .toks = toks, .x = x,
+                          .n_blocks = (hy->wide + CONV_BLOCK - 1) / CONV_BLOCK };
+    rows_run(hy, ple_gate_task, &pj, n);
+    group_rows(hy, toks, n);
+    for (int g = 0; g < hy->n_grp; g++)
+        if (toks[hy->rows[hy->grp_start[g]]].pos == 0) /* a sequence (re)starting: no history */
+            memset(hy->state + (size_t)hy->grp_seq[g] * hy->per_seq + hy->ple_off, 0,
+                   sizeof(float) * (size_t)hy->ple_hist * (size_t)hy->wide);
+    tpool_run(hy->tp, ple_conv_task, &pj, (int64_t)hy->n_grp * pj.n_blocks);
+    rows_run(hy, ple_add_task, &pj, n);
 }
 
 void cpu_hybrid_shexp(struct cpu_hybrid *hy, const struct layer *ly, const float *h, float *a, int n)
@@ -525,12 +927,31 @@ int cpu_hybrid_seq_snapshot(struct cpu_hybrid *hy, struct kv_cache *kv, int seq,
     return 0;
 }
 
+/* What lives per cell beside the KV cache (qwen4exp): the tokens (PLE context) and the indexer keys. dst's
+ * block keys are pooled again from the copied keys when next needed. */
+static void copy_cells(struct cpu_hybrid *hy, int src, int dst, int n)
+{
+    if (!hy || src == dst || n <= 0)
+        return;
+    if (hy->tok_hist)
+        memcpy(hy->tok_hist + (size_t)dst * (size_t)hy->n_ctx, hy->tok_hist + (size_t)src * (size_t)hy->n_ctx,
+               sizeof(int) * (size_t)n);
+    for (int qi = 0; qi < hy->n_qsa; qi++) {
+        memcpy(idx_row(hy, qi, dst, 0), idx_row(hy, qi, src, 0), sizeof(float) * (size_t)n * (size_t)hy->m->hp.d_idx);
+        hy->kb_valid[(size_t)qi * (size_t)hy->n_seq + (size_t)dst] = 0;
+    }
+}
+
 int cpu_hybrid_seq_copy(struct cpu_hybrid *hy, struct kv_cache *kv, int src, int dst, int n, struct err *e)
 {
     if (!seq_ok(kv, src) || !seq_ok(kv, dst))
         return err_set(e, ERR_INVALID, "engine: sequence %d or %d out of range [0, %d)", src, dst, kv->n_seq);
-    if (!stateful(hy))
-        return kv_copy(kv, src, dst, n, e);
+    if (!stateful(hy)) {
+        int rc = kv_copy(kv, src, dst, n, e);
+        if (!rc)
+            copy_cells(hy, src, dst, n);
+        return rc;
+    }
     if (n < 0 || n > kv->len[src])
         return err_set(e, ERR_RANGE, "engine: cannot copy %d positions of sequence %d (it has %d)", n, src,
                        kv->len[src]);
@@ -550,6 +971,7 @@ int cpu_hybrid_seq_copy(struct cpu_hybrid *hy, struct kv_cache *kv, int src, int
     int rc = kv_copy(kv, src, dst, n, e);
     if (rc)
         return rc;
+    copy_cells(hy, src, dst, n);
     float *to = hy->state + (size_t)dst * hy->per_seq;
     if (from)
         memcpy(to, from, sizeof(float) * hy->per_seq);

@@ -1,8 +1,9 @@
 /* cpu_hybrid.h — the CPU layers of the Gated DeltaNet hybrids (qwen35,
- * qwen35moe; shared spec arch-qwen35.md §6) and the per-sequence recurrent
- * state they own. cpu_engine.c calls in here for LAYER_GDN and
- * LAYER_GATED_ATTN layers, for the shared expert of a MoE FFN, and for the
- * sequence operations (truncate / copy / snapshot / restore).
+ * qwen35moe, qwen4exp; shared spec arch-qwen35.md §6, arch-qwen4exp.md §3)
+ * and the per-sequence state they own. cpu_engine.c calls in here for
+ * LAYER_GDN, LAYER_GATED_ATTN and LAYER_SPARSE_ATTN layers, for the shared
+ * expert of a MoE FFN, for qwen4exp's PLE block, and for the sequence
+ * operations (truncate / copy / snapshot / restore).
  *
  * State rule. A GDN layer keeps, per sequence, a conv state (the last
  * d_conv−1 inputs) and a recurrent state (H_v matrices d_v × d_k) that fold
@@ -34,11 +35,17 @@ void cpu_hybrid_free(struct cpu_hybrid *hy);
  * the snapshots kept per sequence, and the step scratch cpu_hybrid_create allocated besides the states. */
 void cpu_hybrid_mem(const struct cpu_hybrid *hy, uint64_t *state, uint64_t *per_seq, int *n_snap, uint64_t *scratch);
 
-/* The mixer of one trunk layer (LAYER_GDN or LAYER_GATED_ATTN) over n batch tokens:
- * a[n][n_embd] = mixer(attn_norm(x)); the caller adds it to the residual x.
- * cs: [n][n_rot] the tokens' plain RoPE cos/sin (ops_rope_cache); f16tab for an f16 KV cache. */
-void cpu_hybrid_layer(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *x,
+/* The mixer of one trunk layer (LAYER_GDN, LAYER_GATED_ATTN or LAYER_SPARSE_ATTN) over n batch tokens:
+ * a[n][n_embd] = mixer(h), h[n][n_embd] its input (attn_norm(x), or qwen4exp's HC mix); the caller adds a
+ * to the residual. cs: [n][n_rot] the tokens' plain RoPE cos/sin (ops_rope_cache); f16tab for an f16 KV
+ * cache. A sparse layer keeps its indexer keys beside the KV cache (f16-rounded when the cache is f16). */
+void cpu_hybrid_layer(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, const float *h,
                   float *a, const float *cs, struct kv_cache *kv, const float *f16tab);
+
+/* qwen4exp's PLE block on the wide residual x[n][hc·n_embd] (arch-qwen4exp.md §3.6): x += G + conv(G). The
+ * n-gram context reads earlier tokens of each sequence (kept per position), the dilated conv carries the
+ * last (K_p − 1)·n_gram inputs in the sequence's state. */
+void cpu_hybrid_ple(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n, float *x);
 
 /* a[n][n_embd] += sigmoid(gate_inp_shexp·h) · shared_expert(h) (qwen35moe). */
 void cpu_hybrid_shexp(struct cpu_hybrid *hy, const struct layer *ly, const float *h, float *a, int n);

@@ -203,15 +203,7 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct m
         return err_set(e, ERR_NOMEM, "hip: out of memory");
     }
     snap_slots_clear(hy->slots, p->n_seq * hy->n_snap);
-    /* IMROPE sector rule (spec §6.3.1), as cpu_hybrid.c */
-    const int *sec = hp->rope_sections;
-    const int S = sec[0] + sec[1] + sec[2] + sec[3];
-    for (int i = 0; i < hp->n_rot / 2 && S > 0; i++) {
-        const int k = i % S;
-        const bool hh = k % 3 == 1 && k < 3 * sec[1], w = k % 3 == 2 && k < 3 * sec[2],
-                   t = k % 3 == 0 && k < 3 * sec[0];
-        hy->pe_pair[i] = !(hh || w || t);
-    }
+    ops_imrope_text_pairs(hp->rope_sections, hp->n_rot, hy->pe_pair);
 
     const struct hip_ops *l = c;
     char nm[32], nprep[32], nscan[32];

@@ -21,6 +21,9 @@ static const struct arch_desc g_arches[] = {
     /* hybrids (arch-qwen35.md): IMROPE is NEOX rotation with per-pair position components (text: p_e = 0) */
     { .name = "qwen35", .rope = ROPE_NEOX, .qk_norm = true, .moe = false, .n_ff_exp_key = false, .hybrid = true, .load = arch_qwen35_load },
     { .name = "qwen35moe", .rope = ROPE_NEOX, .qk_norm = true, .moe = true, .n_ff_exp_key = true, .hybrid = true, .load = arch_qwen35_load },
+    /* qwen35moe + hyper-connections, QSA sparse attention and PLE n-gram embeddings (arch-qwen4exp.md) */
+    { .name = "qwen4exp", .rope = ROPE_NEOX, .qk_norm = true, .moe = true, .n_ff_exp_key = true, .hybrid = true,
+      .hc = true, .load = arch_qwen4exp_load },
 };
 
 const struct arch_desc *arch_find(const char *name)

@@ -54,7 +54,7 @@ static int layer_pattern(struct loader *L, bool *rec, struct err *e)
     return 0;
 }
 
-static int load_hparams(struct loader *L, bool *rec, struct err *e)
+int arch_qwen35_hparams(struct loader *L, bool *rec, struct err *e)
 {
     struct model *m = L->m;
     struct hparams *hp = &m->hp;
@@ -210,32 +210,6 @@ static int load_hparams(struct loader *L, bool *rec, struct err *e)
     return 0;
 }
 
-/* Bind a 2-D f32-only-in-practice tensor as an f32 vector of ne0·ne1 (converted if stored otherwise). */
-static int bind_flat(struct loader *L, struct vec *v, const char *name, int64_t ne0, int64_t ne1, struct err *e)
-{
-    struct wt w;
-    int rc = mload_wt(L, &w, name, ne0, ne1, 1, true, e);
-    if (rc)
-        return rc;
-    v->n = ne0 * ne1;
-    if (w.type == QT_F32) {
-        v->data = w.data;
-        return 0;
-    }
-    struct model *m = L->m;
-    float **grown = realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1));
-    float *buf = grown ? malloc(sizeof(float) * (size_t)v->n) : NULL;
-    if (grown)
-        m->owned = grown;
-    if (!buf)
-        return err_set(e, ERR_NOMEM, "%s: out of memory converting '%s'", L->path, name);
-    for (int64_t r = 0; r < ne1; r++)
-        dequant_row(w.type, (const char *)w.data + (size_t)r * w.row_bytes, buf + r * ne0, ne0);
-    m->owned[m->n_owned++] = buf;
-    v->data = buf;
-    return 0;
-}
-
 /* Copy a fused [n_in, 2F, X] gate/up expert stack into a gate stack and an up stack [n_in, F, X]. */
 static int split_gate_up(struct loader *L, const struct wt *gu, int64_t F, int64_t X, struct wt *g, struct wt *u,
                          struct err *e)
@@ -265,7 +239,7 @@ static int split_gate_up(struct loader *L, const struct wt *gu, int64_t F, int64
     return 0;
 }
 
-static int load_layer(struct loader *L, int il, struct err *e)
+int arch_qwen35_layer(struct loader *L, int il, struct err *e)
 {
     struct model *m = L->m;
     const struct hparams *hp = &m->hp;
@@ -276,13 +250,14 @@ static int load_layer(struct loader *L, int il, struct err *e)
     char n[GGUF_MAX_NAME + 32];
     int rc;
 #define NM(s) (snprintf(n, sizeof n, "blk.%d.%s", il, s), n)
-    if ((rc = mload_vec(L, &ly->attn_norm, NM("attn_norm.weight"), E, true, e)) ||
-        (rc = mload_vec(L, &ly->ffn_norm, NM("post_attention_norm.weight"), E, true, e)))
+    /* qwen4exp's hyper-connection mixers take the place of these norms (arch_qwen4exp.c) */
+    if (!m->arch->hc && ((rc = mload_vec(L, &ly->attn_norm, NM("attn_norm.weight"), E, true, e)) ||
+                         (rc = mload_vec(L, &ly->ffn_norm, NM("post_attention_norm.weight"), E, true, e))))
         return rc;
     if (ly->kind == LAYER_GDN) {
         if ((rc = mload_wt(L, &ly->ssm_qkv, NM("attn_qkv.weight"), E, conv_dim, 1, true, e)) ||
             (rc = mload_wt(L, &ly->ssm_z, NM("attn_gate.weight"), E, value_dim, 1, true, e)) ||
-            (rc = bind_flat(L, &ly->ssm_conv, NM("ssm_conv1d.weight"), hp->d_conv, conv_dim, e)) ||
+            (rc = mload_flat(L, &ly->ssm_conv, NM("ssm_conv1d.weight"), hp->d_conv, conv_dim, e)) ||
             (rc = mload_vec(L, &ly->ssm_dt, NM("ssm_dt.bias"), HV, true, e)) ||
             (rc = mload_vec(L, &ly->ssm_a, NM("ssm_a"), HV, true, e)) ||
             (rc = mload_wt(L, &ly->ssm_beta, NM("ssm_beta.weight"), E, HV, 1, true, e)) ||
@@ -360,7 +335,7 @@ int arch_qwen35_load(struct loader *L, struct err *e)
     bool *rec = calloc(MODEL_MAX_LAYERS, sizeof(bool));
     if (!rec)
         return err_set(e, ERR_NOMEM, "%s: out of memory", L->path);
-    int rc = load_hparams(L, rec, e);
+    int rc = arch_qwen35_hparams(L, rec, e);
     free(rec);
     if (rc)
         return rc;
@@ -368,7 +343,7 @@ int arch_qwen35_load(struct loader *L, struct err *e)
         return rc;
     /* a trunk of one kind only is accepted (llama.cpp 80fb11a aborts on it, spec §4) */
     for (int il = 0; il < m->hp.n_layer_all; il++)
-        if ((rc = load_layer(L, il, e)))
+        if ((rc = arch_qwen35_layer(L, il, e)))
             return rc;
     return 0;
 }

@@ -218,3 +218,28 @@ int mload_ffn_dense(struct loader *L, int il, bool bias, struct err *e)
 #undef NM
     return 0;
 }
+
+int mload_flat(struct loader *L, struct vec *v, const char *name, int64_t ne0, int64_t ne1, struct err *e)
+{
+    struct wt w;
+    int rc = mload_wt(L, &w, name, ne0, ne1, 1, true, e);
+    if (rc)
+        return rc;
+    v->n = ne0 * ne1;
+    if (w.type == QT_F32) {
+        v->data = w.data;
+        return 0;
+    }
+    struct model *m = L->m;
+    float **grown = realloc(m->owned, sizeof(float *) * (size_t)(m->n_owned + 1));
+    float *buf = grown ? malloc(sizeof(float) * (size_t)v->n) : NULL;
+    if (grown)
+        m->owned = grown;
+    if (!buf)
+        return err_set(e, ERR_NOMEM, "%s: out of memory converting '%s'", L->path, name);
+    for (int64_t r = 0; r < ne1; r++)
+        dequant_row(w.type, (const char *)w.data + (size_t)r * w.row_bytes, buf + r * ne0, ne0);
+    m->owned[m->n_owned++] = buf;
+    v->data = buf;
+    return 0;
+}

@@ -27,6 +27,8 @@ int mload_float(struct loader *L, const char *suffix, bool required, float def, 
 int mload_wt(struct loader *L, struct wt *w, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
              struct err *e);
 int mload_vec(struct loader *L, struct vec *v, const char *name, int64_t n, bool required, struct err *e);
+/* Bind a required 2-D tensor [ne0, ne1] as an f32 vector of ne0·ne1 (converted when stored otherwise). */
+int mload_flat(struct loader *L, struct vec *v, const char *name, int64_t ne0, int64_t ne1, struct err *e);
 /* token_embd [n_embd, n_vocab], output_norm [n_embd] and output [n_embd, n_vocab] (the embedding table
  * when absent: tied), which every architecture has; n_embd and n_vocab must be set. */
 int mload_embd_output(struct loader *L, struct err *e);
@@ -42,5 +44,10 @@ const char *mload_key(char *buf, size_t cap, const char *A, const char *suffix);
 /* The loaders of the architectures: hparams and tensors of m's file, layer kinds set. */
 int arch_dense_load(struct loader *L, struct err *e);  /* arch_dense.c: llama, qwen2, qwen3, qwen3moe */
 int arch_qwen35_load(struct loader *L, struct err *e); /* arch_qwen35.c: qwen35, qwen35moe */
+int arch_qwen4exp_load(struct loader *L, struct err *e); /* arch_qwen4exp.c: qwen4exp */
+/* The qwen35 pieces arch_qwen4exp.c builds on: the hparams (rec[il]: layer il is recurrent) and one
+ * layer's GDN or attention tensors and FFN (without attn_norm / post_attention_norm when arch->hc). */
+int arch_qwen35_hparams(struct loader *L, bool *rec, struct err *e);
+int arch_qwen35_layer(struct loader *L, int il, struct err *e);
 
 #endif

@@ -25,6 +25,7 @@ int model_load(struct model **out, const char *path, struct err *e)
     struct model *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(e, ERR_NOMEM, "%s: out of memory", path);
+    m->hp.ple_layer = -1; /* no layer carries PLE unless the qwen4exp loader says so */
     int rc = gguf_open(&m->g, path, e);
     if (rc)
         goto fail;

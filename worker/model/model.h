@@ -56,6 +56,7 @@ enum layer_kind {
     LAYER_ATTN = 0, /* softmax self-attention with a KV cache */
     LAYER_GDN = 1,        /* qwen35*: Gated DeltaNet, per-sequence conv + recurrent state (cpu_hybrid.c) */
     LAYER_GATED_ATTN = 2, /* qwen35*: attention with a sigmoid output gate, q/k norm and IMROPE (cpu_hybrid.c) */
+    LAYER_SPARSE_ATTN = 3, /* qwen4exp: gated attention over the cells a lightning indexer selects (QSA) */
     LAYER_KINDS
 };
 
@@ -80,6 +81,7 @@ struct arch_desc {
     bool q_is_square;       /* requires head_dim·n_head == n_embd (qwen2 declares Wq/Wo square) */
     bool n_ff_exp_key;      /* n_ff_exp from {A}.expert_feed_forward_length (else n_ff) */
     bool hybrid;            /* qwen35*: GDN + gated-attention stack, loaded by arch_qwen35.c */
+    bool hc;                /* qwen4exp: hyper-connections (a residual of hc streams), QSA, PLE */
     /* binds the file's hyperparameters and tensors and sets each layer's kinds (arch_*.c) */
     int (*load)(struct loader *L, struct err *e);
 };
@@ -99,6 +101,15 @@ struct wt {
 struct vec {
     const float *data;    /* NULL when absent */
     int64_t n;
+};
+
+/* One hyper-connection mixer (arch-qwen4exp.md §3.2): reads the hc streams R [hc][n_embd] of a token
+ * and gives the sublayer input m [n_embd] and, with inject, the write-back logits j [hc]. */
+struct hc_mix {
+    struct vec norm;         /* [hc·n_embd] per-stream RMSNorm weight (stored 1 + w) */
+    struct wt down;          /* [hc·n_embd, hc_lr] */
+    struct wt up;            /* [hc_lr, hc·n_embd] */
+    struct wt inject;        /* [hc·n_embd, hc] absent for the output mixer */
 };
 
 struct layer {
@@ -155,6 +166,24 @@ struct layer {
     struct wt gate_shexp;    /* [n_embd, n_ff_shexp] */
     struct wt up_shexp;      /* [n_embd, n_ff_shexp] */
     struct wt down_shexp;    /* [n_ff_shexp, n_embd] */
+
+    /* qwen4exp (m->arch->hc): the mixers that replace attn_norm and ffn_norm */
+    struct hc_mix hc_attn;
+    struct hc_mix hc_ffn;
+    /* QSA indexer, on every full-attention layer (run only when qsa_ratio > 0: LAYER_SPARSE_ATTN) */
+    int qsa_ratio;           /* block size r of the indexer (1..64); 0 = dense attention */
+    int qsa_index;           /* index of this layer's indexer-key cache, -1 if it has none */
+    struct wt idx_q;         /* [n_embd, n_idx_head·d_idx] indexer queries */
+    struct wt idx_k;         /* [n_embd, d_idx] indexer key (one head) */
+    struct vec idx_q_norm;   /* [d_idx] */
+    struct vec idx_k_norm;   /* [d_idx] */
+    /* PLE n-gram embeddings, on the one layer hp.ple_layer (before its attention mixer) */
+    struct wt ple_key;       /* [n_embd, hc·n_embd] */
+    struct wt ple_value;     /* [n_embd, n_embd] */
+    struct vec ple_norm_key;   /* [hc·n_embd] */
+    struct vec ple_norm_query; /* [hc·n_embd] */
+    struct vec ple_norm_conv;  /* [hc·n_embd] */
+    struct vec ple_conv;     /* [K_p·hc·n_embd] dilated depthwise conv, channel c at [c·K_p, (c+1)·K_p) */
 };
 
 /* The multi-token-prediction block of a hybrid (loaded, not run by the forward pass). Its
@@ -203,6 +232,23 @@ struct hparams {
     int n_k_heads;        /* ssm.group_count H_k */
     int n_v_heads;        /* ssm.time_step_rank H_v */
     int n_ff_shexp;       /* shared-expert width (0 = none) */
+    bool gdn_sigmoid_gate; /* qwen4exp: GDN output gate sigmoid(z) instead of silu(z) */
+    /* qwen4exp hyper-connections, QSA indexer and PLE (arch-qwen4exp.md §1) */
+    int hc;               /* residual streams (0: none; else > 1) */
+    int hc_lr;            /* rank of the HC gate MLP */
+    int n_idx_head;       /* indexer query heads */
+    int d_idx;            /* indexer head dimension */
+    int idx_top_k;        /* token budget of the selection */
+    int ple_layer;        /* the layer carrying PLE, -1 for none */
+    int ple_ngram;        /* n-gram order n (2..8); the conv dilation */
+    int ple_heads_per_ngram;
+    int n_ple_heads;      /* (n − 1) · heads per n-gram (≤ 64) */
+    int d_ple;            /* width of one PLE table row; n_ple_heads · d_ple == n_embd */
+    int ple_kernel;       /* conv taps K_p */
+    int ple_eos;          /* the token that cuts the n-gram window */
+    uint64_t ple_mult[8];   /* hash multipliers m[0..n−1] */
+    uint64_t ple_off[64];   /* row offset of each head in the table */
+    uint64_t ple_vocab[64]; /* rows (modulus) of each head */
 };
 
 struct model {
@@ -225,6 +271,9 @@ struct model {
     struct layer *layers;    /* [n_layer] (hybrids: [n_layer_all], MTP blocks after the trunk) */
     int n_gdn_layers;        /* layers with a recurrent state (hybrids) */
     struct mtp_head mtp;     /* hybrids with n_nextn = 1 */
+    struct hc_mix output_hc; /* qwen4exp: the output mixer (no inject) in place of output_norm */
+    struct wt ple_embd;      /* [d_ple, n_rows] qwen4exp PLE table (per_layer_token_embd), absent without PLE */
+    int n_qsa_layers;        /* layers with an indexer-key cache (LAYER_SPARSE_ATTN) */
 
     float **owned;           /* f32 copies of non-f32 1-D tensors, freed with the model */
     int n_owned;

@@ -38,6 +38,11 @@ struct layer_ops {
     int (*ffn[FFN_KINDS])(void *b, const struct fwd_sub *s, int n, struct err *e);
     /* logits of the n_out rows that asked: output · rmsnorm(x[row]) · output_norm (+ output_bias) */
     int (*output)(void *b, int n, int n_out, struct err *e);
+    /* x += PLE(x) (qwen4exp n-gram embeddings), before the mixer of the layer that carries them */
+    int (*ple)(void *b, const struct fwd_sub *s, int n, struct err *e);
+    /* the backend runs hyper-connections (m->arch->hc): x is hc streams per token, every "rmsnorm · norm"
+     * above is that sublayer's HC mix and every "x +=" its HC write-back (arch-qwen4exp.md §3) */
+    bool hyper_connections;
 };
 
 /* ERR_UNSUPPORTED naming the layer and kind when m has a layer kind `ops` lacks (backend: its name,

@@ -79,3 +79,14 @@ void ops_moe_route(float *pr, int n, int k, float scale, int *sel, float *w)
         for (int j = 0; j < k; j++)
             w[j] *= scale;
 }
+
+void ops_imrope_text_pairs(const int sections[4], int n_rot, unsigned char *pe)
+{
+    const int *s = sections;
+    const int S = s[0] + s[1] + s[2] + s[3];
+    for (int i = 0; i < n_rot / 2; i++) {
+        const int k = S > 0 ? i % S : 0;
+        const bool h = k % 3 == 1 && k < 3 * s[1], w = k % 3 == 2 && k < 3 * s[2], t = k % 3 == 0 && k < 3 * s[0];
+        pe[i] = !(h || w || t);
+    }
+}

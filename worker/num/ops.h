@@ -49,6 +49,10 @@ void ops_topk(const float *p, int n, int k, int *idx);
  * when scale is neither 0 nor 1. */
 void ops_moe_route(float *pr, int n, int k, float scale, int *sel, float *w);
 
+/* IMROPE's sector rule (arch-qwen35.md §6.3.1) for text tokens, whose 4th position component p_e is 0:
+ * pe[i] = 1 for each rotary pair i < n_rot/2 that takes p_e (so does not rotate), else 0. */
+void ops_imrope_text_pairs(const int sections[4], int n_rot, unsigned char *pe);
+
 /* Table of the 65536 f16 values as f32 (for the f16 KV cache). */
 void ops_f16_table_init(float *tab);
 
