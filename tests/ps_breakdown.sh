@@ -83,3 +83,16 @@ stop
 check "llm170d: --snapshots beyond 64 is a usage error" '[ $rc -eq 2 ] && grep -q "snapshots" "$T/e"' "$(cat "$T/e")"
 "$BIN/llm170-worker" --connect "ipc://$T/none" --model "$MODEL" --snapshots 65 >/dev/null 2>"$T/e"; rc=$?
 check "llm170-worker: --snapshots beyond 64 is a usage error" '[ $rc -eq 2 ] && grep -q "snapshots" "$T/e"' "$(cat "$T/e")"
+# --gpu N names the device a GPU worker opens (one worker per GPU): not a number is a usage error, a
+# device the machine lacks a load failure that says how many there are
+"$BIN/llm170-worker" --connect "ipc://$T/none" --model "$MODEL" --gpu one >/dev/null 2>"$T/e"; rc=$?
+check "llm170-worker: --gpu one is a usage error" '[ $rc -eq 2 ] && grep -q -- "--gpu" "$T/e"' "$(cat "$T/e")"
+# (stories260K: a model every backend runs, so the device is what is refused)
+"$BIN/llm170-worker" --connect "ipc://$T/none" --model "$SHARED/models/stories260K.gguf" --backend vulkan --gpu 999 \
+    >/dev/null 2>"$T/e"; rc=$?
+if grep -q "vulkan backend unavailable" "$T/e"; then
+    echo "skip - llm170-worker --gpu 999: no Vulkan device here"
+else
+    check "llm170-worker --backend vulkan --gpu 999: refused, naming the device count" \
+        '[ $rc -ne 0 ] && grep -q "GPU 999 asked for, but there are" "$T/e"' "$(cat "$T/e")"
+fi

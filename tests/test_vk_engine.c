@@ -194,7 +194,7 @@ static void biases_and_tied_output_match_cpu(void)
     }
 }
 
-/* a device index past the last is refused with a message naming the choices */
+/* a device index past the last is refused with a message naming the choices; an explicit one wins */
 static void bad_device_choice_is_refused(void)
 {
     if (*g_no_vk)
@@ -217,6 +217,20 @@ static void bad_device_choice_is_refused(void)
         unsetenv("LLM170_VK_DEVICE");
         CHECK(rc == ERR_INVALID, "rc %d: %s", rc, e.msg);
         CHECK(strstr(e.msg, "LLM170_VK_DEVICE=99") != NULL, "message: %s", e.msg);
+        engine_free(c);
+        c = NULL;
+        /* the worker's --gpu N: device N, whatever the environment says */
+        p.has_device = true;
+        p.device = 99;
+        rc = engine_create(&c, m, &p, &e);
+        CHECK(rc == ERR_INVALID && strstr(e.msg, "GPU 99 asked for") != NULL, "rc %d: %s", rc, e.msg);
+        engine_free(c);
+        c = NULL;
+        p.device = 0;
+        setenv("LLM170_VK_DEVICE", "99", 1);
+        rc = engine_create(&c, m, &p, &e);
+        unsetenv("LLM170_VK_DEVICE");
+        CHECK(rc == 0, "device 0 by index: %s", e.msg);
         engine_free(c);
         model_free(m);
     }

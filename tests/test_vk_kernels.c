@@ -405,7 +405,7 @@ int main(void)
 {
     vk_asan_pin_driver();
     struct err e = { 0 };
-    if (vk_rt_open(&g_rt, &e)) {
+    if (vk_rt_open(&g_rt, -1, &e)) {
         snprintf(g_no_vk, sizeof g_no_vk, "%s", e.msg);
     } else if (vk_ops_init(&g_ops, g_rt, 16, 1024, &e)) {
         printf("not ok - vk_ops_init: %s\n", e.msg);

@@ -771,6 +771,16 @@ int main(int argc, char **argv)
                         "--snapshots in [0, %d]\n", ENGINE_N_SNAP_MAX);
         return 2;
     }
+    int gpu_idx = -1; /* the device this worker opens: one worker per GPU */
+    if (gpu) {
+        char *end;
+        long g = strtol(gpu, &end, 10);
+        if (end == gpu || *end || g < 0 || g > 1023) {
+            fprintf(stderr, "llm170-worker: --gpu must be a device index (0, 1, …), not '%s'\n", gpu);
+            return 2;
+        }
+        gpu_idx = (int)g;
+    }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {0};
     sa.sa_handler = on_term;
@@ -807,6 +817,8 @@ int main(int argc, char **argv)
         ep.n_batch = slots;
     ep.n_threads = threads;
     ep.n_snap = snaps;
+    ep.has_device = gpu_idx >= 0;
+    ep.device = gpu_idx;
     if (engine_create(&w->eng, w->m, &ep, &e)) {
         logf_("backend %s%s%s: %s", backend, gpu ? " gpu " : "", gpu ? gpu : "", e.msg);
         return EXIT_FATAL;

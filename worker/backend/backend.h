@@ -35,6 +35,11 @@ struct engine_params {
     int gdn_chunk_min;  /* a sequence's run of >= this many tokens in one call uses the chunked
                            Gated DeltaNet form, shorter runs the token-by-token one; 0 = the
                            backend's faster choice (CPU: token by token for every run) */
+    /* GPU backends: open device `device` (the worker's --gpu N, one worker per device) when has_device;
+     * else the backend's own choice (LLM170_HIP_DEVICE / LLM170_VK_DEVICE, else its first device).
+     * A device the machine does not have is ERR_INVALID naming how many there are. */
+    bool has_device;
+    int device;
 };
 /* Recurrent-state snapshots a sequence keeps when engine_params.n_snap is 0 (the scheduler takes one at
  * each prefill chunk boundary for prefix reuse). Each is one sequence's whole state: on qwen35-27b

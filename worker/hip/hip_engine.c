@@ -379,7 +379,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     /* the load's phases (engine_load): opening the device counts as allocation, its module loop as
      * compilation (hip_rt_compile_s) */
     uint64_t t0 = clock_now_ns();
-    int rc = hip_rt_open_ex(&c->ops.rt, k->compile_threads, k->split_compile, e);
+    int rc = hip_rt_open_ex(&c->ops.rt, k->compile_threads, k->split_compile, p.has_device ? p.device : -1, e);
     if (!rc) {
         c->ops.pf = hip_rt_pdl(c->ops.rt) && k->pdl_prefetch;
         c->ops.smem_optin = hip_rt_smem_optin(c->ops.rt);

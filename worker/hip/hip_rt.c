@@ -735,9 +735,9 @@ static int load_modules(struct hip_rt *rt, int threads, struct err *e)
     return rc;
 }
 
-int hip_rt_open(struct hip_rt **out, struct err *e) { return hip_rt_open_ex(out, 0, -1, e); }
+int hip_rt_open(struct hip_rt **out, struct err *e) { return hip_rt_open_ex(out, 0, -1, -1, e); }
 
-int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, struct err *e)
+int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, int device, struct err *e)
 {
     *out = NULL;
     struct hip_rt *rt = calloc(1, sizeof *rt);
@@ -775,11 +775,15 @@ int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, 
         return ERR_UNSUPPORTED;
     }
     const char *ds = getenv("LLM170_HIP_DEVICE");
-    int ord = ds ? atoi(ds) : 0;
+    int ord = device >= 0 ? device : ds ? atoi(ds) : 0;
     if (ord < 0 || ord >= ndev) {
-        err_set(e, ERR_RANGE, "hip: LLM170_HIP_DEVICE=%d but %d device(s)", ord, ndev);
+        if (device >= 0)
+            err_set(e, ERR_INVALID, "hip: GPU %d asked for, but this machine has %d device(s) (0..%d)", ord, ndev,
+                    ndev - 1);
+        else
+            err_set(e, ERR_RANGE, "hip: LLM170_HIP_DEVICE=%d but %d device(s)", ord, ndev);
         hip_rt_close(rt);
-        return ERR_RANGE;
+        return device >= 0 ? ERR_INVALID : ERR_RANGE;
     }
 #define CKO(call, what)                                                                                  \
     do {                                                                                                 \

@@ -86,11 +86,11 @@ typedef void *hip_event;  /* a point in the stream's work */
 /* Open device 0 (LLM170_HIP_DEVICE overrides): load the driver and compiler, make a context and a
  * stream, compile (or load from the cache) every embedded kernel module. */
 int hip_rt_open(struct hip_rt **out, struct err *e);
-/* The same, compiling the kernel modules on `compile_threads` host threads (0: one per online core, 1:
- * one after another; hip_knobs.compile_threads), each compile with NVRTC's -split-compile=split_compile
- * when >= 0 (hip_rtc_set_split_compile; hip_knobs.split_compile); the disk cache is looked up per module
- * either way. */
-int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, struct err *e);
+/* The same on device `device` (>= 0; -1: LLM170_HIP_DEVICE, else 0), compiling the kernel modules on
+ * `compile_threads` host threads (0: one per online core, 1: one after another; hip_knobs.compile_threads),
+ * each compile with NVRTC's -split-compile=split_compile when >= 0 (hip_rtc_set_split_compile;
+ * hip_knobs.split_compile); the disk cache is looked up per module either way. */
+int hip_rt_open_ex(struct hip_rt **out, int compile_threads, int split_compile, int device, struct err *e);
 void hip_rt_close(struct hip_rt *rt);
 /* "NVIDIA H200 (sm_90, 132 SMs, driver 13.0, NVRTC 13.0)" */
 const char *hip_rt_describe(const struct hip_rt *rt);

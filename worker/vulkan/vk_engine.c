@@ -278,7 +278,7 @@ static int vk_engine_create(struct vk_engine **out, const struct model *m, const
     c->m = m;
     c->p = p;
     uint64_t t0 = clock_now_ns();
-    if ((rc = vk_rt_open(&c->rt, e))) {
+    if ((rc = vk_rt_open(&c->rt, p.has_device ? p.device : -1, e))) {
         vk_engine_free(c);
         return rc;
     }

@@ -124,8 +124,9 @@ static int compute_family(struct vk_rt *rt, VkPhysicalDevice pd)
     return -1;
 }
 
-/* LLM170_VK_DEVICE=i, else the first discrete GPU, then integrated / virtual GPU, then anything with compute */
-static int pick_device(struct vk_rt *rt, struct err *e)
+/* `device` when >= 0 (the worker's --gpu N), else LLM170_VK_DEVICE=i, else the first discrete GPU, then
+ * integrated / virtual GPU, then anything with compute */
+static int pick_device(struct vk_rt *rt, int device, struct err *e)
 {
     uint32_t n = 0;
     CKV(rt->vkEnumeratePhysicalDevices(rt->inst, &n, NULL), "enumerate devices");
@@ -135,16 +136,22 @@ static int pick_device(struct vk_rt *rt, struct err *e)
     if (n > 16)
         n = 16;
     CKV(rt->vkEnumeratePhysicalDevices(rt->inst, &n, pds), "enumerate devices");
-    const char *want = getenv("LLM170_VK_DEVICE");
+    long pick = device; /* an explicit index, else the environment's, else the search below */
+    const char *want = device < 0 ? getenv("LLM170_VK_DEVICE") : NULL;
     if (want && *want) {
         char *end;
-        long i = strtol(want, &end, 10);
-        if (*end || i < 0 || i >= (long)n)
+        pick = strtol(want, &end, 10);
+        if (*end || pick < 0 || pick >= (long)n)
             return err_set(e, ERR_INVALID, "vulkan: LLM170_VK_DEVICE=%s: there are %u devices (0..%u)", want, n,
                            n - 1);
-        if (compute_family(rt, pds[i]) < 0)
-            return err_set(e, ERR_UNSUPPORTED, "vulkan: device %ld has no compute queue", i);
-        rt->pd = pds[i];
+    }
+    if (pick >= 0) {
+        if (pick >= (long)n)
+            return err_set(e, ERR_INVALID, "vulkan: GPU %ld asked for, but there are %u devices (0..%u)", pick, n,
+                           n - 1);
+        if (compute_family(rt, pds[pick]) < 0)
+            return err_set(e, ERR_UNSUPPORTED, "vulkan: device %ld has no compute queue", pick);
+        rt->pd = pds[pick];
         return 0;
     }
     static const VkPhysicalDeviceType order[] = { VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU,
@@ -188,7 +195,7 @@ static int make_layouts(struct vk_rt *rt, struct err *e)
     return 0;
 }
 
-int vk_rt_open(struct vk_rt **out, struct err *e)
+int vk_rt_open(struct vk_rt **out, int device, struct err *e)
 {
     *out = NULL;
     struct vk_rt *rt = calloc(1, sizeof *rt);
@@ -214,7 +221,7 @@ int vk_rt_open(struct vk_rt **out, struct err *e)
         rc = err_set(e, ERR_UNSUPPORTED, "vulkan backend unavailable: the loader lacks %s", #f);
     VK_INST_FNS(VK_LOAD_I)
     if (!rc)
-        rc = pick_device(rt, e);
+        rc = pick_device(rt, device, e);
     if (rc) {
         vk_rt_close(rt);
         return rc;

@@ -2,7 +2,7 @@
  *
  * Loads the Vulkan loader (libvulkan.so.1) with dlopen, so the binary runs on
  * a machine without it and then only reports the backend unavailable. Opens
- * one compute queue of one device (LLM170_VK_DEVICE=i picks the i-th; else
+ * one compute queue of one device (the worker's --gpu N, or LLM170_VK_DEVICE=i, picks the i-th; else
  * the first discrete GPU, then any GPU, then a CPU device such as lavapipe),
  * makes the compute pipelines from the SPIR-V embedded at build time
  * (every .comp of shaders/, compiled into vk_shaders_gen.c), and records a step's dispatches into
@@ -46,8 +46,10 @@ struct vk_buf {
     void *map;     /* the host mapping (host buffers), else NULL */
 };
 
-/* ERR_UNSUPPORTED "vulkan backend unavailable: …" without a loader or a device with a compute queue. */
-int vk_rt_open(struct vk_rt **out, struct err *e);
+/* Open device `device` (>= 0: the worker's --gpu N; -1: LLM170_VK_DEVICE, else the first discrete GPU …).
+ * ERR_UNSUPPORTED "vulkan backend unavailable: …" without a loader or a device with a compute queue;
+ * ERR_INVALID for a device index past the last. */
+int vk_rt_open(struct vk_rt **out, int device, struct err *e);
 void vk_rt_close(struct vk_rt *rt);
 /* "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan 1.3, cpu)" */
 const char *vk_rt_describe(const struct vk_rt *rt);
