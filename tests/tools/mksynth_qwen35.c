@@ -23,6 +23,7 @@
 #include "../../common/err.h"
 #include "../../worker/gguf/gguf_write.h"
 #include "../../worker/num/quant.h"
+#include "synth_vocab.h"
 
 struct cfg {
     const char *arch, *out, *name;
@@ -193,46 +194,6 @@ static void vec_ssm_a(struct ctx *x, const char *name, int64_t n)
     keep(x, d);
 }
 
-/* ---- vocabulary: a small SentencePiece-style one (specials, byte fallback, pieces) ---- */
-static void write_vocab(struct gguf_w *w, int n)
-{
-    char **toks = malloc(sizeof(char *) * (size_t)n);
-    float *scores = malloc(sizeof(float) * (size_t)n);
-    int32_t *types = malloc(sizeof(int32_t) * (size_t)n);
-    for (int i = 0; i < n; i++) {
-        char b[32];
-        int ty = 1; /* normal */
-        if (i == 0)
-            snprintf(b, sizeof b, "<unk>"), ty = 2;
-        else if (i == 1)
-            snprintf(b, sizeof b, "<s>"), ty = 3;
-        else if (i == 2)
-            snprintf(b, sizeof b, "</s>"), ty = 3;
-        else if (i < 259)
-            snprintf(b, sizeof b, "<0x%02X>", i - 3), ty = 6;
-        else if (i == 259)
-            snprintf(b, sizeof b, "\xe2\x96\x81"); /* ▁ */
-        else if (i < 259 + 95)
-            snprintf(b, sizeof b, "%c", 33 + (i - 260));
-        else
-            snprintf(b, sizeof b, "\xe2\x96\x81t%d", i);
-        toks[i] = strdup(b);
-        types[i] = ty;
-        scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
-    }
-    gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    gguf_w_arr_str(w, "tokenizer.ggml.tokens", (uint64_t)n, (const char *const *)toks);
-    gguf_w_arr_f32(w, "tokenizer.ggml.scores", (uint64_t)n, scores);
-    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", (uint64_t)n, types);
-    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
-    for (int i = 0; i < n; i++)
-        free(toks[i]);
-    free(toks), free(scores), free(types);
-}
-
 static enum qtype parse_type(const char *s)
 {
     for (uint32_t t = 0; t < QT_COUNT; t++) {
@@ -396,7 +357,10 @@ int main(int argc, char **argv)
         gguf_w_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c.n_ff_exp);
         gguf_w_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c.n_ff_shexp);
     }
-    write_vocab(w, c.n_vocab);
+    if (synth_spm_vocab(w, c.n_vocab)) {
+        fprintf(stderr, "mksynth_qwen35: out of memory for the vocabulary\n");
+        return 1;
+    }
 
     mat(&x, "token_embd.weight", NULL, E, c.n_vocab, 1, c.embd_type, 0, c.embd_std);
     vec(&x, "output_norm.weight", E, 1.0f, c.norm_std);
