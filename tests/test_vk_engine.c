@@ -9,7 +9,11 @@
  * alike and a block's product the same way, but sums across blocks, exp and the norms' last bits run
  * differently, and one 8-bit activation landing on the other side of a rounding boundary moves these
  * random models' logits by 1–3e-2 from that position on (measured worst 3.2e-2). A wrong block decode is
- * off by O(1); each type's products are held to 2e-5 in test_vk_kernels. Runs on any Vulkan device (lavapipe in CI); SKIPs without one. */
+ * off by O(1); each type's products are held to 2e-5 in test_vk_kernels. The Gated DeltaNet hybrids
+ * (qwen35, qwen35moe: recurrent state, gated attention, shared experts) run their own flow: chunked
+ * prefill with a snapshot, decode, sequence copies (whole and from a snapshot), a restore, a refused cut,
+ * a sequence restarting at position 0 beside another. Runs on any Vulkan device (lavapipe in CI); SKIPs
+ * without one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +61,30 @@ static void both(struct engine_ctx *cpu, struct engine_ctx *vk, const struct eng
     free(b);
 }
 
+/* the CPU engine and the Vulkan one on m, alike (256 positions, 80-row batches, 2 sequences); false (the
+ * failure recorded, nothing left open) when either cannot be made */
+static bool engine_pair(const struct model *m, bool kvf32, const char *path, struct engine_ctx **cpu,
+                        struct engine_ctx **vk)
+{
+    struct engine_params p;
+    engine_params_default(&p);
+    p.n_ctx = 256;
+    p.n_batch = 80;
+    p.n_seq = 2;
+    p.n_threads = 2;
+    p.kv_f32 = kvf32;
+    struct err e = { 0 };
+    CHECK(engine_create(cpu, m, &p, &e) == 0, "cpu engine: %s", e.msg);
+    p.backend = BACKEND_VULKAN;
+    CHECK(!*cpu || engine_create(vk, m, &p, &e) == 0, "vulkan engine on %s: %s", path, e.msg);
+    if (*cpu && *vk)
+        return true;
+    engine_free(*cpu);
+    engine_free(*vk);
+    *cpu = *vk = NULL;
+    return false;
+}
+
 /* kv_f32_too: with an f32 cache as well as the default f16 one */
 static void run_model(const char *path, double tol, bool kv_f32_too)
 {
@@ -67,21 +95,9 @@ static void run_model(const char *path, double tol, bool kv_f32_too)
     const int V = model_info(m)->n_vocab;
     struct err e = { 0 };
     for (int kvf32 = kv_f32_too; kvf32 >= 0; kvf32--) {
-        struct engine_params p;
-        engine_params_default(&p);
-        p.n_ctx = 256;
-        p.n_batch = 80;
-        p.n_seq = 2;
-        p.n_threads = 2;
-        p.kv_f32 = kvf32;
         struct engine_ctx *cpu = NULL, *vk = NULL;
-        CHECK(engine_create(&cpu, m, &p, &e) == 0, "cpu engine: %s", e.msg);
-        p.backend = BACKEND_VULKAN;
-        CHECK(!cpu || engine_create(&vk, m, &p, &e) == 0, "vulkan engine on %s: %s", path, e.msg);
-        if (!cpu || !vk) {
-            engine_free(cpu);
+        if (!engine_pair(m, kvf32, path, &cpu, &vk))
             break;
-        }
         const double t = kvf32 ? tol : (tol > 1e-3 ? tol : 1e-3); /* f16 cells: the rounding of q and p too */
         g_run_worst = 0;
         struct engine_tok tk[80];
@@ -194,6 +210,137 @@ static void biases_and_tied_output_match_cpu(void)
     }
 }
 
+/* A hybrid: the engines side by side through what a recurrent state allows (cpu_hybrid.h's rules). */
+static void run_hybrid(const char *path, double tol)
+{
+    struct model *m = load(path);
+    CHECK(m != NULL, "load %s", path);
+    if (!m)
+        return;
+    const int V = model_info(m)->n_vocab;
+    struct err e = { 0 };
+    for (int kvf32 = 1; kvf32 >= 0; kvf32--) {
+        struct engine_ctx *cpu = NULL, *vk = NULL;
+        if (!engine_pair(m, kvf32, path, &cpu, &vk))
+            break;
+        const double t = kvf32 ? tol : (tol > 1e-3 ? tol : 1e-3);
+        g_run_worst = 0;
+        struct engine_tok tk[80];
+        uint32_t s = 777;
+        int ids[80];
+        for (int i = 0; i < 80; i++) {
+            s = s * 1103515245u + 12345u;
+            ids[i] = (int)((s >> 8) % (uint32_t)V);
+        }
+        /* prefill 40 (a snapshot there), then 30 more: every row */
+        for (int i = 0; i < 40; i++)
+            tk[i] = (struct engine_tok){ .token = ids[i], .pos = i, .seq = 0, .logits = true };
+        both(cpu, vk, tk, 40, V, t, "hybrid prefill 40", NULL);
+        CHECK(engine_seq_snapshot(cpu, 0, &e) == 0 && engine_seq_snapshot(vk, 0, &e) == 0, "snapshot: %s", e.msg);
+        for (int i = 0; i < 30; i++)
+            tk[i] = (struct engine_tok){ .token = ids[40 + i], .pos = 40 + i, .seq = 0, .logits = true };
+        float *last = malloc(sizeof(float) * (size_t)V);
+        both(cpu, vk, tk, 30, V, t, "hybrid prefill 30 more", last);
+        for (int step = 0; step < 3; step++) {
+            struct engine_tok d = { .token = argmax(last, V), .pos = 70 + step, .seq = 0, .logits = true };
+            both(cpu, vk, &d, 1, V, t, "hybrid decode", last);
+        }
+        /* an arbitrary cut is refused and changes nothing */
+        CHECK_EQ_INT(engine_seq_truncate(vk, 0, 20), ERR_UNSUPPORTED);
+        CHECK_EQ_INT(engine_seq_len(vk, 0), 73);
+        CHECK_EQ_INT(engine_seq_restorable(vk, 0, 60), 40);
+        CHECK_EQ_INT(engine_seq_copy(vk, 0, 1, 30, &e), ERR_UNSUPPORTED);
+        /* the whole sequence copied: both continue alike, in one batch */
+        CHECK(engine_seq_copy(cpu, 0, 1, 73, &e) == 0 && engine_seq_copy(vk, 0, 1, 73, &e) == 0, "copy: %s", e.msg);
+        struct engine_tok two[6];
+        for (int i = 0; i < 3; i++) {
+            two[2 * i] = (struct engine_tok){ .token = ids[i + 5], .pos = 73 + i, .seq = 1, .logits = true };
+            two[2 * i + 1] = (struct engine_tok){ .token = ids[i + 9], .pos = 73 + i, .seq = 0, .logits = true };
+        }
+        both(cpu, vk, two, 6, V, t, "hybrid: two sequences interleaved", NULL);
+        /* seq 0 back to its snapshot at 40, then on again */
+        CHECK(engine_seq_restore(cpu, 0, 40, &e) == 0 && engine_seq_restore(vk, 0, 40, &e) == 0, "restore: %s",
+              e.msg);
+        CHECK_EQ_INT(engine_seq_len(vk, 0), 40);
+        for (int i = 0; i < 12; i++)
+            tk[i] = (struct engine_tok){ .token = ids[60 + i], .pos = 40 + i, .seq = 0, .logits = true };
+        both(cpu, vk, tk, 12, V, t, "hybrid: after the restore", NULL);
+        /* seq 1 from seq 0's snapshot, seq 0 restarting at 0, in one batch */
+        CHECK(engine_seq_copy(cpu, 0, 1, 40, &e) == 0 && engine_seq_copy(vk, 0, 1, 40, &e) == 0,
+              "copy from the snapshot: %s", e.msg);
+        CHECK(engine_seq_truncate(cpu, 0, 0) == 0 && engine_seq_truncate(vk, 0, 0) == 0, "truncate to 0");
+        for (int i = 0; i < 10; i++) {
+            tk[2 * i] = (struct engine_tok){ .token = ids[i], .pos = i, .seq = 0, .logits = true };
+            tk[2 * i + 1] = (struct engine_tok){ .token = ids[30 + i], .pos = 40 + i, .seq = 1, .logits = true };
+        }
+        both(cpu, vk, tk, 20, V, t, "hybrid: a restart beside a copy", NULL);
+        /* hidden states after the output norm */
+        {
+            const int E = model_info(m)->n_embd;
+            struct engine_tok et[2] = { { .token = 3, .pos = 10, .seq = 0, .logits = true },
+                                        { .token = 4, .pos = 50, .seq = 1, .logits = false } };
+            const bool want[2] = { true, true };
+            float *ea = malloc(sizeof(float) * 2 * E), *eb = malloc(sizeof(float) * 2 * E);
+            float *la = malloc(sizeof(float) * V), *lb = malloc(sizeof(float) * V);
+            CHECK(engine_decode_embd(cpu, et, 2, want, la, ea, &e) == 0, "cpu embd: %s", e.msg);
+            CHECK(engine_decode_embd(vk, et, 2, want, lb, eb, &e) == 0, "vulkan embd: %s", e.msg);
+            const double re = rel_l2(eb, ea, (size_t)2 * E), rl = rel_l2(lb, la, (size_t)V);
+            CHECK(re <= t && rl <= t, "hybrid hidden states rel err %.3g, logits %.3g > %g", re, rl, t);
+            free(ea), free(eb), free(la), free(lb);
+        }
+        printf("#     %s cache: worst rel err %.3g\n", kvf32 ? "f32" : "f16", g_run_worst);
+        free(last);
+        engine_free(vk);
+        engine_free(cpu);
+    }
+    model_free(m);
+}
+
+/* the shared synthetic hybrids, and our writer's shapes: d_state 128 with tiled V heads, a Q8_0 one */
+static void hybrids_match_cpu(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    const char *sh = getenv("LLM170_SHARED");
+    const char *names[] = { "qwen35-tiny", "qwen35moe-tiny" };
+    for (size_t i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/synthetic/%s.gguf", sh && *sh ? sh : "../shared/data", names[i]);
+        if (access(path, R_OK) != 0) {
+            printf("#   %s: absent (../shared/data)\n", names[i]);
+            continue;
+        }
+        printf("#   %s\n", names[i]);
+        run_hybrid(path, 1e-4);
+    }
+    const char *b = getenv("LLM170_BUILD");
+    const struct {
+        const char *name, *args;
+        double tol;
+    } own[] = {
+        { "d128", "--arch qwen35 --seed 5 --vocab 300 --n-embd 128 --n-layer 3 --interval 3 --n-head 4 "
+                  "--n-head-kv 2 --head-dim 32 --rope-dim 16 --sections 3,3,2,0 --d-state 128 --h-k 1 --h-v 3 "
+                  "--n-ff 192 --nextn 0", 1e-4 },
+        /* quantized: dense, as a MoE router's near-ties would flip picks between the engines' roundings */
+        { "q8", "--arch qwen35 --seed 6 --vocab 300 --n-embd 128 --n-layer 4 --interval 2 --n-head 4 "
+                "--n-head-kv 1 --head-dim 32 --rope-dim 16 --sections 3,3,2,0 --d-state 32 --h-k 2 --h-v 4 "
+                "--n-ff 256 --nextn 0 --type q8_0", 0.1 },
+    };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        char path[128], cmd[1024];
+        snprintf(path, sizeof path, "%s/h-%s.gguf", g_dir, own[i].name);
+        snprintf(cmd, sizeof cmd, "%s/tests/tools/mksynth_qwen35 --out %s %s >/dev/null 2>&1", b ? b : "build", path,
+                 own[i].args);
+        if (system(cmd) != 0) {
+            CHECK(0, "the writer failed: %s", cmd);
+            continue;
+        }
+        printf("#   %s\n", own[i].name);
+        run_hybrid(path, own[i].tol);
+        unlink(path);
+    }
+}
+
 /* a device index past the last is refused with a message naming the choices; an explicit one wins */
 static void bad_device_choice_is_refused(void)
 {
@@ -275,6 +422,7 @@ int main(void)
     RUN(stories260k_matches_cpu);
     RUN(every_weight_type_matches_cpu);
     RUN(biases_and_tied_output_match_cpu);
+    RUN(hybrids_match_cpu);
     RUN(bad_device_choice_is_refused);
     rmdir(g_dir);
     CHECK_EXIT();

@@ -10,6 +10,9 @@
  *   attn: ops_attn_multi over f32 and f16 caches, GQA, two sequences, contexts past one workgroup
  *     (|Δ| ≤ 2e-5; 2e-4 with f16 cells, whose probabilities are rounded to f16 as the CPU rounds them)
  *   gather and moe_combine: the CPU engine's MoE row gather and weighted sum, bit for bit
+ *   the Gated DeltaNet hybrids' ops (gdn.c, cpu_hybrid.c): the gates, the L2 norm, the output gate (silu and
+ *     sigmoid), the strided head copy and the shared expert's gated add; the conv and the delta rule over 3
+ *     sequences whose rows interleave in the batch, from nonzero states, with the states they leave
  * Runs on any Vulkan device (lavapipe in CI); SKIPs without one. */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "../common/fp16.h"
+#include "../worker/num/gdn.h"
 #include "../worker/num/ops.h"
 #include "../worker/num/quant.h"
 #include "../worker/vulkan/vk_ops.h"
@@ -401,6 +405,324 @@ static void kv_store_and_attention(void)
     free(f16tab), free(src), free(tok);
 }
 
+/* worst |got − ref| / max(|ref|, floor) over n values (a NaN counts as infinitely far) */
+static double worst_rel(const float *got, const float *ref, size_t n, double floor)
+{
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - (double)ref[i]) / fmax(fabs((double)ref[i]), floor);
+        w = isnan(d) ? INFINITY : fmax(w, d);
+    }
+    return w;
+}
+
+/* values that differ in their bits */
+static int n_diff(const float *got, const float *ref, size_t n)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += memcmp(got + i, ref + i, sizeof(float)) != 0;
+    return k;
+}
+
+/* The hybrids' sequence groups as the engine lays them out in one int32 buffer: the row list at rows_off,
+ * then per group {seq, start, len, 0} at grp_off; seq_of[t] is batch row t's sequence. Returns the groups. */
+static int gdn_groups(const int *seq_of, int n, int32_t *buf, int rows_off, int grp_off)
+{
+    int ng = 0, filled = 0;
+    for (int t = 0; t < n; t++) {
+        bool seen = false;
+        for (int u = 0; u < t; u++)
+            seen |= seq_of[u] == seq_of[t];
+        if (seen)
+            continue;
+        int32_t *g = buf + grp_off + 4 * ng++;
+        g[0] = seq_of[t], g[1] = filled, g[3] = 0;
+        for (int u = t; u < n; u++)
+            if (seq_of[u] == seq_of[t])
+                buf[rows_off + filled++] = u;
+        g[2] = filled - g[1];
+    }
+    return ng;
+}
+
+/* gdn_gates, gate (silu and sigmoid), copy_heads and shexp_add against cpu_hybrid.c's loops */
+static void gdn_elementwise(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    struct err e = { 0 };
+    /* gates: β at columns 1…H and g at 7…7+H of rows of 13 (one buffer), dt and a after 3 floats of vec */
+    enum { N = 7, H = 5, RS = 13, B0 = 1, G0 = 7 };
+    float bg[N * RS], vec[3 + 2 * H], got[N * RS], ref[N * RS];
+    for (int i = 0; i < N * RS; i++)
+        bg[i] = frand() * 25; /* softplus's argument from −26 to 26: both sides of 20, ln(1 + tiny) */
+    for (int i = 0; i < 3; i++)
+        vec[i] = 0;
+    for (int h = 0; h < H; h++)
+        vec[3 + h] = frand(), vec[3 + H + h] = -expf(frand());
+    bg[G0] = 19.99f - vec[3], bg[RS + G0] = -10.0f - vec[3], bg[2 * RS + G0] = -vec[3]; /* near 20, −10 and 0 */
+    memcpy(ref, bg, sizeof bg);
+    for (int t = 0; t < N; t++)
+        for (int h = 0; h < H; h++) {
+            float *b = ref + t * RS + B0 + h, *g = ref + t * RS + G0 + h;
+            *b = gdn_sigmoid(*b);
+            *g = gdn_softplus(*g + vec[3 + h]) * vec[3 + H + h];
+        }
+    struct vk_buf bb = dev(bg, sizeof bg), bv = dev(vec, sizeof vec);
+    const struct vk_view vb = { &bb, B0, RS }, vg = { &bb, G0, RS };
+    if (begin())
+        submit(vk_op_gdn_gates(&g_ops, vb, vg, &bv, 3, 3 + H, H, N, &e), &e);
+    get(&bb, got, sizeof got);
+    const double rg = worst_rel(got, ref, N * RS, 1e-30);
+    CHECK(rg < 1e-6, "gdn_gates: worst rel %.3g", rg);
+    printf("#   gdn_gates: worst rel %.2e, %d of %d values differ in their bits\n", rg, n_diff(got, ref, N * RS),
+           N * RS);
+    vk_rt_buf_free(g_rt, &bb), vk_rt_buf_free(g_rt, &bv);
+
+    /* gate: gated attention's o ⊙ sigmoid(gate), the gate interleaved with the query heads in another buffer
+     * ([q | gate] heads of 2·D); then the DeltaNet's o ⊙ silu(z) with z in o's own buffer, after it */
+    enum { NG = 5, HG = 3, D = 40, OW = HG * D + 3 };
+    float o[NG * OW], mix[NG * 2 * HG * D], og[NG * OW], oref[NG * OW];
+    for (int i = 0; i < NG * OW; i++)
+        o[i] = frand() * 4;
+    for (int i = 0; i < NG * 2 * HG * D; i++)
+        mix[i] = frand() * 30;
+    for (int sig = 1; sig >= 0; sig--) {
+        float buf[NG * OW * 2];
+        memcpy(buf, o, sizeof o);
+        for (int i = 0; i < NG * OW; i++)
+            buf[NG * OW + i] = mix[i] / 3; /* z for the silu form: rows of OW after the o rows */
+        memcpy(oref, o, sizeof o);
+        for (int t = 0; t < NG; t++)
+            for (int h = 0; h < HG; h++)
+                for (int i = 0; i < D; i++) {
+                    float *r = oref + t * OW + h * D + i;
+                    *r = sig ? *r * gdn_sigmoid(mix[t * 2 * HG * D + h * 2 * D + D + i])
+                             : *r * ops_silu(buf[NG * OW + t * OW + h * D + i]);
+                }
+        struct vk_buf bo = dev(buf, sizeof buf), bm = dev(mix, sizeof mix);
+        if (begin()) {
+            const struct vk_view y = { &bo, 0, OW };
+            const struct vk_view z = sig ? (struct vk_view){ &bm, D, 2 * HG * D }
+                                         : (struct vk_view){ &bo, NG * OW, OW };
+            submit(vk_op_gate(&g_ops, y, D, z, sig ? 2 * D : D, D, HG, NG, sig, &e), &e);
+        }
+        get(&bo, og, sizeof og);
+        const double r = worst_rel(og, oref, NG * OW, 1e-30);
+        CHECK(r < 1e-6, "gate (%s): worst rel %.3g", sig ? "sigmoid" : "silu", r);
+        printf("#   gate %-7s: worst rel %.2e, %d of %d values differ in their bits\n", sig ? "sigmoid" : "silu", r,
+               n_diff(og, oref, NG * OW), NG * OW);
+        /* copy_heads: the query heads out of the interleaved [q | gate] rows, into rows of OW at offset 2 */
+        if (sig) {
+            float cg[NG * OW + 2], cref[NG * OW + 2] = { 0 };
+            for (int t = 0; t < NG; t++)
+                for (int h = 0; h < HG; h++)
+                    memcpy(cref + 2 + t * OW + h * D, mix + t * 2 * HG * D + h * 2 * D, sizeof(float) * D);
+            struct vk_buf bq = dev(NULL, sizeof cg);
+            if (begin())
+                submit(vk_op_copy_heads(&g_ops, (struct vk_view){ &bm, 0, 2 * HG * D }, 2 * D,
+                                        (struct vk_view){ &bq, 2, OW }, D, D, HG, NG, &e),
+                       &e);
+            get(&bq, cg, sizeof cg);
+            const int bad = n_diff(cg, cref, NG * OW + 2); /* the heads copied, the gaps between rows still zero */
+            CHECK(bad == 0, "copy_heads: %d values differ", bad);
+            vk_rt_buf_free(g_rt, &bq);
+        }
+        vk_rt_buf_free(g_rt, &bo), vk_rt_buf_free(g_rt, &bm);
+    }
+
+    /* shexp_add: a[t] += s[t] · sigmoid(w · h[t]) over rows of 200 (past three passes of 64), a and s at
+     * offsets in rows wider than the width */
+    enum { NS = 6, WS = 200, AS = 203 };
+    float a[NS * AS], hh[NS * WS], sx[NS * AS], wv[5 + WS], ag[NS * AS], aref[NS * AS];
+    for (int i = 0; i < NS * AS; i++)
+        a[i] = frand(), sx[i] = frand() * 2;
+    for (int i = 0; i < NS * WS; i++)
+        hh[i] = frand() * (i / WS == 2 ? 10.0f : 1.0f);
+    for (int i = 0; i < 5 + WS; i++)
+        wv[i] = frand() * 0.3f;
+    memcpy(aref, a, sizeof a);
+    for (int t = 0; t < NS; t++) {
+        double d = 0.0;
+        for (int i = 0; i < WS; i++)
+            d += (double)(wv[5 + i] * hh[t * WS + i]);
+        const float gam = gdn_sigmoid((float)d);
+        for (int i = 0; i < WS; i++)
+            aref[t * AS + 1 + i] = aref[t * AS + 1 + i] + sx[t * AS + 2 + i] * gam;
+    }
+    struct vk_buf ba = dev(a, sizeof a), bh = dev(hh, sizeof hh), bs = dev(sx, sizeof sx), bw = dev(wv, sizeof wv);
+    if (begin())
+        submit(vk_op_shexp_add(&g_ops, (struct vk_view){ &ba, 1, AS }, (struct vk_view){ &bh, 0, WS },
+                               (struct vk_view){ &bs, 2, AS }, &bw, 5, WS, NS, &e),
+               &e);
+    get(&ba, ag, sizeof ag);
+    const double rs = worst_rel(ag, aref, NS * AS, 1e-30);
+    CHECK(rs < 1e-6, "shexp_add: worst rel %.3g", rs);
+    printf("#   shexp_add: worst rel %.2e, %d of %d values differ in their bits\n", rs, n_diff(ag, aref, NS * AS),
+           NS * AS);
+    vk_rt_buf_free(g_rt, &ba), vk_rt_buf_free(g_rt, &bh), vk_rt_buf_free(g_rt, &bs), vk_rt_buf_free(g_rt, &bw);
+}
+
+/* l2 over heads of 32 and 128 (past two passes of 64), 3 a token, rows wider than the heads; one head all
+ * zero and one whose norm is below eps (x / eps) */
+static void gdn_l2(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    struct err e = { 0 };
+    for (int w = 32; w <= 128; w *= 4) {
+        enum { N = 4, HPT = 3 };
+        const int stride = HPT * w + 5, total = 2 + N * stride;
+        float *x = malloc(sizeof(float) * (size_t)total), *got = malloc(sizeof(float) * (size_t)total);
+        float *ref = malloc(sizeof(float) * (size_t)total);
+        for (int i = 0; i < total; i++)
+            x[i] = frand() * 3;
+        for (int i = 0; i < w; i++) {
+            x[2 + stride + w + i] = 0;             /* token 1, head 1: zero */
+            x[2 + 2 * stride + 2 * w + i] *= 1e-8f; /* token 2, head 2: ‖x‖ < eps */
+        }
+        memcpy(ref, x, sizeof(float) * (size_t)total);
+        for (int t = 0; t < N; t++)
+            for (int h = 0; h < HPT; h++)
+                gdn_l2_norm(ref + 2 + t * stride + h * w, w, 1e-6f);
+        struct vk_buf bx = dev(x, sizeof(float) * (size_t)total);
+        if (begin())
+            submit(vk_op_l2(&g_ops, (struct vk_view){ &bx, 2, (uint32_t)stride }, w, HPT, N, 1e-6f, &e), &e);
+        get(&bx, got, sizeof(float) * (size_t)total);
+        const double r = worst_rel(got, ref, (size_t)total, 1e-30);
+        CHECK(r < 1e-6, "l2 width %d: worst rel %.3g", w, r);
+        printf("#   l2 width %-3d: worst rel %.2e, %d of %d values differ in their bits\n", w, r,
+               n_diff(got, ref, (size_t)total), total);
+        vk_rt_buf_free(g_rt, &bx);
+        free(x), free(got), free(ref);
+    }
+}
+
+/* sequences 2, 0 and 3 (of 4 state slots) interleaved over 11 batch rows */
+static const int k_gdn_seq[] = { 2, 0, 3, 0, 0, 2, 3, 3, 2, 0, 2 };
+#define GDN_N ((int)(sizeof k_gdn_seq / sizeof k_gdn_seq[0]))
+#define GDN_NSEQ 4
+
+/* gdn_conv (d_conv 4, 2 and 1) over the interleaved groups from random states, against gdn_conv per group */
+static void gdn_conv_groups(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    struct err e = { 0 };
+    enum { CD = 100, IS = CD + 3, OS = CD + 2, ROWS_OFF = 2, GRP_OFF = ROWS_OFF + 11 + 1 };
+    int32_t grp[GRP_OFF + 4 * 11];
+    memset(grp, 0xff, sizeof grp);
+    const int ng = gdn_groups(k_gdn_seq, GDN_N, grp, ROWS_OFF, GRP_OFF);
+    CHECK(ng == 3, "%d groups", ng);
+    for (int dc = 4; dc >= 1; dc = dc == 4 ? 2 : dc - 1) {
+        const int ns = dc - 1, sst = CD * ns + 5, s0 = 7, w0 = 3;
+        const size_t n_in = 2 + (size_t)GDN_N * IS, n_out = 1 + (size_t)GDN_N * OS;
+        const size_t n_st = (size_t)s0 + (size_t)GDN_NSEQ * sst + 1;
+        float *in = malloc(sizeof(float) * n_in), *w = malloc(sizeof(float) * (w0 + CD * dc));
+        float *st = malloc(sizeof(float) * n_st), *stref = malloc(sizeof(float) * n_st);
+        float *out = calloc(n_out, sizeof(float)), *oref = calloc(n_out, sizeof(float));
+        for (size_t i = 0; i < n_in; i++)
+            in[i] = frand() * 3;
+        for (int i = 0; i < w0 + CD * dc; i++)
+            w[i] = frand();
+        for (size_t i = 0; i < n_st; i++)
+            st[i] = frand() * 2;
+        memcpy(stref, st, sizeof(float) * n_st);
+        for (int g = 0; g < ng; g++) {
+            const int32_t *gi = grp + GRP_OFF + 4 * g;
+            gdn_conv(in + 2, IS, oref + 1, OS, grp + ROWS_OFF + gi[1], gi[2], w + w0, stref + s0 + gi[0] * sst, dc, 0,
+                     CD);
+        }
+        struct vk_buf bi = dev(in, sizeof(float) * n_in), bw = dev(w, sizeof(float) * (w0 + CD * dc));
+        struct vk_buf bs = dev(st, sizeof(float) * n_st), bo = dev(NULL, sizeof(float) * n_out);
+        struct vk_buf bg = dev(grp, sizeof grp);
+        if (begin())
+            submit(vk_op_gdn_conv(&g_ops, (struct vk_view){ &bi, 2, IS }, (struct vk_view){ &bo, 1, OS }, &bw, w0, &bs,
+                                  s0, sst, &bg, ROWS_OFF, GRP_OFF, ng, CD, dc, &e),
+                   &e);
+        get(&bo, out, sizeof(float) * n_out);
+        get(&bs, st, sizeof(float) * n_st);
+        const double r = worst_rel(out, oref, n_out, 1e-30);
+        const int bad_st = n_diff(st, stref, n_st);
+        CHECK(r < 1e-6, "gdn_conv d_conv %d: worst rel %.3g", dc, r);
+        CHECK(bad_st == 0, "gdn_conv d_conv %d: %d state values differ", dc, bad_st);
+        printf("#   gdn_conv d_conv %d: out worst rel %.2e (%d of %zu differ in their bits), states exact\n", dc, r,
+               n_diff(out, oref, n_out), n_out);
+        vk_rt_buf_free(g_rt, &bi), vk_rt_buf_free(g_rt, &bw), vk_rt_buf_free(g_rt, &bs), vk_rt_buf_free(g_rt, &bo);
+        vk_rt_buf_free(g_rt, &bg);
+        free(in), free(w), free(st), free(stref), free(out), free(oref);
+    }
+}
+
+/* gdn_rec for d = 16, 32, 128 with H_k = 2 key heads tiled over H_v = 6 value heads, over the interleaved
+ * groups from random states, against gdn_recurrent_ref per (group, value head); β and g in one buffer */
+static void gdn_delta_rule(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    struct err e = { 0 };
+    enum { HK = 2, HV = 6, ROWS_OFF = 0, GRP_OFF = 11, BS = 2 * HV + 1 };
+    int32_t grp[GRP_OFF + 4 * 11];
+    const int ng = gdn_groups(k_gdn_seq, GDN_N, grp, ROWS_OFF, GRP_OFF);
+    for (int d = 16; d <= 128; d = d == 32 ? 128 : 2 * d) {
+        const int ys = (2 * HK + HV) * d + 5, y0 = 3, os = HV * d + 4, o0 = 2;
+        const int sst = HV * d * d + 9, s0 = 11;
+        const size_t n_y = (size_t)y0 + (size_t)GDN_N * ys, n_o = (size_t)o0 + (size_t)GDN_N * os;
+        const size_t n_st = (size_t)s0 + (size_t)GDN_NSEQ * sst;
+        float *y = malloc(sizeof(float) * n_y), bg[GDN_N * BS];
+        float *st = malloc(sizeof(float) * n_st), *stref = malloc(sizeof(float) * n_st);
+        float *out = calloc(n_o, sizeof(float)), *oref = calloc(n_o, sizeof(float));
+        for (size_t i = 0; i < n_y; i++)
+            y[i] = frand();
+        for (int t = 0; t < GDN_N; t++) /* q and k L2-normed as the layer feeds them */
+            for (int h = 0; h < 2 * HK; h++)
+                gdn_l2_norm(y + y0 + t * ys + h * d, d, 1e-6f);
+        for (int i = 0; i < GDN_N * BS; i++) /* β in (0, 1) at columns 0…HV, log decay in [−3, 0) after */
+            bg[i] = i % BS < HV ? gdn_sigmoid(frand() * 4) : -3.0f * (0.5f + 0.5f * frand()) - 1e-3f;
+        for (size_t i = 0; i < n_st; i++)
+            st[i] = frand() * 0.5f;
+        memcpy(stref, st, sizeof(float) * n_st);
+        const float scale = 1.0f / sqrtf((float)d);
+        for (int g = 0; g < ng; g++) {
+            const int32_t *gi = grp + GRP_OFF + 4 * g;
+            for (int vh = 0; vh < HV; vh++) {
+                const int kh = vh % HK;
+                const float *yr = y + y0;
+                const struct gdn_head hd = { .Q = yr + kh * d, .K = yr + (HK + kh) * d, .V = yr + (2 * HK + vh) * d,
+                                             .qk_stride = (size_t)ys, .v_stride = (size_t)ys, .beta = bg + vh,
+                                             .gdecay = bg + HV + 1 + vh, .gate_stride = BS, .O = oref + o0 + vh * d,
+                                             .o_stride = (size_t)os, .d_k = d, .d_v = d, .scale = scale };
+                gdn_recurrent_ref(&hd, grp + ROWS_OFF + gi[1], gi[2], stref + s0 + (size_t)gi[0] * sst +
+                                                                         (size_t)vh * d * d);
+            }
+        }
+        struct vk_buf by = dev(y, sizeof(float) * n_y), bb = dev(bg, sizeof bg), bs = dev(st, sizeof(float) * n_st);
+        struct vk_buf bo = dev(NULL, sizeof(float) * n_o), bgr = dev(grp, sizeof grp);
+        if (begin())
+            submit(vk_op_gdn_rec(&g_ops, (struct vk_view){ &by, y0, ys }, (struct vk_view){ &bb, 0, BS },
+                                 (struct vk_view){ &bb, HV + 1, BS }, (struct vk_view){ &bo, o0, os }, &bs, s0, sst,
+                                 &bgr, ROWS_OFF, GRP_OFF, ng, HK, HV, d, &e),
+                   &e);
+        get(&bo, out, sizeof(float) * n_o);
+        get(&bs, st, sizeof(float) * n_st);
+        const double ro = worst_rel(out, oref, n_o, 1e-30), rs = worst_rel(st, stref, n_st, 1e-30);
+        double mo = 0, ms = 0, dmo = 0, dms = 0; /* largest magnitudes and differences */
+        for (size_t i = 0; i < n_o; i++)
+            mo = fmax(mo, fabs(oref[i])), dmo = fmax(dmo, fabs((double)out[i] - oref[i]));
+        for (size_t i = 0; i < n_st; i++)
+            ms = fmax(ms, fabs(stref[i])), dms = fmax(dms, fabs((double)st[i] - stref[i]));
+        CHECK(dmo <= 1e-6 * mo && dms <= 1e-6 * ms, "gdn_rec d %d: out |Δ| %.3g of %.3g, state |Δ| %.3g of %.3g", d,
+              dmo, mo, dms, ms);
+        printf("#   gdn_rec d %-3d: out worst rel %.2e, |Δ| / max|out| %.2e (%d of %zu differ in their bits); "
+               "state worst rel %.2e, |Δ| / max|S| %.2e (%d differ)\n",
+               d, ro, dmo / mo, n_diff(out, oref, n_o), n_o, rs, dms / ms, n_diff(st, stref, n_st));
+        vk_rt_buf_free(g_rt, &by), vk_rt_buf_free(g_rt, &bb), vk_rt_buf_free(g_rt, &bs), vk_rt_buf_free(g_rt, &bo);
+        vk_rt_buf_free(g_rt, &bgr);
+        free(y), free(st), free(stref), free(out), free(oref);
+    }
+}
+
 int main(void)
 {
     vk_asan_pin_driver();
@@ -419,6 +741,10 @@ int main(void)
     RUN(norm_rope_swiglu);
     RUN(kv_store_and_attention);
     RUN(moe_gather_and_combine);
+    RUN(gdn_elementwise);
+    RUN(gdn_l2);
+    RUN(gdn_conv_groups);
+    RUN(gdn_delta_rule);
     if (g_rt) {
         vk_ops_free(&g_ops);
         vk_rt_close(g_rt);

@@ -19,9 +19,11 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--extra", default="")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--names", default="qwen35-tiny,qwen35moe-tiny,qwen4exp-tiny",
+                    help="which shared models (a backend that does not run qwen4exp leaves it out)")
     a = ap.parse_args()
     extra = a.extra.split()
-    for name in ("qwen35-tiny", "qwen35moe-tiny", "qwen4exp-tiny"):
+    for name in a.names.split(","):
         gpath = os.path.join(a.dir, name + ".golden.json")
         model = os.path.join(a.dir, name + ".gguf")
         if not (os.path.exists(gpath) and os.path.exists(model)):

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../common/clock.h"
+#include "../backend/snap.h"
 #include "../model/model_forward.h"
 #include "vk_ops.h"
 #include "vk_rt.h"
@@ -27,6 +28,12 @@ struct vk_layer {
     struct vk_mat gexp, uexp, dexp;     /* MoE: the experts' stacks, expert x at rows [x·ne1, (x + 1)·ne1) */
     uint32_t attn_norm, q_norm, k_norm, bq, bk, bv, bqkv, bo; /* [n_embd], [hd], [hd], biases */
     uint32_t ffn_norm, b_gate, b_up, b_down;
+    /* Gated DeltaNet (model.h shapes); gated attention reuses wq ([n_embd, 2·n_head·hd]: query | gate per
+     * head), wk, wv, wo, q_norm, k_norm */
+    struct vk_mat ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out;
+    uint32_t ssm_conv, ssm_dt, ssm_a, ssm_norm; /* [d_conv·conv_dim], [H_v], [H_v], [d_state] */
+    struct vk_mat gsh, ush, dsh;        /* the shared expert's gate, up, down */
+    uint32_t gate_inp_shexp;            /* [n_embd] its sigmoid gate */
 };
 
 struct vk_engine {
@@ -60,6 +67,24 @@ struct vk_engine {
     struct vk_buf cs;         /* host [B][n_rot] RoPE cos/sin of each row's position */
     struct vk_buf logit;      /* host [VK_LOGIT_ROWS][n_vocab] */
     struct vk_buf orow;       /* host [B] int: the batch rows gathered for the output norm (logits, hidden states) */
+    /* Gated DeltaNet state (hybrids): per sequence and GDN layer the conv state [conv_dim][d_conv − 1], then
+     * the delta-rule state [H_v][d][d] (num/gdn.h's layout), as the CPU engine keeps them */
+    size_t conv_per, ssm_per, per_seq; /* floats: one layer's conv state, its delta-rule state, a sequence's all */
+    int n_snap;               /* snapshots kept per sequence */
+    struct vk_buf st;         /* [n_seq][per_seq] */
+    struct vk_buf snap;       /* [n_seq][n_snap][per_seq] the snapshots' states (allocated with the state) */
+    struct vk_buf zero;       /* [per_seq] zeros: a sequence restarting at position 0 */
+    struct snap_slot *slots;  /* [n_seq][n_snap] which position each snapshot holds */
+    uint64_t stamp;
+    unsigned char *pe_pair;   /* [n_rot/2] IMROPE pairs that take p_e: angle 0 in the host cos/sin rows */
+    struct vk_buf grp;        /* host int32: the batch rows grouped by sequence [B], then per group {seq, start,
+                               * len, 0} (vk_ops.h) */
+    int n_grp;
+    struct vk_buf mix;        /* [B][max(conv_dim, 2·n_head·hd)] GDN projection / gated attention's query | gate */
+    struct vk_buf y;          /* [B][conv_dim] conv output: q | k | v */
+    struct vk_buf z;          /* [B][value_dim] GDN output gate */
+    struct vk_buf beta, gd;   /* [B][H_v] β and the log decay */
+    struct vk_buf sh;         /* [B][n_embd] the shared expert's output */
     /* sequences */
     int *len;                 /* [n_seq] cached positions */
     int *seq_next;            /* [n_seq] lengths after the batch being checked */
@@ -81,8 +106,10 @@ static void vk_engine_free(struct vk_engine *c)
         vk_mat_free(o, &c->embd);
         for (int il = 0; c->ly && il < c->m->hp.n_layer; il++) {
             struct vk_layer *d = &c->ly[il];
-            struct vk_mat *ws[] = { &d->wq,   &d->wk,   &d->wv,     &d->wqkv, &d->wo,   &d->gate,
-                                    &d->up,   &d->down, &d->router, &d->gexp, &d->uexp, &d->dexp };
+            struct vk_mat *ws[] = { &d->wq,      &d->wk,    &d->wv,       &d->wqkv,      &d->wo,
+                                    &d->gate,    &d->up,    &d->down,     &d->router,    &d->gexp,
+                                    &d->uexp,    &d->dexp,  &d->ssm_qkv,  &d->ssm_z,     &d->ssm_beta,
+                                    &d->ssm_alpha, &d->ssm_out, &d->gsh,  &d->ush,       &d->dsh };
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
                 vk_mat_free(o, ws[i]);
         }
@@ -93,7 +120,9 @@ static void vk_engine_free(struct vk_engine *c)
                 vk_rt_buf_free(c->rt, &c->vc[l]);
         }
         struct vk_buf *bs[] = { &c->vecs, &c->x,  &c->h,    &c->qkv, &c->o,  &c->fg, &c->fu, &c->tok, &c->cs,
-                                &c->logit, &c->orow, &c->rl, &c->midx, &c->mslot, &c->mw, &c->ex, &c->ey };
+                                &c->logit, &c->orow, &c->rl, &c->midx, &c->mslot, &c->mw, &c->ex, &c->ey,
+                                &c->st,   &c->snap, &c->zero, &c->grp, &c->mix, &c->y, &c->z, &c->beta, &c->gd,
+                                &c->sh };
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             vk_rt_buf_free(c->rt, bs[i]);
         vk_ops_free(o);
@@ -109,6 +138,8 @@ static void vk_engine_free(struct vk_engine *c)
     free(c->sel);
     free(c->cnt);
     free(c->base);
+    free(c->slots);
+    free(c->pe_pair);
     free(c);
 }
 
@@ -149,6 +180,11 @@ static void pack_vecs(struct vk_engine *c, struct vec_pack *vp)
         d->b_gate = vec_add(vp, &l->b_gate);
         d->b_up = vec_add(vp, &l->b_up);
         d->b_down = vec_add(vp, &l->b_down);
+        d->ssm_conv = vec_add(vp, &l->ssm_conv);
+        d->ssm_dt = vec_add(vp, &l->ssm_dt);
+        d->ssm_a = vec_add(vp, &l->ssm_a);
+        d->ssm_norm = vec_add(vp, &l->ssm_norm);
+        d->gate_inp_shexp = vec_add(vp, &l->gate_inp_shexp);
     }
 }
 
@@ -170,7 +206,10 @@ static int upload_weights(struct vk_engine *c, struct err *e)
         } ws[] = { { &d->wq, &l->wq }, { &d->wk, &l->wk }, { &d->wv, &l->wv }, { &d->wqkv, &l->wqkv },
                    { &d->wo, &l->wo }, { &d->gate, &l->ffn_gate }, { &d->up, &l->ffn_up },
                    { &d->down, &l->ffn_down }, { &d->router, &l->gate_inp }, { &d->gexp, &l->gate_exps },
-                   { &d->uexp, &l->up_exps }, { &d->dexp, &l->down_exps } };
+                   { &d->uexp, &l->up_exps }, { &d->dexp, &l->down_exps }, { &d->ssm_qkv, &l->ssm_qkv },
+                   { &d->ssm_z, &l->ssm_z }, { &d->ssm_beta, &l->ssm_beta }, { &d->ssm_alpha, &l->ssm_alpha },
+                   { &d->ssm_out, &l->ssm_out }, { &d->gsh, &l->gate_shexp }, { &d->ush, &l->up_shexp },
+                   { &d->dsh, &l->down_shexp } };
         for (size_t i = 0; !rc && i < sizeof ws / sizeof ws[0]; i++)
             rc = vk_mat_upload(o, ws[i].d, ws[i].w, false, &c->ld.weights, e);
     }
@@ -188,6 +227,40 @@ static int upload_weights(struct vk_engine *c, struct err *e)
         rc = vk_rt_upload(c->rt, &c->vecs, 0, vp.host, sizeof(float) * vp.n, e);
     c->ld.weights += sizeof(float) * vp.n;
     free(vp.host);
+    return rc;
+}
+
+/* The hybrids' per-sequence state, its snapshots (all allocated now, so a snapshot never fails for memory
+ * mid-serve) and the IMROPE pairs. */
+static int alloc_recurrent(struct vk_engine *c, struct err *e)
+{
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const size_t d = (size_t)hp->d_state, conv_dim = (size_t)(2 * hp->n_k_heads + hp->n_v_heads) * d;
+    c->conv_per = conv_dim * (size_t)(hp->d_conv - 1);
+    c->ssm_per = (size_t)hp->n_v_heads * d * d;
+    c->per_seq = (size_t)m->n_gdn_layers * (c->conv_per + c->ssm_per);
+    c->n_snap = c->p.n_snap > 0 ? c->p.n_snap : ENGINE_N_SNAP_DEFAULT;
+    c->slots = calloc((size_t)c->p.n_seq * (size_t)c->n_snap, sizeof *c->slots);
+    c->pe_pair = calloc((size_t)hp->n_rot / 2 + 1, 1);
+    if (!c->slots || !c->pe_pair)
+        return err_set(e, ERR_NOMEM, "vulkan: out of memory");
+    snap_slots_clear(c->slots, c->p.n_seq * c->n_snap);
+    ops_imrope_text_pairs(hp->rope_sections, hp->n_rot, c->pe_pair);
+    const size_t one = (c->per_seq ? c->per_seq : 1) * 4;
+    int rc = vk_ops_buf(&c->ops, &c->st, (size_t)c->p.n_seq * one, false, "the recurrent state", e);
+    if (!rc && c->per_seq)
+        rc = vk_ops_buf(&c->ops, &c->snap, (size_t)c->p.n_seq * (size_t)c->n_snap * one, false,
+                        "the recurrent state's snapshots", e);
+    if (!rc)
+        rc = vk_ops_buf(&c->ops, &c->zero, one, false, "the recurrent state", e);
+    if (c->per_seq) {
+        c->ld.state = (uint64_t)c->p.n_seq * one;
+        c->ld.state_per_seq = one;
+        c->ld.n_snap = c->n_snap;
+        c->ld.snap = (uint64_t)c->p.n_seq * (uint64_t)c->n_snap * one;
+    }
+    c->ld.scratch += one;
     return rc;
 }
 
@@ -221,7 +294,7 @@ static int alloc_state(struct vk_engine *c, struct err *e)
         c->ld.kv += 2 * bytes;
     }
     const size_t B = (size_t)c->p.n_batch, E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
-    size_t wqkv = 0, nq = 0;
+    size_t wqkv = 0, nq = 0; /* nq: widest attention output (o's rows) */
     for (int il = 0; il < hp->n_layer; il++) {
         const size_t q = (size_t)m->layers[il].n_head * hd, kv = (size_t)m->layers[il].n_head_kv * hd;
         if (q + 2 * kv > wqkv)
@@ -230,10 +303,21 @@ static int alloc_state(struct vk_engine *c, struct err *e)
             nq = q;
     }
     const size_t X = (size_t)hp->n_expert, K = X ? (size_t)hp->n_expert_used : 0, BK = B * (K ? K : 1);
-    /* fg / fu: B rows of the dense FFN's width, or B·K rows of an expert's */
+    /* fg / fu: B rows of the dense FFN's width, or B·K rows of an expert's, or B of the shared expert's */
     size_t ff = B * (size_t)(hp->n_ff_max > 0 ? hp->n_ff_max : 1);
     if (K && BK * (size_t)hp->n_ff_exp > ff)
         ff = BK * (size_t)hp->n_ff_exp;
+    if (B * (size_t)hp->n_ff_shexp > ff)
+        ff = B * (size_t)hp->n_ff_shexp;
+    /* the hybrids' step buffers (one float where the model has no such layers) */
+    const size_t kd = (size_t)hp->n_k_heads * (size_t)hp->d_state, vd = (size_t)hp->n_v_heads * (size_t)hp->d_state;
+    const size_t cd = m->n_gdn_layers ? 2 * kd + vd : 0, HV = m->n_gdn_layers ? (size_t)hp->n_v_heads : 0;
+    const bool gated = m->arch->hybrid;
+    size_t wmix = gated ? 2 * nq : 0;
+    if (cd > wmix)
+        wmix = cd;
+    if (vd > nq && m->n_gdn_layers)
+        nq = vd; /* o also holds the GDN output rows */
     const struct {
         struct vk_buf *b;
         size_t bytes;
@@ -245,6 +329,9 @@ static int alloc_state(struct vk_engine *c, struct err *e)
         { &c->logit, (size_t)VK_LOGIT_ROWS * (size_t)hp->n_vocab * 4, true }, { &c->orow, B * 4, true },
         { &c->rl, B * X * 4, true },  { &c->midx, BK * 4, true },    { &c->mslot, BK * 4, true },
         { &c->mw, BK * 4, true },     { &c->ex, K ? BK * E * 4 : 4, false }, { &c->ey, K ? BK * E * 4 : 4, false },
+        { &c->grp, gated ? B * 5 * 4 : 4, true }, { &c->mix, B * wmix * 4, false }, { &c->y, B * cd * 4, false },
+        { &c->z, m->n_gdn_layers ? B * vd * 4 : 4, false }, { &c->beta, B * HV * 4, false },
+        { &c->gd, B * HV * 4, false }, { &c->sh, hp->n_ff_shexp ? B * E * 4 : 4, false },
     };
     c->sel = calloc(BK, sizeof(int));
     c->cnt = calloc(X + 1, sizeof(int));
@@ -255,6 +342,8 @@ static int alloc_state(struct vk_engine *c, struct err *e)
         rc = vk_ops_buf(&c->ops, bs[i].b, bs[i].bytes, bs[i].host, "step buffers", e);
         c->ld.scratch += bs[i].bytes;
     }
+    if (!rc && gated)
+        rc = alloc_recurrent(c, e);
     return rc;
 }
 
@@ -288,10 +377,10 @@ static int vk_engine_create(struct vk_engine **out, const struct model *m, const
         widest = hp->n_head_max * hp->head_dim;
     if (hp->n_ff_exp > widest)
         widest = hp->n_ff_exp;
-    for (int il = 0; il < hp->n_layer; il++)
-        if (m->layers[il].down_shexp.data)
-            return err_set(e, ERR_UNSUPPORTED, "vulkan backend: layer %d has a shared expert, which this backend "
-                           "does not run", il);
+    if (hp->n_ff_shexp > widest)
+        widest = hp->n_ff_shexp;
+    if (m->n_gdn_layers && hp->n_v_heads * hp->d_state > widest) /* ssm_out's input */
+        widest = hp->n_v_heads * hp->d_state;
     c->ly = calloc((size_t)hp->n_layer, sizeof *c->ly);
     if (!c->ly)
         rc = err_set(e, ERR_NOMEM, "vulkan: out of memory");
@@ -327,6 +416,36 @@ static int op_embed(void *b, int n, struct err *e)
     return vk_op_embed(&c->ops, &c->embd, &c->tok, &c->x, n, e);
 }
 
+/* With q, k and v of n tokens side by side in qkv's rows (q | k | v): the q/k norms, RoPE, the K/V store and
+ * causal attention into o's rows. Every token's K/V is stored first, so a token sees its sequence's
+ * earlier batch tokens. */
+static int attend(struct vk_engine *c, const struct layer *ly, const struct vk_layer *d, int n, struct err *e)
+{
+    struct vk_ops *o = &c->ops;
+    const struct hparams *hp = &c->m->hp;
+    const int hd = hp->head_dim;
+    const uint32_t nq = (uint32_t)(ly->n_head * hd), nkv = (uint32_t)(ly->n_head_kv * hd), W = nq + 2 * nkv;
+    const struct vk_view Q = rows_of(&c->qkv, W), K = { &c->qkv, nq, W };
+    const bool neox = c->m->arch->rope == ROPE_NEOX, f16 = !c->p.kv_f32;
+    const int l = ly->kv_index;
+    int rc = 0;
+    if (d->q_norm != VK_NO_VEC)
+        rc = vk_op_norm(o, Q, Q, hd, ly->n_head, n, &c->vecs, d->q_norm, hp->rms_eps, e);
+    if (!rc && d->k_norm != VK_NO_VEC)
+        rc = vk_op_norm(o, K, K, hd, ly->n_head_kv, n, &c->vecs, d->k_norm, hp->rms_eps, e);
+    if (!rc)
+        rc = vk_op_rope(o, Q, hd, hp->n_rot, neox, ly->n_head, n, &c->cs, e);
+    if (!rc)
+        rc = vk_op_rope(o, K, hd, hp->n_rot, neox, ly->n_head_kv, n, &c->cs, e);
+    if (!rc)
+        rc = vk_op_kv_store(o, &c->qkv, nq, nq + nkv, W, &c->kc[l], &c->vc[l], &c->tok, (int)nkv, c->p.n_ctx, f16, n,
+                            e);
+    if (!rc)
+        rc = vk_op_attn(o, Q, rows_of(&c->o, nq), &c->kc[l], &c->vc[l], &c->tok, ly->n_head, ly->n_head_kv, hd,
+                        c->p.n_ctx, f16, hp->kq_scale, n, e);
+    return rc;
+}
+
 static int op_attention(void *b, const struct fwd_sub *s, int n, struct err *e)
 {
     struct vk_engine *c = b;
@@ -350,25 +469,114 @@ static int op_attention(void *b, const struct fwd_sub *s, int n, struct err *e)
         if (!rc)
             rc = vk_op_mm(o, &d->wv, H, V, n, &c->vecs, d->bv, false, e);
     }
-    if (!rc && d->q_norm != VK_NO_VEC)
-        rc = vk_op_norm(o, Q, Q, hd, ly->n_head, n, &c->vecs, d->q_norm, hp->rms_eps, e);
-    if (!rc && d->k_norm != VK_NO_VEC)
-        rc = vk_op_norm(o, K, K, hd, ly->n_head_kv, n, &c->vecs, d->k_norm, hp->rms_eps, e);
-    const bool neox = c->m->arch->rope == ROPE_NEOX, f16 = !c->p.kv_f32;
     if (!rc)
-        rc = vk_op_rope(o, Q, hd, hp->n_rot, neox, ly->n_head, n, &c->cs, e);
-    if (!rc)
-        rc = vk_op_rope(o, K, hd, hp->n_rot, neox, ly->n_head_kv, n, &c->cs, e);
-    /* every token's K/V is stored before attention, so a token sees its sequence's earlier batch tokens */
-    const int l = ly->kv_index;
-    if (!rc)
-        rc = vk_op_kv_store(o, &c->qkv, nq, nq + nkv, W, &c->kc[l], &c->vc[l], &c->tok, (int)nkv, c->p.n_ctx, f16, n,
-                            e);
-    if (!rc)
-        rc = vk_op_attn(o, Q, rows_of(&c->o, nq), &c->kc[l], &c->vc[l], &c->tok, ly->n_head, ly->n_head_kv, hd,
-                        c->p.n_ctx, f16, hp->kq_scale, n, e);
+        rc = attend(c, ly, d, n, e);
     if (!rc) /* x += wo·o + bo */
         rc = vk_op_mm(o, &d->wo, rows_of(&c->o, nq), X, n, &c->vecs, d->bo, true, e);
+    return rc;
+}
+
+/* where GDN layer ly's conv state and delta-rule state start in a sequence's state */
+static uint32_t conv_off(const struct vk_engine *c, const struct layer *ly)
+{
+    return (uint32_t)((size_t)ly->gdn_index * (c->conv_per + c->ssm_per));
+}
+
+/* x += ssm_out · (RMSNorm(o; ssm_norm) ⊙ silu(z)), o the delta rule over the conv'd, L2-normed projection
+ * (arch-qwen35.md §6.4; cpu_hybrid.c gdn_block) */
+static int op_gdn(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    struct vk_engine *c = b;
+    struct vk_ops *o = &c->ops;
+    const struct hparams *hp = &c->m->hp;
+    const struct layer *ly = s->ly;
+    const struct vk_layer *d = &c->ly[s->il];
+    const int D = hp->d_state, HV = hp->n_v_heads, HK = hp->n_k_heads;
+    const uint32_t E = (uint32_t)hp->n_embd, VD = (uint32_t)(HV * D), CD = (uint32_t)(2 * HK * D) + VD;
+    const struct vk_view X = rows_of(&c->x, E), H = rows_of(&c->h, E), MIX = rows_of(&c->mix, CD);
+    const struct vk_view Y = rows_of(&c->y, CD), Z = rows_of(&c->z, VD), O = rows_of(&c->o, VD);
+    const struct vk_view BT = rows_of(&c->beta, (uint32_t)HV), G = rows_of(&c->gd, (uint32_t)HV);
+    const uint32_t st0 = conv_off(c, ly), stride = (uint32_t)c->per_seq, rows_off = 0;
+    const uint32_t grp_off = (uint32_t)c->p.n_batch;
+    int rc = vk_op_norm(o, X, H, (int)E, 1, n, &c->vecs, d->attn_norm, hp->rms_eps, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->ssm_qkv, H, MIX, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->ssm_z, H, Z, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->ssm_beta, H, BT, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->ssm_alpha, H, G, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_gdn_gates(o, BT, G, &c->vecs, d->ssm_dt, d->ssm_a, HV, n, e);
+    if (!rc)
+        rc = vk_op_gdn_conv(o, MIX, Y, &c->vecs, d->ssm_conv, &c->st, st0, stride, &c->grp, rows_off, grp_off,
+                            c->n_grp, (int)CD, hp->d_conv, e);
+    if (!rc) /* q and k heads, side by side at the start of each row */
+        rc = vk_op_l2(o, Y, D, 2 * HK, n, hp->rms_eps, e);
+    if (!rc)
+        rc = vk_op_gdn_rec(o, Y, BT, G, O, &c->st, st0 + (uint32_t)c->conv_per, stride, &c->grp, rows_off, grp_off,
+                           c->n_grp, HK, HV, D, e);
+    if (!rc)
+        rc = vk_op_norm(o, O, O, D, HV, n, &c->vecs, d->ssm_norm, hp->rms_eps, e);
+    if (!rc)
+        rc = vk_op_gate(o, O, (uint32_t)D, Z, (uint32_t)D, D, HV, n, hp->gdn_sigmoid_gate, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->ssm_out, O, X, n, NULL, VK_NO_VEC, true, e);
+    return rc;
+}
+
+/* x += wo · (attention(q, k, v) ⊙ sigmoid(gate)): q/k RMSNorm, IMROPE (p_e pairs still in the host rows),
+ * the query and its gate interleaved per head in wq's output (arch-qwen35.md §6.3) */
+static int op_gated_attn(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    struct vk_engine *c = b;
+    struct vk_ops *o = &c->ops;
+    const struct hparams *hp = &c->m->hp;
+    const struct layer *ly = s->ly;
+    const struct vk_layer *d = &c->ly[s->il];
+    const int hd = hp->head_dim;
+    const uint32_t E = (uint32_t)hp->n_embd;
+    const uint32_t nq = (uint32_t)(ly->n_head * hd), nkv = (uint32_t)(ly->n_head_kv * hd), W = nq + 2 * nkv;
+    const struct vk_view X = rows_of(&c->x, E), H = rows_of(&c->h, E), Q = rows_of(&c->qkv, W);
+    const struct vk_view K = { &c->qkv, nq, W }, V = { &c->qkv, nq + nkv, W };
+    const struct vk_view MIX = rows_of(&c->mix, 2 * nq), GATE = { &c->mix, (uint32_t)hd, 2 * nq };
+    const struct vk_view OUT = rows_of(&c->o, nq);
+    int rc = vk_op_norm(o, X, H, (int)E, 1, n, &c->vecs, d->attn_norm, hp->rms_eps, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->wq, H, MIX, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_copy_heads(o, MIX, 2 * (uint32_t)hd, Q, (uint32_t)hd, hd, ly->n_head, n, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->wk, H, K, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->wv, H, V, n, NULL, VK_NO_VEC, false, e);
+    if (!rc) /* q/k norms, IMROPE (NEOX rotation: the arch rows say so), store, attention */
+        rc = attend(c, ly, d, n, e);
+    if (!rc)
+        rc = vk_op_gate(o, OUT, (uint32_t)hd, GATE, 2 * (uint32_t)hd, hd, ly->n_head, n, true, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->wo, OUT, X, n, NULL, VK_NO_VEC, true, e);
+    return rc;
+}
+
+/* x += sigmoid(gate_inp_shexp · h) · down(silu(gate·h) ⊙ up·h): the shared expert of a MoE layer, on the
+ * FFN's normed input h */
+static int shared_expert(struct vk_engine *c, const struct vk_layer *d, int n, struct err *e)
+{
+    struct vk_ops *o = &c->ops;
+    const struct hparams *hp = &c->m->hp;
+    const uint32_t E = (uint32_t)hp->n_embd, F = (uint32_t)hp->n_ff_shexp;
+    const struct vk_view H = rows_of(&c->h, E), SH = rows_of(&c->sh, E);
+    int rc = vk_op_mm(o, &d->gsh, H, rows_of(&c->fg, F), n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->ush, H, rows_of(&c->fu, F), n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_swiglu(o, &c->fg, &c->fu, (uint32_t)n * F, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->dsh, rows_of(&c->fg, F), SH, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_shexp_add(o, rows_of(&c->x, E), H, SH, &c->vecs, d->gate_inp_shexp, (int)E, n, e);
     return rc;
 }
 
@@ -460,6 +668,8 @@ static int op_ffn_moe(void *b, const struct fwd_sub *s, int n, struct err *e)
     }
     if (!rc)
         rc = vk_op_moe_combine(o, &c->ey, &c->mslot, &c->mw, &c->x, (int)E, K, n, e);
+    if (!rc && d->dsh.rows)
+        rc = shared_expert(c, d, n, e);
     return rc;
 }
 
@@ -513,12 +723,36 @@ static int op_output(void *b, int n, int n_out, struct err *e)
 
 static const struct layer_ops vk_layer_ops = {
     .embed = op_embed,
-    .mixer = { [LAYER_ATTN] = op_attention },
+    .mixer = { [LAYER_ATTN] = op_attention, [LAYER_GDN] = op_gdn, [LAYER_GATED_ATTN] = op_gated_attn },
     .ffn = { [FFN_DENSE] = op_ffn, [FFN_MOE] = op_ffn_moe },
     .output = op_output,
 };
 
 /* ---- the step ---- */
+
+/* The batch rows by sequence, in batch order inside a sequence, into the host-visible grp buffer: the row
+ * list, then per group {seq, start, len, 0} after n_batch ints (vk_ops.h) */
+static void group_rows(struct vk_engine *c, const struct engine_tok *toks, int n)
+{
+    int32_t *rows = c->grp.map, *grp = rows + c->p.n_batch;
+    int filled = 0;
+    c->n_grp = 0;
+    for (int t = 0; t < n; t++) {
+        bool seen = false;
+        for (int i = 0; i < c->n_grp && !seen; i++)
+            seen = grp[4 * i] == toks[t].seq;
+        if (seen)
+            continue;
+        int32_t *gi = grp + 4 * c->n_grp++;
+        gi[0] = toks[t].seq;
+        gi[1] = filled;
+        for (int u = t; u < n; u++)
+            if (toks[u].seq == toks[t].seq)
+                rows[filled++] = u;
+        gi[2] = filled - gi[1];
+        gi[3] = 0;
+    }
+}
 
 /* the final hidden state of the rows in want, after the output norm, into embd (n_embd floats each, in
  * batch order): x is the last step's residual stream (the output op only reads it), each row normed on
@@ -559,11 +793,22 @@ static int vk_decode_embd(void *b, const struct engine_tok *toks, int n, const b
         tt[4 * t] = toks[t].token, tt[4 * t + 1] = toks[t].pos, tt[4 * t + 2] = toks[t].seq, tt[4 * t + 3] = 0;
         ops_rope_cache(cs + (size_t)t * hp->n_rot, toks[t].pos, hp->n_rot, hp->freq_base, m->rope_freqs.data,
                        hp->freq_scale, hp->ext_factor, hp->attn_factor, hp->corr_dims);
+        for (int i = 0; c->pe_pair && i < hp->n_rot / 2; i++)
+            if (c->pe_pair[i]) { /* a text token's p_e is 0: that pair does not rotate */
+                cs[(size_t)t * hp->n_rot + 2 * i] = 1.0f;
+                cs[(size_t)t * hp->n_rot + 2 * i + 1] = 0.0f;
+            }
     }
+    if (m->arch->hybrid)
+        group_rows(c, toks, n);
     c->logits = logits;
     c->pendn = 0;
     if ((rc = vk_rt_begin(c->rt, e)))
         return rc;
+    const int32_t *g = c->grp.map;
+    for (int i = 0; c->per_seq && i < c->n_grp; i++) /* a sequence starting again: zero state */
+        if (toks[g[g[c->p.n_batch + 4 * i + 1]]].pos == 0)
+            vk_rt_copy(c->rt, &c->zero, 0, &c->st, (size_t)g[c->p.n_batch + 4 * i] * c->per_seq * 4, c->per_seq * 4);
     rc = model_forward(m, &vk_layer_ops, c, n, n_out, e);
     if (!rc)
         rc = vk_rt_submit(c->rt, e);
@@ -586,14 +831,36 @@ static int vk_decode(void *b, const struct engine_tok *toks, int n, float *logit
     return vk_decode_embd(b, toks, n, NULL, logits, NULL, e);
 }
 
-/* ---- sequences: attention state is the cells themselves ---- */
+/* ---- sequences: the KV cells, and the hybrids' recurrent state with its snapshots ----
+ * The rules are the CPU engine's (cpu_hybrid.h): a recurrent state folds in every position, so a sequence
+ * of a model with GDN layers is cut back only to 0, its length, or a snapshot position. */
 
 static bool seq_ok(const struct vk_engine *c, int seq) { return seq >= 0 && seq < c->p.n_seq; }
+
+static struct snap_slot *slots_of(const struct vk_engine *c, int seq) { return c->slots + (size_t)seq * c->n_snap; }
+
+/* byte offsets of sequence seq's state and of its snapshot i */
+static size_t st_at(const struct vk_engine *c, int seq) { return (size_t)seq * c->per_seq * 4; }
+static size_t snap_at(const struct vk_engine *c, int seq, int i)
+{
+    return ((size_t)seq * (size_t)c->n_snap + (size_t)i) * c->per_seq * 4;
+}
 
 static int vk_seq_len(const void *b, int seq)
 {
     const struct vk_engine *c = b;
     return seq_ok(c, seq) ? c->len[seq] : 0;
+}
+
+/* one device copy as a step of its own */
+static int copy_now(struct vk_engine *c, const struct vk_buf *src, size_t soff, const struct vk_buf *dst, size_t doff,
+                    size_t n, struct err *e)
+{
+    int rc = vk_rt_begin(c->rt, e);
+    if (rc)
+        return rc;
+    vk_rt_copy(c->rt, src, soff, dst, doff, n);
+    return vk_rt_submit(c->rt, e);
 }
 
 static int vk_seq_restore(void *b, int seq, int pos, struct err *e)
@@ -603,8 +870,22 @@ static int vk_seq_restore(void *b, int seq, int pos, struct err *e)
         return err_set(e, ERR_INVALID, "engine: sequence %d out of range [0, %d)", seq, c->p.n_seq);
     if (pos < 0)
         pos = 0;
-    if (pos < c->len[seq])
-        c->len[seq] = pos;
+    if (pos >= c->len[seq])
+        return 0;
+    if (c->per_seq && pos > 0) {
+        const int i = snap_find(slots_of(c, seq), c->n_snap, pos);
+        if (i < 0)
+            return err_set(e, ERR_UNSUPPORTED,
+                           "engine: sequence %d cannot be cut back from %d to %d: a recurrent (Gated DeltaNet) "
+                           "state only rolls back to 0 or to a snapshot position (engine_seq_snapshot)",
+                           seq, c->len[seq], pos);
+        int rc = copy_now(c, &c->snap, snap_at(c, seq, i), &c->st, st_at(c, seq), c->per_seq * 4, e);
+        if (rc)
+            return rc;
+    }
+    if (c->per_seq) /* snapshots past the new length no longer describe its cells */
+        snap_drop_after(slots_of(c, seq), c->n_snap, pos);
+    c->len[seq] = pos;
     return 0;
 }
 
@@ -616,19 +897,45 @@ static int vk_seq_copy(void *b, int src, int dst, int n, struct err *e)
     if (n < 0 || n > c->len[src])
         return err_set(e, ERR_RANGE, "engine: cannot copy %d positions of sequence %d (it has %d)", n, src,
                        c->len[src]);
-    if (src != dst && n > 0) {
-        int rc = vk_rt_begin(c->rt, e);
-        if (rc)
-            return rc;
-        const size_t elt = c->p.kv_f32 ? 4 : 2;
-        for (int l = 0; l < c->m->n_kv_layers; l++) {
-            const size_t row = (size_t)c->kv_dim[l] * elt, seq_bytes = (size_t)c->p.n_ctx * row;
-            vk_rt_copy(c->rt, &c->kc[l], (size_t)src * seq_bytes, &c->kc[l], (size_t)dst * seq_bytes, (size_t)n * row);
-            vk_rt_copy(c->rt, &c->vc[l], (size_t)src * seq_bytes, &c->vc[l], (size_t)dst * seq_bytes, (size_t)n * row);
-        }
-        if ((rc = vk_rt_submit(c->rt, e)))
-            return rc;
+    int from = -2; /* the state dst gets: -1 src's own, i ≥ 0 src's snapshot i, -2 none (empty) */
+    if (c->per_seq && n > 0 && n == c->len[src]) {
+        from = -1;
+    } else if (c->per_seq && n > 0 && (from = snap_find(slots_of(c, src), c->n_snap, n)) < 0) {
+        return err_set(e, ERR_UNSUPPORTED,
+                       "engine: cannot copy the first %d of %d positions of sequence %d: a recurrent state "
+                       "exists only at its length, 0 and snapshot positions", n, c->len[src], src);
     }
+    if (src == dst) /* a copy onto itself is a cut back */
+        return vk_seq_restore(c, src, n, e);
+    int rc = vk_rt_begin(c->rt, e);
+    if (rc)
+        return rc;
+    const size_t elt = c->p.kv_f32 ? 4 : 2;
+    for (int l = 0; n > 0 && l < c->m->n_kv_layers; l++) {
+        const size_t row = (size_t)c->kv_dim[l] * elt, seq_bytes = (size_t)c->p.n_ctx * row;
+        vk_rt_copy(c->rt, &c->kc[l], (size_t)src * seq_bytes, &c->kc[l], (size_t)dst * seq_bytes, (size_t)n * row);
+        vk_rt_copy(c->rt, &c->vc[l], (size_t)src * seq_bytes, &c->vc[l], (size_t)dst * seq_bytes, (size_t)n * row);
+    }
+    if (c->per_seq) {
+        const size_t bytes = c->per_seq * 4;
+        if (from == -1)
+            vk_rt_copy(c->rt, &c->st, st_at(c, src), &c->st, st_at(c, dst), bytes);
+        else if (from >= 0)
+            vk_rt_copy(c->rt, &c->snap, snap_at(c, src, from), &c->st, st_at(c, dst), bytes);
+        else
+            vk_rt_copy(c->rt, &c->zero, 0, &c->st, st_at(c, dst), bytes);
+        /* dst inherits src's snapshots inside the copied prefix */
+        struct snap_slot *ds = slots_of(c, dst), *ss = slots_of(c, src);
+        for (int i = 0; i < c->n_snap; i++) {
+            ds[i].pos = -1;
+            if (ss[i].pos < 0 || ss[i].pos > n)
+                continue;
+            vk_rt_copy(c->rt, &c->snap, snap_at(c, src, i), &c->snap, snap_at(c, dst, i), bytes);
+            ds[i] = ss[i];
+        }
+    }
+    if ((rc = vk_rt_submit(c->rt, e)))
+        return rc;
     c->len[dst] = n;
     return 0;
 }
@@ -638,7 +945,14 @@ static int vk_seq_snapshot(void *b, int seq, struct err *e)
     struct vk_engine *c = b;
     if (!seq_ok(c, seq))
         return err_set(e, ERR_INVALID, "engine: sequence %d out of range [0, %d)", seq, c->p.n_seq);
-    return 0; /* no recurrent state: every cached position can be cut back to */
+    const int pos = c->len[seq];
+    if (!c->per_seq || pos == 0)
+        return 0; /* attention state is the cells themselves; position 0 is the empty state */
+    const int i = snap_slot_for(slots_of(c, seq), c->n_snap, pos);
+    int rc = copy_now(c, &c->st, st_at(c, seq), &c->snap, snap_at(c, seq, i), c->per_seq * 4, e);
+    if (!rc)
+        snap_take(&slots_of(c, seq)[i], pos, &c->stamp);
+    return rc;
 }
 
 static int vk_seq_restorable(const void *b, int seq, int pos)
@@ -646,7 +960,11 @@ static int vk_seq_restorable(const void *b, int seq, int pos)
     const struct vk_engine *c = b;
     if (!seq_ok(c, seq) || pos <= 0)
         return 0;
-    return pos < c->len[seq] ? pos : c->len[seq];
+    if (pos >= c->len[seq])
+        return c->len[seq];
+    if (!c->per_seq)
+        return pos;
+    return snap_restorable(slots_of(c, seq), c->n_snap, pos);
 }
 
 /* ---- the table ---- */

@@ -2,6 +2,7 @@
  * grids within the limits every device has (65535 workgroups a dimension). */
 #include "vk_ops.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,7 +30,10 @@ int vk_ops_init(struct vk_ops *o, struct vk_rt *rt, int n_batch, int widest, str
         const char *name;
     } ps[] = { { &o->p_norm, "rms_norm" }, { &o->p_rope, "rope" }, { &o->p_swiglu, "swiglu" },
                { &o->p_kv, "kv_store" },   { &o->p_attn, "attn" }, { &o->p_act, "act" },
-               { &o->p_gather, "gather" }, { &o->p_combine, "moe_combine" } };
+               { &o->p_gather, "gather" }, { &o->p_combine, "moe_combine" },
+               { &o->p_gdn_gates, "gdn_gates" }, { &o->p_gdn_conv, "gdn_conv" }, { &o->p_l2, "l2_norm" },
+               { &o->p_gdn_rec, "gdn_rec" }, { &o->p_gate, "gate" }, { &o->p_copy_heads, "copy_heads" },
+               { &o->p_shexp_add, "shexp_add" } };
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if ((*ps[i].pipe = vk_rt_pipe(rt, ps[i].name, e)) < 0)
             return e->code ? e->code : ERR_INTERNAL;
@@ -219,4 +223,103 @@ int vk_op_moe_combine(struct vk_ops *o, const struct vk_buf *ey, const struct vk
     const uint32_t pc[2] = { (uint32_t)width, (uint32_t)k_used };
     const struct vk_buf *bs[4] = { ey, slot, w, x };
     return vk_rt_dispatch(o->rt, o->p_combine, bs, pc, sizeof pc, (uint32_t)n, 1, 1, e);
+}
+
+/* ---- the Gated DeltaNet hybrids ---- */
+
+#define VK_GDN_MAX_D 128 /* the largest head gdn_rec.comp stages (its shared q and k) */
+
+/* a grid of `total` elements, 64 an invocation group, as x + 65535·y groups */
+static int dispatch_elems(struct vk_ops *o, int pipe, const struct vk_buf *const *bs, const void *pc, size_t pcn,
+                          uint64_t total, struct err *e)
+{
+    if (total > UINT32_MAX)
+        return err_set(e, ERR_UNSUPPORTED, "vulkan: %llu elements past one dispatch's 32-bit index",
+                       (unsigned long long)total);
+    const uint32_t groups = (uint32_t)((total + 63u) / 64u);
+    return vk_rt_dispatch(o->rt, pipe, bs, pc, pcn, GRID_X(groups), GRID_Y(groups), 1, e);
+}
+
+int vk_op_gdn_gates(struct vk_ops *o, struct vk_view beta, struct vk_view g, const struct vk_buf *vec, uint32_t dt_off,
+                    uint32_t a_off, int n_head, int n, struct err *e)
+{
+    const uint64_t total = (uint64_t)n * (uint64_t)n_head;
+    const uint32_t pc[8] = { beta.off, beta.stride, g.off, g.stride, dt_off, a_off, (uint32_t)n_head, (uint32_t)total };
+    const struct vk_buf *bs[3] = { beta.b, g.b, vec };
+    return dispatch_elems(o, o->p_gdn_gates, bs, pc, sizeof pc, total, e);
+}
+
+int vk_op_gdn_conv(struct vk_ops *o, struct vk_view in, struct vk_view out, const struct vk_buf *vec, uint32_t w_off,
+                   const struct vk_buf *state, uint32_t state_off, uint32_t state_stride, const struct vk_buf *grp,
+                   uint32_t rows_off, uint32_t grp_off, int n_grp, int conv_dim, int d_conv, struct err *e)
+{
+    if (d_conv < 1)
+        return err_set(e, ERR_INTERNAL, "vulkan: a conv of %d taps", d_conv);
+    const uint32_t pc[11] = { in.off, in.stride, out.off, out.stride, w_off, state_off, state_stride, rows_off,
+                              grp_off, (uint32_t)conv_dim, (uint32_t)d_conv };
+    const struct vk_buf *bs[5] = { in.b, out.b, vec, state, grp };
+    const uint32_t gx = ((uint32_t)conv_dim + 63u) / 64u; /* 64 channels a workgroup, a group a row of the grid */
+    return vk_rt_dispatch(o->rt, o->p_gdn_conv, bs, pc, sizeof pc, gx, (uint32_t)n_grp, 1, e);
+}
+
+int vk_op_l2(struct vk_ops *o, struct vk_view x, int width, int hpt, int n, float eps, struct err *e)
+{
+    const uint32_t rows = (uint32_t)n * (uint32_t)hpt;
+    const struct {
+        uint32_t n, hpt, x_off, x_stride;
+        float eps;
+        uint32_t rows;
+    } pc = { (uint32_t)width, (uint32_t)hpt, x.off, x.stride, eps, rows };
+    const struct vk_buf *bs[1] = { x.b };
+    return vk_rt_dispatch(o->rt, o->p_l2, bs, &pc, sizeof pc, GRID_X(rows), GRID_Y(rows), 1, e);
+}
+
+int vk_op_gdn_rec(struct vk_ops *o, struct vk_view y, struct vk_view beta, struct vk_view g, struct vk_view out,
+                  const struct vk_buf *state, uint32_t state_off, uint32_t state_stride, const struct vk_buf *grp,
+                  uint32_t rows_off, uint32_t grp_off, int n_grp, int n_k_heads, int n_v_heads, int d,
+                  struct err *e)
+{
+    if (d < 1 || d > VK_GDN_MAX_D)
+        return err_set(e, ERR_UNSUPPORTED, "vulkan: a Gated DeltaNet head of %d, past the delta rule shader's %d", d,
+                       VK_GDN_MAX_D);
+    if (n_k_heads < 1)
+        return err_set(e, ERR_INTERNAL, "vulkan: a delta rule of %d key heads", n_k_heads);
+    const struct {
+        uint32_t y_off, y_stride, b_off, b_stride, g_off, g_stride, o_off, o_stride;
+        uint32_t state_off, state_stride, rows_off, grp_off, n_k_heads, d;
+        float scale;
+    } pc = { y.off, y.stride, beta.off, beta.stride, g.off, g.stride, out.off, out.stride, state_off, state_stride,
+             rows_off, grp_off, (uint32_t)n_k_heads, (uint32_t)d,
+             1.0f / sqrtf((float)d) }; /* the CPU's scale (delta_task), bit for bit */
+    const struct vk_buf *bs[6] = { y.b, beta.b, g.b, out.b, state, grp };
+    return vk_rt_dispatch(o->rt, o->p_gdn_rec, bs, &pc, sizeof pc, (uint32_t)n_v_heads, (uint32_t)n_grp, 1, e);
+}
+
+int vk_op_gate(struct vk_ops *o, struct vk_view y, uint32_t y_hs, struct vk_view z, uint32_t z_hs, int width, int hpt,
+               int n, bool sigmoid, struct err *e)
+{
+    const uint64_t total = (uint64_t)n * (uint64_t)hpt * (uint64_t)width;
+    const uint32_t pc[10] = { y.off, y.stride, y_hs, z.off, z.stride, z_hs, (uint32_t)width, (uint32_t)hpt,
+                              (uint32_t)total, sigmoid ? 1u : 0u };
+    const struct vk_buf *bs[2] = { y.b, z.b };
+    return dispatch_elems(o, o->p_gate, bs, pc, sizeof pc, total, e);
+}
+
+int vk_op_copy_heads(struct vk_ops *o, struct vk_view src, uint32_t src_hs, struct vk_view dst, uint32_t dst_hs,
+                     int width, int hpt, int n, struct err *e)
+{
+    const uint64_t total = (uint64_t)n * (uint64_t)hpt * (uint64_t)width;
+    const uint32_t pc[9] = { src.off, src.stride, src_hs, dst.off, dst.stride, dst_hs, (uint32_t)width, (uint32_t)hpt,
+                             (uint32_t)total };
+    const struct vk_buf *bs[2] = { src.b, dst.b };
+    return dispatch_elems(o, o->p_copy_heads, bs, pc, sizeof pc, total, e);
+}
+
+int vk_op_shexp_add(struct vk_ops *o, struct vk_view a, struct vk_view h, struct vk_view s, const struct vk_buf *vec,
+                    uint32_t w_off, int width, int n, struct err *e)
+{
+    const uint32_t rows = (uint32_t)n;
+    const uint32_t pc[9] = { a.off, a.stride, h.off, h.stride, s.off, s.stride, w_off, (uint32_t)width, rows };
+    const struct vk_buf *bs[4] = { a.b, h.b, s.b, vec };
+    return vk_rt_dispatch(o->rt, o->p_shexp_add, bs, pc, sizeof pc, GRID_X(rows), GRID_Y(rows), 1, e);
 }

@@ -7,7 +7,12 @@
  *   vk_op_rope     ops_rope_apply            vk_op_swiglu  ops_swiglu
  *   vk_op_kv_store kv_store (f16 cells RNE)  vk_op_attn    ops_attn_multi
  *   vk_op_gather, vk_op_moe_combine: the CPU engine's MoE gather and weighted sum (copies, and
- *   ((w0·y0) + w1·y1) + … without fused multiply-adds) */
+ *   ((w0·y0) + w1·y1) + … without fused multiply-adds)
+ * and for the Gated DeltaNet hybrids (cpu_hybrid.c, num/gdn.c):
+ *   vk_op_gdn_gates  the β / decay loop of gdn_block   vk_op_gdn_conv  gdn_conv
+ *   vk_op_l2         gdn_l2_norm                       vk_op_gdn_rec   gdn_recurrent_ref
+ *   vk_op_gate       y ⊙ silu(z) / y ⊙ sigmoid(z)       vk_op_copy_heads  a strided copy
+ *   vk_op_shexp_add  cpu_hybrid_shexp's gated add */
 #ifndef LLM170_VK_OPS_H
 #define LLM170_VK_OPS_H
 
@@ -25,6 +30,7 @@
 struct vk_ops {
     struct vk_rt *rt;
     int p_norm, p_rope, p_swiglu, p_kv, p_attn, p_act, p_gather, p_combine; /* pipelines */
+    int p_gdn_gates, p_gdn_conv, p_l2, p_gdn_rec, p_gate, p_copy_heads, p_shexp_add; /* hybrids' pipelines */
     struct vk_buf xr;     /* [n_batch][widest input] + Q8_1 block pairs: a product's rounded input (act.comp) */
 };
 
@@ -92,5 +98,44 @@ int vk_op_kv_store(struct vk_ops *o, const struct vk_buf *src, uint32_t k_off, u
 int vk_op_attn(struct vk_ops *o, struct vk_view q, struct vk_view out, const struct vk_buf *kc, const struct vk_buf *vc,
                const struct vk_buf *tok, int n_head, int n_head_kv, int hd, int n_ctx, bool f16, float scale, int n,
                struct err *e);
+
+/* ---- the Gated DeltaNet hybrids (qwen35, qwen35moe; shared spec arch-qwen35.md §6) ----
+ * Sequence groups: the batch rows of one sequence, in batch order. `grp` is an int32 buffer holding
+ * the row list at rows_off (rows[start … start + len) of group i) and per group the four ints
+ * {seq, start, len, 0} at grp_off + 4·i. A sequence's state lives at state_off + seq·state_stride. */
+
+/* In place for n tokens of n_head heads: beta[t][h] = sigmoid(beta[t][h]);
+ * g[t][h] = softplus(g[t][h] + vec[dt_off + h]) · vec[a_off + h] (softplus(x) = x past 20, as gdn_softplus) */
+int vk_op_gdn_gates(struct vk_ops *o, struct vk_view beta, struct vk_view g, const struct vk_buf *vec, uint32_t dt_off,
+                    uint32_t a_off, int n_head, int n, struct err *e);
+/* Causal depthwise conv + SiLU (gdn_conv) of every group's rows, channels [0, conv_dim): input row r at
+ * in.off + r·in.stride, output at out.off + r·out.stride; taps vec[w_off + c·d_conv + k] oldest first;
+ * each sequence's conv state [conv_dim][d_conv − 1] (oldest first) read and rolled forward. */
+int vk_op_gdn_conv(struct vk_ops *o, struct vk_view in, struct vk_view out, const struct vk_buf *vec, uint32_t w_off,
+                   const struct vk_buf *state, uint32_t state_off, uint32_t state_stride, const struct vk_buf *grp,
+                   uint32_t rows_off, uint32_t grp_off, int n_grp, int conv_dim, int d_conv, struct err *e);
+/* x ← x / max(‖x‖₂, eps) for hpt heads of `width` per token (head h of token t at off + t·stride +
+ * h·width), n tokens (gdn_l2_norm) */
+int vk_op_l2(struct vk_ops *o, struct vk_view x, int width, int hpt, int n, float eps, struct err *e);
+/* The delta rule token by token (gdn_recurrent_ref) for every (group, value head vh): row r of y holds
+ * [q: H_k·d][k: H_k·d][v: H_v·d] at y.off + r·y.stride, value head vh reads key head vh % H_k; β and the
+ * log decay at beta/g row r, column vh; output head vh at out.off + r·out.stride + vh·d; the head's
+ * state [d][d] (value b's row at b·d) at state_off + seq·state_stride + vh·d·d; scale 1/sqrt(d). */
+int vk_op_gdn_rec(struct vk_ops *o, struct vk_view y, struct vk_view beta, struct vk_view g, struct vk_view out,
+                  const struct vk_buf *state, uint32_t state_off, uint32_t state_stride, const struct vk_buf *grp,
+                  uint32_t rows_off, uint32_t grp_off, int n_grp, int n_k_heads, int n_v_heads, int d,
+                  struct err *e);
+/* y ← y ⊙ act(z) for hpt heads of `width` per token: y head h at y.off + t·y.stride + h·y_hs, z head h at
+ * z.off + t·z.stride + h·z_hs; act = sigmoid when `sigmoid`, else silu (x / (1 + e^−x)) */
+int vk_op_gate(struct vk_ops *o, struct vk_view y, uint32_t y_hs, struct vk_view z, uint32_t z_hs, int width, int hpt,
+               int n, bool sigmoid, struct err *e);
+/* dst head h of token t (dst.off + t·dst.stride + h·dst_hs) = src head h (src.off + t·src.stride + h·src_hs),
+ * `width` floats, hpt heads, n tokens */
+int vk_op_copy_heads(struct vk_ops *o, struct vk_view src, uint32_t src_hs, struct vk_view dst, uint32_t dst_hs,
+                     int width, int hpt, int n, struct err *e);
+/* a[t] += s[t] · sigmoid(Σ_i vec[w_off + i]·h[t][i]) over rows of `width` for n tokens: the shared
+ * expert's gated add (the dot's products summed in more than f32 precision, as the CPU's double) */
+int vk_op_shexp_add(struct vk_ops *o, struct vk_view a, struct vk_view h, struct vk_view s, const struct vk_buf *vec,
+                    uint32_t w_off, int width, int n, struct err *e);
 
 #endif
