@@ -17,8 +17,9 @@
 
 #include "../num/ops.h"
 #include "../num/gdn.h"
+#include "../num/ple.h"
+#include "../num/qsa.h"
 #include "../backend/snap.h"
-#include "../../common/fp16.h"
 #include "../../common/tpool.h"
 
 #define CONV_BLOCK 256 /* channels per conv task */
@@ -78,10 +79,7 @@ struct cpu_hybrid {
     float *pc;                /* [B][hc·n_embd] silu(conv) */
     /* qwen4exp QSA (LAYER_SPARSE_ATTN layers) */
     int n_qsa;
-    float *idx_cache;         /* [n_qsa][n_seq][n_ctx][d_idx] raw indexer keys per cell */
-    float *kb;                /* [n_qsa][n_seq][kb_blocks][d_idx] pooled, normed, rotated block keys */
-    int kb_blocks;            /* n_ctx / smallest ratio */
-    int *kb_valid;            /* [n_qsa][n_seq] leading blocks of kb that match the cells */
+    struct qsa_cache qc;      /* the indexer keys per cell and the pooled block keys (num/qsa.h) */
     float *qi;                /* [B][n_idx_head·d_idx] indexer queries */
     float *kraw;              /* [B][d_idx] raw indexer keys of the batch */
     int w_max;                /* most cells one query attends to: top_k + ratio − 1 */
@@ -129,10 +127,11 @@ void cpu_hybrid_free(struct cpu_hybrid *hy)
     void *bufs[] = { hy->state, hy->slots, hy->snap_state, hy->pe_pair, hy->hn, hy->mix, hy->y, hy->z, hy->beta, hy->gd, hy->o,
                      hy->q, hy->k, hy->v, hy->sg, hy->su, hy->att, hy->cw, hy->rows, hy->grp_seq,
                      hy->grp_start, hy->grp_len, hy->tok_hist, hy->pe, hy->pkey, hy->pval, hy->pg, hy->pn, hy->pc,
-                     hy->idx_cache, hy->kb, hy->kb_valid, hy->qi, hy->kraw, hy->sel, hy->nsel, hy->qsc, hy->qheap,
+                     hy->qi, hy->kraw, hy->sel, hy->nsel, hy->qsc, hy->qheap,
                      hy->kvg, hy->present };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    qsa_cache_free(&hy->qc);
     free(hy);
 }
 
@@ -221,12 +220,11 @@ int cpu_hybrid_create(struct cpu_hybrid **out, const struct model *m, const stru
                 r_min = m->layers[il].qsa_ratio < r_min ? m->layers[il].qsa_ratio : r_min;
                 r_max = m->layers[il].qsa_ratio > r_max ? m->layers[il].qsa_ratio : r_max;
             }
-        const size_t di = (size_t)hp->d_idx, nsc = (size_t)p->n_seq * (size_t)hy->n_qsa;
-        hy->kb_blocks = p->n_ctx / r_min + 1;
+        const size_t di = (size_t)hp->d_idx;
         hy->w_max = hp->idx_top_k + r_max - 1 < p->n_ctx ? hp->idx_top_k + r_max - 1 : p->n_ctx;
-        hy->idx_cache = alloc_zc(hy, nsc * (size_t)p->n_ctx * di, sizeof(float), &ok);
-        hy->kb = alloc_zc(hy, nsc * (size_t)hy->kb_blocks * di, sizeof(float), &ok);
-        hy->kb_valid = alloc_zc(hy, nsc, sizeof(int), &ok);
+        if (qsa_cache_init(&hy->qc, hy->n_qsa, p->n_seq, p->n_ctx, hp->d_idx, r_min, !p->kv_f32))
+            ok = false;
+        hy->bytes += qsa_cache_bytes(&hy->qc);
         hy->qi = alloc_zc(hy, B * (size_t)hp->n_idx_head * di, sizeof(float), &ok);
         hy->kraw = alloc_zc(hy, B * di, sizeof(float), &ok);
         hy->sel = alloc_zc(hy, B * (size_t)hy->w_max, sizeof(int), &ok);
@@ -422,18 +420,6 @@ static void text_rope(const struct cpu_hybrid *hy, const float *cs_pos, float *c
         }
 }
 
-static float *idx_row(const struct cpu_hybrid *hy, int qi, int seq, int pos)
-{
-    const size_t di = (size_t)hy->m->hp.d_idx;
-    return hy->idx_cache + (((size_t)qi * (size_t)hy->n_seq + (size_t)seq) * (size_t)hy->n_ctx + (size_t)pos) * di;
-}
-
-static float *kb_row(const struct cpu_hybrid *hy, int qi, int seq, int b)
-{
-    const size_t di = (size_t)hy->m->hp.d_idx;
-    return hy->kb + (((size_t)qi * (size_t)hy->n_seq + (size_t)seq) * (size_t)hy->kb_blocks + (size_t)b) * di;
-}
-
 struct qsa_job {
     struct cpu_hybrid *hy;
     const struct layer *ly;
@@ -450,56 +436,12 @@ static void kb_task(void *ctx, int64_t i, int worker)
     const struct qsa_job *j = ctx;
     struct cpu_hybrid *hy = j->hy;
     const struct hparams *hp = &hy->m->hp;
-    const int r = j->ly->qsa_ratio, d = hp->d_idx, b = j->b0 + (int)i;
-    float *kb = kb_row(hy, j->ly->qsa_index, j->seq, b);
-    memcpy(kb, idx_row(hy, j->ly->qsa_index, j->seq, b * r), sizeof(float) * (size_t)d);
-    for (int m = 1; m < r; m++) {
-        const float *k = idx_row(hy, j->ly->qsa_index, j->seq, b * r + m);
-        for (int c = 0; c < d; c++)
-            kb[c] = kb[c] + k[c];
-    }
-    const float inv = 1.0f / (float)r;
-    for (int c = 0; c < d; c++)
-        kb[c] *= inv;
-    ops_rms_norm(kb, kb, j->ly->idx_k_norm.data, d, hp->rms_eps);
+    const int r = j->ly->qsa_ratio, b = j->b0 + (int)i;
     float cs[2048];
     ops_rope_cache(cs, b * r, hp->n_rot, hp->freq_base, NULL, hp->freq_scale, hp->ext_factor, hp->attn_factor,
                    hp->corr_dims);
-    ops_rope_apply(kb, hp->n_rot, ROPE_NEOX, cs);
-}
-
-/* One step of libstdc++'s heap adjust (sift the hole down, push v up) under "better = higher score": the
- * heap-select of std::partial_sort, which ggml_top_k runs. A partly taken block is a run of equal scores,
- * and which of its cells survive depends on exactly this order (spec §3.5 step 8). */
-static void heap_adjust(int *idx, const float *sc, int hole, int len, int v)
-{
-    const int top = hole;
-    int c = hole;
-    while (c < (len - 1) / 2) {
-        c = 2 * c + 2;
-        if (sc[idx[c]] > sc[idx[c - 1]])
-            c--;
-        idx[hole] = idx[c];
-        hole = c;
-    }
-    if ((len & 1) == 0 && c == (len - 2) / 2) {
-        c = 2 * c + 2;
-        idx[hole] = idx[c - 1];
-        hole = c - 1;
-    }
-    int parent = (hole - 1) / 2;
-    while (hole > top && sc[idx[parent]] > sc[v]) {
-        idx[hole] = idx[parent];
-        hole = parent;
-        parent = (hole - 1) / 2;
-    }
-    idx[hole] = v;
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-    const int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
+    qsa_block_key(qsa_cache_key(&hy->qc, j->ly->qsa_index, j->seq, b * r), r, hp->d_idx, j->ly->idx_k_norm.data,
+                  hp->rms_eps, hp->n_rot, cs, qsa_cache_kb(&hy->qc, j->ly->qsa_index, j->seq, b));
 }
 
 /* The cells token t attends to (spec §3.5 steps 4–8), ascending in hy->sel; nsel = -1 when that is every
@@ -511,8 +453,7 @@ static void sel_task(void *ctx, int64_t ti, int worker)
     const struct hparams *hp = &hy->m->hp;
     const int t = (int)ti, r = j->ly->qsa_ratio, d = hp->d_idx, NI = hp->n_idx_head;
     const int p = j->toks[t].pos, seq = j->toks[t].seq;
-    const int W = hp->idx_top_k + r - 1;
-    if (p + 1 <= W) {
+    if (qsa_dense(p, r, hp->idx_top_k)) {
         hy->nsel[t] = -1;
         return;
     }
@@ -523,65 +464,21 @@ static void sel_task(void *ctx, int64_t ti, int worker)
         ops_rms_norm(q + (size_t)h * d, q + (size_t)h * d, j->ly->idx_q_norm.data, d, hp->rms_eps);
         ops_rope_apply(q + (size_t)h * d, hp->n_rot, ROPE_NEOX, cs);
     }
-    float *sc = hy->qsc + (size_t)worker * (size_t)hy->n_ctx;
-    int *idx = hy->qheap + (size_t)worker * (size_t)hy->n_ctx;
-    const int nb = hy->present[seq] / r, tail_start = (p + 1) / r * r;
-    for (int b = 0; b * r <= p; b++) {
-        float v = 1e9f; /* the incomplete trailing block: always kept */
-        if (b < nb) {
-            const float *kb = kb_row(hy, j->ly->qsa_index, seq, b);
-            float s = 0.0f;
-            for (int h = 0; h < NI; h++) {
-                double dot = 0.0;
-                for (int c = 0; c < d; c++)
-                    dot += (double)q[(size_t)h * d + c] * (double)kb[c];
-                const float fd = (float)dot;
-                s = h ? s + (fd > 0.0f ? fd : 0.0f) : (fd > 0.0f ? fd : 0.0f);
-            }
-            v = s + (b * r >= tail_start ? 1e9f : 0.0f);
-        }
-        for (int c = b * r; c < b * r + r && c <= p; c++)
-            sc[c] = v;
-    }
-    const int n_kv = p + 1; /* later cells score -inf and never enter the heap */
-    for (int c = 0; c < n_kv; c++)
-        idx[c] = c;
-    if (W >= 2)
-        for (int h = (W - 2) / 2;; h--) {
-            heap_adjust(idx, sc, h, W, idx[h]);
-            if (h == 0)
-                break;
-        }
-    for (int i = W; i < n_kv; i++)
-        if (sc[idx[i]] > sc[idx[0]]) {
-            const int v = idx[i];
-            idx[i] = idx[0];
-            heap_adjust(idx, sc, 0, W, v);
-        }
-    int *out = hy->sel + (size_t)t * (size_t)hy->w_max;
-    memcpy(out, idx, sizeof(int) * (size_t)W);
-    qsort(out, (size_t)W, sizeof(int), cmp_int); /* cell order: the softmax and V sums run as the dense ones */
-    hy->nsel[t] = W;
+    hy->nsel[t] = qsa_select(q, NI, d, qsa_cache_kb(&hy->qc, j->ly->qsa_index, seq, 0), hy->present[seq] / r, p, r,
+                             hp->idx_top_k, hy->qsc + (size_t)worker * (size_t)hy->n_ctx,
+                             hy->qheap + (size_t)worker * (size_t)hy->n_ctx, hy->sel + (size_t)t * (size_t)hy->w_max);
 }
 
 /* Indexer keys of the batch into the cache, the block keys that became complete, then every token's cells. */
-static void qsa_select(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
+static void sparse_select(struct cpu_hybrid *hy, const struct layer *ly, const struct engine_tok *toks, int n,
                        const float *in, const float *cs_all, const struct kv_cache *kv)
 {
     const struct hparams *hp = &hy->m->hp;
     const int r = ly->qsa_ratio, d = hp->d_idx, qi = ly->qsa_index;
     mm(hy, &ly->idx_q, in, n, hy->qi);
     mm(hy, &ly->idx_k, in, n, hy->kraw);
-    for (int t = 0; t < n; t++) {
-        const int seq = toks[t].seq, pos = toks[t].pos;
-        float *dst = idx_row(hy, qi, seq, pos);
-        const float *src = hy->kraw + (size_t)t * d;
-        for (int c = 0; c < d; c++) /* the cache has the K cache's type */
-            dst[c] = kv->f16 ? fp16_to_f32(fp16_from_f32(src[c])) : src[c];
-        int *valid = &hy->kb_valid[(size_t)qi * (size_t)hy->n_seq + (size_t)seq];
-        if (*valid > pos / r)
-            *valid = pos / r; /* a rewritten cell: its block is pooled again */
-    }
+    for (int t = 0; t < n; t++)
+        qsa_cache_store(&hy->qc, qi, toks[t].seq, toks[t].pos, r, hy->kraw + (size_t)t * d);
     group_rows(hy, toks, n);
     for (int g = 0; g < hy->n_grp; g++) {
         const int seq = hy->grp_seq[g];
@@ -591,7 +488,7 @@ static void qsa_select(struct cpu_hybrid *hy, const struct layer *ly, const stru
             pres = p1 > pres ? p1 : pres;
         }
         hy->present[seq] = pres;
-        int *valid = &hy->kb_valid[(size_t)qi * (size_t)hy->n_seq + (size_t)seq];
+        int *valid = qsa_cache_valid(&hy->qc, qi, seq);
         const int nb = pres / r;
         if (nb > *valid) {
             struct qsa_job kj = { .hy = hy, .ly = ly, .toks = toks, .seq = seq, .b0 = *valid };
@@ -673,7 +570,7 @@ static void gated_attn_block(struct cpu_hybrid *hy, const struct layer *ly, cons
     }
     const bool sparse = ly->kind == LAYER_SPARSE_ATTN;
     if (sparse)
-        qsa_select(hy, ly, toks, n, in, cs_all, kv);
+        sparse_select(hy, ly, toks, n, in, cs_all, kv);
     struct attn_job job = { .hy = hy, .toks = toks, .kv = kv, .f16tab = f16tab, .il = ly->kv_index,
                             .n_head = ly->n_head, .n_head_kv = ly->n_head_kv, .sparse = sparse };
     tpool_run(hy->tp, attn_task, &job, (int64_t)n * ly->n_head_kv);
@@ -706,28 +603,13 @@ static void ple_gather_task(void *ctx, int64_t ti, int worker)
     struct cpu_hybrid *hy = j->hy;
     const struct model *m = hy->m;
     const struct hparams *hp = &m->hp;
-    const int t = (int)ti, seq = j->toks[t].seq, pos = j->toks[t].pos;
-    const int *hist = hy->tok_hist + (size_t)seq * (size_t)hy->n_ctx;
-    uint64_t c[8];
-    c[0] = (uint64_t)j->toks[t].token;
-    bool cut = false; /* a missing predecessor or an EOS ends the window: it and everything older read as EOS */
-    for (int s = 1; s < hp->ple_ngram; s++) {
-        if (!cut && (pos - s < 0 || hist[pos - s] == hp->ple_eos))
-            cut = true;
-        c[s] = (uint64_t)(cut ? hp->ple_eos : hist[pos - s]);
-    }
-    float *dst = hy->pe + (size_t)t * (size_t)hp->n_embd;
-    for (int nord = 2; nord <= hp->ple_ngram; nord++) {
-        uint64_t mix = 0;
-        for (int i = 0; i < nord; i++)
-            mix ^= c[i] * hp->ple_mult[i]; /* wrapping 64-bit, as the reference */
-        for (int g = 0; g < hp->ple_heads_per_ngram; g++) {
-            const int h = (nord - 2) * hp->ple_heads_per_ngram + g;
-            const uint64_t row = mix % hp->ple_vocab[h] + hp->ple_off[h];
-            dequant_row(m->ple_embd.type, (const char *)m->ple_embd.data + (size_t)row * m->ple_embd.row_bytes,
-                        dst + (size_t)h * hp->d_ple, hp->d_ple);
-        }
-    }
+    const int t = (int)ti;
+    const struct ple_hash h = { .ngram = hp->ple_ngram, .heads_per_ngram = hp->ple_heads_per_ngram,
+                                .eos = hp->ple_eos, .mult = hp->ple_mult, .off = hp->ple_off,
+                                .vocab = hp->ple_vocab, .d_ple = hp->d_ple, .type = m->ple_embd.type,
+                                .table = m->ple_embd.data, .row_bytes = m->ple_embd.row_bytes };
+    ple_gather(&h, hy->tok_hist + (size_t)j->toks[t].seq * (size_t)hy->n_ctx, j->toks[t].pos, j->toks[t].token,
+               hy->pe + (size_t)t * (size_t)hp->n_embd);
 }
 
 /* Per-stream RMSNorm without weight, then ⊙ w over the hc·n_embd layout. */
@@ -936,10 +818,8 @@ static void copy_cells(struct cpu_hybrid *hy, int src, int dst, int n)
     if (hy->tok_hist)
         memcpy(hy->tok_hist + (size_t)dst * (size_t)hy->n_ctx, hy->tok_hist + (size_t)src * (size_t)hy->n_ctx,
                sizeof(int) * (size_t)n);
-    for (int qi = 0; qi < hy->n_qsa; qi++) {
-        memcpy(idx_row(hy, qi, dst, 0), idx_row(hy, qi, src, 0), sizeof(float) * (size_t)n * (size_t)hy->m->hp.d_idx);
-        hy->kb_valid[(size_t)qi * (size_t)hy->n_seq + (size_t)dst] = 0;
-    }
+    if (hy->n_qsa)
+        qsa_cache_copy(&hy->qc, src, dst, n);
 }
 
 int cpu_hybrid_seq_copy(struct cpu_hybrid *hy, struct kv_cache *kv, int src, int dst, int n, struct err *e)
