@@ -2,101 +2,19 @@
 #extension GL_GOOGLE_include_directive : require
 // bind: 5
 /* attn — causal attention of one query head of one token (a workgroup, grid (token, head)) over the
- * first pos + 1 cells of its sequence in the layer's cache (kv_store's layout), the arithmetic of the
- * CPU's ops_attn: s_p = (q·K_p)·scale, softmax (max subtracted, 1/Σ as one factor), o = Σ p·V_p; with an
- * f16 cache q is rounded to f16 for q·K and the probabilities to f16 for p·V. Three passes over K (max,
- * sum, probabilities) instead of a stored score row, so any context length fits. */
-layout(local_size_x = 64) in;
-layout(std430, binding = 0) readonly buffer QB { float Q[]; };
-layout(std430, binding = 1) readonly buffer KB { uint KC[]; };
-layout(std430, binding = 2) readonly buffer VB { uint VC[]; };
-layout(std430, binding = 3) readonly buffer TB { int TOK[]; };
-layout(std430, binding = 4) buffer OB { float O[]; };
+ * first pos + 1 cells of its sequence in the layer's cache (kv_store's layout); the arithmetic is
+ * attn.glsl's (ops_attn's, q and the probabilities rounded to f16 with an f16 cache). */
 layout(push_constant) uniform PC {
     uint q_off, q_stride, o_off, o_stride;
     uint n_head, n_head_kv, hd, kv_dim, n_ctx, f16;
     float scale;
 } p;
-#include "half.glsl"
-#define MAX_HD 256
-shared float qs[MAX_HD];
-shared float ps[64];
-shared float red[64];
+#include "attn.glsl"
 
-float kv_at(uint i, bool v)
-{
-    if (p.f16 != 0u) {
-        const uint w = v ? VC[i >> 1] : KC[i >> 1];
-        return f_from_h((i & 1u) != 0u ? w >> 16 : w);
-    }
-    return uintBitsToFloat(v ? VC[i] : KC[i]);
-}
-
-float score(uint base, uint pos)
-{
-    float s = 0.0;
-    const uint b = base + pos * p.kv_dim;
-    for (uint d = 0u; d < p.hd; d++)
-        s += qs[d] * kv_at(b + d, false);
-    return s * p.scale;
-}
-
-float reduce(float v, bool is_max)
-{
-    const uint tid = gl_LocalInvocationID.x;
-    barrier();
-    red[tid] = v;
-    barrier();
-    for (uint k = 32u; k > 0u; k >>= 1) {
-        if (tid < k)
-            red[tid] = is_max ? max(red[tid], red[tid + k]) : red[tid] + red[tid + k];
-        barrier();
-    }
-    return red[0];
-}
+uint cell_at(uint t, uint j) { return j; }
 
 void main()
 {
-    const uint t = gl_WorkGroupID.x, h = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
-    const uint n_kv = uint(TOK[4u * t + 1u]) + 1u, seq = uint(TOK[4u * t + 2u]);
-    const uint kvh = h / (p.n_head / p.n_head_kv);
-    const uint base = seq * p.n_ctx * p.kv_dim + kvh * p.hd;
-    const uint qb = p.q_off + t * p.q_stride + h * p.hd;
-    for (uint d = tid; d < p.hd; d += 64u)
-        qs[d] = p.f16 != 0u ? round_h(Q[qb + d]) : Q[qb + d];
-    barrier();
-    float m = -1.0 / 0.0;
-    for (uint j = tid; j < n_kv; j += 64u)
-        m = max(m, score(base, j));
-    m = reduce(m, true);
-    float l = 0.0;
-    for (uint j = tid; j < n_kv; j += 64u)
-        l += exp(score(base, j) - m);
-    l = reduce(l, false);
-    const float inv = 1.0 / l;
-    float acc[MAX_HD / 64];
-    for (uint i = 0u; i < MAX_HD / 64u; i++)
-        acc[i] = 0.0;
-    for (uint c = 0u; c < n_kv; c += 64u) {
-        const uint j = c + tid;
-        float pr = j < n_kv ? exp(score(base, j) - m) * inv : 0.0;
-        ps[tid] = p.f16 != 0u ? round_h(pr) : pr;
-        barrier();
-        const uint nc = min(64u, n_kv - c);
-        for (uint jj = 0u; jj < nc; jj++) {
-            const uint vb = base + (c + jj) * p.kv_dim;
-            for (uint i = 0u; i < MAX_HD / 64u; i++) {
-                const uint d = tid + 64u * i;
-                if (d < p.hd)
-                    acc[i] += ps[jj] * kv_at(vb + d, true);
-            }
-        }
-        barrier();
-    }
-    const uint ob = p.o_off + t * p.o_stride + h * p.hd;
-    for (uint i = 0u; i < MAX_HD / 64u; i++) {
-        const uint d = tid + 64u * i;
-        if (d < p.hd)
-            O[ob + d] = acc[i];
-    }
+    const uint t = gl_WorkGroupID.x;
+    attend(t, gl_WorkGroupID.y, uint(TOK[4u * t + 2u]), uint(TOK[4u * t + 1u]) + 1u);
 }

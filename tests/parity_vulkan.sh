@@ -1,8 +1,8 @@
 #!/bin/bash
 # parity_vulkan.sh — the `vulkan` backend against llama.cpp: the logits goldens (tests/golden/logits,
 # tests/golden/quant: llama, qwen2, qwen3, qwen3moe; F32 weights to 1e-4, 15 quantized types to 1e-2),
-# the greedy continuations (tests/golden/greedy_*) and the shared qwen35 / qwen35moe goldens (logits of
-# every position to 1e-4, greedy ids), as parity_logits.sh, parity_greedy.sh and parity_hybrid.sh run
+# the greedy continuations (tests/golden/greedy_*) and the shared qwen35 / qwen35moe / qwen4exp goldens
+# (logits of every position to 1e-4, greedy ids), as parity_logits.sh, parity_greedy.sh and parity_hybrid.sh run
 # them for the CPU, through `llm170 diag logits / infer --backend vulkan`. Runs on any Vulkan device,
 # lavapipe in CI; skips without one.
 cd "$(dirname "$0")/.." || exit 1
@@ -42,8 +42,8 @@ python3 tests/oracle/parity.py greedy --cli "$CLI" --shared "$SHARED" --pynp "$P
     --golden tests/golden/greedy_*.json --extra="$EXTRA" |
     sed 's/^\(ok\|not ok\|skip\) - /\1 - vulkan /' ||
     echo "not ok - parity vulkan greedy: tests/oracle/parity.py stopped: the cases after the last line were not compared"
-# the Gated DeltaNet hybrids (qwen4exp is not run by this backend yet)
-python3 tests/oracle/hybrid_golden.py --cli "$CLI" --dir "$SHARED/models/synthetic" --names qwen35-tiny,qwen35moe-tiny \
+# the Gated DeltaNet hybrids and qwen4exp
+python3 tests/oracle/hybrid_golden.py --cli "$CLI" --dir "$SHARED/models/synthetic" \
     --extra="$EXTRA" | sed 's/^\(ok\|not ok\|skip\) - /\1 - vulkan /' ||
     echo "not ok - parity vulkan hybrids: tests/oracle/hybrid_golden.py stopped: the cases after the last line were not compared"
 exit 0

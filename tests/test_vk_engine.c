@@ -232,6 +232,7 @@ static void run_hybrid(const char *path, double tol)
             s = s * 1103515245u + 12345u;
             ids[i] = (int)((s >> 8) % (uint32_t)V);
         }
+        ids[17] = ids[30] = ids[31] = 2; /* EOS inside: qwen4exp's PLE windows are cut there */
         /* prefill 40 (a snapshot there), then 30 more: every row */
         for (int i = 0; i < 40; i++)
             tk[i] = (struct engine_tok){ .token = ids[i], .pos = i, .seq = 0, .logits = true };
@@ -296,14 +297,15 @@ static void run_hybrid(const char *path, double tol)
     model_free(m);
 }
 
-/* the shared synthetic hybrids, and our writer's shapes: d_state 128 with tiled V heads, a Q8_0 one */
+/* the shared synthetic hybrids, and our writers' shapes: d_state 128 with tiled V heads, a Q8_0 one, a
+ * 4-stream qwen4exp */
 static void hybrids_match_cpu(void)
 {
     if (*g_no_vk)
         SKIP(g_no_vk);
     const char *sh = getenv("LLM170_SHARED");
-    const char *names[] = { "qwen35-tiny", "qwen35moe-tiny" };
-    for (size_t i = 0; i < 2; i++) {
+    const char *names[] = { "qwen35-tiny", "qwen35moe-tiny", "qwen4exp-tiny" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/models/synthetic/%s.gguf", sh && *sh ? sh : "../shared/data", names[i]);
         if (access(path, R_OK) != 0) {
@@ -315,22 +317,29 @@ static void hybrids_match_cpu(void)
     }
     const char *b = getenv("LLM170_BUILD");
     const struct {
-        const char *name, *args;
+        const char *name, *writer, *args;
         double tol;
     } own[] = {
-        { "d128", "--arch qwen35 --seed 5 --vocab 300 --n-embd 128 --n-layer 3 --interval 3 --n-head 4 "
+        { "d128", "qwen35", "--arch qwen35 --seed 5 --vocab 300 --n-embd 128 --n-layer 3 --interval 3 --n-head 4 "
                   "--n-head-kv 2 --head-dim 32 --rope-dim 16 --sections 3,3,2,0 --d-state 128 --h-k 1 --h-v 3 "
                   "--n-ff 192 --nextn 0", 1e-4 },
         /* quantized: dense, as a MoE router's near-ties would flip picks between the engines' roundings */
-        { "q8", "--arch qwen35 --seed 6 --vocab 300 --n-embd 128 --n-layer 4 --interval 2 --n-head 4 "
+        { "q8", "qwen35", "--arch qwen35 --seed 6 --vocab 300 --n-embd 128 --n-layer 4 --interval 2 --n-head 4 "
                 "--n-head-kv 1 --head-dim 32 --rope-dim 16 --sections 3,3,2,0 --d-state 32 --h-k 2 --h-v 4 "
                 "--n-ff 256 --nextn 0 --type q8_0", 0.1 },
+        /* qwen4exp: 4 streams, QSA r = 4 past its top_k 8 within the 80 positions, PLE on layer 1 (EOS 2 in the
+         * prompts cuts its windows), a dense ratio-0 layer is in qwen4exp-tiny above */
+        { "hc4", "qwen4exp", "--seed 41 --vocab 300 --n-embd 64 --n-layer 8 --interval 4 --hc 4 --hc-lr 6 --n-head 4 "
+                 "--n-head-kv 2 --head-dim 16 --n-rot 16 --sections 3,3,2,0 --ratios 4 --top-k 8 --idx-heads 4 "
+                 "--idx-dim 16 --d-state 8 --h-k 2 --h-v 6 --n-expert 6 --n-used 3 --n-ff-exp 16 --n-ff-shexp 24 "
+                 "--ple-layer 1 --ngram 3 --heads-per-ngram 4 --ple-kernel 4 --ple-vocab 11,13,17,19,23,29,31,37 "
+                 "--ple-eos 2", 1e-4 },
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
         char path[128], cmd[1024];
         snprintf(path, sizeof path, "%s/h-%s.gguf", g_dir, own[i].name);
-        snprintf(cmd, sizeof cmd, "%s/tests/tools/mksynth_qwen35 --out %s %s >/dev/null 2>&1", b ? b : "build", path,
-                 own[i].args);
+        snprintf(cmd, sizeof cmd, "%s/tests/tools/mksynth_%s --out %s %s >/dev/null 2>&1", b ? b : "build",
+                 own[i].writer, path, own[i].args);
         if (system(cmd) != 0) {
             CHECK(0, "the writer failed: %s", cmd);
             continue;

@@ -13,6 +13,13 @@
  *   the Gated DeltaNet hybrids' ops (gdn.c, cpu_hybrid.c): the gates, the L2 norm, the output gate (silu and
  *     sigmoid), the strided head copy and the shared expert's gated add; the conv and the delta rule over 3
  *     sequences whose rows interleave in the batch, from nonzero states, with the states they leave
+ *   qwen4exp's ops (cpu_hc.c, cpu_hybrid.c), hc = 3 and 4 streams of widths not a multiple of 64: add2 bit for
+ *     bit; silu_scale, hc_mean, hc_combine and the PLE gate (σ = 0 and |σ| under its floor among the
+ *     streams) within 1e-6 relative; the PLE conv (taps 3 and 4, dilation 2 and 3) over 4 interleaved groups
+ *     from nonzero histories, one group shorter and one longer than the history, within 1e-6 and the
+ *     histories it leaves exact; attn_sel over f32 and f16 cells, dense and listed tokens, GQA, against
+ *     attn_task's gathered rows (|Δ| ≤ 5e-6; 2e-4 with f16 cells) and bit for bit against attn over a cache
+ *     holding the listed cells in order
  * Runs on any Vulkan device (lavapipe in CI); SKIPs without one. */
 #include <math.h>
 #include <stdio.h>
@@ -723,6 +730,382 @@ static void gdn_delta_rule(void)
     }
 }
 
+/* ---- qwen4exp (cpu_hc.c, cpu_hybrid.c) ---- */
+
+/* silu_scale, hc_mean, hc_combine and add2 against cpu_hc.c's and ple_add_task's loops, for hc = 3 and 4
+ * streams of 100 (past one pass of 64, not a multiple of it), every view at an offset in rows wider than
+ * it reads */
+static void hc_elementwise(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    struct err e = { 0 };
+    enum { N = 5, E = 100, LR = 70 };
+    for (int hc = 3; hc <= 4; hc++) {
+        const int wide = hc * E, xs = wide + 3, gs = wide, hs = E + 1, as = E + 2, js = hc + 1, ls = LR + 3;
+        const float inv = 1.0f / (float)hc;
+        const size_t n_x = 1 + (size_t)N * xs, n_g = (size_t)N * gs, n_h = 2 + (size_t)N * hs;
+        const size_t n_a = 1 + (size_t)N * as, n_j = 2 + (size_t)N * js, n_l = 2 + (size_t)N * ls;
+        float *x = malloc(sizeof(float) * n_x), *g = malloc(sizeof(float) * n_g);
+        float *a = malloc(sizeof(float) * n_a), *j = malloc(sizeof(float) * n_j), *lo = malloc(sizeof(float) * n_l);
+        float *ref = malloc(sizeof(float) * n_x), *got = malloc(sizeof(float) * n_x);
+        for (size_t i = 0; i < n_x; i++)
+            x[i] = frand() * 3;
+        for (size_t i = 0; i < n_g; i++)
+            g[i] = frand() * 12; /* sigmoid's argument from −12 to 12 */
+        for (size_t i = 0; i < n_a; i++)
+            a[i] = frand() * 2;
+        for (size_t i = 0; i < n_j; i++)
+            j[i] = frand() * 9;
+        for (size_t i = 0; i < n_l; i++)
+            lo[i] = frand() * 40; /* silu's argument from −40/hc to 40/hc */
+        struct vk_buf bx = dev(x, sizeof(float) * n_x), bg = dev(g, sizeof(float) * n_g);
+        struct vk_buf bh = dev(NULL, sizeof(float) * n_h), ba = dev(a, sizeof(float) * n_a);
+        struct vk_buf bj = dev(j, sizeof(float) * n_j), bl = dev(lo, sizeof(float) * n_l);
+        struct vk_buf bx2 = dev(x, sizeof(float) * n_x);
+        const struct vk_view vx = { &bx, 1, (uint32_t)xs }, vg = { &bg, 0, (uint32_t)gs };
+        const struct vk_view vh = { &bh, 2, (uint32_t)hs }, va = { &ba, 1, (uint32_t)as };
+        if (begin()) {
+            int rc = vk_op_silu_scale(&g_ops, (struct vk_view){ &bl, 2, (uint32_t)ls }, LR, N, inv, &e);
+            if (!rc) /* the mean of the streams of x (as xn) gated by g */
+                rc = vk_op_hc_mean(&g_ops, vx, vg, vh, E, hc, N, &e);
+            if (!rc) /* x += a · 2·sigmoid(j / hc) into every stream */
+                rc = vk_op_hc_combine(&g_ops, vx, va, (struct vk_view){ &bj, 2, (uint32_t)js }, E, hc, N, &e);
+            if (!rc) /* the PLE add over the hc·E-wide rows of a copy of x, with g and (as c) the written-back x */
+                rc = vk_op_add2(&g_ops, (struct vk_view){ &bx2, 1, (uint32_t)xs }, vg, vx, wide, N, &e);
+            submit(rc, &e);
+        }
+        /* silu_scale: cpu_hc_mix's loop */
+        float *lref = malloc(sizeof(float) * n_l), *lgot = malloc(sizeof(float) * n_l);
+        memcpy(lref, lo, sizeof(float) * n_l);
+        for (int t = 0; t < N; t++)
+            for (int i = 0; i < LR; i++)
+                lref[2 + t * ls + i] = ops_silu(lref[2 + t * ls + i] * inv);
+        get(&bl, lgot, sizeof(float) * n_l);
+        const double rl = worst_rel(lgot, lref, n_l, 1e-30);
+        CHECK(rl < 1e-6, "silu_scale hc %d: worst rel %.3g", hc, rl);
+        printf("#   silu_scale 1/%d: worst rel %.2e, %d of %zu values differ in their bits\n", hc, rl,
+               n_diff(lgot, lref, n_l), n_l);
+        /* hc_mean: mean_task */
+        float *href = calloc(n_h, sizeof(float)), *hgot = malloc(sizeof(float) * n_h);
+        for (int t = 0; t < N; t++) {
+            const float *xn = x + 1 + t * xs, *gt = g + t * gs;
+            for (int i = 0; i < E; i++) {
+                float acc = xn[i] * gdn_sigmoid(gt[i]);
+                for (int s = 1; s < hc; s++)
+                    acc = acc + xn[s * E + i] * gdn_sigmoid(gt[s * E + i]);
+                href[2 + t * hs + i] = acc * inv;
+            }
+        }
+        get(&bh, hgot, sizeof(float) * n_h);
+        const double rh = worst_rel(hgot, href, n_h, 1e-30);
+        CHECK(rh < 1e-6, "hc_mean hc %d: worst rel %.3g", hc, rh);
+        printf("#   hc_mean hc %d: worst rel %.2e, %d of %zu values differ in their bits\n", hc, rh,
+               n_diff(hgot, href, n_h), n_h);
+        /* hc_combine: combine_task */
+        memcpy(ref, x, sizeof(float) * n_x);
+        for (int t = 0; t < N; t++)
+            for (int s = 0; s < hc; s++) {
+                const float w = 2.0f * gdn_sigmoid(j[2 + t * js + s] * inv);
+                float *xr = ref + 1 + t * xs + s * E;
+                for (int i = 0; i < E; i++)
+                    xr[i] = xr[i] + a[1 + t * as + i] * w;
+            }
+        get(&bx, got, sizeof(float) * n_x);
+        const double rc = worst_rel(got, ref, n_x, 1e-30);
+        CHECK(rc < 1e-6, "hc_combine hc %d: worst rel %.3g", hc, rc);
+        printf("#   hc_combine hc %d: worst rel %.2e, %d of %zu values differ in their bits\n", hc, rc,
+               n_diff(got, ref, n_x), n_x);
+        /* add2: ple_add_task, with c the combined x the shader read (a device value, so compared exactly) */
+        float *cdev = malloc(sizeof(float) * n_x);
+        memcpy(cdev, got, sizeof(float) * n_x);
+        memcpy(ref, x, sizeof(float) * n_x);
+        for (int t = 0; t < N; t++)
+            for (int i = 0; i < wide; i++)
+                ref[1 + t * xs + i] = ref[1 + t * xs + i] + (g[t * gs + i] + cdev[1 + t * xs + i]);
+        get(&bx2, got, sizeof(float) * n_x);
+        const int bad = n_diff(got, ref, n_x);
+        CHECK(bad == 0, "add2 hc %d: %d of %zu values differ", hc, bad, n_x);
+        printf("#   add2 %d·%d wide: %d of %zu values differ in their bits\n", hc, E, bad, n_x);
+        struct vk_buf *all[] = { &bx, &bg, &bh, &ba, &bj, &bl, &bx2 };
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            vk_rt_buf_free(g_rt, all[i]);
+        free(x), free(g), free(a), free(j), free(lo), free(ref), free(got), free(lref), free(lgot);
+        free(href), free(hgot), free(cdev);
+    }
+}
+
+/* ple_gate against ple_gate_task's loop after the norms, for hc = 3 and 4 streams of 100 and 200: a stream
+ * whose key is zero (σ = 0: gate ½) and one whose σ is below 1e-6 in magnitude (the floor) among them */
+static void ple_gate_streams(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    struct err e = { 0 };
+    enum { N = 6 };
+    for (int hc = 3; hc <= 4; hc++)
+        for (int E = 100; E <= 200; E += 100) {
+            const int wide = hc * E, ks = wide + 1, qs = wide + 2, vs = E + 3, gs = wide + 4;
+            const size_t n_k = 3 + (size_t)N * ks, n_q = (size_t)N * qs, n_v = 1 + (size_t)N * vs;
+            const size_t n_g = 2 + (size_t)N * gs;
+            float *k = malloc(sizeof(float) * n_k), *q = malloc(sizeof(float) * n_q), *v = malloc(sizeof(float) * n_v);
+            float *ref = calloc(n_g, sizeof(float)), *got = malloc(sizeof(float) * n_g);
+            for (size_t i = 0; i < n_k; i++)
+                k[i] = frand() * 2;
+            for (size_t i = 0; i < n_q; i++)
+                q[i] = frand() * 2;
+            for (size_t i = 0; i < n_v; i++)
+                v[i] = frand() * 3;
+            for (int i = 0; i < E; i++) {
+                k[3 + 1 * ks + 1 * E + i] = 0;      /* token 1, stream 1: σ = 0 */
+                k[3 + 2 * ks + 2 * E + i] *= 1e-9f; /* token 2, stream 2: |σ| < 1e-6 */
+            }
+            const float inv = 1.0f / sqrtf((float)E);
+            float sg[4 * N];
+            for (int t = 0; t < N; t++)
+                for (int s = 0; s < hc; s++) {
+                    const float *kr = k + 3 + t * ks + s * E, *qr = q + t * qs + s * E;
+                    double dot = 0.0;
+                    for (int i = 0; i < E; i++)
+                        dot += (double)(kr[i] * qr[i]);
+                    const float sig = (float)dot * inv;
+                    const float mag = sqrtf(fabsf(sig) > 1e-6f ? fabsf(sig) : 1e-6f);
+                    const float gate = gdn_sigmoid(sig > 0.0f ? mag : sig < 0.0f ? -mag : 0.0f);
+                    sg[t * hc + s] = sig;
+                    for (int i = 0; i < E; i++)
+                        ref[2 + t * gs + s * E + i] = v[1 + t * vs + i] * gate;
+                }
+            CHECK(sg[hc + 1] == 0.0f && sg[2 * hc + 2] != 0.0f && fabsf(sg[2 * hc + 2]) < 1e-6f, "σ %g, %g",
+                  sg[hc + 1], sg[2 * hc + 2]);
+            struct vk_buf bk = dev(k, sizeof(float) * n_k), bq = dev(q, sizeof(float) * n_q);
+            struct vk_buf bv = dev(v, sizeof(float) * n_v), bg = dev(NULL, sizeof(float) * n_g);
+            const struct vk_view vk = { &bk, 3, (uint32_t)ks }, vq = { &bq, 0, (uint32_t)qs };
+            const struct vk_view vv = { &bv, 1, (uint32_t)vs }, vg = { &bg, 2, (uint32_t)gs };
+            if (begin())
+                submit(vk_op_ple_gate(&g_ops, vk, vq, vv, vg, E, hc, N, &e), &e);
+            get(&bg, got, sizeof(float) * n_g);
+            const double r = worst_rel(got, ref, n_g, 1e-30);
+            CHECK(r < 1e-6, "ple_gate hc %d width %d: worst rel %.3g", hc, E, r);
+            printf("#   ple_gate hc %d width %d: worst rel %.2e, %d of %zu values differ in their bits\n", hc, E, r,
+                   n_diff(got, ref, n_g), n_g);
+            vk_rt_buf_free(g_rt, &bk), vk_rt_buf_free(g_rt, &bq), vk_rt_buf_free(g_rt, &bv), vk_rt_buf_free(g_rt, &bg);
+            free(k), free(q), free(v), free(ref), free(got);
+        }
+}
+
+/* ple_conv_task for one group and all channels: the conv over [history | rows], then the history moved on */
+static void ple_conv_ref(const float *in, int in_stride, float *out, int out_stride, const int32_t *rows, int T,
+                         const float *w, float *hist, int C, int K, int dil)
+{
+    const int H = (K - 1) * dil;
+    for (int tt = 0; tt < T; tt++)
+        for (int c = 0; c < C; c++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) {
+                const int q = tt - (K - 1 - k) * dil;
+                const float x = q < 0 ? hist[(size_t)(H + q) * C + c] : in[(size_t)rows[q] * in_stride + c];
+                const float term = w[(size_t)c * K + k] * x;
+                acc = k ? acc + term : term;
+            }
+            out[(size_t)rows[tt] * out_stride + c] = ops_silu(acc);
+        }
+    for (int m = 0; m < H; m++)
+        for (int c = 0; c < C; c++) {
+            const int q = T + m;
+            hist[(size_t)m * C + c] = q < H ? hist[(size_t)q * C + c] : in[(size_t)rows[q - H] * in_stride + c];
+        }
+}
+
+/* ple_conv with taps 3 and 4, dilation 2 and 3 (histories of 4 to 9 rows) over 4 sequence groups interleaved
+ * in 16 batch rows: sequence 0 with 10 rows (longer than any history), 2 with 3, 3 with 2, 1 with 1
+ * (shorter), from random histories; 150 channels (3 workgroups, the last partial) */
+static void ple_conv_groups(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    struct err e = { 0 };
+    static const int seq_of[] = { 2, 0, 3, 0, 0, 2, 0, 3, 1, 0, 0, 2, 0, 0, 0, 0 };
+    enum { NR = sizeof seq_of / sizeof seq_of[0], NSEQ = 4, C = 150, IS = C + 3, OS = C + 2, ROWS_OFF = 1,
+           GRP_OFF = ROWS_OFF + NR + 2 };
+    int32_t grp[GRP_OFF + 4 * NR];
+    memset(grp, 0xff, sizeof grp);
+    const int ng = gdn_groups(seq_of, NR, grp, ROWS_OFF, GRP_OFF);
+    CHECK(ng == 4, "%d groups", ng);
+    for (int taps = 3; taps <= 4; taps++)
+        for (int dil = 2; dil <= 3; dil++) {
+            const int H = (taps - 1) * dil, sst = H * C + 5, s0 = 7, w0 = 3;
+            const size_t n_in = 2 + (size_t)NR * IS, n_out = 1 + (size_t)NR * OS;
+            const size_t n_st = (size_t)s0 + (size_t)NSEQ * sst + 1, n_w = (size_t)w0 + (size_t)C * taps;
+            float *in = malloc(sizeof(float) * n_in), *w = malloc(sizeof(float) * n_w);
+            float *st = malloc(sizeof(float) * n_st), *stref = malloc(sizeof(float) * n_st);
+            float *out = calloc(n_out, sizeof(float)), *oref = calloc(n_out, sizeof(float));
+            for (size_t i = 0; i < n_in; i++)
+                in[i] = frand() * 3;
+            for (size_t i = 0; i < n_w; i++)
+                w[i] = frand();
+            for (size_t i = 0; i < n_st; i++)
+                st[i] = frand() * 2;
+            memcpy(stref, st, sizeof(float) * n_st);
+            for (int g = 0; g < ng; g++) {
+                const int32_t *gi = grp + GRP_OFF + 4 * g;
+                ple_conv_ref(in + 2, IS, oref + 1, OS, grp + ROWS_OFF + gi[1], gi[2], w + w0, stref + s0 + gi[0] * sst,
+                             C, taps, dil);
+            }
+            struct vk_buf bi = dev(in, sizeof(float) * n_in), bw = dev(w, sizeof(float) * n_w);
+            struct vk_buf bs = dev(st, sizeof(float) * n_st), bo = dev(NULL, sizeof(float) * n_out);
+            struct vk_buf bg = dev(grp, sizeof grp);
+            if (begin())
+                submit(vk_op_ple_conv(&g_ops, (struct vk_view){ &bi, 2, IS }, (struct vk_view){ &bo, 1, OS }, &bw, w0,
+                                      &bs, s0, sst, &bg, ROWS_OFF, GRP_OFF, ng, C, taps, dil, &e),
+                       &e);
+            get(&bo, out, sizeof(float) * n_out);
+            get(&bs, st, sizeof(float) * n_st);
+            const double r = worst_rel(out, oref, n_out, 1e-30);
+            const int bad_st = n_diff(st, stref, n_st);
+            CHECK(r < 1e-6, "ple_conv taps %d dil %d: worst rel %.3g", taps, dil, r);
+            CHECK(bad_st == 0, "ple_conv taps %d dil %d: %d history values differ", taps, dil, bad_st);
+            printf("#   ple_conv taps %d dil %d (history %d): out worst rel %.2e (%d of %zu differ in their bits), "
+                   "histories exact\n", taps, dil, H, r, n_diff(out, oref, n_out), n_out);
+            vk_rt_buf_free(g_rt, &bi), vk_rt_buf_free(g_rt, &bw), vk_rt_buf_free(g_rt, &bs);
+            vk_rt_buf_free(g_rt, &bo), vk_rt_buf_free(g_rt, &bg);
+            free(in), free(w), free(st), free(stref), free(out), free(oref);
+        }
+}
+
+/* the cells token t of attn_sel_lists attends: its list, or (nsel −1) its first pos + 1 cells */
+static bool sel_cell(int rule, int pos, int c)
+{
+    switch (rule) {
+    case 1: return c % 3 != 1;                    /* every third cell skipped */
+    case 2: return c < 4 || (c >= 64 && c % 5 == 0) || c == pos; /* a gap across a pass of 64 */
+    case 3: return true;                          /* the whole prefix, as a list */
+    case 4: return c == pos;                      /* one cell */
+    case 5: return (c * 7) % 11 < 6;              /* 66 of 121: just past one pass */
+    default: return false;
+    }
+}
+
+/* attn_sel over f32 and f16 cells: 8 tokens of two sequences, dense (nsel −1) and listed ones (lists that skip
+ * cells, cross passes of 64, name one cell or the whole prefix), GQA with 4 query heads a KV head, head 72
+ * (two of the shader's 64-wide output slots). Against cpu_hybrid.c attn_task (the listed rows gathered in
+ * cell order, then ops_attn), and bit for bit against vk_op_attn over a cache holding the gathered cells. */
+static void attn_sel_lists(void)
+{
+    if (*g_no_vk)
+        SKIP(g_no_vk);
+    enum { HD = 72, NH = 8, NKV = 2, KVD = NKV * HD, NCTX = 200, NSEQ = 2, N = 8, QS = NH * HD + 5,
+           OS = NH * HD + 2, SELW = 200, NSEL_OFF = 2, SEL_OFF = NSEL_OFF + N + 3 };
+    static const int seq[N] = { 0, 1, 1, 0, 0, 1, 0, 1 }, pos[N] = { 180, 40, 150, 5, 99, 199, 7, 120 };
+    static const int rule[N] = { 1, 0, 2, 0, 3, 0, 4, 5 }; /* 0: dense */
+    const float scale = 0.118f;
+    int32_t sel[SEL_OFF + N * SELW];
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++)
+        sel[i] = -1; /* what the shader must not read: a dense token's list, a list's tail */
+    int n_listed = 0, slot[N];
+    for (int t = 0; t < N; t++) {
+        int ns = -1;
+        if (rule[t]) {
+            ns = 0;
+            for (int c = 0; c <= pos[t]; c++)
+                if (sel_cell(rule[t], pos[t], c))
+                    sel[SEL_OFF + t * SELW + ns++] = c;
+            slot[t] = NSEQ + n_listed++;
+        }
+        sel[NSEL_OFF + t] = ns;
+    }
+    CHECK(sel[NSEL_OFF + 0] > 64 && sel[NSEL_OFF + 7] > 64 && sel[NSEL_OFF + 6] == 1, "lists of %d, %d, %d",
+          sel[NSEL_OFF + 0], sel[NSEL_OFF + 7], sel[NSEL_OFF + 6]);
+    const int n_slot = NSEQ + n_listed;
+    float *q = malloc(sizeof(float) * (3 + N * QS)), *kv = malloc(sizeof(float) * 2 * NSEQ * NCTX * KVD);
+    for (int i = 0; i < 3 + N * QS; i++)
+        q[i] = frand() * 2;
+    for (int i = 0; i < 2 * NSEQ * NCTX * KVD; i++)
+        kv[i] = frand() * 2;
+    int32_t tok[4 * N], tok_g[4 * N]; /* the tokens, and the same over the gathered cells (slot, nsel − 1) */
+    for (int t = 0; t < N; t++) {
+        tok[4 * t] = 0, tok[4 * t + 1] = pos[t], tok[4 * t + 2] = seq[t], tok[4 * t + 3] = 0;
+        memcpy(tok_g + 4 * t, tok + 4 * t, sizeof(int32_t) * 4);
+        if (rule[t])
+            tok_g[4 * t + 1] = sel[NSEL_OFF + t] - 1, tok_g[4 * t + 2] = slot[t];
+    }
+    float *f16tab = malloc(sizeof(float) * 65536);
+    ops_f16_table_init(f16tab);
+    for (int f16 = 0; f16 < 2; f16++) {
+        struct err e = { 0 };
+        const size_t elt = f16 ? 2 : 4, cell = (size_t)KVD * elt, csz = (size_t)n_slot * NCTX * cell;
+        char *K = calloc(1, csz), *V = calloc(1, csz);
+        for (int c = 0; c < NSEQ * NCTX * KVD; c++) {
+            const float kf = kv[c], vf = kv[NSEQ * NCTX * KVD + c];
+            if (f16)
+                ((uint16_t *)K)[c] = fp16_from_f32(kf), ((uint16_t *)V)[c] = fp16_from_f32(vf);
+            else
+                ((float *)K)[c] = kf, ((float *)V)[c] = vf;
+        }
+        for (int t = 0; t < N; t++) /* each list's cells, in order, in a slot of their own */
+            for (int i = 0; rule[t] && i < sel[NSEL_OFF + t]; i++) {
+                const size_t src = ((size_t)seq[t] * NCTX + (size_t)sel[SEL_OFF + t * SELW + i]) * cell;
+                const size_t dst = ((size_t)slot[t] * NCTX + (size_t)i) * cell;
+                memcpy(K + dst, K + src, cell), memcpy(V + dst, V + src, cell);
+            }
+        struct vk_buf bq = dev(q, sizeof(float) * (3 + N * QS)), bk = dev(K, csz), bv = dev(V, csz);
+        struct vk_buf bt = dev(tok, sizeof tok), btg = dev(tok_g, sizeof tok_g), bsel = dev(sel, sizeof sel);
+        struct vk_buf bo = dev(NULL, sizeof(float) * (1 + N * OS)), bog = dev(NULL, sizeof(float) * (1 + N * OS));
+        const struct vk_view vq = { &bq, 3, QS };
+        if (begin()) {
+            int rc = vk_op_attn_sel(&g_ops, vq, (struct vk_view){ &bo, 1, OS }, &bk, &bv, &bt, &bsel, SEL_OFF, SELW,
+                                    NSEL_OFF, NH, NKV, HD, NCTX, f16, scale, N, &e);
+            if (!rc)
+                rc = vk_op_attn(&g_ops, vq, (struct vk_view){ &bog, 1, OS }, &bk, &bv, &btg, NH, NKV, HD, NCTX, f16,
+                                scale, N, &e);
+            submit(rc, &e);
+        }
+        float *out = malloc(sizeof(float) * (1 + N * OS)), *outg = malloc(sizeof(float) * (1 + N * OS));
+        get(&bo, out, sizeof(float) * (1 + N * OS));
+        get(&bog, outg, sizeof(float) * (1 + N * OS));
+        const int bad_g = n_diff(out, outg, 1 + N * OS);
+        CHECK(bad_g == 0, "attn_sel %s: %d values differ from attn over the gathered cells", f16 ? "f16" : "f32",
+              bad_g);
+        /* attn_task: per token and KV head, its 4 query heads over the (gathered) rows */
+        char *Kg = malloc((size_t)NCTX * HD * elt), *Vg = malloc((size_t)NCTX * HD * elt);
+        float *scratch = malloc(sizeof(float) * 8 * NCTX), ref[4 * HD];
+        double worst = 0, mo = 0;
+        for (int t = 0; t < N; t++)
+            for (int g = 0; g < NKV; g++) {
+                const size_t off = ((size_t)seq[t] * NCTX * KVD + (size_t)g * HD) * elt;
+                const char *Kt = K + off, *Vt = V + off;
+                size_t stride = KVD;
+                int n_kv = pos[t] + 1;
+                if (rule[t]) {
+                    n_kv = sel[NSEL_OFF + t];
+                    for (int c = 0; c < n_kv; c++) {
+                        const size_t at = (size_t)sel[SEL_OFF + t * SELW + c] * cell;
+                        memcpy(Kg + (size_t)c * HD * elt, Kt + at, HD * elt);
+                        memcpy(Vg + (size_t)c * HD * elt, Vt + at, HD * elt);
+                    }
+                    Kt = Kg, Vt = Vg, stride = HD;
+                }
+                ops_attn(q + 3 + t * QS + g * 4 * HD, 4, HD, Kt, Vt, stride, n_kv, scale, f16 ? f16tab : NULL, ref,
+                         scratch);
+                for (int i = 0; i < 4 * HD; i++) {
+                    const float o = out[1 + t * OS + g * 4 * HD + i];
+                    worst = fmax(worst, isnan(o) ? INFINITY : fabs((double)o - ref[i]));
+                    mo = fmax(mo, fabs(ref[i]));
+                }
+            }
+        /* the shader's sums are f32 where the CPU's are double (as attn's); with f16 cells a probability one
+         * f32 ulp off the CPU's may round to the neighbouring f16 (2^-11 of it) */
+        const double tol = f16 ? 2e-4 : 5e-6;
+        CHECK(worst < tol, "attn_sel %s: worst |Δ| %.3g > %g", f16 ? "f16" : "f32", worst, tol);
+        printf("#   attn_sel %s cells: worst |Δ| %.3g (max |out| %.3g); equal to attn over the gathered cells\n",
+               f16 ? "f16" : "f32", worst, mo);
+        struct vk_buf *all[] = { &bq, &bk, &bv, &bt, &btg, &bsel, &bo, &bog };
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            vk_rt_buf_free(g_rt, all[i]);
+        free(K), free(V), free(out), free(outg), free(Kg), free(Vg), free(scratch);
+    }
+    free(f16tab), free(q), free(kv);
+}
+
 int main(void)
 {
     vk_asan_pin_driver();
@@ -745,6 +1128,10 @@ int main(void)
     RUN(gdn_l2);
     RUN(gdn_conv_groups);
     RUN(gdn_delta_rule);
+    RUN(hc_elementwise);
+    RUN(ple_gate_streams);
+    RUN(ple_conv_groups);
+    RUN(attn_sel_lists);
     if (g_rt) {
         vk_ops_free(&g_ops);
         vk_rt_close(g_rt);

@@ -15,6 +15,9 @@
 #include "../../common/clock.h"
 #include "../backend/snap.h"
 #include "../model/model_forward.h"
+#include "../num/ple.h"
+#include "../num/qsa.h"
+#include "vk_hc.h"
 #include "vk_ops.h"
 #include "vk_rt.h"
 
@@ -34,6 +37,12 @@ struct vk_layer {
     uint32_t ssm_conv, ssm_dt, ssm_a, ssm_norm; /* [d_conv·conv_dim], [H_v], [H_v], [d_state] */
     struct vk_mat gsh, ush, dsh;        /* the shared expert's gate, up, down */
     uint32_t gate_inp_shexp;            /* [n_embd] its sigmoid gate */
+    /* qwen4exp: the mixers in place of attn_norm / ffn_norm, the indexer of a sparse layer, PLE */
+    struct vk_hc_mix hc_attn, hc_ffn;
+    struct vk_mat idx_q, idx_k;         /* [n_embd, n_idx_head·d_idx], [n_embd, d_idx] */
+    struct vk_mat ple_key, ple_value;   /* [n_embd, hc·n_embd], [n_embd, n_embd] */
+    uint32_t ple_nk, ple_nq, ple_nc;    /* [hc·n_embd] the key, query and conv-input norms */
+    uint32_t ple_conv;                  /* [K_p·hc·n_embd] the conv taps */
 };
 
 struct vk_engine {
@@ -85,6 +94,27 @@ struct vk_engine {
     struct vk_buf z;          /* [B][value_dim] GDN output gate */
     struct vk_buf beta, gd;   /* [B][H_v] β and the log decay */
     struct vk_buf sh;         /* [B][n_embd] the shared expert's output */
+    /* qwen4exp (hyper-connections, QSA, PLE; arch-qwen4exp.md) */
+    int xw;                   /* floats of a token's residual: n_embd, or hc·n_embd (hc streams) */
+    bool hc_on;               /* the model has hyper-connections */
+    struct vk_hc hc;          /* the mixes' scratch */
+    struct vk_hc_mix out_hc;  /* the output mixer (no inject) */
+    uint32_t out_hc_norm;
+    struct vk_buf a;          /* [B][n_embd] a sublayer's output before its write-back into the streams */
+    struct vk_buf xo;         /* [B][xw] the output rows' residuals, gathered */
+    struct qsa_cache qc;      /* host: indexer keys per cell, pooled block keys (num/qsa.h) */
+    struct vk_buf qi, kr;     /* host [B][n_idx_head·d_idx], [B][d_idx]: the indexer's projections, read back */
+    struct vk_buf qsel;       /* host int32: [B][w_max] the cells each token attends to, then [B] their counts */
+    int w_max;
+    float *qsc;               /* [n_ctx] selection scratch */
+    int *qheap;               /* [n_ctx] */
+    int *present;             /* [n_seq] cells of each sequence once the batch is stored */
+    int *tok_hist;            /* [n_seq][n_ctx] the token at each position: PLE's n-gram context */
+    size_t ple_off;           /* floats into a sequence's state where the PLE conv history starts */
+    int ple_hist;             /* its rows: (K_p − 1)·n_gram */
+    struct vk_buf pe;         /* host [B][n_embd] the gathered PLE table rows */
+    struct vk_buf pkey, pq, pg, pn, pc; /* [B][xw] key, query, gated value G, its norm, silu(conv) */
+    struct vk_buf pval;       /* [B][n_embd] value */
     /* sequences */
     int *len;                 /* [n_seq] cached positions */
     int *seq_next;            /* [n_seq] lengths after the batch being checked */
@@ -112,7 +142,14 @@ static void vk_engine_free(struct vk_engine *c)
                                     &d->ssm_alpha, &d->ssm_out, &d->gsh,  &d->ush,       &d->dsh };
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
                 vk_mat_free(o, ws[i]);
+            struct vk_mat *qs[] = { &d->idx_q, &d->idx_k, &d->ple_key, &d->ple_value };
+            for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++)
+                vk_mat_free(o, qs[i]);
+            vk_hc_mix_free(o, &d->hc_attn);
+            vk_hc_mix_free(o, &d->hc_ffn);
         }
+        vk_hc_mix_free(o, &c->out_hc);
+        vk_hc_free(&c->hc, o);
         for (int l = 0; l < c->m->n_kv_layers; l++) {
             if (c->kc)
                 vk_rt_buf_free(c->rt, &c->kc[l]);
@@ -122,7 +159,8 @@ static void vk_engine_free(struct vk_engine *c)
         struct vk_buf *bs[] = { &c->vecs, &c->x,  &c->h,    &c->qkv, &c->o,  &c->fg, &c->fu, &c->tok, &c->cs,
                                 &c->logit, &c->orow, &c->rl, &c->midx, &c->mslot, &c->mw, &c->ex, &c->ey,
                                 &c->st,   &c->snap, &c->zero, &c->grp, &c->mix, &c->y, &c->z, &c->beta, &c->gd,
-                                &c->sh };
+                                &c->sh,   &c->a,    &c->xo,   &c->qi,  &c->kr,  &c->qsel, &c->pe, &c->pkey, &c->pq,
+                                &c->pg,   &c->pn,   &c->pc,   &c->pval };
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             vk_rt_buf_free(c->rt, bs[i]);
         vk_ops_free(o);
@@ -140,6 +178,11 @@ static void vk_engine_free(struct vk_engine *c)
     free(c->base);
     free(c->slots);
     free(c->pe_pair);
+    qsa_cache_free(&c->qc);
+    free(c->qsc);
+    free(c->qheap);
+    free(c->present);
+    free(c->tok_hist);
     free(c);
 }
 
@@ -165,6 +208,7 @@ static void pack_vecs(struct vk_engine *c, struct vec_pack *vp)
     const struct model *m = c->m;
     c->out_norm = vec_add(vp, &m->output_norm);
     c->out_bias = vec_add(vp, &m->output_bias);
+    c->out_hc.norm = vec_add(vp, &m->output_hc.norm);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct layer *l = &m->layers[il];
         struct vk_layer *d = &c->ly[il];
@@ -185,6 +229,12 @@ static void pack_vecs(struct vk_engine *c, struct vec_pack *vp)
         d->ssm_a = vec_add(vp, &l->ssm_a);
         d->ssm_norm = vec_add(vp, &l->ssm_norm);
         d->gate_inp_shexp = vec_add(vp, &l->gate_inp_shexp);
+        d->hc_attn.norm = vec_add(vp, &l->hc_attn.norm);
+        d->hc_ffn.norm = vec_add(vp, &l->hc_ffn.norm);
+        d->ple_nk = vec_add(vp, &l->ple_norm_key);
+        d->ple_nq = vec_add(vp, &l->ple_norm_query);
+        d->ple_nc = vec_add(vp, &l->ple_norm_conv);
+        d->ple_conv = vec_add(vp, &l->ple_conv);
     }
 }
 
@@ -209,10 +259,17 @@ static int upload_weights(struct vk_engine *c, struct err *e)
                    { &d->uexp, &l->up_exps }, { &d->dexp, &l->down_exps }, { &d->ssm_qkv, &l->ssm_qkv },
                    { &d->ssm_z, &l->ssm_z }, { &d->ssm_beta, &l->ssm_beta }, { &d->ssm_alpha, &l->ssm_alpha },
                    { &d->ssm_out, &l->ssm_out }, { &d->gsh, &l->gate_shexp }, { &d->ush, &l->up_shexp },
-                   { &d->dsh, &l->down_shexp } };
+                   { &d->dsh, &l->down_shexp }, { &d->idx_q, &l->idx_q }, { &d->idx_k, &l->idx_k },
+                   { &d->ple_key, &l->ple_key }, { &d->ple_value, &l->ple_value } };
         for (size_t i = 0; !rc && i < sizeof ws / sizeof ws[0]; i++)
             rc = vk_mat_upload(o, ws[i].d, ws[i].w, false, &c->ld.weights, e);
+        if (!rc && c->hc_on)
+            rc = vk_hc_mix_upload(o, &d->hc_attn, &l->hc_attn, &c->ld.weights, e);
+        if (!rc && c->hc_on)
+            rc = vk_hc_mix_upload(o, &d->hc_ffn, &l->hc_ffn, &c->ld.weights, e);
     }
+    if (!rc && c->hc_on)
+        rc = vk_hc_mix_upload(o, &c->out_hc, &m->output_hc, &c->ld.weights, e);
     if (rc)
         return rc;
     struct vec_pack vp = { 0 };
@@ -240,6 +297,11 @@ static int alloc_recurrent(struct vk_engine *c, struct err *e)
     c->conv_per = conv_dim * (size_t)(hp->d_conv - 1);
     c->ssm_per = (size_t)hp->n_v_heads * d * d;
     c->per_seq = (size_t)m->n_gdn_layers * (c->conv_per + c->ssm_per);
+    if (hp->ple_layer >= 0) { /* PLE's conv history is state like the GDN conv's: snapshots carry it */
+        c->ple_off = c->per_seq;
+        c->ple_hist = (hp->ple_kernel - 1) * hp->ple_ngram;
+        c->per_seq += (size_t)c->ple_hist * (size_t)c->xw;
+    }
     c->n_snap = c->p.n_snap > 0 ? c->p.n_snap : ENGINE_N_SNAP_DEFAULT;
     c->slots = calloc((size_t)c->p.n_seq * (size_t)c->n_snap, sizeof *c->slots);
     c->pe_pair = calloc((size_t)hp->n_rot / 2 + 1, 1);
@@ -252,15 +314,65 @@ static int alloc_recurrent(struct vk_engine *c, struct err *e)
     if (!rc && c->per_seq)
         rc = vk_ops_buf(&c->ops, &c->snap, (size_t)c->p.n_seq * (size_t)c->n_snap * one, false,
                         "the recurrent state's snapshots", e);
+    /* zeros for a restarting sequence's state, and for a sublayer's output that several ops add into */
+    size_t zb = one;
+    if (c->hc_on && (size_t)c->p.n_batch * (size_t)hp->n_embd * 4 > zb)
+        zb = (size_t)c->p.n_batch * (size_t)hp->n_embd * 4;
     if (!rc)
-        rc = vk_ops_buf(&c->ops, &c->zero, one, false, "the recurrent state", e);
+        rc = vk_ops_buf(&c->ops, &c->zero, zb, false, "the recurrent state", e);
     if (c->per_seq) {
         c->ld.state = (uint64_t)c->p.n_seq * one;
         c->ld.state_per_seq = one;
         c->ld.n_snap = c->n_snap;
         c->ld.snap = (uint64_t)c->p.n_seq * (uint64_t)c->n_snap * one;
     }
-    c->ld.scratch += one;
+    c->ld.scratch += zb;
+    return rc;
+}
+
+/* qwen4exp's buffers: the HC scratch, the sublayer output and output rows, QSA's host side (indexer keys,
+ * block keys, the projections read back, the selected cells) and PLE's (token history, gathered rows) */
+static int alloc_qwen4exp(struct vk_engine *c, struct err *e)
+{
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const size_t B = (size_t)c->p.n_batch, E = (size_t)hp->n_embd, W = (size_t)c->xw;
+    int rc = vk_hc_init(&c->hc, &c->ops, c->p.n_batch, hp, &c->ld.scratch, e);
+    int r_min = 64, r_max = 1;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].kind == LAYER_SPARSE_ATTN) {
+            r_min = m->layers[il].qsa_ratio < r_min ? m->layers[il].qsa_ratio : r_min;
+            r_max = m->layers[il].qsa_ratio > r_max ? m->layers[il].qsa_ratio : r_max;
+        }
+    c->w_max = hp->idx_top_k + r_max - 1 < c->p.n_ctx ? hp->idx_top_k + r_max - 1 : c->p.n_ctx;
+    const bool qsa = m->n_qsa_layers > 0, ple = hp->ple_layer >= 0;
+    if (!rc && qsa && qsa_cache_init(&c->qc, m->n_qsa_layers, c->p.n_seq, c->p.n_ctx, hp->d_idx, r_min, !c->p.kv_f32))
+        rc = err_set(e, ERR_NOMEM, "vulkan: out of memory for the indexer keys");
+    c->ld.kv += qsa ? qsa_cache_bytes(&c->qc) : 0;
+    c->qsc = calloc((size_t)c->p.n_ctx + 1, sizeof(float));
+    c->qheap = calloc((size_t)c->p.n_ctx + 1, sizeof(int));
+    c->present = calloc((size_t)c->p.n_seq, sizeof(int));
+    c->tok_hist = ple ? calloc((size_t)c->p.n_seq * (size_t)c->p.n_ctx, sizeof(int)) : NULL;
+    if (!rc && (!c->qsc || !c->qheap || !c->present || (ple && !c->tok_hist)))
+        rc = err_set(e, ERR_NOMEM, "vulkan: out of memory");
+    const size_t NI = (size_t)hp->n_idx_head * (size_t)hp->d_idx;
+    const struct {
+        struct vk_buf *b;
+        size_t bytes;
+        bool host;
+    } bs[] = {
+        { &c->a, B * E * 4, false },    { &c->xo, B * W * 4, false },
+        { &c->qi, qsa ? B * NI * 4 : 4, true },  { &c->kr, qsa ? B * (size_t)hp->d_idx * 4 : 4, true },
+        { &c->qsel, qsa ? B * ((size_t)c->w_max + 1) * 4 : 4, true },
+        { &c->pe, ple ? B * E * 4 : 4, true },    { &c->pkey, ple ? B * W * 4 : 4, false },
+        { &c->pq, ple ? B * W * 4 : 4, false },   { &c->pg, ple ? B * W * 4 : 4, false },
+        { &c->pn, ple ? B * W * 4 : 4, false },   { &c->pc, ple ? B * W * 4 : 4, false },
+        { &c->pval, ple ? B * E * 4 : 4, false },
+    };
+    for (size_t i = 0; !rc && i < sizeof bs / sizeof bs[0]; i++) {
+        rc = vk_ops_buf(&c->ops, bs[i].b, bs[i].bytes, bs[i].host, "step buffers", e);
+        c->ld.scratch += bs[i].bytes;
+    }
     return rc;
 }
 
@@ -323,7 +435,7 @@ static int alloc_state(struct vk_engine *c, struct err *e)
         size_t bytes;
         bool host;
     } bs[] = {
-        { &c->x, B * E * 4, false },  { &c->h, B * E * 4, false },   { &c->qkv, B * wqkv * 4, false },
+        { &c->x, B * (size_t)c->xw * 4, false }, { &c->h, B * E * 4, false },   { &c->qkv, B * wqkv * 4, false },
         { &c->o, B * nq * 4, false }, { &c->fg, ff * 4, false },     { &c->fu, ff * 4, false },
         { &c->tok, B * 16, true },    { &c->cs, B * (size_t)(hp->n_rot > 0 ? hp->n_rot : 1) * 4, true },
         { &c->logit, (size_t)VK_LOGIT_ROWS * (size_t)hp->n_vocab * 4, true }, { &c->orow, B * 4, true },
@@ -342,6 +454,8 @@ static int alloc_state(struct vk_engine *c, struct err *e)
         rc = vk_ops_buf(&c->ops, bs[i].b, bs[i].bytes, bs[i].host, "step buffers", e);
         c->ld.scratch += bs[i].bytes;
     }
+    if (!rc && c->hc_on)
+        rc = alloc_qwen4exp(c, e);
     if (!rc && gated)
         rc = alloc_recurrent(c, e);
     return rc;
@@ -366,6 +480,8 @@ static int vk_engine_create(struct vk_engine **out, const struct model *m, const
         return err_set(e, ERR_NOMEM, "vulkan: out of memory");
     c->m = m;
     c->p = p;
+    c->hc_on = m->arch->hc;
+    c->xw = c->hc_on ? hp->hc * hp->n_embd : hp->n_embd;
     uint64_t t0 = clock_now_ns();
     if ((rc = vk_rt_open(&c->rt, p.has_device ? p.device : -1, e))) {
         vk_engine_free(c);
@@ -381,6 +497,10 @@ static int vk_engine_create(struct vk_engine **out, const struct model *m, const
         widest = hp->n_ff_shexp;
     if (m->n_gdn_layers && hp->n_v_heads * hp->d_state > widest) /* ssm_out's input */
         widest = hp->n_v_heads * hp->d_state;
+    if (c->hc_on && c->xw > widest) /* the HC down and inject products read a whole residual */
+        widest = c->xw;
+    if (c->hc_on && hp->hc_lr > widest)
+        widest = hp->hc_lr;
     c->ly = calloc((size_t)hp->n_layer, sizeof *c->ly);
     if (!c->ly)
         rc = err_set(e, ERR_NOMEM, "vulkan: out of memory");
@@ -410,16 +530,54 @@ static int vk_engine_create(struct vk_engine **out, const struct model *m, const
 /* whole rows of a step buffer */
 static struct vk_view rows_of(const struct vk_buf *b, uint32_t stride) { return (struct vk_view){ b, 0, stride }; }
 
+/* A sublayer's input into h: rmsnorm(x) · norm, or with hyper-connections its HC mix (whose write-back
+ * logits vk_hc_combine uses after the sublayer). */
+static int sub_in(struct vk_engine *c, const struct vk_hc_mix *mix, uint32_t norm, int n, struct err *e)
+{
+    const uint32_t E = (uint32_t)c->m->hp.n_embd;
+    const float eps = c->m->hp.rms_eps;
+    if (c->hc_on)
+        return vk_hc_mix(&c->hc, &c->ops, mix, &c->vecs, rows_of(&c->x, (uint32_t)c->xw), rows_of(&c->h, E), n, eps,
+                         e);
+    return vk_op_norm(&c->ops, rows_of(&c->x, E), rows_of(&c->h, E), (int)E, 1, n, &c->vecs, norm, eps, e);
+}
+
+/* Where a sublayer adds its output: the residual x, or with hyper-connections `a` (zeroed here), which
+ * sub_done writes back into every stream. */
+static struct vk_view sub_out(struct vk_engine *c, int n)
+{
+    const uint32_t E = (uint32_t)c->m->hp.n_embd;
+    if (!c->hc_on)
+        return rows_of(&c->x, E);
+    vk_rt_copy(c->rt, &c->zero, 0, &c->a, 0, (size_t)n * E * 4);
+    return rows_of(&c->a, E);
+}
+
+static int sub_done(struct vk_engine *c, int n, struct err *e)
+{
+    const uint32_t E = (uint32_t)c->m->hp.n_embd;
+    return c->hc_on ? vk_hc_combine(&c->hc, &c->ops, rows_of(&c->x, (uint32_t)c->xw), rows_of(&c->a, E), n, e) : 0;
+}
+
 static int op_embed(void *b, int n, struct err *e)
 {
     struct vk_engine *c = b;
-    return vk_op_embed(&c->ops, &c->embd, &c->tok, &c->x, n, e);
+    if (!c->hc_on)
+        return vk_op_embed(&c->ops, &c->embd, &c->tok, &c->x, n, e);
+    /* every stream starts as the embedding */
+    const uint32_t E = (uint32_t)c->m->hp.n_embd;
+    int rc = vk_op_embed(&c->ops, &c->embd, &c->tok, &c->a, n, e);
+    if (!rc)
+        rc = vk_op_copy_heads(&c->ops, rows_of(&c->a, E), 0, rows_of(&c->x, (uint32_t)c->xw), E, (int)E, c->m->hp.hc,
+                              n, e);
+    return rc;
 }
 
 /* With q, k and v of n tokens side by side in qkv's rows (q | k | v): the q/k norms, RoPE, the K/V store and
  * causal attention into o's rows. Every token's K/V is stored first, so a token sees its sequence's
  * earlier batch tokens. */
-static int attend(struct vk_engine *c, const struct layer *ly, const struct vk_layer *d, int n, struct err *e)
+static int attend(struct vk_engine *c, const struct layer *ly, const struct vk_layer *d, int n, bool sparse,
+                  struct err *e)
 {
     struct vk_ops *o = &c->ops;
     const struct hparams *hp = &c->m->hp;
@@ -440,7 +598,11 @@ static int attend(struct vk_engine *c, const struct layer *ly, const struct vk_l
     if (!rc)
         rc = vk_op_kv_store(o, &c->qkv, nq, nq + nkv, W, &c->kc[l], &c->vc[l], &c->tok, (int)nkv, c->p.n_ctx, f16, n,
                             e);
-    if (!rc)
+    if (!rc && sparse) /* the cells qsa_pick chose */
+        rc = vk_op_attn_sel(o, Q, rows_of(&c->o, nq), &c->kc[l], &c->vc[l], &c->tok, &c->qsel, 0, (uint32_t)c->w_max,
+                            (uint32_t)c->p.n_batch * (uint32_t)c->w_max, ly->n_head, ly->n_head_kv, hd, c->p.n_ctx,
+                            f16, hp->kq_scale, n, e);
+    else if (!rc)
         rc = vk_op_attn(o, Q, rows_of(&c->o, nq), &c->kc[l], &c->vc[l], &c->tok, ly->n_head, ly->n_head_kv, hd,
                         c->p.n_ctx, f16, hp->kq_scale, n, e);
     return rc;
@@ -470,7 +632,7 @@ static int op_attention(void *b, const struct fwd_sub *s, int n, struct err *e)
             rc = vk_op_mm(o, &d->wv, H, V, n, &c->vecs, d->bv, false, e);
     }
     if (!rc)
-        rc = attend(c, ly, d, n, e);
+        rc = attend(c, ly, d, n, false, e);
     if (!rc) /* x += wo·o + bo */
         rc = vk_op_mm(o, &d->wo, rows_of(&c->o, nq), X, n, &c->vecs, d->bo, true, e);
     return rc;
@@ -493,12 +655,12 @@ static int op_gdn(void *b, const struct fwd_sub *s, int n, struct err *e)
     const struct vk_layer *d = &c->ly[s->il];
     const int D = hp->d_state, HV = hp->n_v_heads, HK = hp->n_k_heads;
     const uint32_t E = (uint32_t)hp->n_embd, VD = (uint32_t)(HV * D), CD = (uint32_t)(2 * HK * D) + VD;
-    const struct vk_view X = rows_of(&c->x, E), H = rows_of(&c->h, E), MIX = rows_of(&c->mix, CD);
+    const struct vk_view H = rows_of(&c->h, E), MIX = rows_of(&c->mix, CD);
     const struct vk_view Y = rows_of(&c->y, CD), Z = rows_of(&c->z, VD), O = rows_of(&c->o, VD);
     const struct vk_view BT = rows_of(&c->beta, (uint32_t)HV), G = rows_of(&c->gd, (uint32_t)HV);
     const uint32_t st0 = conv_off(c, ly), stride = (uint32_t)c->per_seq, rows_off = 0;
     const uint32_t grp_off = (uint32_t)c->p.n_batch;
-    int rc = vk_op_norm(o, X, H, (int)E, 1, n, &c->vecs, d->attn_norm, hp->rms_eps, e);
+    int rc = sub_in(c, &d->hc_attn, d->attn_norm, n, e);
     if (!rc)
         rc = vk_op_mm(o, &d->ssm_qkv, H, MIX, n, NULL, VK_NO_VEC, false, e);
     if (!rc)
@@ -522,12 +684,67 @@ static int op_gdn(void *b, const struct fwd_sub *s, int n, struct err *e)
     if (!rc)
         rc = vk_op_gate(o, O, (uint32_t)D, Z, (uint32_t)D, D, HV, n, hp->gdn_sigmoid_gate, e);
     if (!rc)
-        rc = vk_op_mm(o, &d->ssm_out, O, X, n, NULL, VK_NO_VEC, true, e);
+        rc = vk_op_mm(o, &d->ssm_out, O, sub_out(c, n), n, NULL, VK_NO_VEC, true, e);
+    if (!rc)
+        rc = sub_done(c, n, e);
     return rc;
 }
 
 /* x += wo · (attention(q, k, v) ⊙ sigmoid(gate)): q/k RMSNorm, IMROPE (p_e pairs still in the host rows),
  * the query and its gate interleaved per head in wq's output (arch-qwen35.md §6.3) */
+/* QSA (arch-qwen4exp.md §3.5): the indexer's projections of h come back (one submit); the host stores the
+ * raw keys, pools the blocks that completed and picks each token's cells with num/qsa.c, as the CPU engine
+ * does (the discrete choice is one piece of code), into the host-visible sel buffer that attn_sel reads. */
+static int qsa_pick(struct vk_engine *c, const struct layer *ly, const struct vk_layer *d, int n, struct err *e)
+{
+    const struct hparams *hp = &c->m->hp;
+    const int di = hp->d_idx, NI = hp->n_idx_head, r = ly->qsa_ratio, l = ly->qsa_index;
+    const struct vk_view H = rows_of(&c->h, (uint32_t)hp->n_embd);
+    int rc = vk_op_mm(&c->ops, &d->idx_q, H, rows_of(&c->qi, (uint32_t)(NI * di)), n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_mm(&c->ops, &d->idx_k, H, rows_of(&c->kr, (uint32_t)di), n, NULL, VK_NO_VEC, false, e);
+    if (rc || (rc = vk_rt_submit(c->rt, e)))
+        return rc;
+    const int32_t *tt = c->tok.map, *g = c->grp.map;
+    float *qi = c->qi.map, *cs_rows = c->cs.map;
+    const float *kr = c->kr.map;
+    for (int t = 0; t < n; t++)
+        qsa_cache_store(&c->qc, l, tt[4 * t + 2], tt[4 * t + 1], r, kr + (size_t)t * di);
+    for (int i = 0; i < c->n_grp; i++) { /* each sequence's blocks completed by the batch */
+        const int seq = g[c->p.n_batch + 4 * i], start = g[c->p.n_batch + 4 * i + 1], len = g[c->p.n_batch + 4 * i + 2];
+        int pres = c->len[seq];
+        for (int k = 0; k < len; k++)
+            pres = tt[4 * g[start + k] + 1] + 1 > pres ? tt[4 * g[start + k] + 1] + 1 : pres;
+        c->present[seq] = pres;
+        int *valid = qsa_cache_valid(&c->qc, l, seq);
+        for (int b = *valid; b < pres / r; b++) {
+            float cs[2048];
+            ops_rope_cache(cs, b * r, hp->n_rot, hp->freq_base, NULL, hp->freq_scale, hp->ext_factor,
+                           hp->attn_factor, hp->corr_dims);
+            qsa_block_key(qsa_cache_key(&c->qc, l, seq, b * r), r, di, ly->idx_k_norm.data, hp->rms_eps, hp->n_rot, cs,
+                          qsa_cache_kb(&c->qc, l, seq, b));
+        }
+        if (pres / r > *valid)
+            *valid = pres / r;
+    }
+    int32_t *sel = c->qsel.map, *nsel = sel + (size_t)c->p.n_batch * (size_t)c->w_max;
+    for (int t = 0; t < n; t++) {
+        const int p = tt[4 * t + 1], seq = tt[4 * t + 2];
+        if (qsa_dense(p, r, hp->idx_top_k)) {
+            nsel[t] = -1;
+            continue;
+        }
+        float *q = qi + (size_t)t * (size_t)NI * (size_t)di;
+        for (int h = 0; h < NI; h++) { /* the host's cos/sin rows are a text token's already (p_e pairs still) */
+            ops_rms_norm(q + (size_t)h * di, q + (size_t)h * di, ly->idx_q_norm.data, di, hp->rms_eps);
+            ops_rope_apply(q + (size_t)h * di, hp->n_rot, ROPE_NEOX, cs_rows + (size_t)t * hp->n_rot);
+        }
+        nsel[t] = qsa_select(q, NI, di, qsa_cache_kb(&c->qc, l, seq, 0), c->present[seq] / r, p, r, hp->idx_top_k,
+                             c->qsc, c->qheap, sel + (size_t)t * (size_t)c->w_max);
+    }
+    return vk_rt_begin(c->rt, e);
+}
+
 static int op_gated_attn(void *b, const struct fwd_sub *s, int n, struct err *e)
 {
     struct vk_engine *c = b;
@@ -538,11 +755,14 @@ static int op_gated_attn(void *b, const struct fwd_sub *s, int n, struct err *e)
     const int hd = hp->head_dim;
     const uint32_t E = (uint32_t)hp->n_embd;
     const uint32_t nq = (uint32_t)(ly->n_head * hd), nkv = (uint32_t)(ly->n_head_kv * hd), W = nq + 2 * nkv;
-    const struct vk_view X = rows_of(&c->x, E), H = rows_of(&c->h, E), Q = rows_of(&c->qkv, W);
+    const struct vk_view H = rows_of(&c->h, E), Q = rows_of(&c->qkv, W);
     const struct vk_view K = { &c->qkv, nq, W }, V = { &c->qkv, nq + nkv, W };
     const struct vk_view MIX = rows_of(&c->mix, 2 * nq), GATE = { &c->mix, (uint32_t)hd, 2 * nq };
     const struct vk_view OUT = rows_of(&c->o, nq);
-    int rc = vk_op_norm(o, X, H, (int)E, 1, n, &c->vecs, d->attn_norm, hp->rms_eps, e);
+    const bool sparse = ly->kind == LAYER_SPARSE_ATTN;
+    int rc = sub_in(c, &d->hc_attn, d->attn_norm, n, e);
+    if (!rc && sparse)
+        rc = qsa_pick(c, ly, d, n, e);
     if (!rc)
         rc = vk_op_mm(o, &d->wq, H, MIX, n, NULL, VK_NO_VEC, false, e);
     if (!rc)
@@ -552,17 +772,19 @@ static int op_gated_attn(void *b, const struct fwd_sub *s, int n, struct err *e)
     if (!rc)
         rc = vk_op_mm(o, &d->wv, H, V, n, NULL, VK_NO_VEC, false, e);
     if (!rc) /* q/k norms, IMROPE (NEOX rotation: the arch rows say so), store, attention */
-        rc = attend(c, ly, d, n, e);
+        rc = attend(c, ly, d, n, sparse, e);
     if (!rc)
         rc = vk_op_gate(o, OUT, (uint32_t)hd, GATE, 2 * (uint32_t)hd, hd, ly->n_head, n, true, e);
     if (!rc)
-        rc = vk_op_mm(o, &d->wo, OUT, X, n, NULL, VK_NO_VEC, true, e);
+        rc = vk_op_mm(o, &d->wo, OUT, sub_out(c, n), n, NULL, VK_NO_VEC, true, e);
+    if (!rc)
+        rc = sub_done(c, n, e);
     return rc;
 }
 
-/* x += sigmoid(gate_inp_shexp · h) · down(silu(gate·h) ⊙ up·h): the shared expert of a MoE layer, on the
+/* out += sigmoid(gate_inp_shexp · h) · down(silu(gate·h) ⊙ up·h): the shared expert of a MoE layer, on the
  * FFN's normed input h */
-static int shared_expert(struct vk_engine *c, const struct vk_layer *d, int n, struct err *e)
+static int shared_expert(struct vk_engine *c, const struct vk_layer *d, struct vk_view out, int n, struct err *e)
 {
     struct vk_ops *o = &c->ops;
     const struct hparams *hp = &c->m->hp;
@@ -576,7 +798,7 @@ static int shared_expert(struct vk_engine *c, const struct vk_layer *d, int n, s
     if (!rc)
         rc = vk_op_mm(o, &d->dsh, rows_of(&c->fg, F), SH, n, NULL, VK_NO_VEC, false, e);
     if (!rc)
-        rc = vk_op_shexp_add(o, rows_of(&c->x, E), H, SH, &c->vecs, d->gate_inp_shexp, (int)E, n, e);
+        rc = vk_op_shexp_add(o, out, H, SH, &c->vecs, d->gate_inp_shexp, (int)E, n, e);
     return rc;
 }
 
@@ -586,8 +808,8 @@ static int op_ffn(void *b, const struct fwd_sub *s, int n, struct err *e)
     struct vk_ops *o = &c->ops;
     const struct vk_layer *d = &c->ly[s->il];
     const uint32_t E = (uint32_t)c->m->hp.n_embd, F = (uint32_t)s->ly->n_ff;
-    const struct vk_view X = rows_of(&c->x, E), H = rows_of(&c->h, E);
-    int rc = vk_op_norm(o, X, H, (int)E, 1, n, &c->vecs, d->ffn_norm, c->m->hp.rms_eps, e);
+    const struct vk_view H = rows_of(&c->h, E);
+    int rc = sub_in(c, &d->hc_ffn, d->ffn_norm, n, e);
     if (!rc)
         rc = vk_op_mm(o, &d->gate, H, rows_of(&c->fg, F), n, &c->vecs, d->b_gate, false, e);
     if (!rc)
@@ -595,7 +817,9 @@ static int op_ffn(void *b, const struct fwd_sub *s, int n, struct err *e)
     if (!rc)
         rc = vk_op_swiglu(o, &c->fg, &c->fu, (uint32_t)n * F, e);
     if (!rc) /* x += down·g + b_down */
-        rc = vk_op_mm(o, &d->down, rows_of(&c->fg, F), X, n, &c->vecs, d->b_down, true, e);
+        rc = vk_op_mm(o, &d->down, rows_of(&c->fg, F), sub_out(c, n), n, &c->vecs, d->b_down, true, e);
+    if (!rc)
+        rc = sub_done(c, n, e);
     return rc;
 }
 
@@ -637,7 +861,7 @@ static int op_ffn_moe(void *b, const struct fwd_sub *s, int n, struct err *e)
     const int X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
     const uint32_t E = (uint32_t)hp->n_embd;
     const struct vk_view H = rows_of(&c->h, E);
-    int rc = vk_op_norm(o, rows_of(&c->x, E), H, (int)E, 1, n, &c->vecs, d->ffn_norm, hp->rms_eps, e);
+    int rc = sub_in(c, &d->hc_ffn, d->ffn_norm, n, e);
     if (!rc)
         rc = vk_op_mm(o, &d->router, H, rows_of(&c->rl, (uint32_t)X), n, NULL, VK_NO_VEC, false, e);
     if (!rc && !(rc = vk_rt_submit(c->rt, e))) {
@@ -666,10 +890,13 @@ static int op_ffn_moe(void *b, const struct fwd_sub *s, int n, struct err *e)
         rc = vk_op_mm_rows(o, &d->dexp, x * (int)E, (int)E, (struct vk_view){ &c->fg, r0 * (uint32_t)F, (uint32_t)F },
                            (struct vk_view){ &c->ey, r0 * E, E }, c->cnt[x], NULL, VK_NO_VEC, false, e);
     }
+    const struct vk_view out = sub_out(c, n);
     if (!rc)
-        rc = vk_op_moe_combine(o, &c->ey, &c->mslot, &c->mw, &c->x, (int)E, K, n, e);
+        rc = vk_op_moe_combine(o, &c->ey, &c->mslot, &c->mw, out.b, (int)E, K, n, e);
     if (!rc && d->dsh.rows)
-        rc = shared_expert(c, d, n, e);
+        rc = shared_expert(c, d, out, n, e);
+    if (!rc)
+        rc = sub_done(c, n, e);
     return rc;
 }
 
@@ -680,6 +907,13 @@ static int gather_normed(struct vk_engine *c, const int *rows, int nr, struct er
     const uint32_t E = (uint32_t)c->m->hp.n_embd;
     memcpy(c->orow.map, rows, sizeof(int) * (size_t)nr);
     const struct vk_view H = rows_of(&c->h, E);
+    if (c->hc_on) { /* the whole residuals, then the output mixer */
+        const uint32_t W = (uint32_t)c->xw;
+        int rc = vk_op_gather(&c->ops, rows_of(&c->x, W), rows_of(&c->xo, W), &c->orow, 0, (int)W, nr, e);
+        if (!rc)
+            rc = vk_hc_mix(&c->hc, &c->ops, &c->out_hc, &c->vecs, rows_of(&c->xo, W), H, nr, c->m->hp.rms_eps, e);
+        return rc;
+    }
     int rc = vk_op_gather(&c->ops, rows_of(&c->x, E), H, &c->orow, 0, (int)E, nr, e);
     if (!rc)
         rc = vk_op_norm(&c->ops, H, H, (int)E, 1, nr, &c->vecs, c->out_norm, c->m->hp.rms_eps, e);
@@ -721,11 +955,71 @@ static int op_output(void *b, int n, int n_out, struct err *e)
     return rc;
 }
 
+/* RMSNorm of each stream of n rows (src, dst: rows of the residual's width) times its slice of w */
+static int norm_streams(struct vk_engine *c, const struct vk_buf *src, const struct vk_buf *dst, uint32_t w, int n,
+                        struct err *e)
+{
+    const uint32_t E = (uint32_t)c->m->hp.n_embd, W = (uint32_t)c->xw;
+    int rc = 0;
+    for (int s = 0; !rc && s < c->m->hp.hc; s++) {
+        const uint32_t so = (uint32_t)s * E;
+        rc = vk_op_norm(&c->ops, (struct vk_view){ src, so, W }, (struct vk_view){ dst, so, W }, (int)E, 1, n,
+                        &c->vecs, w + so, c->m->hp.rms_eps, e);
+    }
+    return rc;
+}
+
+/* x += G + silu(conv(norm(G))) (arch-qwen4exp.md §3.6): the n-gram rows gathered on the host with num/ple.c
+ * (the table stays in the mapped file; the real one is 26.8 GiB), the rest on the device; the conv's
+ * history is part of each sequence's state. */
+static int op_ple(void *b, const struct fwd_sub *s, int n, struct err *e)
+{
+    struct vk_engine *c = b;
+    struct vk_ops *o = &c->ops;
+    const struct model *m = c->m;
+    const struct hparams *hp = &m->hp;
+    const struct vk_layer *d = &c->ly[s->il];
+    const uint32_t E = (uint32_t)hp->n_embd, W = (uint32_t)c->xw;
+    const int32_t *tt = c->tok.map;
+    for (int t = 0; t < n; t++) /* first every token of the batch: later ones read earlier ones as context */
+        c->tok_hist[(size_t)tt[4 * t + 2] * (size_t)c->p.n_ctx + (size_t)tt[4 * t + 1]] = tt[4 * t];
+    const struct ple_hash h = { .ngram = hp->ple_ngram, .heads_per_ngram = hp->ple_heads_per_ngram,
+                                .eos = hp->ple_eos, .mult = hp->ple_mult, .off = hp->ple_off, .vocab = hp->ple_vocab,
+                                .d_ple = hp->d_ple, .type = m->ple_embd.type, .table = m->ple_embd.data,
+                                .row_bytes = m->ple_embd.row_bytes };
+    float *pe = c->pe.map;
+    for (int t = 0; t < n; t++)
+        ple_gather(&h, c->tok_hist + (size_t)tt[4 * t + 2] * (size_t)c->p.n_ctx, tt[4 * t + 1], tt[4 * t],
+                   pe + (size_t)t * E);
+    const struct vk_view PE = rows_of(&c->pe, E), PKEY = rows_of(&c->pkey, W), PVAL = rows_of(&c->pval, E);
+    int rc = vk_op_mm(o, &d->ple_key, PE, PKEY, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = vk_op_mm(o, &d->ple_value, PE, PVAL, n, NULL, VK_NO_VEC, false, e);
+    if (!rc)
+        rc = norm_streams(c, &c->pkey, &c->pkey, d->ple_nk, n, e);
+    if (!rc) /* the query: the residual itself, normed per stream */
+        rc = norm_streams(c, &c->x, &c->pq, d->ple_nq, n, e);
+    if (!rc)
+        rc = vk_op_ple_gate(o, PKEY, rows_of(&c->pq, W), PVAL, rows_of(&c->pg, W), (int)E, hp->hc, n, e);
+    if (!rc)
+        rc = norm_streams(c, &c->pg, &c->pn, d->ple_nc, n, e);
+    if (!rc)
+        rc = vk_op_ple_conv(o, rows_of(&c->pn, W), rows_of(&c->pc, W), &c->vecs, d->ple_conv, &c->st,
+                            (uint32_t)c->ple_off, (uint32_t)c->per_seq, &c->grp, 0, (uint32_t)c->p.n_batch, c->n_grp,
+                            (int)W, hp->ple_kernel, hp->ple_ngram, e);
+    if (!rc)
+        rc = vk_op_add2(o, rows_of(&c->x, W), rows_of(&c->pg, W), rows_of(&c->pc, W), (int)W, n, e);
+    return rc;
+}
+
 static const struct layer_ops vk_layer_ops = {
     .embed = op_embed,
-    .mixer = { [LAYER_ATTN] = op_attention, [LAYER_GDN] = op_gdn, [LAYER_GATED_ATTN] = op_gated_attn },
+    .mixer = { [LAYER_ATTN] = op_attention, [LAYER_GDN] = op_gdn, [LAYER_GATED_ATTN] = op_gated_attn,
+               [LAYER_SPARSE_ATTN] = op_gated_attn },
     .ffn = { [FFN_DENSE] = op_ffn, [FFN_MOE] = op_ffn_moe },
     .output = op_output,
+    .ple = op_ple,
+    .hyper_connections = true,
 };
 
 /* ---- the step ---- */
@@ -936,6 +1230,11 @@ static int vk_seq_copy(void *b, int src, int dst, int n, struct err *e)
     }
     if ((rc = vk_rt_submit(c->rt, e)))
         return rc;
+    if (c->tok_hist && n > 0) /* qwen4exp's per-cell host state moves with the cells */
+        memcpy(c->tok_hist + (size_t)dst * (size_t)c->p.n_ctx, c->tok_hist + (size_t)src * (size_t)c->p.n_ctx,
+               sizeof(int) * (size_t)n);
+    if (c->m->n_qsa_layers)
+        qsa_cache_copy(&c->qc, src, dst, n);
     c->len[dst] = n;
     return 0;
 }

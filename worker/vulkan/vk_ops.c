@@ -33,7 +33,9 @@ int vk_ops_init(struct vk_ops *o, struct vk_rt *rt, int n_batch, int widest, str
                { &o->p_gather, "gather" }, { &o->p_combine, "moe_combine" },
                { &o->p_gdn_gates, "gdn_gates" }, { &o->p_gdn_conv, "gdn_conv" }, { &o->p_l2, "l2_norm" },
                { &o->p_gdn_rec, "gdn_rec" }, { &o->p_gate, "gate" }, { &o->p_copy_heads, "copy_heads" },
-               { &o->p_shexp_add, "shexp_add" } };
+               { &o->p_shexp_add, "shexp_add" }, { &o->p_silu_scale, "silu_scale" }, { &o->p_hc_mean, "hc_mean" },
+               { &o->p_hc_combine, "hc_combine" }, { &o->p_ple_gate, "ple_gate" }, { &o->p_ple_conv, "ple_conv" },
+               { &o->p_add2, "add2" }, { &o->p_attn_sel, "attn_sel" } };
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if ((*ps[i].pipe = vk_rt_pipe(rt, ps[i].name, e)) < 0)
             return e->code ? e->code : ERR_INTERNAL;
@@ -322,4 +324,102 @@ int vk_op_shexp_add(struct vk_ops *o, struct vk_view a, struct vk_view h, struct
     const uint32_t pc[9] = { a.off, a.stride, h.off, h.stride, s.off, s.stride, w_off, (uint32_t)width, rows };
     const struct vk_buf *bs[4] = { a.b, h.b, s.b, vec };
     return vk_rt_dispatch(o->rt, o->p_shexp_add, bs, pc, sizeof pc, GRID_X(rows), GRID_Y(rows), 1, e);
+}
+
+/* ---- qwen4exp ---- */
+
+int vk_op_silu_scale(struct vk_ops *o, struct vk_view x, int width, int n, float scale, struct err *e)
+{
+    const uint64_t total = (uint64_t)n * (uint64_t)width;
+    const struct {
+        uint32_t x_off, x_stride, width, total;
+        float scale;
+    } pc = { x.off, x.stride, (uint32_t)width, (uint32_t)total, scale };
+    const struct vk_buf *bs[1] = { x.b };
+    return dispatch_elems(o, o->p_silu_scale, bs, &pc, sizeof pc, total, e);
+}
+
+int vk_op_hc_mean(struct vk_ops *o, struct vk_view xn, struct vk_view g, struct vk_view h, int width, int hc, int n,
+                  struct err *e)
+{
+    if (hc < 1)
+        return err_set(e, ERR_INTERNAL, "vulkan: a hyper-connection mix of %d streams", hc);
+    const uint64_t total = (uint64_t)n * (uint64_t)width;
+    const struct {
+        uint32_t xn_off, xn_stride, g_off, g_stride, h_off, h_stride, width, hc, total;
+        float inv;
+    } pc = { xn.off, xn.stride, g.off, g.stride, h.off, h.stride, (uint32_t)width, (uint32_t)hc, (uint32_t)total,
+             1.0f / (float)hc }; /* the CPU's factor (mean_task), bit for bit */
+    const struct vk_buf *bs[3] = { xn.b, g.b, h.b };
+    return dispatch_elems(o, o->p_hc_mean, bs, &pc, sizeof pc, total, e);
+}
+
+int vk_op_hc_combine(struct vk_ops *o, struct vk_view x, struct vk_view a, struct vk_view j, int width, int hc, int n,
+                     struct err *e)
+{
+    if (hc < 1)
+        return err_set(e, ERR_INTERNAL, "vulkan: a hyper-connection write-back of %d streams", hc);
+    const uint64_t total = (uint64_t)n * (uint64_t)hc * (uint64_t)width;
+    const struct {
+        uint32_t x_off, x_stride, a_off, a_stride, j_off, j_stride, width, hc, total;
+        float inv;
+    } pc = { x.off, x.stride, a.off, a.stride, j.off, j.stride, (uint32_t)width, (uint32_t)hc, (uint32_t)total,
+             1.0f / (float)hc }; /* combine_task's factor */
+    const struct vk_buf *bs[3] = { x.b, a.b, j.b };
+    return dispatch_elems(o, o->p_hc_combine, bs, &pc, sizeof pc, total, e);
+}
+
+int vk_op_ple_gate(struct vk_ops *o, struct vk_view key, struct vk_view query, struct vk_view v, struct vk_view g,
+                   int width, int hc, int n, struct err *e)
+{
+    const uint64_t rows = (uint64_t)n * (uint64_t)hc;
+    if (rows > 65535u * 65535u)
+        return err_set(e, ERR_UNSUPPORTED, "vulkan: %llu PLE gate rows past one dispatch", (unsigned long long)rows);
+    const uint32_t r = (uint32_t)rows;
+    const struct {
+        uint32_t k_off, k_stride, q_off, q_stride, v_off, v_stride, g_off, g_stride, width, hc, rows;
+        float inv;
+    } pc = { key.off, key.stride, query.off, query.stride, v.off, v.stride, g.off, g.stride, (uint32_t)width,
+             (uint32_t)hc, r, 1.0f / sqrtf((float)width) }; /* ple_gate_task's factor, bit for bit */
+    const struct vk_buf *bs[4] = { key.b, query.b, v.b, g.b };
+    return vk_rt_dispatch(o->rt, o->p_ple_gate, bs, &pc, sizeof pc, GRID_X(r), GRID_Y(r), 1, e);
+}
+
+int vk_op_ple_conv(struct vk_ops *o, struct vk_view in, struct vk_view out, const struct vk_buf *vec, uint32_t w_off,
+                   const struct vk_buf *state, uint32_t state_off, uint32_t state_stride, const struct vk_buf *grp,
+                   uint32_t rows_off, uint32_t grp_off, int n_grp, int channels, int taps, int dil, struct err *e)
+{
+    if (taps < 1 || dil < 1)
+        return err_set(e, ERR_INTERNAL, "vulkan: a PLE conv of %d taps, dilation %d", taps, dil);
+    const uint32_t pc[12] = { in.off, in.stride, out.off, out.stride, w_off, state_off, state_stride, rows_off,
+                              grp_off, (uint32_t)channels, (uint32_t)taps, (uint32_t)dil };
+    const struct vk_buf *bs[5] = { in.b, out.b, vec, state, grp };
+    const uint32_t gx = ((uint32_t)channels + 63u) / 64u; /* 64 channels a workgroup, a group a row of the grid */
+    return vk_rt_dispatch(o->rt, o->p_ple_conv, bs, pc, sizeof pc, gx, (uint32_t)n_grp, 1, e);
+}
+
+int vk_op_add2(struct vk_ops *o, struct vk_view x, struct vk_view g, struct vk_view c, int width, int n,
+               struct err *e)
+{
+    const uint64_t total = (uint64_t)n * (uint64_t)width;
+    const uint32_t pc[8] = { x.off, x.stride, g.off, g.stride, c.off, c.stride, (uint32_t)width, (uint32_t)total };
+    const struct vk_buf *bs[3] = { x.b, g.b, c.b };
+    return dispatch_elems(o, o->p_add2, bs, pc, sizeof pc, total, e);
+}
+
+int vk_op_attn_sel(struct vk_ops *o, struct vk_view q, struct vk_view out, const struct vk_buf *kc,
+                   const struct vk_buf *vc, const struct vk_buf *tok, const struct vk_buf *sel, uint32_t sel_off,
+                   uint32_t sel_stride, uint32_t nsel_off, int n_head, int n_head_kv, int hd, int n_ctx, bool f16,
+                   float scale, int n, struct err *e)
+{
+    if (hd > VK_MAX_HD)
+        return err_set(e, ERR_UNSUPPORTED, "vulkan: head size %d past the attention shader's %d", hd, VK_MAX_HD);
+    const struct { /* vk_op_attn's, then the selection's */
+        uint32_t q_off, q_stride, o_off, o_stride, n_head, n_head_kv, hd, kv_dim, n_ctx, f16;
+        float scale;
+        uint32_t sel_off, sel_stride, nsel_off;
+    } pc = { q.off, q.stride, out.off, out.stride, (uint32_t)n_head, (uint32_t)n_head_kv, (uint32_t)hd,
+             (uint32_t)(n_head_kv * hd), (uint32_t)n_ctx, f16 ? 1u : 0u, scale, sel_off, sel_stride, nsel_off };
+    const struct vk_buf *bs[6] = { q.b, kc, vc, tok, out.b, sel };
+    return vk_rt_dispatch(o->rt, o->p_attn_sel, bs, &pc, sizeof pc, (uint32_t)n, (uint32_t)n_head, 1, e);
 }

@@ -31,6 +31,7 @@ struct vk_ops {
     struct vk_rt *rt;
     int p_norm, p_rope, p_swiglu, p_kv, p_attn, p_act, p_gather, p_combine; /* pipelines */
     int p_gdn_gates, p_gdn_conv, p_l2, p_gdn_rec, p_gate, p_copy_heads, p_shexp_add; /* hybrids' pipelines */
+    int p_silu_scale, p_hc_mean, p_hc_combine, p_ple_gate, p_ple_conv, p_add2, p_attn_sel; /* qwen4exp's */
     struct vk_buf xr;     /* [n_batch][widest input] + Q8_1 block pairs: a product's rounded input (act.comp) */
 };
 
@@ -137,5 +138,41 @@ int vk_op_copy_heads(struct vk_ops *o, struct vk_view src, uint32_t src_hs, stru
  * expert's gated add (the dot's products summed in more than f32 precision, as the CPU's double) */
 int vk_op_shexp_add(struct vk_ops *o, struct vk_view a, struct vk_view h, struct vk_view s, const struct vk_buf *vec,
                     uint32_t w_off, int width, int n, struct err *e);
+
+/* ---- qwen4exp (shared spec arch-qwen4exp.md §3; CPU references worker/cpu/cpu_hc.c, cpu_hybrid.c) ----
+ * A token's wide residual is hc streams of `width` floats, stream s at + s·width of its row. */
+
+/* x ← silu(x · scale) over n rows of `width` (the HC gate MLP's hidden layer: cpu_hc_mix) */
+int vk_op_silu_scale(struct vk_ops *o, struct vk_view x, int width, int n, float scale, struct err *e);
+/* h[t][i] = (Σ_s xn[t][s·width + i] · sigmoid(g[t][s·width + i])) · (1/hc), the products rounded each and
+ * summed in stream order (cpu_hc.c mean_task) */
+int vk_op_hc_mean(struct vk_ops *o, struct vk_view xn, struct vk_view g, struct vk_view h, int width, int hc, int n,
+                  struct err *e);
+/* x[t][s·width + i] += a[t][i] · (2·sigmoid(j[t][s] · (1/hc))) (cpu_hc_combine) */
+int vk_op_hc_combine(struct vk_ops *o, struct vk_view x, struct vk_view a, struct vk_view j, int width, int hc, int n,
+                     struct err *e);
+/* PLE gate (cpu_hybrid.c ple_gate_task, after both grouped norms): per stream s of token t,
+ * σ = (Σ_i key[s·width + i]·query[s·width + i]) · (1/sqrt(width)) (the products summed in more than f32
+ * precision, as the CPU's double), gate = sigmoid(sgn(σ)·sqrt(max(|σ|, 1e-6))) (sgn(0) = 0), and
+ * g[t][s·width + i] = v[t][i] · gate */
+int vk_op_ple_gate(struct vk_ops *o, struct vk_view key, struct vk_view query, struct vk_view v, struct vk_view g,
+                   int width, int hc, int n, struct err *e);
+/* PLE's dilated causal depthwise conv + SiLU (cpu_hybrid.c ple_conv_task) over every group's rows (groups as
+ * for vk_op_gdn_conv), channels [0, channels): out_t[c] = silu(Σ_k w[c·taps + k] · in_{t − (taps−1−k)·dil}[c])
+ * summed k = 0 first, the taps vec[w_off + c·taps + k]; inputs before the group's first row come from the
+ * sequence's history [(taps−1)·dil][channels] (oldest first) at state_off + seq·state_stride, which is then
+ * moved on to the last (taps−1)·dil inputs */
+int vk_op_ple_conv(struct vk_ops *o, struct vk_view in, struct vk_view out, const struct vk_buf *vec, uint32_t w_off,
+                   const struct vk_buf *state, uint32_t state_off, uint32_t state_stride, const struct vk_buf *grp,
+                   uint32_t rows_off, uint32_t grp_off, int n_grp, int channels, int taps, int dil, struct err *e);
+/* x ← x + (g + c) over n rows of `width` */
+int vk_op_add2(struct vk_ops *o, struct vk_view x, struct vk_view g, struct vk_view c, int width, int n,
+               struct err *e);
+/* vk_op_attn over the cells a list names: token t attends to cells sel[sel_off + t·sel_stride + i],
+ * i < nsel[nsel_off + t] (ascending), or, when nsel is negative, to its first pos + 1 cells as vk_op_attn */
+int vk_op_attn_sel(struct vk_ops *o, struct vk_view q, struct vk_view out, const struct vk_buf *kc,
+                   const struct vk_buf *vc, const struct vk_buf *tok, const struct vk_buf *sel, uint32_t sel_off,
+                   uint32_t sel_stride, uint32_t nsel_off, int n_head, int n_head_kv, int hd, int n_ctx, bool f16,
+                   float scale, int n, struct err *e);
 
 #endif
