@@ -50,6 +50,12 @@ typedef int32_t a_i32;
 /* ring stages a warp of the streamed GEMV (gemvs.cu) holds, each one row of each matrix: its dynamic shared
  * memory is warps · GEMVS_STAGES · row bytes (twice that in the dual modes) */
 #define GEMVS_STAGES 4
+/* the streamed multi-token GEMV (gemvb.cu gemvbp_*, 8 warps a block): each warp's ring holds GEMVBP_STAGES stages
+ * of 16 rows' 256-element chunk windows of each matrix, GEMVBP_WIN bytes apart (q4_K 144, q5_K 176, q8_0 272: the
+ * chunk; q6_K 240: a 224-byte window around its 2-aligned 210-byte chunk, padded so 8 rows hit distinct banks) */
+#define GEMVBP_WIN(t) ((t) == KT_Q4_K ? 144 : (t) == KT_Q5_K ? 176 : (t) == KT_Q8_0 ? 272 : 240)
+#define GEMVBP_STAGES(t, dual) ((dual) || (t) == KT_Q8_0 || (t) == KT_Q6_K ? 2 : 3)
+#define GEMVBP_SMEM(t, dual) (8 * GEMVBP_STAGES(t, dual) * ((dual) ? 2 : 1) * 16 * GEMVBP_WIN(t))
 
 struct gemv_args {
     DP(const unsigned char) w;   /* [n_rows][row_bytes] (expert 0 when sel is set) */

@@ -17,6 +17,7 @@
 #include "gemv_pdl.h"
 #include "group_tail.h"
 #include "qtypes.h"
+#include "tc.h"
 
 #define BMAXW 8 /* warps per block at most */
 
@@ -514,91 +515,85 @@ template <> struct mrow<KT_Q8_0> {
     }
 };
 
-template <int T, bool DUAL>
-static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
-{
-    const int ND = DUAL ? 2 : 1;
-    const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
-    const int gid = lane / 4, kq = 4 * (lane % 4);
-    const int row0 = (int)blockIdx.x * 16, nz = a.nz, ntile = nz > 8 ? 2 : 1;
-    gemv_pdl_enter(a, true, row0, 16, DUAL);
-    const u8 *rw[2][2]; /* [matrix][rows g, g + 8], clamped */
-#pragma unroll
-    for (int m = 0; m < ND; m++)
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-            rw[m][i] = (m ? a.w2 : a.w) + (long long)min(row0 + gid + 8 * i, a.n_rows - 1) * a.row_bytes;
-    /* B: token 8n + gid's words; scales: tokens 8n + 2(lane % 4) + {0, 1} */
+/* The block's B operands: token 8n + gid's q8 words (xb, at k offset kq) and the scales of tokens
+ * 8n + 2(lane % 4) + {0, 1} (xs), tokens past nz clamped to the last (their outputs are not written) */
+struct mtok {
     const i8 *xb[2];
     const float2 *xs[2][2];
+};
+static __device__ __forceinline__ struct mtok mtok_ptrs(const struct gemv_args &a, int lane)
+{
+    struct mtok t;
+    const int gid = lane / 4, kq = 4 * (lane % 4), nz = a.nz;
 #pragma unroll
     for (int n = 0; n < 2; n++) {
-        xb[n] = (const i8 *)a.x + (long long)min(8 * n + gid, nz - 1) * a.x_stride + kq;
+        t.xb[n] = (const i8 *)a.x + (long long)min(8 * n + gid, nz - 1) * a.x_stride + kq;
 #pragma unroll
         for (int e = 0; e < 2; e++)
-            xs[n][e] = (const float2 *)(a.xd + (long long)min(8 * n + 2 * (lane % 4) + e, nz - 1) * (a.x_stride / 32) * 2);
+            t.xs[n][e] = (const float2 *)(a.xd + (long long)min(8 * n + 2 * (lane % 4) + e, nz - 1) *
+                                                     (a.x_stride / 32) * 2);
     }
-    float acc[2][2][4]; /* [matrix][tile][c] */
+    return t;
+}
+
+/* acc[m][n][i] += chunk q's products of rows gid, gid + 8 (r[m][0..1]) with token tile n:
+ * c[i] is row gid + 8·(i / 2), token 8n + 2(lane % 4) + i % 2 */
+template <int T, int ND>
+static __device__ __forceinline__ void mchunk(const mrow<T> (&r)[2][2], const struct mtok &t, int q, int ntile,
+                                              float (&acc)[2][2][4])
+{
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+    for (int j = 0; j < 8; j++) {
+        const int e = 256 * q + 32 * j; /* the group's first element */
+        int bw[2][2];
+        float2 xd[2][2];
 #pragma unroll
-        for (int n = 0; n < 2; n++)
+        for (int n = 0; n < 2; n++) {
+            if (n < ntile) {
+                bw[n][0] = *(const int *)(t.xb[n] + e), bw[n][1] = *(const int *)(t.xb[n] + e + 16);
+                xd[n][0] = t.xs[n][0][e / 32], xd[n][1] = t.xs[n][1][e / 32];
+            }
+        }
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[m][n][i] = 0.0f;
-    const int nq = a.k / 256;
-    for (int q = warp; q < nq; q += MW) {
-        mrow<T> r[2][2];
-#pragma unroll
-        for (int m = 0; m < ND; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-                r[m][i].load(rw[m][i], q, kq);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int e = 256 * q + 32 * j; /* the group's first element */
-            int bw[2][2];
-            float2 xd[2][2];
+        for (int m = 0; m < ND; m++) {
+            int lo[2], hi[2];
+            float f[2][2], fm[2];
+            r[m][0].group(j, lo[0], hi[0], f[0], fm[0]);
+            r[m][1].group(j, lo[1], hi[1], f[1], fm[1]);
 #pragma unroll
             for (int n = 0; n < 2; n++) {
-                if (n < ntile) {
-                    bw[n][0] = *(const int *)(xb[n] + e), bw[n][1] = *(const int *)(xb[n] + e + 16);
-                    xd[n][0] = xs[n][0][e / 32], xd[n][1] = xs[n][1][e / 32];
-                }
-            }
-#pragma unroll
-            for (int m = 0; m < ND; m++) {
-                int lo[2], hi[2];
-                float f[2][2], fm[2];
-                r[m][0].group(j, lo[0], hi[0], f[0], fm[0]);
-                r[m][1].group(j, lo[1], hi[1], f[1], fm[1]);
-#pragma unroll
-                for (int n = 0; n < 2; n++) {
-                    if (n >= ntile)
-                        break;
-                    int c[4], c2[4];
-                    float v[4];
-                    if (mrow<T>::SPLIT16) {
-                        mma_k16(c, lo[0], lo[1], bw[n][0]);
-                        mma_k16(c2, hi[0], hi[1], bw[n][1]);
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            v[i] = fmaf(f[i / 2][0], i2f(c[i]), f[i / 2][1] * i2f(c2[i]));
-                    } else {
-                        mma_k32(c, lo[0], lo[1], hi[0], hi[1], bw[n][0], bw[n][1]);
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            v[i] = f[i / 2][0] * i2f(c[i]);
-                    }
-                    /* c[i]: row g + 8·(i / 2), token 8n + 2(lane % 4) + i % 2 */
+                if (n >= ntile)
+                    break;
+                int c[4], c2[4];
+                float v[4];
+                if (mrow<T>::SPLIT16) {
+                    mma_k16(c, lo[0], lo[1], bw[n][0]);
+                    mma_k16(c2, hi[0], hi[1], bw[n][1]);
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        acc[m][n][i] += fmaf(v[i], xd[n][i % 2].x, -fm[i / 2] * xd[n][i % 2].y);
+                        v[i] = fmaf(f[i / 2][0], i2f(c[i]), f[i / 2][1] * i2f(c2[i]));
+                } else {
+                    mma_k32(c, lo[0], lo[1], hi[0], hi[1], bw[n][0], bw[n][1]);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        v[i] = f[i / 2][0] * i2f(c[i]);
                 }
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[m][n][i] += fmaf(v[i], xd[n][i % 2].x, -fm[i / 2] * xd[n][i % 2].y);
             }
         }
     }
-    __shared__ float red[MW][2][16][17]; /* [warp][matrix][row][token], padded */
+}
+
+/* The warps' sums meet in red (MW × 2 × 16 × 17 floats), rows row0 .. row0 + 15 are written, and mode 2's
+ * q8 copy is made by the second of the two blocks of each 32-row group. */
+template <bool DUAL>
+static __device__ __forceinline__ void mblock_out(const struct gemv_args &a, float (*red)[2][16][17], int row0,
+                                                  const float (&acc)[2][2][4])
+{
+    const int ND = DUAL ? 2 : 1;
+    const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32, gid = lane / 4, nz = a.nz;
 #pragma unroll
     for (int m = 0; m < ND; m++)
 #pragma unroll
@@ -620,13 +615,115 @@ static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
     }
     if (!DUAL || a.mode != 2 || !a.yq)
         return;
-    /* the SwiGLU output's q8 copy: two blocks make a group of 32 rows; the second quantizes it */
     if (!group_done(a.cnt + row0 / 32, 2))
         return;
     const int e = row0 / 32 * 32 + lane;
     for (int z = warp; z < nz; z += MW)
         group_q8(a.y + (long long)z * a.y_stride, 0, a.yq + (long long)z * a.n_rows,
                  a.yqd + (long long)z * (a.n_rows / 32) * 2, e);
+}
+
+template <int T, bool DUAL>
+static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
+{
+    const int ND = DUAL ? 2 : 1;
+    const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+    const int gid = lane / 4, kq = 4 * (lane % 4);
+    const int row0 = (int)blockIdx.x * 16, ntile = a.nz > 8 ? 2 : 1;
+    gemv_pdl_enter(a, true, row0, 16, DUAL);
+    const u8 *rw[2][2]; /* [matrix][rows g, g + 8], clamped */
+#pragma unroll
+    for (int m = 0; m < ND; m++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            rw[m][i] = (m ? a.w2 : a.w) + (long long)min(row0 + gid + 8 * i, a.n_rows - 1) * a.row_bytes;
+    const struct mtok tk = mtok_ptrs(a, lane);
+    float acc[2][2][4] = {}; /* [matrix][tile][c] */
+    const int nq = a.k / 256;
+    for (int q = warp; q < nq; q += MW) {
+        mrow<T> r[2][2];
+#pragma unroll
+        for (int m = 0; m < ND; m++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                r[m][i].load(rw[m][i], q, kq);
+        mchunk<T, ND>(r, tk, q, ntile, acc);
+    }
+    __shared__ float red[MW][2][16][17]; /* [warp][matrix][row][token], padded */
+    mblock_out<DUAL>(a, red, row0, acc);
+}
+
+/* The same products with the weights streamed (gemvbp_<type>): each warp's chunks come through a ring of
+ * GEMVBP_STAGES(T, DUAL) stages in shared memory filled by cp.async, the next chunks in flight while the
+ * warp multiplies one. Why: in gemvbm a warp loads a chunk, then spends about as long on its arithmetic
+ * (the scales of 16 rows × 16 tokens a group) as the load took, and with 2 chunks a warp for 4096-wide
+ * rows the loads and the arithmetic of a multiprocessor's 16 warps fall in step instead of overlapping.
+ * A stage holds, for each matrix and each of the 16 rows, the 16-byte-aligned window around the row's
+ * chunk (GEMVBP_WIN bytes apart: the 8 rows a load instruction touches fall in distinct banks); q6_K's
+ * 210-byte chunks start 2-aligned, so its window is 224 bytes from the chunk's 16-byte floor, the others'
+ * are the chunk itself (the host sends them here only when w is 16-aligned). The first stages are
+ * requested before the PDL wait (weights are never written). */
+template <int T> struct mwin {
+    enum { CB = T == KT_Q4_K ? 144 : T == KT_Q5_K ? 176 : T == KT_Q8_0 ? 272 : 210, PIECES = T == KT_Q6_K ? 14 : CB / 16 };
+};
+
+template <int T, bool DUAL>
+static __device__ __forceinline__ void gemvbp_body(const struct gemv_args &a)
+{
+    const int ND = DUAL ? 2 : 1, S = GEMVBP_STAGES(T, DUAL), WIN = GEMVBP_WIN(T), P = mwin<T>::PIECES;
+    const int CB = mwin<T>::CB;
+    extern __shared__ __align__(16) unsigned char gb_ring[];
+    const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+    const int gid = lane / 4, kq = 4 * (lane % 4);
+    const int row0 = (int)blockIdx.x * 16, ntile = a.nz > 8 ? 2 : 1, nq = a.k / 256;
+    const int nmine = nq > warp ? (nq - warp + MW - 1) / MW : 0; /* chunks q = warp + MW·i */
+    unsigned char *ring = gb_ring + warp * S * ND * 16 * WIN;
+    const u32 ring_s = smem_addr(ring);
+    const long long mbytes = (long long)a.n_rows * a.row_bytes;
+    auto chunk = [&](int m, int r, int q) { /* row row0 + r's chunk q of matrix m (rows past the end clamped) */
+        return (m ? a.w2 : a.w) + (long long)min(row0 + r, a.n_rows - 1) * a.row_bytes + (long long)CB * q;
+    };
+    auto issue = [&](int i) { /* chunk warp + MW·i into stage i % S */
+        const int q = warp + MW * i;
+        const u32 dst = ring_s + (u32)((i % S) * ND * 16 * WIN);
+        for (int p = lane; p < ND * 16 * P; p += 32) {
+            const int m = p / (16 * P), r = p / P % 16, c = p % P;
+            const u8 *src = (const u8 *)((unsigned long long)chunk(m, r, q) & ~15ull) + 16 * c;
+            const long long left = (m ? a.w2 : a.w) + mbytes - src; /* q6_K's window may reach past the matrix */
+            cp_async16(dst + (u32)((m * 16 + r) * WIN + 16 * c), left > 0 ? src : a.w, left >= 16 ? 16 : left > 0 ? (int)left : 0);
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        if (i < nmine)
+            issue(i);
+        cp_async_commit();
+    }
+    PDL_ENTER();
+    const struct mtok tk = mtok_ptrs(a, lane);
+    float acc[2][2][4] = {};
+    for (int i = 0; i < nmine; i++) {
+        if (i + S - 1 < nmine)
+            issue(i + S - 1); /* into the stage chunk i − 1 left (the __syncwarp after its loads) */
+        cp_async_commit();
+        cp_async_wait<S - 1>(); /* this lane's copies of chunk i have landed */
+        __syncwarp();           /* ... and every lane's */
+        const int q = warp + MW * i;
+        const unsigned char *st = ring + (i % S) * ND * 16 * WIN;
+        mrow<T> r[2][2];
+#pragma unroll
+        for (int m = 0; m < ND; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int rr = gid + 8 * h;
+                r[m][h].load(st + (m * 16 + rr) * WIN + ((unsigned long long)chunk(m, rr, q) & 15), 0, kq);
+            }
+        __syncwarp(); /* the stage is free for the refill */
+        mchunk<T, ND>(r, tk, q, ntile, acc);
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* every warp is done with its ring: the reduction reuses it */
+    mblock_out<DUAL>(a, (float(*)[2][16][17])gb_ring, row0, acc);
 }
 
 /* MINB resident blocks a multiprocessor at least: 2 (≤ 128 registers) where that costs at most a few
@@ -657,5 +754,24 @@ GEMVBM(gemvbmd_q5_K, KT_Q5_K, true, 2)
 #endif
 #if IN_PART(KT_Q6_K)
 GEMVBM(gemvbmd_q6_K, KT_Q6_K, true, 1)
+#endif
+/* gemvbp: 2 blocks a multiprocessor where their rings fit (GEMVBP_SMEM), else 1 */
+#define GEMVBP(name, T, DUAL, MINB) \
+    extern "C" __global__ void __launch_bounds__(256, MINB) name(const struct gemv_args a) { gemvbp_body<T, DUAL>(a); }
+#if IN_PART(KT_Q8_0)
+GEMVBP(gemvbp_q8_0, KT_Q8_0, false, 2)
+GEMVBP(gemvbpd_q8_0, KT_Q8_0, true, 1)
+#endif
+#if IN_PART(KT_Q4_K)
+GEMVBP(gemvbp_q4_K, KT_Q4_K, false, 2)
+GEMVBP(gemvbpd_q4_K, KT_Q4_K, true, 2)
+#endif
+#if IN_PART(KT_Q5_K)
+GEMVBP(gemvbp_q5_K, KT_Q5_K, false, 2)
+GEMVBP(gemvbpd_q5_K, KT_Q5_K, true, 2)
+#endif
+#if IN_PART(KT_Q6_K)
+GEMVBP(gemvbp_q6_K, KT_Q6_K, false, 2)
+GEMVBP(gemvbpd_q6_K, KT_Q6_K, true, 1)
 #endif
 #endif

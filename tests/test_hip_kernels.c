@@ -97,13 +97,20 @@ static int launch_mma(const char *name, int mt, unsigned gx, unsigned gy, unsign
     return hip_rt_launch_smem(g_rt, f, gx, gy, gz, 256, sm, p, e);
 }
 
-/* A GEMV launch; the streamed ones (kernels/gemvs.cu, "gemvs*") with their dynamic shared memory: bt / 32
- * warps, GEMVS_STAGES stages of one row of each matrix. */
+/* A GEMV launch; the streamed ones with their dynamic shared memory: kernels/gemvs.cu's ("gemvs*") bt / 32
+ * warps, GEMVS_STAGES stages of one row of each matrix; gemvb.cu's "gemvbp*" GEMVBP_SMEM of the weight type
+ * (the name's suffix) and the mode. */
 static int launch_gemv(const char *name, hip_fn f, unsigned grid, unsigned bt, struct gemv_args *a, struct err *e)
 {
     void *p[] = { a };
     unsigned sm = 0;
-    if (!strncmp(name, "gemvs", 5)) {
+    if (!strncmp(name, "gemvbp", 6)) {
+        const int t = strstr(name, "q4_K") ? KT_Q4_K : strstr(name, "q5_K") ? KT_Q5_K : strstr(name, "q6_K") ? KT_Q6_K
+                                                                                                          : KT_Q8_0;
+        sm = (unsigned)GEMVBP_SMEM(t, a->mode == 2 || a->mode == 3);
+        if (hip_rt_fn_smem(g_rt, f, (int)sm, e))
+            return -1;
+    } else if (!strncmp(name, "gemvs", 5)) {
         sm = bt / 32 * GEMVS_STAGES * (unsigned)a->row_bytes * (a->mode == 2 || a->mode == 3 ? 2u : 1u);
         if (hip_rt_fn_smem(g_rt, f, hip_rt_smem_optin(g_rt), e))
             return -1;
@@ -753,7 +760,7 @@ static void gemv_multi_token(void)
     /* tokens and rows a block; the tensor-core kernels (gemvbm*) take 16 rows, all tokens, 8 warps */
     static const struct { const char *pre; int nt, rows, dual, mma; } kn[] = {
         { "gemvb", 8, 4, 0, 0 }, { "gemvb16", 16, 2, 0, 0 }, { "gemvbd", 8, 2, 1, 0 }, { "gemvbd16", 16, 1, 1, 0 },
-        { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 },
+        { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 }, { "gemvbp", 16, 16, 0, 1 }, { "gemvbpd", 16, 16, 1, 1 },
     };
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++)
         for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++)

@@ -245,6 +245,12 @@ static int get_kernels(struct hip_engine *c, struct err *e)
             snprintf(nm, sizeof nm, "gemvbm%s_%s", wide ? "d" : "", names[i].s);
             if (hip_rt_fn_pdl(c->ops.rt, nm, &c->ops.gemvbm[wide][names[i].t], &ign))
                 c->ops.gemvbm[wide][names[i].t] = NULL; /* no tensor-core kernel: AMD, or this type */
+            hip_fn *fp = &c->ops.gemvbp[wide][names[i].t];
+            snprintf(nm, sizeof nm, "gemvbp%s_%s", wide ? "d" : "", names[i].s);
+            if (!c->ops.use_gemvbp || !c->ops.smem_optin || GEMVBP_SMEM(names[i].t, wide) > c->ops.smem_optin ||
+                hip_rt_fn_pdl(c->ops.rt, nm, fp, &ign) ||
+                hip_rt_fn_smem(c->ops.rt, *fp, GEMVBP_SMEM(names[i].t, wide), &ign))
+                *fp = NULL;
         }
         for (int xu = 0; xu < 2; xu++) /* the streamed single-token GEMV (NVIDIA; q8 types) */
             for (int dn = 0; dn < 2; dn++) {
@@ -369,6 +375,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.use_wg = k->use_wg;
     c->ops.gemvb_t = k->gemvb_t;
     c->ops.gemvbm_min = k->gemvbm_min;
+    c->ops.use_gemvbp = k->gemvbp;
     c->ops.mma_t = k->mma_t;
     c->dec_ns = DEC_SPLIT;
     c->split_buckets = k->split_buckets;

@@ -53,6 +53,7 @@ void hip_knobs_from_env(struct hip_knobs *k)
     k->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
     const char *gme = env("LLM170_HIP_GEMVBM_MIN");
     k->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 5;
+    k->gemvbp = on_unless_0("LLM170_HIP_GEMVBP");
     const char *mte = env("LLM170_HIP_MMA_T");
     k->mma_t = mte ? atoi(mte) : 0;
     k->split_buckets = on_unless_0("LLM170_HIP_SPLIT_BUCKETS");

@@ -75,6 +75,9 @@ struct hip_knobs {
      * the H200, qwen3-8b q4_K, B = 4 813.7 t/s on dp4a vs 803.0, B = 8 1428.0 vs 1304.2). GEMVBM_MIN=n
      * (n >= 1, else the default; 17: never) */
     int gemvbm_min;
+    /* the tensor-core multi-token GEMV with its weights streamed through a cp.async ring (gemvbp, default on
+     * where the device has it) instead of loaded into registers chunk by chunk (gemvbm). GEMVBP=0 for gemvbm */
+    bool gemvbp;
     /* tokens per tensor-core GEMM block: 0 (default) = by batch size (32 up to 32 tokens, 128 from 256,
      * else 64); MMA_T=32|64|128 fixes it (any other number takes the 64-token tile), for tuning */
     int mma_t;

@@ -196,6 +196,9 @@ static bool launch_gemvb(struct hip_ops *c, struct gemv_args *a, const struct dw
     const int wide = a->nz > 8 && c->gemvb_t == 16;
     hip_fn f = dual ? c->gemvbd[wide][w->type] : c->gemvb[wide][w->type];
     hip_fn fm = a->nz >= c->gemvbm_min && a->k % 256 == 0 ? c->gemvbm[dual][w->type] : NULL;
+    /* the streamed one reads q4_K / q5_K / q8_0 chunks as whole 16-byte pieces: w (and w2) 16-aligned */
+    hip_fn fp = fm && ((w->d.a | (w2 ? w2->d.a : 0)) % 16 == 0 || w->type == QT_Q6_K) ? c->gemvbp[dual][w->type]
+                                                                                     : NULL;
     if (!f && !fm)
         return false;
     a->x = (q == 2 ? c->fq : c->xq).a;
@@ -203,6 +206,11 @@ static bool launch_gemvb(struct hip_ops *c, struct gemv_args *a, const struct dw
     a->x_stride = (int)w->ne0;
     a->pf = c->pf;
     void *params[] = { a };
+    if (fp) { /* the same blocks as gemvbm, with the ring in dynamic shared memory */
+        *rc = hip_rt_launch_smem(c->rt, fp, cdiv((size_t)a->n_rows, 16), 1, 1, 256,
+                                 (unsigned)GEMVBP_SMEM(w->type, dual), params, e);
+        return true;
+    }
     if (fm) { /* 16 rows and every token a block of 8 warps (kernels/gemvb.cu) */
         *rc = hip_rt_launch(c->rt, fm, cdiv((size_t)a->n_rows, 16), 1, 1, 256, params, e);
         return true;

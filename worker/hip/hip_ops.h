@@ -72,6 +72,9 @@ struct hip_ops {
                               (hip_knobs.gemvb_t) */
     hip_fn gemvbm[2][QT_COUNT]; /* the same on int8 tensor cores, [0] modes 0/1, [1] modes 2/3 (NVIDIA) */
     int gemvbm_min;        /* batches from this many tokens on take gemvbm (hip_knobs.gemvbm_min) */
+    hip_fn gemvbp[2][QT_COUNT]; /* gemvbm with the weights streamed through shared memory, its limit raised to
+                                   GEMVBP_SMEM; NULL where absent or switched off */
+    bool use_gemvbp;       /* hip_knobs.gemvbp */
     int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product (hip_knobs.gemv_r) */
     int gemv_warps;        /* most warps a GEMV block takes: 0 = by the row (hip_knobs.gemv_warps) */
     hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */
