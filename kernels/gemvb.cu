@@ -408,12 +408,12 @@ static __device__ __forceinline__ __attribute__((unused)) void mma_k16(int (&c)[
  * f[0] for k < 16, f[1] for k >= 16 (equal but for q6_K), fm the min's factor (0 without mins). */
 template <int T> struct mrow;
 template <> struct mrow<KT_Q4_K> {
-    enum { SPLIT16 = 0 };
+    enum { SPLIT16 = 0, CB = 144 }; /* CB: bytes of a 256-element chunk */
     int4 hd;
     int w[4][2];   /* qs[32c + kq], qs[32c + 16 + kq] */
     __device__ __forceinline__ void load(const u8 *row, int q, int kq)
     {
-        const u8 *b = row + 144 * q;
+        const u8 *b = row + CB * q;
         hd = *(const int4 *)b;
 #pragma unroll
         for (int c = 0; c < 4; c++)
@@ -431,13 +431,13 @@ template <> struct mrow<KT_Q4_K> {
     }
 };
 template <> struct mrow<KT_Q5_K> {
-    enum { SPLIT16 = 0 };
+    enum { SPLIT16 = 0, CB = 176 };
     int4 hd;
     int w[4][2];
     int h[2];      /* qh[kq], qh[16 + kq]: bit j is sub-block j's fifth bit */
     __device__ __forceinline__ void load(const u8 *row, int q, int kq)
     {
-        const u8 *b = row + 176 * q;
+        const u8 *b = row + CB * q;
         hd = *(const int4 *)b;
         h[0] = *(const int *)(b + 16 + kq), h[1] = *(const int *)(b + 32 + kq);
 #pragma unroll
@@ -459,14 +459,14 @@ template <> struct mrow<KT_Q5_K> {
 /* q6_K group j: half hh = j / 4, element group g = j % 4 (qtypes.h deq_elem): low 4 bits in
  * ql[64hh + 32(g & 1) + l] (nibble g >> 1), high 2 in qh[32hh + l] (bits 2g), scale per 16 */
 template <> struct mrow<KT_Q6_K> {
-    enum { SPLIT16 = 1 };
+    enum { SPLIT16 = 1, CB = 210 };
     int l[2][2][2];   /* [hh][g & 1][lo/hi] */
     int h[2][2];      /* [hh][lo/hi] */
     int s[4];         /* the 16 scale bytes */
     float d;
     __device__ __forceinline__ void load(const u8 *row, int q, int kq)
     {
-        const u8 *b = row + 210 * q; /* 2-byte aligned: words are read as halves */
+        const u8 *b = row + CB * q; /* 2-byte aligned: words are read as halves */
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
 #pragma unroll
@@ -495,12 +495,12 @@ template <> struct mrow<KT_Q6_K> {
     }
 };
 template <> struct mrow<KT_Q8_0> {
-    enum { SPLIT16 = 0 };
+    enum { SPLIT16 = 0, CB = 34 * 8 };
     int w[8][2];
     float d[8];
     __device__ __forceinline__ void load(const u8 *row, int q, int kq)
     {
-        const u8 *b = row + 34 * 8 * q;
+        const u8 *b = row + CB * q;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             w[j][0] = (int)ld32a2(b + 34 * j + 2 + kq), w[j][1] = (int)ld32a2(b + 34 * j + 18 + kq);
@@ -663,15 +663,15 @@ static __device__ __forceinline__ void gemvbm_body(const struct gemv_args &a)
  * 210-byte chunks start 2-aligned, so its window is 224 bytes from the chunk's 16-byte floor, the others'
  * are the chunk itself (the host sends them here only when w is 16-aligned). The first stages are
  * requested before the PDL wait (weights are never written). */
-template <int T> struct mwin {
-    enum { CB = T == KT_Q4_K ? 144 : T == KT_Q5_K ? 176 : T == KT_Q8_0 ? 272 : 210, PIECES = T == KT_Q6_K ? 14 : CB / 16 };
+template <int T> struct mwin { /* 16-byte pieces of a window: the chunk's, q6_K's 224 bytes */
+    enum { PIECES = T == KT_Q6_K ? 14 : mrow<T>::CB / 16 };
 };
 
 template <int T, bool DUAL>
 static __device__ __forceinline__ void gemvbp_body(const struct gemv_args &a)
 {
     const int ND = DUAL ? 2 : 1, S = GEMVBP_STAGES(T, DUAL), WIN = GEMVBP_WIN(T), P = mwin<T>::PIECES;
-    const int CB = mwin<T>::CB;
+    const int CB = mrow<T>::CB;
     extern __shared__ __align__(16) unsigned char gb_ring[];
     const int lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
     const int gid = lane / 4, kq = 4 * (lane % 4);
@@ -690,7 +690,8 @@ static __device__ __forceinline__ void gemvbp_body(const struct gemv_args &a)
             const int m = p / (16 * P), r = p / P % 16, c = p % P;
             const u8 *src = (const u8 *)((unsigned long long)chunk(m, r, q) & ~15ull) + 16 * c;
             const long long left = (m ? a.w2 : a.w) + mbytes - src; /* q6_K's window may reach past the matrix */
-            cp_async16(dst + (u32)((m * 16 + r) * WIN + 16 * c), left > 0 ? src : a.w, left >= 16 ? 16 : left > 0 ? (int)left : 0);
+            cp_async16(dst + (u32)((m * 16 + r) * WIN + 16 * c), left > 0 ? src : a.w,
+                       left >= 16 ? 16 : left > 0 ? (int)left : 0);
         }
     };
 #pragma unroll

@@ -760,7 +760,8 @@ static void gemv_multi_token(void)
     /* tokens and rows a block; the tensor-core kernels (gemvbm*) take 16 rows, all tokens, 8 warps */
     static const struct { const char *pre; int nt, rows, dual, mma; } kn[] = {
         { "gemvb", 8, 4, 0, 0 }, { "gemvb16", 16, 2, 0, 0 }, { "gemvbd", 8, 2, 1, 0 }, { "gemvbd16", 16, 1, 1, 0 },
-        { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 }, { "gemvbp", 16, 16, 0, 1 }, { "gemvbpd", 16, 16, 1, 1 },
+        { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 },
+        { "gemvbp", 16, 16, 0, 1 }, { "gemvbpd", 16, 16, 1, 1 },
     };
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++)
         for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++)
