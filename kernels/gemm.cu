@@ -3,7 +3,9 @@
  * of weights into shared memory as f32 (so each weight is read once per 64
  * tokens) and stages the matching activations; every thread then computes a
  * 4 × 4 patch. Plain FMA in f32: the exact path for f32 weights, and the
- * fallback where the tensor-core GEMM (mma.cu) does not apply. */
+ * fallback where the tensor-core GEMM (mma.cu) does not apply. With gridDim.z > 1 each z takes a slice
+ * of whole K steps and the slices add into y with atomics (the host zeroes a mode-0 y first): a MoE
+ * router's 256 rows × 512 tokens are 32 tiles, a quarter of the device's multiprocessors. */
 #include "qtypes.h"
 
 #define TM 64 /* tokens per tile */
@@ -17,6 +19,8 @@ static __device__ __forceinline__ void gemm_body(const struct gemv_args &a)
     __shared__ float Xs[TK][TM + 1];
     const int tid = threadIdx.x; /* 256 threads */
     const int n0 = blockIdx.x * TN, m0 = blockIdx.y * TM;
+    const int per = (a.k + TK * (int)gridDim.z - 1) / (TK * (int)gridDim.z) * TK; /* K of a slice */
+    const int kb = (int)blockIdx.z * per, ke = min(a.k, kb + per);
     const int tx = tid % 16, ty = tid / 16; /* tx: rows n0 + tx + 16i, ty: tokens m0 + ty + 16j */
     float acc[4][4];
 #pragma unroll
@@ -24,7 +28,7 @@ static __device__ __forceinline__ void gemm_body(const struct gemv_args &a)
 #pragma unroll
         for (int j = 0; j < 4; j++)
             acc[i][j] = 0.0f;
-    for (int k0 = 0; k0 < a.k; k0 += TK) {
+    for (int k0 = kb; k0 < ke; k0 += TK) {
         /* 64 × 32 weights: thread covers 8 elements of one row */
         {
             const int r = tid / 4, kk = (tid % 4) * 8;
@@ -33,7 +37,7 @@ static __device__ __forceinline__ void gemm_body(const struct gemv_args &a)
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const int k = k0 + kk + i;
-                Ws[kk + i][r] = (row < a.n_rows && k < a.k) ? deq_elem<T>(wr, k) : 0.0f;
+                Ws[kk + i][r] = (row < a.n_rows && k < ke) ? deq_elem<T>(wr, k) : 0.0f;
             }
         }
         {
@@ -43,7 +47,7 @@ static __device__ __forceinline__ void gemm_body(const struct gemv_args &a)
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const int k = k0 + kk + i;
-                Xs[kk + i][mm] = (m < a.nz && k < a.k) ? xr[k] : 0.0f;
+                Xs[kk + i][mm] = (m < a.nz && k < ke) ? xr[k] : 0.0f;
             }
         }
         __syncthreads();
@@ -66,7 +70,7 @@ static __device__ __forceinline__ void gemm_body(const struct gemv_args &a)
         const int row = n0 + tx + 16 * i;
         if (row >= a.n_rows)
             continue;
-        const float b = a.bias ? a.bias[row] : 0.0f;
+        const float b = a.bias && blockIdx.z == 0 ? a.bias[row] : 0.0f;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int m = m0 + ty + 16 * j;
@@ -74,7 +78,9 @@ static __device__ __forceinline__ void gemm_body(const struct gemv_args &a)
                 continue;
             float *y = a.y + (long long)m * a.y_stride + row;
             const float v = acc[i][j] + b;
-            if (a.mode == 1)
+            if (gridDim.z > 1)
+                atomicAdd(y, v);
+            else if (a.mode == 1)
                 *y += v;
             else
                 *y = v;

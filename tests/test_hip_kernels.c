@@ -74,15 +74,22 @@ static hip_fn fn(const char *name)
     }
     return f;
 }
-static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void **p)
+
+/* a plain launch of gx × gy × gz blocks of bx threads, waited for */
+static int launch3(const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, void **p)
 {
     struct err e = { 0 };
-    int rc = hip_rt_launch(g_rt, fn(name), gx, gy, 1, bx, p, &e);
+    int rc = hip_rt_launch(g_rt, fn(name), gx, gy, gz, bx, p, &e);
     if (!rc)
         rc = hip_rt_sync(g_rt, &e);
     if (rc)
         printf("# %s: %s\n", name, e.msg);
     return rc;
+}
+
+static int launch(const char *name, unsigned gx, unsigned gy, unsigned bx, void **p)
+{
+    return launch3(name, gx, gy, 1, bx, p);
 }
 
 /* A tensor-core GEMM launch (kernels/mma.cu, wgmma.cu) of mt tokens a block: the 64- and 128-token tiles
@@ -145,8 +152,10 @@ static const struct { enum qtype t; const char *name; } kTypes[] = {
     { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" }, { QT_IQ4_XS, "iq4_xs" },
 };
 
-/* y[z][r] for weights of type t (rows quantized from random f32), against dequantized weights dotted in double */
-static void check_mm(enum qtype t, const char *tn, int N, int K, int nz, int mode, bool gemm)
+/* y[z][r] for weights of type t (rows quantized from random f32), against dequantized weights dotted in double;
+ * kz > 1: the FMA GEMM's grid split over K (gemm.cu: the slices add with atomics into y, which the host
+ * zeroes first in mode 0, as the test does here) */
+static void check_mm_kz(enum qtype t, const char *tn, int N, int K, int nz, int mode, bool gemm, int kz)
 {
     const size_t rb = qtype_row_size(t, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K), *wd = malloc(sizeof(float) * (size_t)N * K);
@@ -180,7 +189,11 @@ static void check_mm(enum qtype t, const char *tn, int N, int K, int nz, int mod
         }
     uint64_t dw = dup(wq, rb * (size_t)N), dw2 = dup(wq2, rb * (size_t)N), dx = dup(x, sizeof(float) * (size_t)nz * K);
     uint64_t db = dup(bias, sizeof(float) * (size_t)N);
-    uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
+    float *zeros = calloc((size_t)nz * N, sizeof(float));
+    uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N)
+                : kz > 1    ? dup(zeros, sizeof(float) * (size_t)nz * N)
+                            : poisoned((size_t)nz * N);
+    free(zeros);
     uint64_t dy2 = poisoned((size_t)nz * N);
     struct gemv_args a = { .w = dw, .w2 = mode >= 2 ? dw2 : 0, .x = dx, .y = dy, .y2 = dy2, .bias = db, .bias2 = mode >= 2 ? db : 0,
                            .row_bytes = (int64_t)rb, .n_rows = N, .k = K, .x_stride = K, .y_stride = N, .x_div = 1,
@@ -188,7 +201,7 @@ static void check_mm(enum qtype t, const char *tn, int N, int K, int nz, int mod
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "%s_%s", gemm ? "gemm" : "gemv", tn);
-    int rc = gemm ? launch(name, (unsigned)((N + 63) / 64), (unsigned)((nz + 63) / 64), 256, p)
+    int rc = gemm ? launch3(name, (unsigned)((N + 63) / 64), (unsigned)((nz + 63) / 64), (unsigned)kz, 256, p)
                   : launch(name, (unsigned)(nz * ((N + 1) / 2)), 1, 128, p);
     CHECK(rc == 0, "%s launch", name);
     get(y, dy, sizeof(float) * (size_t)nz * N);
@@ -199,12 +212,17 @@ static void check_mm(enum qtype t, const char *tn, int N, int K, int nz, int mod
         if (r2 > r)
             r = r2;
     }
-    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d: rel err %.3g", name, N, K, nz, mode, r);
-    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  rel %.2e\n", name, N, K, nz, mode, r);
+    CHECK(r < 2e-5, "%s N=%d K=%d nz=%d mode %d K slices %d: rel err %.3g", name, N, K, nz, mode, kz, r);
+    printf("#   %-12s N=%-4d K=%-5d nz=%-3d mode %d  K slices %d  rel %.2e\n", name, N, K, nz, mode, kz, r);
     dfree(dw), dfree(dw2), dfree(dx), dfree(db), dfree(dy);
     dfree(dy2);
     free(wf), free(wd), free(wf2), free(wd2), free(wq), free(wq2), free(x), free(bias), free(y0), free(y), free(ref);
     free(ref2);
+}
+
+static void check_mm(enum qtype t, const char *tn, int N, int K, int nz, int mode, bool gemm)
+{
+    check_mm_kz(t, tn, N, K, nz, mode, gemm, 1);
 }
 
 static void gemv_all_types(void)
@@ -226,6 +244,11 @@ static void gemm_all_types(void)
         const int K = kTypes[i].t == QT_F32 || kTypes[i].t == QT_F16 ? 172 : 512;
         check_mm(kTypes[i].t, kTypes[i].name, 100, K, 70, 0, true);
         check_mm(kTypes[i].t, kTypes[i].name, 64, K, 9, 1, true);
+    }
+    /* K split (a MoE router's shape, smaller): slices of whole 32-wide steps, the last one short (K = 700) */
+    for (int kz = 2; kz <= 5; kz += 3) {
+        check_mm_kz(QT_F32, "f32", 100, 700, 70, 0, true, kz);
+        check_mm_kz(QT_F32, "f32", 64, 700, 9, 1, true, kz);
     }
 }
 

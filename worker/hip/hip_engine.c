@@ -784,7 +784,7 @@ static int ffn_layer(struct hip_engine *c, const struct layer *ly, const struct 
              * GEMM for all experts (a tile takes 32, 64 or 128 pairs of one expert, by the mean pairs an
              * expert gets: hip_knobs.moe_t), the SwiGLU between, the weighted combine after */
             const int P = n * K, mean = P / X;
-            const int mt = c->ops.k.moe_t ? c->ops.k.moe_t : mean < 24 ? 32 : mean <= 96 ? 64 : 128;
+            const int mt = c->ops.k.moe_t ? c->ops.k.moe_t : mean < 8 ? 32 : mean <= 96 ? 64 : 128;
             const uint64_t map = HIP_GRP_MAP((uint64_t)c->ops.p.n_batch * (uint64_t)K, (uint64_t)X);
             uint64_t gm = c->grp.a, gp = c->grp.a + 4 * map;
             int pp = P, mtt = mt;

@@ -109,9 +109,10 @@ struct hip_knobs {
      * (moe_group) and the experts' products as grouped tensor-core GEMMs, one launch for all experts
      * (default on), instead of a GEMV per pair. MOE_GEMM=0 keeps the GEMVs */
     bool moe_gemm;
-    /* pairs a tile of the grouped GEMM takes: 0 (default) = by the mean pairs an expert gets (32 under 24,
+    /* pairs a tile of the grouped GEMM takes: 0 (default) = by the mean pairs an expert gets (32 under 8,
      * 64 up to 96, else 128: qwen3-30b-a3b pp512, 32 a mean expert, 10894 / 11874 / 11488 t/s with tiles of
-     * 32 / 64 / 128 on the H200); MOE_T=32|64|128 fixes it, for tuning */
+     * 32 / 64 / 128 on the H200; qwen35-35b-a3b pp512, 16 a mean expert, 9340 / 10187 / 9810 on the H100 —
+     * the 64- and 128-pair tiles are warpgroup MMA, the 32-pair one mma.sync); MOE_T=32|64|128 fixes it */
     int moe_t;
     /* decode attention of head size 128 on an f16 cache through the tensor-core kernel (fattn_dec_128: a
      * block per KV head and split, the query-head group as the rows of one mma operand; up to

@@ -396,8 +396,21 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
             return rc;
         return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, smem, params, e);
     }
-    return hip_rt_launch(c->rt, c->gemm[w->type], cdiv((size_t)a->n_rows, 64), cdiv((size_t)a->nz, 64), 1, 256,
-                         params, e);
+    /* the FMA GEMM (f32 weights: a MoE router, 256 rows × 512 tokens = 32 tiles): split K over whole 32-wide
+     * steps until the tiles make about two a multiprocessor, each slice at least 4 steps; the slices add with
+     * atomics into y, zeroed first in mode 0 (only where y's rows are dense: nothing between them to lose) */
+    const unsigned gx = cdiv((size_t)a->n_rows, 64), gy = cdiv((size_t)a->nz, 64), steps = cdiv((size_t)a->k, 32);
+    const unsigned want = 2 * (unsigned)hip_rt_sm_count(c->rt), smax = steps / 4 ? steps / 4 : 1;
+    unsigned ks = gx * gy < want / 2 && (a->mode == 1 || (a->mode == 0 && a->y_stride == a->n_rows))
+                      ? cdiv(want, (size_t)gx * gy) : 1;
+    ks = ks > smax ? smax : ks;
+    ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
+    if (ks > 1 && a->mode == 0) {
+        int rc = hip_rt_memset32(c->rt, (struct hip_dptr){ .a = a->y }, 0, (size_t)a->nz * (size_t)a->n_rows, e);
+        if (rc)
+            return rc;
+    }
+    return hip_rt_launch(c->rt, c->gemm[w->type], gx, gy, ks, 256, params, e);
 }
 
 int hip_ops_xprep(struct hip_ops *c, uint64_t x, int rows, int k, int x_stride, struct gemv_args *a, bool zero_y,
