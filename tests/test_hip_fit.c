@@ -9,6 +9,7 @@
 
 #include "../worker/hip/hip_fit.h"
 #include "../worker/hip/hip_knobs.h"
+#include "../worker/hip/hip_scratch.h"
 #include "check.h"
 
 #define NL 48
@@ -278,7 +279,7 @@ static void knobs_from_env(void)
         "LLM170_HIP_GEMV_R", "LLM170_HIP_GEMV_WARPS", "LLM170_HIP_GEMVB", "LLM170_HIP_GEMVBM_MIN",
         "LLM170_HIP_MMA_T", "LLM170_HIP_SPLIT_BUCKETS", "LLM170_HIP_MMA_WAVES", "LLM170_HIP_FA", "LLM170_HIP_GQA",
         "LLM170_HIP_PDL_PREFETCH", "LLM170_HIP_GDN_CHUNK", "LLM170_HIP_UPLOAD_PIPE", "LLM170_HIP_COMPILE_THREADS",
-        "LLM170_HIP_SPLIT_COMPILE", "LLM170_HIP_TRACE", "LLM170_HIP_MMA_XSCALE",
+        "LLM170_HIP_SPLIT_COMPILE", "LLM170_HIP_TRACE", "LLM170_HIP_MMA_XSCALE", "LLM170_HIP_SPLIT_TOKENS",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unsetenv(names[i]);
@@ -327,6 +328,14 @@ static void knobs_from_env(void)
     setenv("LLM170_HIP_SPLIT_COMPILE", "0", 1);
     hip_knobs_from_env(&k);
     CHECK(k.split_compile == -1, "SPLIT_COMPILE=0: off, not %d", k.split_compile);
+    CHECK(k.split_tokens == HIP_SPLIT_TOKENS, "split tokens default %d", k.split_tokens);
+    setenv("LLM170_HIP_SPLIT_TOKENS", "8", 1);
+    hip_knobs_from_env(&k);
+    CHECK(k.split_tokens == 8, "SPLIT_TOKENS=8: %d", k.split_tokens);
+    setenv("LLM170_HIP_SPLIT_TOKENS", "17", 1); /* past the partials' size: the default */
+    hip_knobs_from_env(&k);
+    CHECK(k.split_tokens == HIP_SPLIT_TOKENS, "SPLIT_TOKENS=17: %d", k.split_tokens);
+    unsetenv("LLM170_HIP_SPLIT_TOKENS");
     CHECK(!k.graphs && k.q8 && k.gqa && !k.fuse_attn, "booleans: graphs %d q8 %d gqa %d fuse_attn %d", k.graphs,
           k.q8, k.gqa, k.fuse_attn);
     CHECK(k.gemv_r == 4 && k.gemv_warps == 0 && k.gemvb_t == 8 && k.gemvbm_min == 17 && k.mma_waves == 85 &&

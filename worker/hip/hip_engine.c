@@ -67,6 +67,7 @@ struct hip_engine {
     int dec_ns;            /* attention splits of the current step's grid when it has ≤ SPLIT_TOKENS tokens */
     bool split_buckets;    /* dec_ns from the step's longest cache (dec_splits), else always DEC_SPLIT
                               (hip_knobs.split_buckets) */
+    int split_tokens;      /* steps of up to this many tokens split their attention (hip_knobs.split_tokens) */
     hip_fn k_embed, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
     hip_fn k_attn_gqa;     /* attention reading each K/V row once for its query-head group */
     hip_fn k_fattn_dec;    /* fattn_dec_128: decode attention on tensor cores, a warp per KV head and split */
@@ -379,6 +380,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.mma_t = k->mma_t;
     c->dec_ns = DEC_SPLIT;
     c->split_buckets = k->split_buckets;
+    c->split_tokens = k->split_tokens;
     c->ops.mma_waves = k->mma_waves;
     c->ops.mma_fill = k->mma_fill;
     c->use_fa = k->use_fa;
@@ -647,7 +649,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const bool tc = c->attn_tc && qs % 4 == 0 && (n <= GEMV_MAX || !c->one_seq);
     /* splits: the step's bucket up to SPLIT_TOKENS tokens, one over (hip_scratch.h: batches of many
      * sequences measured no faster split, on fattn_dec_128 too) */
-    const int nsplit = n <= SPLIT_TOKENS ? c->dec_ns : 1;
+    const int nsplit = n <= c->split_tokens ? c->dec_ns : 1;
     if (!(tc && c->rope_attn))
         TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     struct attn_args aa = {

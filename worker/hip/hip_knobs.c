@@ -3,6 +3,7 @@
  * it at create: a boolean on by default turns off only on "0", one off by
  * default turns on only on "1". */
 #include "hip_knobs.h"
+#include "hip_scratch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,8 @@ void hip_knobs_from_env(struct hip_knobs *k)
     const char *mte = env("LLM170_HIP_MMA_T");
     k->mma_t = mte ? atoi(mte) : 0;
     k->split_buckets = on_unless_0("LLM170_HIP_SPLIT_BUCKETS");
+    const char *ste = env("LLM170_HIP_SPLIT_TOKENS");
+    k->split_tokens = ste && atoi(ste) >= 1 && atoi(ste) <= HIP_SPLIT_TOKENS ? atoi(ste) : HIP_SPLIT_TOKENS;
     const char *mwe = env("LLM170_HIP_MMA_WAVES");
     k->mma_waves = mwe && atoi(mwe) >= 0 && atoi(mwe) <= 100 ? atoi(mwe) : 85;
     const char *mfe = env("LLM170_HIP_MMA_FILL");

@@ -92,6 +92,10 @@ struct hip_knobs {
      * positions one wave of fattn_dec_128's blocks where it runs; default on) instead of always 32.
      * SPLIT_BUCKETS=0 turns it off */
     bool split_buckets;
+    /* decode steps of up to this many tokens split their attention over the cache (the buckets above);
+     * larger ones take one split, a block per (token, KV head). Default HIP_SPLIT_TOKENS (the GEMV size,
+     * for which the partials are sized); SPLIT_TOKENS=N (1..HIP_SPLIT_TOKENS) lowers it */
+    int split_tokens;
     /* prompt attention on tensor cores (kernels/fattn.cu) for batches over the GEMV size of one sequence
      * on an f16 cache (default on). FA=0 keeps the generic kernel */
     bool use_fa;
