@@ -244,11 +244,24 @@ static unsigned mma_wave_split(unsigned blocks, unsigned slots, unsigned steps, 
     return best;
 }
 
-/* Split K of a grid of too few blocks to fill the device's slots by its modelled time: slices s ≤ smax
- * of steps / s steps each run in ⌈blocks·s / slots⌉ waves, so the time goes as waves × ⌈steps / s⌉; the
- * smallest s of the least time (fewer slices, fewer atomics). */
-static unsigned mma_fill_split(unsigned blocks, unsigned slots, unsigned steps, unsigned smax)
+/* Most K slices of a product of steps k steps: each at least 4 steps. */
+static unsigned k_slices_max(unsigned steps) { return steps / 4 ? steps / 4 : 1; }
+
+/* A split of steps k steps into ks slices as a launch takes it: at most k_slices_max, and no empty one
+ * (the kernels cut ⌈steps / ks⌉ steps a slice). */
+static unsigned k_slices(unsigned ks, unsigned steps)
 {
+    const unsigned smax = k_slices_max(steps);
+    ks = ks > smax ? smax : ks;
+    return cdiv(steps, cdiv(steps, ks));
+}
+
+/* Split K of a grid of too few blocks to fill the device's slots by its modelled time: slices s ≤
+ * k_slices_max of steps / s steps each run in ⌈blocks·s / slots⌉ waves, so the time goes as waves ×
+ * ⌈steps / s⌉; the smallest s of the least time (fewer slices, fewer atomics). */
+static unsigned mma_fill_split(unsigned blocks, unsigned slots, unsigned steps)
+{
+    const unsigned smax = k_slices_max(steps);
     unsigned best = 1;
     size_t best_t = (size_t)-1;
     for (unsigned s = 1; s <= smax; s++) {
@@ -375,14 +388,11 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
         unsigned ks = 1;
         if (gx * gy < want * 3 / 4) {
-            const unsigned smax = steps / 4 ? steps / 4 : 1;
-            ks = cdiv(want, (size_t)gx * gy);
             /* by modelled time for the 64-token tile (batched decode B = 64: 4873 → 5501 t/s on the H100); the
              * 128-token tile's prompts measured slower that way (pp512 10436 → 10211), a lone block on a
              * multiprocessor running faster than the model counts */
             const bool fill = c->mma_fill == 1 || (c->mma_fill < 0 && mt == 64);
-            ks = fill ? mma_fill_split(gx * gy, want, steps, smax) : ks > smax ? smax : ks;
-            ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
+            ks = k_slices(fill ? mma_fill_split(gx * gy, want, steps) : cdiv(want, (size_t)gx * gy), steps);
         } else {
             ks = mma_wave_split(gx * gy, want, steps, (unsigned)c->mma_waves);
         }
@@ -400,11 +410,9 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
      * steps until the tiles make about two a multiprocessor, each slice at least 4 steps; the slices add with
      * atomics into y, zeroed first in mode 0 (only where y's rows are dense: nothing between them to lose) */
     const unsigned gx = cdiv((size_t)a->n_rows, 64), gy = cdiv((size_t)a->nz, 64), steps = cdiv((size_t)a->k, 32);
-    const unsigned want = 2 * (unsigned)hip_rt_sm_count(c->rt), smax = steps / 4 ? steps / 4 : 1;
-    unsigned ks = gx * gy < want / 2 && (a->mode == 1 || (a->mode == 0 && a->y_stride == a->n_rows))
-                      ? cdiv(want, (size_t)gx * gy) : 1;
-    ks = ks > smax ? smax : ks;
-    ks = cdiv(steps, cdiv(steps, ks)); /* no empty slice */
+    const unsigned want = 2 * (unsigned)hip_rt_sm_count(c->rt);
+    const bool addable = a->mode == 1 || (a->mode == 0 && a->y_stride == a->n_rows); /* slices may add into y */
+    const unsigned ks = k_slices(gx * gy < want / 2 && addable ? cdiv(want, (size_t)gx * gy) : 1, steps);
     if (ks > 1 && a->mode == 0) {
         int rc = hip_rt_memset32(c->rt, (struct hip_dptr){ .a = a->y }, 0, (size_t)a->nz * (size_t)a->n_rows, e);
         if (rc)
