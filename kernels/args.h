@@ -31,9 +31,9 @@ typedef int32_t a_i32;
  * 3: y = W·x + bias and y2 = W2·x + bias2 (two projections of one input, e.g. K and V);
  * 4: y[z] += Σ_s sw[z·nslot + s] · (W_sel[z·nslot + s] · x[z·nslot + s]), s < nslot (MoE down
  *    projection of every selected expert with the weighted combine: one output row per token). */
-/* dynamic shared memory of the tensor-core prompt attention (fattn.cu fattn_64 / fattn_128) for head size hd:
- * two stages of a 64-position K and V tile, rows padded by 8 halves */
-#define FATTN_SMEM(hd) (2 * 2 * 64 * ((hd) + 8) * 2)
+/* dynamic shared memory of the tensor-core prompt attention (fattn.cu fattn_64 / _128 / _256) for head size hd:
+ * two stages of a 64-position K and V tile, rows padded by 8 halves; head size 256 also its 64 Q rows */
+#define FATTN_SMEM(hd) (2 * 2 * 64 * ((hd) + 8) * 2 + ((hd) > 128 ? 64 * ((hd) + 8) * 2 : 0))
 /* dynamic shared memory of the tensor-core GEMM's tile of mt tokens (mma.cu), rows padded to 72 halves:
  * 64 tokens, two f16 tiles of 128 weight rows × 64 k, then MMA_STAGES stages of its cp.async pipeline (two
  * 16-byte weight chunks a thread, 64 activation rows; two blocks still fit a multiprocessor); 128 tokens,

@@ -20,10 +20,14 @@
  * bytes of dynamic shared memory (args.h): two stages of a K and a V tile, the next tile's cp.async copies in flight
  * while the warps compute on this one (the loads were synchronous: load, barrier, compute, barrier).
  * Blocks take the query tiles last first: a block's work grows with its tokens' positions, and the
- * longest ones starting first leave the short ones to fill the last wave. */
+ * longest ones starting first leave the short ones to fill the last wave.
+ * QS (head size 256, the hybrids' gated attention): Q stays in shared memory after the stages and each
+ * 16-wide slice is read (ldmatrix) as the product needs it — in registers beside O's 128 accumulators a
+ * thread it would not fit. */
 template <int HD>
 static __device__ __forceinline__ void fattn_body(const struct attn_args &a, const int n)
 {
+    constexpr bool QS = HD > 128;
     constexpr int P = HD + 8; /* shared row pitch in halves: ldmatrix rows on distinct banks */
     constexpr int SB = 2 * FK * P; /* halves of a stage: K tile [position][d], then V tile */
     extern __shared__ __align__(16) u16 fa_st[];
@@ -56,8 +60,9 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
     };
     issue(0);
     cp_async_commit();
-    /* Q → f16 into stage 1's K tile (64 tokens × HD), then each warp's 16 rows into A fragments */
-    u16 *Qs = fa_st + SB;
+    /* Q → f16 into stage 1's K tile (64 tokens × HD; QS: its own region after the stages), then each warp's
+     * 16 rows into A fragments */
+    u16 *Qs = fa_st + (QS ? 2 : 1) * SB;
     for (int i = tid; i < FQ * HD / 4; i += 128) {
         const int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
         const int t = t0 + r;
@@ -69,10 +74,11 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
         dst[1] = h2pack(v.z, v.w);
     }
     __syncthreads();
-    u32 qf[HD / 16][4];
+    u32 qf[QS ? 1 : HD / 16][4];
+    if (!QS)
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
-        ldsm4(qf[kk], Qs + (warp * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8);
+        for (int kk = 0; kk < HD / 16; kk++)
+            ldsm4(qf[kk], Qs + (warp * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8);
     /* this thread's two query rows (gid, gid + 8 of the warp's 16) and the positions they see */
     const int ra = t0 + warp * 16 + gid, rb = ra + 8;
     const int pa = ra < n ? a.pos[ra] : -1, pb = rb < n ? a.pos[rb] : -1;
@@ -104,14 +110,19 @@ static __device__ __forceinline__ void fattn_body(const struct attn_args &a, con
         for (int j = 0; j < FK / 8; j++)
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++)
+        for (int kk = 0; kk < HD / 16; kk++) {
+            u32 qs[4];
+            if (QS) /* this lane's ldmatrix row of Q */
+                ldsm4(qs, Qs + (warp * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8);
+            const u32 *qa = QS ? qs : qf[QS ? 0 : kk];
 #pragma unroll
             for (int jj = 0; jj < FK / 16; jj++) {
                 u32 b[4];
                 ldsm4(b, Ks + (jj * 16 + (lane & 7) + ((lane >> 4) << 3)) * P + kk * 16 + ((lane >> 3) & 1) * 8);
-                mma16816h(s[2 * jj], qf[kk], b[0], b[1]);
-                mma16816h(s[2 * jj + 1], qf[kk], b[2], b[3]);
+                mma16816h(s[2 * jj], qa, b[0], b[1]);
+                mma16816h(s[2 * jj + 1], qa, b[2], b[3]);
             }
+        }
         /* mask (causal, tile end), scale, row max */
         float xa = -INF_F, xb = -INF_F;
 #pragma unroll
@@ -455,6 +466,10 @@ extern "C" __global__ void __launch_bounds__(128) fattn_64(const struct attn_arg
 extern "C" __global__ void __launch_bounds__(128) fattn_128(const struct attn_args a, const int n)
 {
     fattn_body<128>(a, n);
+}
+extern "C" __global__ void __launch_bounds__(128) fattn_256(const struct attn_args a, const int n)
+{
+    fattn_body<256>(a, n);
 }
 
 #endif

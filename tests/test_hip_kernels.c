@@ -1648,13 +1648,19 @@ static void attention_does_rope(void)
 }
 
 /* tensor-core prompt attention (kernels/fattn.cu): 100 tokens of sequence 1 at positions 30..129 over
- * an f16 cache (cells 0..29 cached before), two 64-token tiles (the second partial), head sizes 64 and
- * 128, 4 query heads per KV head; against ops_attn_ref, which rounds q and the probabilities to f16 */
+ * an f16 cache (cells 0..29 cached before), two 64-token tiles (the second partial), head sizes 64, 128
+ * and 256 (Q read from shared memory; where the device's blocks may take FATTN_SMEM(256)), 4 query heads
+ * per KV head; against ops_attn_ref, which rounds q and the probabilities to f16 */
 static void flash_attention_prompt(void)
 {
     NEED_GPU();
     const int nh = 8, nkv = 2, nctx = 160, nseq = 2, n = 100, p0 = 30;
-    for (int hd = 64; hd <= 128; hd *= 2) {
+    for (int hd = 64; hd <= 256; hd *= 2) {
+        if (hd == 256 && hip_rt_smem_optin(g_rt) < FATTN_SMEM(256)) {
+            printf("#   fattn_256: the device's blocks take %d bytes of shared memory, the kernel %d: skipped\n",
+                   hip_rt_smem_optin(g_rt), FATTN_SMEM(256));
+            continue;
+        }
         const int kvd = nkv * hd;
         const size_t ncache = (size_t)nseq * nctx * kvd, nq = (size_t)n * nh * hd;
         float *K = malloc(sizeof(float) * ncache), *V = malloc(sizeof(float) * ncache);
