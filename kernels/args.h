@@ -103,7 +103,8 @@ struct gemv_args {
     float eps;                   /* the deferred RMSNorm's epsilon (with rsp) */
     float rscale;                /* the routing tail's expert weight scale (0 or 1: none) */
     a_i32 pf;                    /* 1: prefetch the block's weight rows into L2 before the PDL wait */
-    a_i32 pad;
+    a_i32 sk;                    /* dense warpgroup-MMA GEMM: 1 = the grid's blocks share all tiles' k steps
+                                    evenly (stream-K, wgmma.cu), 0 = a tile (and K slice) a block */
 };
 
 /* Per-head q/k RMSNorm + RoPE, store of K and V into the cache. Grid: (n, n_head + n_head_kv). */

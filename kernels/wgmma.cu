@@ -96,26 +96,23 @@ template <> struct wg_mma<128> {
     }
 };
 
+/* One tile's products over k steps [kb, ke) of 64: rows r0.., tokens g.m0..; split: the tile's other k
+ * steps are another block's (or another segment's), so the outputs add with atomics (into a y zeroed
+ * first in mode 0), and only the slice from k = 0 adds the bias. Ends with a barrier after its last
+ * products: the next segment's prologue may refill the tiles at once. */
 template <int T, int MT, bool G>
-static __device__ __forceinline__ void wg_body(const struct gemv_args &a)
+static __device__ __forceinline__ void wg_tile(const struct gemv_args &a, const gsrc<G> &g, int r0, int kb, int ke,
+                                               bool split)
 {
     constexpr int NS = WG_STAGES, TW = 128 * 64 * 2, TX = MT * 64 * 2, NA = MT * 8 / 256;
     /* [2] weight tiles of 128 rows × 64 k, then [NS] activation tiles of MT tokens × 64 k (WG_SMEM) */
     extern __shared__ __align__(128) u8 wsm[];
     u8 *const Wt = wsm, *const Xt = wsm + 2 * TW;
     const int tid = threadIdx.x, lane = tid & 31, wi = (tid >> 5) & 3, wg = tid >> 7;
-    const int r0 = blockIdx.x * 128;
-    gsrc<G> g;
-    if (!g.init(a, MT))
-        return;
     const u8 *const w = g.w;
-    const int nz = g.nz, m0 = g.m0;
+    const int nz = g.nz, m0 = g.m0, n = (ke - kb) / 64;
     auto xrow = [&](int m) { return g.xrow(a, m); };
     auto xscale = [&](int m) { return g.xscale(a, m); };
-    const int steps = a.k / 64, per = (steps + (int)gridDim.z - 1) / (int)gridDim.z;
-    const int kb = (int)blockIdx.z * per * 64, ke = min(a.k, kb + per * 64), n = (ke - kb) / 64;
-    if (n <= 0)
-        return;
     /* weight loader: row lr, half lh; a warp's rows are 8 consecutive ones per half */
     const int lr = (tid & 7) | ((tid >> 4) << 3), lh = (tid >> 3) & 1;
     const u8 *wr = w + (long long)min(r0 + lr, a.n_rows - 1) * a.row_bytes;
@@ -169,7 +166,7 @@ static __device__ __forceinline__ void wg_body(const struct gemv_args &a)
         __syncthreads();
     }
     cp_async_wait<0>();
-    const bool split = gridDim.z > 1, first = blockIdx.z == 0;
+    const bool first = kb == 0;
     const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -194,6 +191,38 @@ static __device__ __forceinline__ void wg_body(const struct gemv_args &a)
                     *y = v;
             }
     }
+}
+
+/* A block's work: its tile (blockIdx.x rows, blockIdx.y tokens or grouped tile) over its K slice
+ * (blockIdx.z of gridDim.z); or with a.sk (dense only) its even share of all tiles' k steps — the
+ * iterations (row tile, token tile, step), steps fastest, cut into gridDim.x equal runs — so that a
+ * grid of one wave of resident blocks has no tail (stream-K); a tile a run covers only in part adds
+ * with atomics. Consecutive runs share a row tile's weights (token tiles next to each other). */
+template <int T, int MT, bool G>
+static __device__ __forceinline__ void wg_body(const struct gemv_args &a)
+{
+    gsrc<G> g;
+    if (!g.init(a, MT))
+        return;
+    const int steps = a.k / 64;
+    if (!G && a.sk) {
+        const int gy = (a.nz + MT - 1) / MT;
+        const long long total = (long long)((a.n_rows + 127) / 128) * gy * steps;
+        long long it = total * blockIdx.x / gridDim.x;
+        const long long end = total * (blockIdx.x + 1) / gridDim.x;
+        while (it < end) {
+            const long long tile = it / steps;
+            const int s0 = (int)(it - tile * steps), s1 = (int)min((long long)steps, s0 + (end - it));
+            g.m0 = (int)(tile % gy) * MT;
+            wg_tile<T, MT, G>(a, g, (int)(tile / gy) * 128, s0 * 64, s1 * 64, s1 - s0 < steps);
+            it += s1 - s0;
+        }
+        return;
+    }
+    const int per = (steps + (int)gridDim.z - 1) / (int)gridDim.z;
+    const int kb = (int)blockIdx.z * per * 64, ke = min(a.k, kb + per * 64);
+    if (ke > kb)
+        wg_tile<T, MT, G>(a, g, (int)blockIdx.x * 128, kb, ke, gridDim.z > 1);
 }
 
 /* wgmma_<type>: 128 rows × 64 tokens, wgmma128_: × 128 tokens; wgmmag_ / wgmmag128_: over the experts'

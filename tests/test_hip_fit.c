@@ -280,6 +280,7 @@ static void knobs_from_env(void)
         "LLM170_HIP_MMA_T", "LLM170_HIP_SPLIT_BUCKETS", "LLM170_HIP_MMA_WAVES", "LLM170_HIP_FA", "LLM170_HIP_GQA",
         "LLM170_HIP_PDL_PREFETCH", "LLM170_HIP_GDN_CHUNK", "LLM170_HIP_UPLOAD_PIPE", "LLM170_HIP_COMPILE_THREADS",
         "LLM170_HIP_SPLIT_COMPILE", "LLM170_HIP_TRACE", "LLM170_HIP_MMA_XSCALE", "LLM170_HIP_SPLIT_TOKENS",
+        "LLM170_HIP_STREAMK",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unsetenv(names[i]);
@@ -287,7 +288,7 @@ static void knobs_from_env(void)
     memset(&k, 0xa5, sizeof k);
     hip_knobs_from_env(&k);
     CHECK(k.pinned && k.graphs && k.q8 && k.use_mma && k.defer_norm && k.join_qkv && k.amax_split &&
-          k.split_buckets && k.use_fa && k.pdl_prefetch && k.mma_xscale, "a default-on knob is off");
+          k.split_buckets && k.use_fa && k.pdl_prefetch && k.mma_xscale && k.streamk, "a default-on knob is off");
     CHECK(!k.fuse_route && !k.fuse_attn && !k.gqa && !k.trace, "a default-off knob is on");
     /* the trace synchronises every sublayer: graphs go off with it */
     setenv("LLM170_HIP_TRACE", "1", 1);
@@ -303,6 +304,7 @@ static void knobs_from_env(void)
     setenv("LLM170_HIP_GRAPH", "0", 1);
     setenv("LLM170_HIP_Q8", "no", 1);
     setenv("LLM170_HIP_GQA", "1", 1);
+    setenv("LLM170_HIP_STREAMK", "0", 1);
     setenv("LLM170_HIP_FUSE_ATTN", "yes", 1);
     /* numbers: valid values taken, others keep the default */
     setenv("LLM170_HIP_GEMV_R", "4", 1);
@@ -336,8 +338,8 @@ static void knobs_from_env(void)
     hip_knobs_from_env(&k);
     CHECK(k.split_tokens == HIP_SPLIT_TOKENS, "SPLIT_TOKENS=17: %d", k.split_tokens);
     unsetenv("LLM170_HIP_SPLIT_TOKENS");
-    CHECK(!k.graphs && k.q8 && k.gqa && !k.fuse_attn, "booleans: graphs %d q8 %d gqa %d fuse_attn %d", k.graphs,
-          k.q8, k.gqa, k.fuse_attn);
+    CHECK(!k.graphs && k.q8 && k.gqa && !k.fuse_attn && !k.streamk, "booleans: graphs %d q8 %d gqa %d fuse_attn %d "
+          "streamk %d", k.graphs, k.q8, k.gqa, k.fuse_attn, k.streamk);
     CHECK(k.gemv_r == 4 && k.gemv_warps == 0 && k.gemvb_t == 8 && k.gemvbm_min == 17 && k.mma_waves == 85 &&
           k.mma_t == 128 && k.gdn_chunk == -1, "numbers: r %d warps %d gemvb %d bm %d waves %d mma_t %d chunk %d",
           k.gemv_r, k.gemv_warps, k.gemvb_t, k.gemvbm_min, k.mma_waves, k.mma_t, k.gdn_chunk);

@@ -307,7 +307,8 @@ static int kn_tokens(const char *kn) { return strstr(kn, "128") ? 128 : strstr(k
 
 /* tensor-core GEMM (kernels/mma.cu, wgmma.cu): reference on f16-rounded weights and activations (its operand
  * precision), in double. kn: the kernel's prefix (mma 64 tokens a block, mma32 32, mma128 128); ks > 1 splits K over blockIdx.z (atomic adds; mode 0: mma_xprep zeroes y first,
- * which the poisoned output checks too). */
+ * which the poisoned output checks too); ks < 0 (warpgroup tiles) is stream-K over −ks blocks sharing all
+ * tiles' k steps (gemv_args.sk), tiles cut between blocks adding with atomics. */
 static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mode, int ks, const char *kn)
 {
     const int mt = kn_tokens(kn);
@@ -341,13 +342,14 @@ static void check_mma(enum qtype t, const char *tn, int N, int K, int nz, int mo
     uint64_t dw = dup(wq, rb * (size_t)N), dx = dup(x, sizeof(float) * (size_t)nz * K), db = dup(bias, sizeof(float) * (size_t)N);
     uint64_t dy = mode == 1 ? dup(y0, sizeof(float) * (size_t)nz * N) : poisoned((size_t)nz * N);
     struct gemv_args a = { .w = dw, .x = dx, .y = dy, .bias = db, .row_bytes = (int64_t)rb, .n_rows = N, .k = K,
-                           .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode };
-    mma_prep(&a, dx, nz, K, K, 32768.0f, ks > 1 && mode == 0);
+                           .x_stride = K, .y_stride = N, .x_div = 1, .nz = nz, .mode = mode, .sk = ks < 0 };
+    mma_prep(&a, dx, nz, K, K, 32768.0f, (ks > 1 || ks < 0) && mode == 0);
     void *p[] = { &a };
     char name[64];
     snprintf(name, sizeof name, "%s_%s", kn, tn);
     struct err e = { 0 };
-    int rc = launch_mma(name, mt, (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, p, &e);
+    int rc = ks < 0 ? launch_mma(name, mt, (unsigned)-ks, 1, 1, p, &e)
+                    : launch_mma(name, mt, (unsigned)((N + 127) / 128), (unsigned)((nz + mt - 1) / mt), (unsigned)ks, p, &e);
     if (!rc)
         rc = hip_rt_sync(g_rt, &e);
     CHECK(rc == 0, "%s launch: %s", name, e.msg);
@@ -624,6 +626,11 @@ static void gemm_warpgroup_mma(void)
         const char *tn = tc_types[i].name;
         mma_tile_cases(t, tn, "wgmma", "wgmma128");
         check_mma(t, tn, 260, 4096, 300, 0, 1, "wgmma128");
+        /* stream-K: 3 × 3 tiles × 64 steps over 7 blocks (tiles cut mid-way), 3 × 2 × 16 over 5 in mode 1,
+         * 16 steps of one tile over 13 blocks (runs of one and two steps) */
+        check_mma(t, tn, 260, 4096, 300, 0, -7, "wgmma128");
+        check_mma(t, tn, 300, 1024, 100, 1, -5, "wgmma");
+        check_mma(t, tn, 100, 1024, 50, 0, -13, "wgmma128");
         check_mmag(t, tn, "wgmmag", 64, 9, 130, 768, 150, 4);
         check_mmag(t, tn, "wgmmag128", 128, 9, 100, 256, 150, 4);
     }

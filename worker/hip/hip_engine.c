@@ -374,6 +374,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.use_gemvs = k->gemvs;
     c->ops.use_mma = k->use_mma;
     c->ops.use_wg = k->use_wg;
+    c->ops.streamk = k->streamk;
     c->ops.gemvb_t = k->gemvb_t;
     c->ops.gemvbm_min = k->gemvbm_min;
     c->ops.use_gemvbp = k->gemvbp;

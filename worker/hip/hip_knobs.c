@@ -39,6 +39,7 @@ void hip_knobs_from_env(struct hip_knobs *k)
     k->use_mma = on_unless_0("LLM170_HIP_MMA");
     const char *wge = env("LLM170_HIP_WGMMA");
     k->use_wg = wge && (!strcmp(wge, "0") || !strcmp(wge, "2")) ? atoi(wge) : 1;
+    k->streamk = on_unless_0("LLM170_HIP_STREAMK");
     k->defer_norm = on_unless_0("LLM170_HIP_DEFER_NORM");
     k->fuse_route = off_unless_1("LLM170_HIP_FUSE_ROUTE");
     k->join_qkv = on_unless_0("LLM170_HIP_QKV");

@@ -387,7 +387,13 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         const unsigned gx = cdiv((size_t)a->n_rows, 128), gy = cdiv((size_t)a->nz, mt);
         const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
         unsigned ks = 1;
-        if (gx * gy < want * 3 / 4) {
+        /* stream-K (wgmma.cu): one wave of blocks sharing every tile's k steps evenly, at least 8 a block;
+         * tiles cut between blocks add with atomics, into a y zeroed first in mode 0 */
+        const size_t sk_total = (size_t)gx * gy * steps, sk_p = sk_total / 8 < want ? sk_total / 8 : want;
+        a->sk = c->streamk && f == c->wg[mt == 128][w->type] && sk_p > 0;
+        if (a->sk)
+            ks = 1; /* the runs cut K themselves */
+        else if (gx * gy < want * 3 / 4) {
             /* by modelled time for the 64-token tile (batched decode B = 64: 4873 → 5501 t/s on the H100); the
              * 128-token tile's prompts measured slower that way (pp512 10436 → 10211), a lone block on a
              * multiprocessor running faster than the model counts */
@@ -398,12 +404,14 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         }
         /* the f16 rows: made here, or by the kernel that wrote x (x_ready); a split mode-0 product's slices
          * add into y, which the prep zeroes (a prep of only that when x is ready) */
-        const bool zero = ks > 1 && a->mode == 0;
+        const bool zero = (ks > 1 || a->sk) && a->mode == 0;
         int rc;
         if (x_ready && !zero)
             a->xh = c->xh.a, a->xsc = c->xsc.a;
         else if ((rc = hip_ops_xprep(c, x_ready ? 0 : a->x, a->nz, a->k, a->x_stride, a, zero, e)))
             return rc;
+        if (a->sk)
+            return hip_rt_launch_smem(c->rt, f, (unsigned)sk_p, 1, 1, 256, smem, params, e);
         return hip_rt_launch_smem(c->rt, f, gx, gy, ks, 256, smem, params, e);
     }
     /* the FMA GEMM (f32 weights: a MoE router, 256 rows × 512 tokens = 32 tiles): split K over whole 32-wide

@@ -88,6 +88,7 @@ struct hip_ops {
     hip_fn wg[2][QT_COUNT]; /* the same on warpgroup MMA (kernels/wgmma.cu, sm_90a): 64 / 128 tokens, or NULL */
     int use_wg;            /* wg in place of the mma tiles where present: 1 the 128-token tile, 2 the 64 too, 0 none
                               (hip_knobs.use_wg) */
+    bool streamk;          /* the dense wg tiles as one wave of blocks sharing all tiles' k steps (hip_knobs.streamk) */
     hip_fn k_quant, k_rms;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     bool pf;               /* PDL on and hip_knobs.pdl_prefetch: GEMV blocks pull their weight rows into L2
