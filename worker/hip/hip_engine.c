@@ -57,8 +57,6 @@ struct hip_engine {
     bool pinned;           /* host_alloc page-locks (hip_knobs.pinned; off: plain memory, for A/B runs) */
     bool graphs;           /* decode steps replayed as graphs (hip_knobs.graphs; off while profiling) */
     /* kernels of the engine's own layers */
-    hip_fn k_fattn64, k_fattn128; /* prompt attention on tensor cores (kernels/fattn.cu), head size 64 / 128 */
-    bool use_fa;           /* fattn for batches over GEMV_MAX of one sequence on an f16 cache (hip_knobs.use_fa) */
     bool one_seq;          /* every token of the current batch is of one sequence */
     bool rope_attn;        /* the current step's q/k norm, RoPE and K/V store done by fattn_dec_128 (attn_args.rope):
                               a GEMV-sized step whose tokens are each of another sequence, its longest cache over
@@ -306,12 +304,7 @@ static int get_kernels(struct hip_engine *c, struct err *e)
         c->ops.k_swiglu_rows = NULL;
     if (hip_rt_fn(c->ops.rt, "moe_group", &c->k_group, &ign))
         c->k_group = NULL;
-    if (hip_rt_fn(c->ops.rt, "fattn_64", &c->k_fattn64, &ign) ||
-        hip_rt_fn_smem(c->ops.rt, c->k_fattn64, FATTN_SMEM(64), &ign))
-        c->k_fattn64 = NULL;
-    if (hip_rt_fn(c->ops.rt, "fattn_128", &c->k_fattn128, &ign) ||
-        hip_rt_fn_smem(c->ops.rt, c->k_fattn128, FATTN_SMEM(128), &ign))
-        c->k_fattn128 = NULL;
+    hip_ops_fattn_load(&c->ops);
     if (hip_rt_fn_pdl(c->ops.rt, "fattn_dec_128", &c->k_fattn_dec, &ign))
         c->k_fattn_dec = NULL;
     struct { hip_fn *f; const char *n; bool pdl; } ks[] = {
@@ -384,7 +377,6 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->split_tokens = k->split_tokens;
     c->ops.mma_waves = k->mma_waves;
     c->ops.mma_fill = k->mma_fill;
-    c->use_fa = k->use_fa;
     c->gqa = k->gqa;
     /* the load's phases (engine_load): opening the device counts as allocation, its module loop as
      * compilation (hip_rt_compile_s) */
@@ -639,9 +631,8 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     (void)tok;
     void *rp[] = { &ra };
     unsigned rb = (unsigned)((hd + c->ops.warp - 1) / c->ops.warp * c->ops.warp);
-    hip_fn fa = hd == 128 ? c->k_fattn128 : hd == 64 ? c->k_fattn64 : NULL;
     /* a prompt: 64 tokens of one head a block, the cache walked in f16 tiles on tensor cores */
-    const bool prompt = n > GEMV_MAX && c->use_fa && fa && c->one_seq && c->ops.kv_elt == 2 && c->ops.warp == 32 &&
+    const bool prompt = n > GEMV_MAX && hip_ops_fattn(&c->ops, hd) && c->one_seq && c->ops.kv_elt == 2 &&
                         qs % 4 == 0 && ly->n_head % ly->n_head_kv == 0;
     /* every other step on fattn_dec_128 where it fits, batches of many sequences too: a warp reads each K/V
      * row once for its query-head group, where attn's block per (token, query head) re-read it per head and
@@ -678,10 +669,7 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
         /* a warp per (token, KV head, split), the query-head group as one mma operand's rows */
         TRY(hip_rt_launch(c->ops.rt, c->k_fattn_dec, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 32, ap, e));
     } else if (prompt) {
-        int nn = n;
-        void *fp[] = { &aa, &nn };
-        TRY(hip_rt_launch_smem(c->ops.rt, fa, cdiv((size_t)n, 64), (unsigned)ly->n_head, 1, 128, FATTN_SMEM(hd), fp,
-                               e));
+        TRY(hip_ops_fattn_launch(&c->ops, hd, n, ly->n_head, &aa, e));
     } else if (c->gqa && n <= GEMV_MAX && ly->n_head % ly->n_head_kv == 0 && G > 1 && G <= 8 && G * hd <= 1024 &&
         hd <= 8 * c->ops.warp)
         TRY(hip_rt_launch(c->ops.rt, c->k_attn_gqa, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 256, ap, e));

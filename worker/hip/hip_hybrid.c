@@ -51,8 +51,6 @@ struct hip_hybrid {
     unsigned char *pe_pair;  /* [n_rot/2] 1 where IMROPE takes p_e (angle 0 for text) */
     hip_fn k_conv, k_rec, k_gnorm, k_split, k_gate, k_shexp, k_rope, k_attn, k_comb, k_swiglu;
     hip_fn k_conv_tok, k_conv_state, k_cprep, k_cscan; /* prefill: token-parallel conv, chunked delta rule */
-    hip_fn k_fattn;          /* prompt attention on tensor cores for head size 256 (fattn.cu fattn_256), or NULL:
-                                not NVIDIA sm_80+, too little shared memory, or hip_knobs.use_fa off */
     int chunk_min;           /* a step whose longest group has this many rows takes the chunked delta rule
                                 (batches over GEMV size only); 0: never (hip_knobs.gdn_chunk) */
     int n_grp, n_chunk, max_len; /* of the step hip_hybrid_prepare grouped */
@@ -224,13 +222,6 @@ int hip_hybrid_create(struct hip_hybrid **out, struct hip_ops *c, const struct m
     for (size_t i = 0; i < sizeof ks / sizeof ks[0] && !rc; i++)
         if (i < n_fixed || m->n_gdn_layers)
             rc = hip_rt_fn(l->rt, ks[i].n, ks[i].f, e);
-    /* a prompt's gated attention on tensor cores (optional: attn takes it where absent) */
-    if (!rc && hp->head_dim == 256 && l->k.use_fa && l->warp == 32 && l->smem_optin >= FATTN_SMEM(256)) {
-        struct err ign = { 0 };
-        if (hip_rt_fn(l->rt, "fattn_256", &hy->k_fattn, &ign) ||
-            hip_rt_fn_smem(l->rt, hy->k_fattn, FATTN_SMEM(256), &ign))
-            hy->k_fattn = NULL;
-    }
     /* chunked delta rule for a step whose longest sequence run has at least this many rows */
     hy->chunk_min = l->k.gdn_chunk;
     if (p->n_batch <= HIP_GEMV_MAX || hy->chunk_min < 0)
@@ -475,13 +466,10 @@ static int gated_attn_layer(struct hip_hybrid *hy, const struct layer *ly, int i
     void *ap[] = { &aa };
     /* one sequence's prompt on an f16 cache: 64 tokens of one head a block on tensor cores (fattn_256);
      * attn's block per (token, head) took 505 µs a layer at 512 tokens (qwen35-35b-a3b on the H100) */
-    if (n > HIP_GEMV_MAX && hy->k_fattn && hy->n_grp == 1 && l->kv_elt == 2 && W % 4 == 0 &&
-        ly->n_head % ly->n_head_kv == 0) {
-        int nn = n;
-        void *fp[] = { &aa, &nn };
-        TRY(hip_rt_launch_smem(l->rt, hy->k_fattn, cdiv((size_t)n, 64), (unsigned)ly->n_head, 1, 128, FATTN_SMEM(256),
-                               fp, e));
-    } else
+    if (n > HIP_GEMV_MAX && hd == 256 && hip_ops_fattn(l, hd) && hy->n_grp == 1 && l->kv_elt == 2 && W % 4 == 0 &&
+        ly->n_head % ly->n_head_kv == 0)
+        TRY(hip_ops_fattn_launch(hy->o, hd, n, ly->n_head, &aa, e));
+    else
         TRY(hip_rt_launch(l->rt, hy->k_attn, (unsigned)(n * ly->n_head), (unsigned)nsplit, 1,
                           4u * (unsigned)l->warp, ap, e));
     if (nsplit > 1)

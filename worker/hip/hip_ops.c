@@ -4,6 +4,7 @@
  * engine launch through one copy without calling each other. */
 #include "hip_ops.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +142,38 @@ int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, str
 }
 
 static unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+static int fattn_slot(int hd) { return hd == 64 ? 0 : hd == 128 ? 1 : hd == 256 ? 2 : -1; }
+
+void hip_ops_fattn_load(struct hip_ops *c)
+{
+    static const int hds[3] = { 64, 128, 256 };
+    for (int i = 0; i < 3; i++) {
+        char nm[32];
+        struct err ign = { 0 };
+        snprintf(nm, sizeof nm, "fattn_%d", hds[i]);
+        if (hip_rt_fn(c->rt, nm, &c->k_fattn[i], &ign) ||
+            hip_rt_fn_smem(c->rt, c->k_fattn[i], FATTN_SMEM(hds[i]), &ign))
+            c->k_fattn[i] = NULL;
+    }
+}
+
+hip_fn hip_ops_fattn(const struct hip_ops *c, int hd)
+{
+    const int i = fattn_slot(hd);
+    return i >= 0 && c->k.use_fa && c->warp == 32 ? c->k_fattn[i] : NULL;
+}
+
+int hip_ops_fattn_launch(struct hip_ops *c, int hd, int n, int n_head, const struct attn_args *a, struct err *e)
+{
+    const hip_fn f = hip_ops_fattn(c, hd);
+    if (!f)
+        return err_set(e, ERR_INTERNAL, "hip: no tensor-core prompt attention for head size %d", hd);
+    struct attn_args aa = *a;
+    int nn = n;
+    void *p[] = { &aa, &nn };
+    return hip_rt_launch_smem(c->rt, f, cdiv((size_t)n, 64), (unsigned)n_head, 1, 128, FATTN_SMEM(hd), p, e);
+}
 
 bool hip_ops_want_q8(const struct hip_ops *c, int k) { return c->q8 && k % 32 == 0 && k % c->warp == 0; }
 
@@ -382,7 +415,8 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
         f = f ? f : c->mma[w->type];
         /* warpgroup MMA (sm_90a; two blocks resident): the 128-token tile (pp4096 +18 % on the H100), the
          * 64-token one only when asked (slower for batched decode: docs/hip-backend.md) */
-        if ((mt == 128 ? c->use_wg >= 1 : mt == 64 && c->use_wg == 2) && c->wg[mt == 128][w->type])
+        const bool on_wg = (mt == 128 ? c->use_wg >= 1 : mt == 64 && c->use_wg == 2) && c->wg[mt == 128][w->type];
+        if (on_wg)
             f = c->wg[mt == 128][w->type], per_sm = 2, smem = WG_SMEM(mt);
         const unsigned gx = cdiv((size_t)a->n_rows, 128), gy = cdiv((size_t)a->nz, mt);
         const unsigned steps = (unsigned)a->k / 64, want = per_sm * (unsigned)hip_rt_sm_count(c->rt);
@@ -394,7 +428,7 @@ int hip_ops_launch_mm(struct hip_ops *c, struct gemv_args *a, const struct dw *w
          * f16 activations against the tile grid's few token tiles a wave, L2-resident — and at 4096 tokens
          * (six waves) it measured only +0.6 % */
         const size_t sk_total = (size_t)gx * gy * steps, sk_p = sk_total / 8 < want ? sk_total / 8 : want;
-        a->sk = c->streamk && f == c->wg[mt == 128][w->type] && sk_p > 0 && (size_t)gx * gy <= 2 * (size_t)want;
+        a->sk = c->streamk && on_wg && sk_p > 0 && (size_t)gx * gy <= 2 * (size_t)want;
         if (a->sk)
             ks = 1; /* the runs cut K themselves */
         else if (gx * gy < want * 3 / 4) {

@@ -89,6 +89,8 @@ struct hip_ops {
     int use_wg;            /* wg in place of the mma tiles where present: 1 the 128-token tile, 2 the 64 too, 0 none
                               (hip_knobs.use_wg) */
     bool streamk;          /* the dense wg tiles as one wave of blocks sharing all tiles' k steps (hip_knobs.streamk) */
+    hip_fn k_fattn[3];     /* prompt attention on tensor cores (kernels/fattn.cu fattn_64 / _128 / _256), by head size
+                              (hip_ops_fattn); NULL where absent or its shared memory does not fit */
     hip_fn k_quant, k_rms;
     bool q8;               /* GEMV of quantized weights on q8 activations (dp4a), as llama.cpp's MMVQ */
     bool pf;               /* PDL on and hip_knobs.pdl_prefetch: GEMV blocks pull their weight rows into L2
@@ -150,6 +152,14 @@ bool hip_ops_type_ok(int t);
 /* d = w on the device (zeroed when w is absent); ERR_UNSUPPORTED for a type the kernels lack. */
 int hip_ops_up_wt(struct hip_ops *c, struct stager *s, const struct wt *w, struct dw *d, struct err *e);
 int hip_ops_up_vec(struct hip_ops *c, struct stager *s, const struct vec *v, struct hip_dptr *d, struct err *e);
+
+/* The tensor-core prompt attention (kernels/fattn.cu) for head size hd: its kernel where present, NVIDIA
+ * warps and hip_knobs.use_fa on, else NULL (the caller keeps attn); the caller checks the batch is one
+ * sequence's prompt on an f16 cache. hip_ops_fattn_load looks the kernels up once (the engine's create);
+ * hip_ops_fattn_launch runs one for n tokens over n_head heads (64 tokens of one head a block). */
+void hip_ops_fattn_load(struct hip_ops *c);
+hip_fn hip_ops_fattn(const struct hip_ops *c, int hd);
+int hip_ops_fattn_launch(struct hip_ops *c, int hd, int n, int n_head, const struct attn_args *a, struct err *e);
 
 /* whether GEMVs over k inputs run on a q8 copy */
 bool hip_ops_want_q8(const struct hip_ops *c, int k);
