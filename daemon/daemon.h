@@ -16,6 +16,7 @@
 #include "../common/version.h"
 #include "../proto/proto.h"
 #include "peer.h"
+#include "pipeset.h"
 
 #define D_MAX_WORKERS 16
 #define D_VERSION LLM170_VERSION /* common/version.h */
@@ -126,6 +127,7 @@ struct daemon {
     pthread_cond_t poll_cv; /* signaled when a stream of any poll group gets a chunk */
     uint64_t next_id;       /* request ids for workers */
     struct peer_policy peers; /* who may connect to the client socket */
+    struct pipeset refused;   /* client connections peers refused, answered "forbidden" until they close */
     _Atomic int64_t t_refused_log_ms; /* last "client refused" log line: one a second, so a local */
     atomic_int n_refused_quiet;       /* user cannot flood the journal (the rest are counted) */
     int64_t t0_ms;

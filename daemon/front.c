@@ -574,6 +574,15 @@ static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     pthread_mutex_unlock(&d->mu);
 }
 
+/* Mark a connection refused; only when that fails (out of memory) is it
+ * closed here, the one case left that takes the path pipeset.h warns of. */
+static void front_refuse(struct daemon *d, nng_pipe p)
+{
+    int id = nng_pipe_id(p);
+    if (id <= 0 || !pipeset_add(&d->refused, (uint32_t)id))
+        nng_pipe_close(p);
+}
+
 /* ---------------------------------------------------------------- threads */
 
 static void *front_main(void *arg)
@@ -594,7 +603,11 @@ static void *front_main(void *arg)
         if (rc == ERR_IO)
             break;
         proto_msg_init(&rep, PT_NONE);
-        if (rc) {
+        if (pipeset_has(&d->refused, pipe)) {
+            reply_error(&rep, 0, PE_FORBIDDEN,
+                        "llm170d refuses this user: not root, not the service user, not in an allowed group "
+                        "(allow_group) nor allow_uids");
+        } else if (rc) {
             reply_error(&rep, req.id, rc == ERR_UNSUPPORTED ? PE_VERSION : PE_BAD_REQUEST, e.msg);
         } else {
             switch (req.type) {
@@ -621,7 +634,9 @@ static void *front_main(void *arg)
 }
 
 /* A new client connection: on ipc://, only peers the policy allows (peer.h)
- * get to send anything. Runs on an nng thread before the pipe is used. */
+ * get anything served; the others' pipes go into d->refused, and each request
+ * on them is answered "forbidden" (pipeset.h says why they are not closed
+ * here). Runs on an nng thread before the pipe is used. */
 static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     struct daemon *d = arg;
@@ -631,7 +646,7 @@ static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     uint64_t uid, gid, pid;
     if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &gid)) {
         d_log("client connection refused: cannot read its credentials");
-        nng_pipe_close(p);
+        front_refuse(d, p);
         return;
     }
     if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid))
@@ -640,7 +655,7 @@ static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     int n = pid ? peer_proc_groups((pid_t)pid, groups, 256) : -1;
     if (peer_allowed(&d->peers, (uid_t)uid, (gid_t)gid, groups, n > 0 ? n : 0))
         return;
-    nng_pipe_close(p);
+    front_refuse(d, p);
     int64_t now = d_now_ms(), last = atomic_load(&d->t_refused_log_ms);
     if (now - last < 1000 || !atomic_compare_exchange_strong(&d->t_refused_log_ms, &last, now)) {
         atomic_fetch_add(&d->n_refused_quiet, 1);
@@ -653,6 +668,16 @@ static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     d_log("client connection from uid %llu (gid %llu, pid %llu) refused: not root, not the service user, not in an "
           "allowed group (allow_group) nor allow_uids%s",
           (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid, more);
+}
+
+/* A connection went away: forget it if it was refused. */
+static void front_on_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    struct daemon *d = arg;
+    (void)ev;
+    int id = nng_pipe_id(p);
+    if (id > 0)
+        pipeset_del(&d->refused, (uint32_t)id);
 }
 
 int d_mkdir_mode(const char *dir, mode_t mode, struct err *e)
@@ -700,7 +725,8 @@ int front_start(struct daemon *d, struct err *e)
     if (rv)
         return err_set(e, ERR_IO, "cannot open the client socket: %s", nng_strerror(rv));
     nng_socket_set_size(d->front, NNG_OPT_RECVMAXSZ, PROTO_MAX_MSG);
-    if ((rv = nng_pipe_notify(d->front, NNG_PIPE_EV_ADD_PRE, front_on_pipe, d)) != 0)
+    if ((rv = nng_pipe_notify(d->front, NNG_PIPE_EV_ADD_PRE, front_on_pipe, d)) != 0 ||
+        (rv = nng_pipe_notify(d->front, NNG_PIPE_EV_REM_POST, front_on_pipe_gone, d)) != 0)
         return err_set(e, ERR_IO, "cannot watch client connections: %s", nng_strerror(rv));
     nng_listener l;
     if ((rv = nng_listener_create(&l, d->front, d->cfg.socket)) != 0)

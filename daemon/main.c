@@ -151,6 +151,7 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
 
     pthread_mutex_init(&d->mu, NULL);
+    pipeset_init(&d->refused);
     pthread_condattr_init(&d->cv_attr);
     pthread_condattr_setclock(&d->cv_attr, CLOCK_MONOTONIC);
     pthread_cond_init(&d->poll_cv, &d->cv_attr);
@@ -205,6 +206,7 @@ int main(int argc, char **argv)
     }
     workers_stop(d, 5000);
     front_stop(d);
+    pipeset_free(&d->refused);
     if (d->run_dir_owned)
         rmdir(d->run_dir);
     d_log("stopped");

@@ -26,7 +26,7 @@ static const char *const errc_names[PE_COUNT] = {
     [PE_NONE] = "none", [PE_BAD_REQUEST] = "bad_request", [PE_NOT_FOUND] = "not_found",
     [PE_QUEUE_FULL] = "queue_full", [PE_UNAVAILABLE] = "unavailable", [PE_TOO_LONG] = "too_long",
     [PE_CANCELED] = "canceled", [PE_TIMEOUT] = "timeout", [PE_INTERNAL] = "internal",
-    [PE_VERSION] = "version",
+    [PE_VERSION] = "version", [PE_FORBIDDEN] = "forbidden",
 };
 
 const char *proto_errc_name(int errc)
@@ -49,6 +49,7 @@ int proto_errc_http(int errc)
     case PE_BAD_REQUEST: case PE_TOO_LONG: case PE_VERSION: return 400;
     case PE_NOT_FOUND: return 404;
     case PE_QUEUE_FULL: return 429;
+    case PE_FORBIDDEN: return 403;
     case PE_UNAVAILABLE: return 503;
     case PE_CANCELED: return 499;
     case PE_TIMEOUT: return 504;
@@ -64,7 +65,7 @@ int proto_errc_to_err(int errc)
     case PE_TOO_LONG: return ERR_RANGE;
     case PE_NOT_FOUND: return ERR_NOTFOUND;
     case PE_QUEUE_FULL: return ERR_FULL;
-    case PE_UNAVAILABLE: case PE_TIMEOUT: return ERR_IO;
+    case PE_UNAVAILABLE: case PE_TIMEOUT: case PE_FORBIDDEN: return ERR_IO; /* the daemon is not there for us */
     case PE_CANCELED: return ERR_CANCELED;
     default: return ERR_INTERNAL;
     }

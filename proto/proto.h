@@ -87,6 +87,7 @@ enum proto_errc {
     PE_TIMEOUT,      /* a deadline passed                              → 504 */
     PE_INTERNAL,     /* a real fault: worker died mid-request, bug     → 500 */
     PE_VERSION,      /* peer speaks another protocol version           → 400 */
+    PE_FORBIDDEN,    /* the connecting user may not use llm170d        → 403 */
     PE_COUNT
 };
 const char *proto_errc_name(int errc);      /* "queue_full" … ("internal" when unknown) */

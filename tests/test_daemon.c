@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "../daemon/peer.c" /* the client socket's policy, unit-tested below */
+#include "../daemon/pipeset.c" /* the refused connections' ids, likewise */
 #include "../proto/client.h"
 #include "../proto/wire.h"
 #include "check.h"
@@ -1130,6 +1131,25 @@ static void peer_policy(void)
     CHECK(peer_proc_groups(999999999, mine, 64) == -1, "a gone pid");
 }
 
+/* The set of refused connections: ids in, found, out again, past its first growth. */
+static void refused_pipe_ids(void)
+{
+    struct pipeset s;
+    pipeset_init(&s);
+    bool added = true;
+    for (uint32_t id = 1; id <= 40; id++)
+        added &= pipeset_add(&s, id * 7);
+    CHECK(added && s.n == 40, "40 ids added (%zu held)", s.n);
+    CHECK(pipeset_has(&s, 7) && pipeset_has(&s, 140) && pipeset_has(&s, 280), "first, middle, last found");
+    CHECK(!pipeset_has(&s, 8) && !pipeset_has(&s, 0), "ids never added are not found");
+    pipeset_del(&s, 140);
+    pipeset_del(&s, 7);
+    pipeset_del(&s, 9999); /* not there: nothing happens */
+    CHECK(s.n == 38 && !pipeset_has(&s, 140) && !pipeset_has(&s, 7), "two removed (%zu held)", s.n);
+    CHECK(pipeset_has(&s, 280) && pipeset_has(&s, 14) && pipeset_has(&s, 273), "the others stay");
+    pipeset_free(&s);
+}
+
 /* `llm170 ps --socket url` as uid/gid 65534 (no supplementary groups): its
  * exit status (0: it got the daemon's status). exec, not a forked nng. */
 static int ps_as_nobody(const char *url)
@@ -1537,6 +1557,7 @@ int main(void)
     RUN(malloc_tuned_for_itself_only);
     RUN(socket_modes);
     RUN(peer_policy);
+    RUN(refused_pipe_ids);
     RUN(other_uid_refused);
     RUN(foreign_stream_ids);
     RUN(health_stopped_worker_and_drain);
