@@ -574,6 +574,10 @@ static void h_call(struct daemon *d, struct proto_msg *req, struct proto_msg *re
     pthread_mutex_unlock(&d->mu);
 }
 
+/* Why the peer policy refuses a connection: the log line and the reply to each of its requests say it alike. */
+static const char REFUSED_WHY[] =
+    "not root, not the service user, not in an allowed group (allow_group) nor allow_uids";
+
 /* Mark a connection refused; only when that fails (out of memory) is it
  * closed here, the one case left that takes the path pipeset.h warns of. */
 static void front_refuse(struct daemon *d, nng_pipe p)
@@ -604,9 +608,9 @@ static void *front_main(void *arg)
             break;
         proto_msg_init(&rep, PT_NONE);
         if (pipeset_has(&d->refused, pipe)) {
-            reply_error(&rep, 0, PE_FORBIDDEN,
-                        "llm170d refuses this user: not root, not the service user, not in an allowed group "
-                        "(allow_group) nor allow_uids");
+            char msg[160];
+            snprintf(msg, sizeof msg, "llm170d refuses this user: %s", REFUSED_WHY);
+            reply_error(&rep, 0, PE_FORBIDDEN, msg);
         } else if (rc) {
             reply_error(&rep, req.id, rc == ERR_UNSUPPORTED ? PE_VERSION : PE_BAD_REQUEST, e.msg);
         } else {
@@ -665,9 +669,8 @@ static void front_on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     char more[64] = "";
     if (quiet)
         snprintf(more, sizeof more, " (%d more refused since the last such line)", quiet);
-    d_log("client connection from uid %llu (gid %llu, pid %llu) refused: not root, not the service user, not in an "
-          "allowed group (allow_group) nor allow_uids%s",
-          (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid, more);
+    d_log("client connection from uid %llu (gid %llu, pid %llu) refused: %s%s", (unsigned long long)uid,
+          (unsigned long long)gid, (unsigned long long)pid, REFUSED_WHY, more);
 }
 
 /* A connection went away: forget it if it was refused. */
