@@ -1,8 +1,9 @@
 /* kernel_decls.h — what NVRTC and hipRTC provide a kernel source without any header (the attribute
  * keywords, the built-in index variables, vector types and device functions), declared for clang's CUDA
  * and HIP front ends so that tests/kernels_clang.sh can parse every kernel source on a machine with no GPU
- * toolkit. Declarations only: nothing here is compiled into code. A kernel that starts using another
- * built-in fails that test with "undeclared identifier" until it is declared here. */
+ * toolkit. Declarations only, and only of what the kernels use: nothing here is compiled into code. A
+ * kernel that starts using another built-in fails that test with "undeclared identifier" until it is
+ * declared here. */
 #ifndef LLM170_TESTS_KERNEL_DECLS_H
 #define LLM170_TESTS_KERNEL_DECLS_H
 
@@ -27,38 +28,24 @@ struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
-__device__ int2 make_int2(int, int);
-__device__ int4 make_int4(int, int, int, int);
 __device__ uint2 make_uint2(unsigned, unsigned);
 __device__ uint4 make_uint4(unsigned, unsigned, unsigned, unsigned);
 __device__ float2 make_float2(float, float);
 __device__ float4 make_float4(float, float, float, float);
 
 __device__ float __int_as_float(int);
-__device__ int __float_as_int(float);
 __device__ float __uint_as_float(unsigned);
-__device__ unsigned __float_as_uint(float);
 __device__ float fmaf(float, float, float);
 __device__ float fmaxf(float, float);
 __device__ float fminf(float, float);
 __device__ float fabsf(float);
 __device__ float expf(float);
-__device__ float __expf(float);
 __device__ float exp2f(float);
 __device__ float logf(float);
-__device__ float log2f(float);
 __device__ float sqrtf(float);
-__device__ float rsqrtf(float);
-__device__ float tanhf(float);
-__device__ float sinf(float);
-__device__ float cosf(float);
-__device__ float powf(float, float);
 __device__ float roundf(float);
-__device__ float floorf(float);
-__device__ float ceilf(float);
 __device__ float frexpf(float, int *);
 __device__ float ldexpf(float, int);
-__device__ float __fdividef(float, float);
 __device__ int min(int, int);
 __device__ int max(int, int);
 __device__ unsigned min(unsigned, unsigned);
@@ -67,45 +54,24 @@ __device__ long long min(long long, long long);
 __device__ long long max(long long, long long);
 __device__ float min(float, float);
 __device__ float max(float, float);
-__device__ int abs(int);
-__device__ int __popc(unsigned);
-__device__ int __clz(int);
-__device__ int __ffs(int);
-__device__ int __dp4a(int, int, int);
-__device__ unsigned __byte_perm(unsigned, unsigned, unsigned);
-__device__ long long clock64();
 
 __device__ void __syncthreads();
 __device__ void __syncwarp(unsigned = 0xffffffffu);
-__device__ int __syncthreads_or(int);
-__device__ int __syncthreads_count(int);
 __device__ void __threadfence();
 __device__ void __threadfence_block();
 __device__ int atomicAdd(int *, int);
 __device__ unsigned atomicAdd(unsigned *, unsigned);
 __device__ float atomicAdd(float *, float);
-__device__ int atomicMax(int *, int);
-__device__ int atomicCAS(int *, int, int);
-__device__ unsigned atomicCAS(unsigned *, unsigned, unsigned);
-__device__ unsigned long long atomicCAS(unsigned long long *, unsigned long long, unsigned long long);
-__device__ int atomicExch(int *, int);
-__device__ unsigned atomicExch(unsigned *, unsigned);
-__device__ unsigned atomicInc(unsigned *, unsigned);
 
 #if defined(__HIPCC_RTC__)
 __device__ float __shfl_xor(float, int, int);
 __device__ int __shfl_xor(int, int, int);
-__device__ float __shfl(float, int, int);
-__device__ int __shfl(int, int, int);
-__device__ unsigned long long __ballot(int);
 #else
 __device__ float __shfl_xor_sync(unsigned, float, int, int = 32);
 __device__ int __shfl_xor_sync(unsigned, int, int, int = 32);
 __device__ unsigned __shfl_xor_sync(unsigned, unsigned, int, int = 32);
 __device__ float __shfl_sync(unsigned, float, int, int = 32);
 __device__ int __shfl_sync(unsigned, int, int, int = 32);
-__device__ float __shfl_down_sync(unsigned, float, int, int = 32);
-__device__ unsigned __ballot_sync(unsigned, int);
 #endif
 
 #endif
