@@ -34,6 +34,11 @@ typedef int32_t a_i32;
 /* dynamic shared memory of the tensor-core prompt attention (fattn.cu fattn_64 / _128 / _256) for head size hd:
  * two stages of a 64-position K and V tile, rows padded by 8 halves; head size 256 also its 64 Q rows */
 #define FATTN_SMEM(hd) (2 * 2 * 64 * ((hd) + 8) * 2 + ((hd) > 128 ? 64 * ((hd) + 8) * 2 : 0))
+/* the short-cache decode attention (fattn.cu fattn_dec4_128): DEC4_W warps a block, each with a ring of DEC4_ST
+ * stages of 16 positions' K and V rows (pitch hd + 8 halves), after the group's 16 f16 query rows */
+#define DEC4_W 4
+#define DEC4_ST 3
+#define FATTN_DEC4_SMEM(hd) ((DEC4_W * DEC4_ST * 2 * 16 + 16) * ((hd) + 8) * 2)
 /* dynamic shared memory of the tensor-core GEMM's tile of mt tokens (mma.cu), rows padded to 72 halves:
  * 64 tokens, two f16 tiles of 128 weight rows × 64 k, then MMA_STAGES stages of its cp.async pipeline (two
  * 16-byte weight chunks a thread, 64 activation rows; two blocks still fit a multiprocessor); 128 tokens,

@@ -270,27 +270,32 @@ static __device__ __forceinline__ float4 head_norm_rope(const struct rope_args &
     return make_float4(v[0], v[1], v[2], v[3]);
 }
 
-template <int HD>
-static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
+/* W warps a block (fattn_dec4_128: W = DEC4_W) split the cache among themselves, whole tiles each, every warp
+ * with its own ring of ST stages in st (ST · SB halves a warp) and the group's Q rows shared (Qs); at the end
+ * the warps' unnormalized O, running max and sum meet in shared memory and the block writes o — one launch for
+ * a short cache where W = 1 took a grid of splits and attn_combine after it. */
+template <int HD, int W, int ST>
+static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a, u16 *st, u16 *Qs)
 {
     constexpr int P = HD + 8;
     constexpr int SB = 2 * DEC_T * P; /* halves of one stage: K rows, then V rows */
-    __shared__ __align__(16) u16 st[DEC_ST * SB]; /* the ring; at the end f32 O [16][HD] */
-    __shared__ __align__(16) u16 Qs[16 * P];
-    static_assert(DEC_ST * SB * 2 >= 16 * HD * 4, "O must fit where the stages were");
+    static_assert(ST * SB * 2 >= 16 * HD * 4 + 16 * 8, "O (and the max and sum of each row) must fit in a ring");
     PDL_ENTER();
-    const int lane = threadIdx.x, gid = lane >> 2, tig = lane & 3;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane >> 2, tig = lane & 3;
     const int G = a.n_head / a.n_head_kv;
     const int t = blockIdx.x / a.n_head_kv, g = blockIdx.x % a.n_head_kv;
     const int n_kv = a.pos[t] + 1;
-    const int ns = attn_splits(a, n_kv);
-    if ((int)blockIdx.y >= ns)
+    const int ns = W > 1 ? W : attn_splits(a, n_kv);
+    if (W == 1 && (int)blockIdx.y >= ns)
         return;
-    const int chunk = (n_kv + ns - 1) / ns;
-    const int p0 = blockIdx.y * chunk, p1 = min(n_kv, p0 + chunk);
+    /* W > 1: whole tiles a warp, so a short cache leaves the last warps idle rather than every warp a partial tile */
+    const int chunk = W > 1 ? (n_kv + W * DEC_T - 1) / (W * DEC_T) * DEC_T : (n_kv + ns - 1) / ns;
+    const int p0 = (W > 1 ? warp : (int)blockIdx.y) * chunk, p1 = min(n_kv, p0 + chunk);
     const int nt = p1 > p0 ? (p1 - p0 + DEC_T - 1) / DEC_T : 0;
     const long long base = (long long)a.seq[t] * a.seq_stride + (long long)g * HD;
     const u16 *K = (const u16 *)a.k, *V = (const u16 *)a.v;
+    const u16 *const ring0 = st; /* warp 0's ring: the merge reads every warp's */
+    st += warp * ST * SB;
     const u32 s0 = smem_addr(st);
     if (HD == 128 && a.rope && n_kv - 1 >= p0 && n_kv - 1 < p1) {
         /* rope_store's work for this token's K and V (a.rope: no other token of the step reads this cell, and
@@ -305,32 +310,35 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
         __threadfence_block();
         __syncwarp();
     }
-    /* the first DEC_ST − 1 tiles in flight before anything else */
+    /* the first ST − 1 tiles in flight before anything else */
 #pragma unroll
-    for (int i = 0; i < DEC_ST - 1; i++) {
+    for (int i = 0; i < ST - 1; i++) {
         if (i < nt)
             dec_tile<HD>(s0 + 2u * (u32)(i * SB), s0 + 2u * (u32)(i * SB + DEC_T * P), K, V, base, a.kv_dim,
                          p0 + i * DEC_T, p1, lane);
         cp_async_commit();
     }
-    /* Q of the group → f16 rows 0..15 (zeros past G), then the A fragments */
+    /* Q of the group → f16 rows 0..15 (zeros past G; row r by warp r % W), then the A fragments */
     if (HD == 128 && a.rope) { /* normed and rotated here: every head's row loaded first, then the arithmetic */
-        float4 qv[16];
+        float4 qv[16 / W];
 #pragma unroll
-        for (int r = 0; r < 16; r++)
-            qv[r] = r < G ? *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)(g * G + r) * HD + 4 * lane)
+        for (int j = 0; j < 16 / W; j++) {
+            const int r = warp + W * j;
+            qv[j] = r < G ? *(const float4 *)(a.q + (long long)t * a.q_stride + (long long)(g * G + r) * HD + 4 * lane)
                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
         const struct rope_lane rl = rope_cs(a.r, t, lane);
 #pragma unroll
-        for (int r = 0; r < 16; r++) {
+        for (int j = 0; j < 16 / W; j++) {
+            const int r = warp + W * j;
             if (r < G)
-                qv[r] = head_norm_rope(a.r, rl, qv[r], a.r.q_norm, lane);
+                qv[j] = head_norm_rope(a.r, rl, qv[j], a.r.q_norm, lane);
             u32 *dst = (u32 *)(Qs + r * P + 4 * lane);
-            dst[0] = h2pack(qv[r].x, qv[r].y);
-            dst[1] = h2pack(qv[r].z, qv[r].w);
+            dst[0] = h2pack(qv[j].x, qv[j].y);
+            dst[1] = h2pack(qv[j].z, qv[j].w);
         }
     } else {
-        for (int i = lane; i < 16 * HD / 4; i += 32) {
+        for (int i = threadIdx.x; i < 16 * HD / 4; i += 32 * W) {
             const int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (r < G)
@@ -340,7 +348,10 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
             dst[1] = h2pack(v.z, v.w);
         }
     }
-    __syncwarp();
+    if (W > 1)
+        __syncthreads(); /* Qs is every warp's */
+    else
+        __syncwarp();
     u32 qf[HD / 16][4];
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++)
@@ -353,15 +364,15 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
     float ma = -INF_F, mb = -INF_F, la = 0.0f, lb = 0.0f; /* rows gid and gid + 8: running max (log2), sums */
     for (int i = 0; i < nt; i++) {
         { /* refill the stage tile i − 1 used (every lane is past its reads: the __syncwarp below) */
-            const int f = i + DEC_ST - 1, sf = f % DEC_ST;
+            const int f = i + ST - 1, sf = f % ST;
             if (f < nt)
                 dec_tile<HD>(s0 + 2u * (u32)(sf * SB), s0 + 2u * (u32)(sf * SB + DEC_T * P), K, V, base, a.kv_dim,
                              p0 + f * DEC_T, p1, lane);
             cp_async_commit();
         }
-        cp_async_wait<DEC_ST - 1>(); /* this lane's part of tile i has landed */
-        __syncwarp();                /* ... and every lane's */
-        const u16 *Ks = st + (i % DEC_ST) * SB, *Vs = Ks + DEC_T * P;
+        cp_async_wait<ST - 1>(); /* this lane's part of tile i has landed */
+        __syncwarp();            /* ... and every lane's */
+        const u16 *Ks = st + (i % ST) * SB, *Vs = Ks + DEC_T * P;
         const int w0 = p0 + i * DEC_T;
         float s[2][4];
 #pragma unroll
@@ -423,6 +434,43 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
         la += __shfl_xor_sync(0xffffffffu, la, m);
         lb += __shfl_xor_sync(0xffffffffu, lb, m);
     }
+    if (W > 1) { /* each warp's O, max (log2 units) and sum into its ring, then o merged over the warps */
+        float *Ow = (float *)st;
+        float2 *ml = (float2 *)(Ow + 16 * HD);
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++) {
+            const int d = j * 8 + 2 * tig;
+            *(float2 *)(Ow + gid * HD + d) = make_float2(o[j][0], o[j][1]);
+            *(float2 *)(Ow + (gid + 8) * HD + d) = make_float2(o[j][2], o[j][3]);
+        }
+        if (tig == 0)
+            ml[gid] = make_float2(ma, la), ml[gid + 8] = make_float2(mb, lb);
+        __syncthreads();
+        /* 32 lanes on 32 consecutive elements of one head (q8_group's layout); warp 0 holds position 0, so the
+         * max is finite, and a warp with no positions weighs exp2(−inf) = 0 */
+        for (int idx = threadIdx.x; idx < G * HD; idx += 32 * W) {
+            const int r = idx / HD, d = idx % HD, h = g * G + r;
+            float m = -INF_F;
+#pragma unroll
+            for (int w = 0; w < W; w++)
+                m = fmaxf(m, ((const float2 *)((const float *)(ring0 + w * ST * SB) + 16 * HD))[r].x);
+            float l = 0.0f, v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < W; w++) {
+                const float *Ox = (const float *)(ring0 + w * ST * SB);
+                const float2 x = ((const float2 *)(Ox + 16 * HD))[r];
+                const float c = exp2f(x.x - m);
+                l += x.y * c;
+                v += Ox[r * HD + d] * c;
+            }
+            v = l > 0.0f ? v / l : 0.0f;
+            a.o[(long long)t * a.o_stride + (long long)h * HD + d] = v;
+            if (a.oq)
+                q8_group(v, a.oq + (long long)t * a.o_stride, a.oqd + (long long)t * (a.o_stride / 32) * 2, h * HD + d);
+        }
+        return;
+    }
     if (ns > 1) { /* partial rows per query head for attn_combine: O, the max (natural-log units), the sum */
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
@@ -460,7 +508,18 @@ static __device__ __forceinline__ void fattn_dec_body(const struct attn_args &a)
 }
 
 /* grid (tokens · n_head_kv, splits), one warp a block */
-extern "C" __global__ void __launch_bounds__(32) fattn_dec_128(const struct attn_args a) { fattn_dec_body<128>(a); }
+extern "C" __global__ void __launch_bounds__(32) fattn_dec_128(const struct attn_args a)
+{
+    __shared__ __align__(16) u16 st[DEC_ST * 2 * DEC_T * 136]; /* the ring; at the end f32 O [16][HD] */
+    __shared__ __align__(16) u16 Qs[16 * 136];
+    fattn_dec_body<128, 1, DEC_ST>(a, st, Qs);
+}
+/* grid tokens · n_head_kv, DEC4_W warps a block splitting the cache, FATTN_DEC4_SMEM(128) (Q, then the rings) */
+extern "C" __global__ void __launch_bounds__(32 * DEC4_W) fattn_dec4_128(const struct attn_args a)
+{
+    extern __shared__ __align__(16) u16 fd_smem[];
+    fattn_dec_body<128, DEC4_W, DEC4_ST>(a, fd_smem + 16 * 136, fd_smem);
+}
 
 extern "C" __global__ void __launch_bounds__(128) fattn_64(const struct attn_args a, const int n) { fattn_body<64>(a, n); }
 extern "C" __global__ void __launch_bounds__(128) fattn_128(const struct attn_args a, const int n)

@@ -1485,8 +1485,23 @@ static void rope_and_store(void)
     }
 }
 
+/* fattn_dec4_128: a block of DEC4_W warps per (token, KV head), its dynamic shared memory raised first */
+static int launch_dec4(unsigned blocks, void **p)
+{
+    struct err e = { 0 };
+    hip_fn f = fn("fattn_dec4_128");
+    if (hip_rt_fn_smem(g_rt, f, FATTN_DEC4_SMEM(128), &e) ||
+        hip_rt_launch_smem(g_rt, f, blocks, 1, 1, 32 * DEC4_W, FATTN_DEC4_SMEM(128), p, &e)) {
+        fprintf(stderr, "fattn_dec4_128: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* attention (per query head, and per KV-head group: attn_gqa) for tokens of two sequences at different
- * positions (1, 3 and 5 of 8 splits in use), f32 and f16 caches, 1 and 8 splits, with the q8 copy of o */
+ * positions (1, 3 and 5 of 8 splits in use), f32 and f16 caches, 1 and 8 splits, with the q8 copy of o;
+ * fattn_dec4_128 on one split (its warps' splits: 1 position in warp 0 alone, 131 and 300 over all four, the
+ * ring turning over) */
 static void attention_vs_reference(void)
 {
     NEED_GPU();
@@ -1505,7 +1520,7 @@ static void attention_vs_reference(void)
     const float scale = 1.0f / sqrtf((float)hd);
     uint64_t dq = dup(q, sizeof q), dp = dup(pos, sizeof pos), ds = dup(seq, sizeof seq);
     uint64_t dpart = poisoned((size_t)n * nh * 8 * (hd + 2));
-    static const char *const kname[3] = { "", "_gqa", " (fattn_dec_128)" };
+    static const char *const kname[4] = { "", "_gqa", " (fattn_dec_128)", " (fattn_dec4_128)" };
     for (int f16 = 0; f16 < 2; f16++) {
         const void *Kc = f16 ? (const void *)K16 : (const void *)K, *Vc = f16 ? (const void *)V16 : (const void *)V;
         const size_t elt = f16 ? 2 : 4;
@@ -1521,10 +1536,10 @@ static void attention_vs_reference(void)
          * twice (its counters must be back at zero for the second) */
         /* gqa 0: attn (a block per query head), 1: attn_gqa (per KV head), 2: fattn_dec_128 (per KV head, on
          * tensor cores; f16 cache, merged by attn_combine only) */
-        for (int gqa = 0; gqa < 3; gqa++)
+        for (int gqa = 0; gqa < 4; gqa++)
         for (int split = 1; split <= 8; split *= 8)
         for (int fm = 0; fm < (split > 1 && gqa < 2 ? 3 : 1); fm++) {
-            if (gqa == 2 && !f16)
+            if ((gqa >= 2 && !f16) || (gqa == 3 && split > 1))
                 continue;
             uint64_t dy = poisoned(sizeof y / 4);
             struct attn_args a = { .q = dq, .o = dy, .k = dk, .v = dv, .pos = dp, .seq = ds, .part = dpart,
@@ -1541,7 +1556,9 @@ static void attention_vs_reference(void)
             uint64_t dq8 = dup(NULL, sizeof y / 4), dq8d = poisoned(sizeof y / 4 / 16);
             a.oq = dq8, a.oqd = dq8d;
             void *p[] = { &a };
-            if (gqa == 2)
+            if (gqa == 3)
+                CHECK(launch_dec4(n * nkv, p) == 0, "launch");
+            else if (gqa == 2)
                 CHECK(launch("fattn_dec_128", n * nkv, (unsigned)split, 32, p) == 0, "launch");
             else if (gqa) /* one block per KV head for its nh / nkv query heads */
                 CHECK(launch("attn_gqa", n * nkv, (unsigned)split, 256, p) == 0, "launch");
@@ -1581,7 +1598,8 @@ static void attention_vs_reference(void)
 /* fattn_dec_128 doing rope_store's work itself (attn_args.rope: q/k RMSNorm, RoPE, the K/V store of each
  * token's cell) against rope_store followed by fattn_dec_128: three tokens of three sequences at positions
  * 299, 0 and 130 (the stored cell in the last of 1 and of 8 splits), neox with norms, neox rotating half
- * the head, the pairwise rotation without norms; o, its q8 copy and both caches' cells */
+ * the head, the pairwise rotation without norms; o, its q8 copy and both caches' cells. d4: the same with
+ * fattn_dec4_128 (its warps norm and rotate every fourth query head; the cell stored by the warp holding it) */
 static void attention_does_rope(void)
 {
     NEED_GPU();
@@ -1610,6 +1628,7 @@ static void attention_does_rope(void)
             ops_rope_cache(cs + t * n_rot, pos[t], n_rot, 10000.0f, NULL, 1.0f, 0.0f, 1.0f, dims);
         uint64_t dqn = dup(qn, sizeof qn), dkn = dup(kn, sizeof kn), dcs = dup(cs, sizeof cs);
         for (int split = 1; split <= 8; split *= 8)
+            for (int d4 = 0; d4 < (split == 1 ? 2 : 1); d4++)
             for (int fused = 0; fused < 2; fused++) {
                 uint64_t dq = dup(qkv, sizeof(float) * (size_t)n * W), dk = dup(K16, 2 * ncache), dv = dup(V16, 2 * ncache);
                 uint64_t dy = poisoned(sizeof ya / 4), dq8 = dup(NULL, sizeof ya / 4), dq8d = poisoned(sizeof ya / 4 / 16);
@@ -1626,8 +1645,11 @@ static void attention_does_rope(void)
                 void *pr[] = { &r }, *pa[] = { &a };
                 if (!fused)
                     CHECK(launch("rope_store", n, nh + nkv, 128, pr) == 0, "launch");
-                CHECK(launch("fattn_dec_128", n * nkv, (unsigned)split, 32, pa) == 0, "launch");
-                if (split > 1)
+                if (d4)
+                    CHECK(launch_dec4(n * nkv, pa) == 0, "launch");
+                else
+                    CHECK(launch("fattn_dec_128", n * nkv, (unsigned)split, 32, pa) == 0, "launch");
+                if (split > 1 && !d4)
                     CHECK(launch("attn_combine", n * nh, 1, 4 * hd, pa) == 0, "launch");
                 get(fused ? yb : ya, dy, sizeof ya);
                 get(fused ? kb : ka, dk, 2 * ncache);
@@ -1643,8 +1665,9 @@ static void attention_does_rope(void)
                     }
                     CHECK(r_o < 1e-4 && r_k < 1e-3, "rope in attention, variant %d split %d: o rel %.3g, K cells rel %.3g",
                           variant, split, r_o, r_k);
-                    printf("#   fattn_dec_128 with rope_store's work, %s n_rot %d%s, %d split(s): o rel %.2e, K cells "
-                           "rel %.2e\n", neox ? "neox" : "pairs", n_rot, norms ? " + q/k norms" : "", split, r_o, r_k);
+                    printf("#   %s with rope_store's work, %s n_rot %d%s, %d split(s): o rel %.2e, K cells "
+                           "rel %.2e\n", d4 ? "fattn_dec4_128" : "fattn_dec_128", neox ? "neox" : "pairs", n_rot,
+                           norms ? " + q/k norms" : "", split, r_o, r_k);
                 }
                 dfree(dq), dfree(dk), dfree(dv), dfree(dy), dfree(dq8), dfree(dq8d);
             }

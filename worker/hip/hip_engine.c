@@ -69,6 +69,10 @@ struct hip_engine {
     hip_fn k_embed, k_rope, k_add, k_swiglu, k_route, k_combine, k_argmax, k_attn, k_attn_comb;
     hip_fn k_attn_gqa;     /* attention reading each K/V row once for its query-head group */
     hip_fn k_fattn_dec;    /* fattn_dec_128: decode attention on tensor cores, a warp per KV head and split */
+    hip_fn k_fattn_dec4;   /* fattn_dec4_128: the same for short caches, a block of DEC4_W warps per KV head
+                              merging its splits (NULL where absent or hip_knobs.dec4 is off) */
+    bool use_dec4;         /* hip_knobs.dec4 */
+    bool dec4;             /* the current step's attention on k_fattn_dec4 (its caches take ≤ 4 splits) */
     int dec_ns_tc;         /* its splits on caches over HIP_DEC_TC_LONG positions (dec_splits) */
     bool attn_tc;          /* every attention layer's decode through k_fattn_dec (hip_knobs.attn_tc, head size
                               128, f16 cache, query-head groups of at most 16) */
@@ -307,6 +311,10 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     hip_ops_fattn_load(&c->ops);
     if (hip_rt_fn_pdl(c->ops.rt, "fattn_dec_128", &c->k_fattn_dec, &ign))
         c->k_fattn_dec = NULL;
+    if (!c->k_fattn_dec || !c->use_dec4 || !c->ops.smem_optin || FATTN_DEC4_SMEM(128) > c->ops.smem_optin ||
+        hip_rt_fn_pdl(c->ops.rt, "fattn_dec4_128", &c->k_fattn_dec4, &ign) ||
+        hip_rt_fn_smem(c->ops.rt, c->k_fattn_dec4, FATTN_DEC4_SMEM(128), &ign))
+        c->k_fattn_dec4 = NULL;
     struct { hip_fn *f; const char *n; bool pdl; } ks[] = {
         { &c->k_embed, "embed_rows", false }, { &c->ops.k_rms, "rms_norm", true }, { &c->k_rope, "rope_store", true },
         { &c->k_add, "add_f32", false }, { &c->k_swiglu, "swiglu_f32", false }, { &c->k_route, "moe_route", true },
@@ -371,6 +379,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.gemvb_t = k->gemvb_t;
     c->ops.gemvbm_min = k->gemvbm_min;
     c->ops.use_gemvbp = k->gemvbp;
+    c->use_dec4 = k->dec4;
     c->ops.mma_t = k->mma_t;
     c->dec_ns = DEC_SPLIT;
     c->split_buckets = k->split_buckets;
@@ -641,7 +650,8 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     const bool tc = c->attn_tc && qs % 4 == 0 && (n <= GEMV_MAX || !c->one_seq);
     /* splits: the step's bucket up to SPLIT_TOKENS tokens, one over (hip_scratch.h: batches of many
      * sequences measured no faster split, on fattn_dec_128 too) */
-    const int nsplit = n <= c->split_tokens ? c->dec_ns : 1;
+    const bool dec4 = tc && c->dec4; /* one block a (token, KV head) merging its warps' splits: no partials */
+    const int nsplit = n <= c->split_tokens && !dec4 ? c->dec_ns : 1;
     if (!(tc && c->rope_attn))
         TRY(hip_rt_launch(c->ops.rt, c->k_rope, (unsigned)n, (unsigned)(ly->n_head + ly->n_head_kv), 1, rb, rp, e));
     struct attn_args aa = {
@@ -665,7 +675,10 @@ static int attn_layer(struct hip_engine *c, const struct layer *ly, const struct
     /* decode: one block per KV head for its whole query-head group when it fits kernels/attn.cu's limits
      * (GQA_MAX 8 heads, G·hd <= 1024, hd <= 8·warp) */
     const int G = ly->n_head / ly->n_head_kv;
-    if (tc) {
+    if (dec4) {
+        TRY(hip_rt_launch_smem(c->ops.rt, c->k_fattn_dec4, (unsigned)(n * ly->n_head_kv), 1, 1, 32 * DEC4_W,
+                               FATTN_DEC4_SMEM(128), ap, e));
+    } else if (tc) {
         /* a warp per (token, KV head, split), the query-head group as one mma operand's rows */
         TRY(hip_rt_launch(c->ops.rt, c->k_fattn_dec, (unsigned)(n * ly->n_head_kv), (unsigned)nsplit, 1, 32, ap, e));
     } else if (prompt) {
@@ -1152,11 +1165,13 @@ static int run(struct hip_engine *c, const struct engine_tok *toks, int n, float
     for (int t = 0; t < n; t++)
         max_kv = toks[t].pos + 1 > max_kv ? toks[t].pos + 1 : max_kv;
     c->dec_ns = c->split_buckets ? dec_splits(max_kv, c->attn_tc ? c->dec_ns_tc : 0) : DEC_SPLIT;
-    /* only on caches over 256 positions: the one-split grid of a short cache (a block per KV head) does
-     * the heads' norm and rotation in series and ran slower than rope_store beside it (qwen3-8b tg128
-     * 369.2 vs 373.7 t/s), while at 4096 positions, where the work sits in the last of many splits,
-     * it measured 357.3 vs 353.4 */
-    c->rope_attn = c->rope_attn && c->dec_ns > 4;
+    /* rope_store's work in the attention on caches over 256 positions, and on shorter ones where fattn_dec4_128
+     * takes them (its warps share the heads' norm and rotation): fattn_dec_128's one-split grid of a short
+     * cache (a warp per KV head) did them in series and ran slower than rope_store beside it (qwen3-8b tg128
+     * 369.2 vs 373.7 t/s), while at 4096 positions, where the work sits in the last of many splits, it
+     * measured 357.3 vs 353.4 */
+    c->dec4 = c->k_fattn_dec4 && c->attn_tc && c->dec_ns <= 4 && n <= c->split_tokens;
+    c->rope_attn = c->rope_attn && (c->dec_ns > 4 || c->dec4);
     /* small batches (decode) are replayed from graphs; prefill shapes vary too much to keep */
     if (c->graphs && n <= GEMV_MAX) {
         hip_graph g = NULL;

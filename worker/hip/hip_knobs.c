@@ -51,6 +51,7 @@ void hip_knobs_from_env(struct hip_knobs *k)
     k->gemv_warps = gwe && atoi(gwe) >= 1 && atoi(gwe) <= 8 ? atoi(gwe) : 0;
     k->gemvs = on_unless_0("LLM170_HIP_GEMVS");
     k->rope_attn = on_unless_0("LLM170_HIP_ROPE_ATTN");
+    k->dec4 = on_unless_0("LLM170_HIP_DEC4");
     const char *gbe = env("LLM170_HIP_GEMVB");
     k->gemvb_t = gbe && (!strcmp(gbe, "0") || !strcmp(gbe, "16")) ? atoi(gbe) : 8;
     const char *gme = env("LLM170_HIP_GEMVBM_MIN");

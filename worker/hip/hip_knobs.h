@@ -100,6 +100,11 @@ struct hip_knobs {
      * larger ones take one split, a block per (token, KV head). Default HIP_SPLIT_TOKENS (the GEMV size,
      * for which the partials are sized); SPLIT_TOKENS=N (1..HIP_SPLIT_TOKENS) lowers it */
     int split_tokens;
+    /* decode steps whose caches take at most 4 splits (up to 256 positions, SPLIT_TOKENS tokens at most) run their
+     * attention as one block of DEC4_W warps a (token, KV head) that split the cache and merge in shared memory
+     * (fattn_dec4_128; default on where it loads), with rope_store's work inside: no attn_combine and no
+     * rope_store launch. DEC4=0 keeps fattn_dec_128's split grid */
+    bool dec4;
     /* prompt attention on tensor cores (kernels/fattn.cu) for batches over the GEMV size of one sequence
      * on an f16 cache (default on). FA=0 keeps the generic kernel */
     bool use_fa;
