@@ -280,7 +280,7 @@ static void knobs_from_env(void)
         "LLM170_HIP_MMA_T", "LLM170_HIP_SPLIT_BUCKETS", "LLM170_HIP_MMA_WAVES", "LLM170_HIP_FA", "LLM170_HIP_GQA",
         "LLM170_HIP_PDL_PREFETCH", "LLM170_HIP_GDN_CHUNK", "LLM170_HIP_UPLOAD_PIPE", "LLM170_HIP_COMPILE_THREADS",
         "LLM170_HIP_SPLIT_COMPILE", "LLM170_HIP_TRACE", "LLM170_HIP_MMA_XSCALE", "LLM170_HIP_SPLIT_TOKENS",
-        "LLM170_HIP_STREAMK", "LLM170_HIP_DEC4",
+        "LLM170_HIP_STREAMK", "LLM170_HIP_DEC4", "LLM170_HIP_XFRAG",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unsetenv(names[i]);
@@ -288,12 +288,16 @@ static void knobs_from_env(void)
     memset(&k, 0xa5, sizeof k);
     hip_knobs_from_env(&k);
     CHECK(k.pinned && k.graphs && k.q8 && k.use_mma && k.defer_norm && k.join_qkv && k.amax_split &&
-          k.split_buckets && k.use_fa && k.pdl_prefetch && k.mma_xscale && k.streamk && k.dec4,
+          k.split_buckets && k.use_fa && k.pdl_prefetch && k.mma_xscale && k.streamk && k.dec4 && k.xfrag,
           "a default-on knob is off");
     setenv("LLM170_HIP_DEC4", "0", 1);
     hip_knobs_from_env(&k);
     CHECK(!k.dec4, "DEC4=0 leaves the short-cache decode attention on");
     unsetenv("LLM170_HIP_DEC4");
+    setenv("LLM170_HIP_XFRAG", "0", 1);
+    hip_knobs_from_env(&k);
+    CHECK(!k.xfrag, "XFRAG=0 leaves the fragment-order activations on");
+    unsetenv("LLM170_HIP_XFRAG");
     CHECK(!k.fuse_route && !k.fuse_attn && !k.gqa && !k.trace, "a default-off knob is on");
     /* the trace synchronises every sublayer: graphs go off with it */
     setenv("LLM170_HIP_TRACE", "1", 1);

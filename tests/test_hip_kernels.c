@@ -731,10 +731,20 @@ static void check_mmq_kernel(enum qtype t, int N, int K, int nz, int mode, const
             a.yq = dyq, a.yqd = dyqd;
         }
         struct err e = { 0 };
+        uint64_t dxf = 0, dxfd = 0;
+        const size_t nl = strlen(name);
+        if (nl > 2 && !strcmp(name + nl - 2, "_f")) { /* gemvbp*_f: the activations in fragment order first */
+            dxf = poisoned((size_t)4 * K), dxfd = poisoned((size_t)K);
+            void *pf[] = { &a, &dxf, &dxfd };
+            CHECK(launch("q8_frag", (unsigned)(K / 64), 2, 32, pf) == 0, "q8_frag launch");
+            a.x = dxf, a.xd = dxfd;
+        }
         int rc = launch_gemv(name, fn(name), grid, (unsigned)bt, &a, &e);
         if (!rc)
             rc = hip_rt_sync(g_rt, &e);
         CHECK(rc == 0, "%s launch: %s", name, e.msg);
+        if (dxf)
+            dfree(dxf), dfree(dxfd), a.x = dxq, a.xd = dxqd;
     }
     get(y, dy, sizeof(float) * (size_t)nz * N);
     double r = rel(y, ref, (size_t)nz * N);
@@ -791,7 +801,8 @@ static void gemv_multi_token(void)
     static const struct { const char *pre; int nt, rows, dual, mma; } kn[] = {
         { "gemvb", 8, 4, 0, 0 }, { "gemvb16", 16, 2, 0, 0 }, { "gemvbd", 8, 2, 1, 0 }, { "gemvbd16", 16, 1, 1, 0 },
         { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 },
-        { "gemvbp", 16, 16, 0, 1 }, { "gemvbpd", 16, 16, 1, 1 },
+        { "gemvbp", 16, 16, 0, 1 }, { "gemvbpd", 16, 16, 1, 1 }, { "gemvbp_f", 16, 16, 0, 1 },
+        { "gemvbpd_f", 16, 16, 1, 1 },
     };
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++)
         for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++)
@@ -801,7 +812,8 @@ static void gemv_multi_token(void)
                     const int mode = 2 * kn[k].dual + m, N = mode == 2 ? 96 : 67, K = nz % 2 ? 2048 : 4352;
                     const int bt = kn[k].mma ? 256 : nz % 3 == 0 ? 128 : nz % 3 == 1 ? 32 : 64;
                     char name[64];
-                    snprintf(name, sizeof name, "%s_%s", kn[k].pre, qt[i].name);
+                    const size_t pl = strcspn(kn[k].pre, "_"); /* "gemvbp_f": gemvbp_<type>_f */
+                    snprintf(name, sizeof name, "%.*s_%s%s", (int)pl, kn[k].pre, qt[i].name, kn[k].pre + pl);
                     const int blocks = (N + kn[k].rows - 1) / kn[k].rows * ((nz + kn[k].nt - 1) / kn[k].nt);
                     check_mmq_kernel(qt[i].t, N, K, nz, mode, name, (unsigned)blocks, bt);
                 }

@@ -220,6 +220,9 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     int rc;
     /* the GEMVs and the decode step's small kernels order themselves for programmatic dependent
      * launch (PDL_WAIT in every path, kernels/prelude.h): hip_rt_fn_pdl; the rest launch plainly */
+    struct err ign0;
+    if (!c->ops.use_xfrag || hip_rt_fn_pdl(c->ops.rt, "q8_frag", &c->ops.k_q8_frag, &ign0))
+        c->ops.k_q8_frag = NULL; /* NVIDIA (kernels/gemvb.cu), XFRAG on */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(nm, sizeof nm, "gemv_%s", names[i].s);
         if ((rc = hip_rt_fn_pdl(c->ops.rt, nm, &c->ops.gemv[names[i].t], e)))
@@ -254,6 +257,11 @@ static int get_kernels(struct hip_engine *c, struct err *e)
                 hip_rt_fn_pdl(c->ops.rt, nm, fp, &ign) ||
                 hip_rt_fn_smem(c->ops.rt, *fp, GEMVBP_SMEM(names[i].t, wide), &ign))
                 *fp = NULL;
+            hip_fn *ff = &c->ops.gemvbf[wide][names[i].t]; /* its twin on activations in fragment order */
+            snprintf(nm, sizeof nm, "gemvbp%s_%s_f", wide ? "d" : "", names[i].s);
+            if (!*fp || !c->ops.k_q8_frag || hip_rt_fn_pdl(c->ops.rt, nm, ff, &ign) ||
+                hip_rt_fn_smem(c->ops.rt, *ff, GEMVBP_SMEM(names[i].t, wide), &ign))
+                *ff = NULL;
         }
         for (int xu = 0; xu < 2; xu++) /* the streamed single-token GEMV (NVIDIA; q8 types) */
             for (int dn = 0; dn < 2; dn++) {
@@ -379,6 +387,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
     c->ops.gemvb_t = k->gemvb_t;
     c->ops.gemvbm_min = k->gemvbm_min;
     c->ops.use_gemvbp = k->gemvbp;
+    c->ops.use_xfrag = k->xfrag;
     c->use_dec4 = k->dec4;
     c->ops.mma_t = k->mma_t;
     c->dec_ns = DEC_SPLIT;
@@ -526,7 +535,7 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         [HIP_SCR_PART] = &c->ops.part, [HIP_SCR_RL] = &c->rl, [HIP_SCR_SEL] = &c->sel, [HIP_SCR_SW] = &c->sw,
         [HIP_SCR_EY] = &c->ey, [HIP_SCR_AMAX] = &c->amax, [HIP_SCR_AMX] = &c->amx, [HIP_SCR_XQ] = &c->ops.xq,
         [HIP_SCR_XQD] = &c->ops.xqd, [HIP_SCR_FQ] = &c->ops.fq, [HIP_SCR_FQD] = &c->ops.fqd, [HIP_SCR_FCNT] = &c->fcnt,
-        [HIP_SCR_HQ] = &c->ops.hq, [HIP_SCR_HQD] = &c->ops.hqd, [HIP_SCR_HSP] = &c->ops.hsp,
+        [HIP_SCR_XF] = &c->ops.xf, [HIP_SCR_XFD] = &c->ops.xfd, [HIP_SCR_HQ] = &c->ops.hq, [HIP_SCR_HQD] = &c->ops.hqd, [HIP_SCR_HSP] = &c->ops.hsp,
         [HIP_SCR_NCNT] = &c->ops.ncnt, [HIP_SCR_ACNT] = &c->acnt, [HIP_SCR_TOPK] = &c->topk,
         [HIP_SCR_GRP] = &c->grp, [HIP_SCR_XSC] = &c->ops.xsc, [HIP_SCR_XH] = &c->ops.xh,
     };

@@ -57,6 +57,7 @@ void hip_knobs_from_env(struct hip_knobs *k)
     const char *gme = env("LLM170_HIP_GEMVBM_MIN");
     k->gemvbm_min = gme && atoi(gme) >= 1 ? atoi(gme) : 5;
     k->gemvbp = on_unless_0("LLM170_HIP_GEMVBP");
+    k->xfrag = on_unless_0("LLM170_HIP_XFRAG");
     const char *mte = env("LLM170_HIP_MMA_T");
     k->mma_t = mte ? atoi(mte) : 0;
     k->split_buckets = on_unless_0("LLM170_HIP_SPLIT_BUCKETS");

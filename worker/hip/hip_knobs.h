@@ -82,6 +82,10 @@ struct hip_knobs {
     /* the tensor-core multi-token GEMV with its weights streamed through a cp.async ring (gemvbp, default on
      * where the device has it) instead of loaded into registers chunk by chunk (gemvbm). GEMVBP=0 for gemvbm */
     bool gemvbp;
+    /* the streamed multi-token GEMV (gemvbp) reads its activations from a copy in the mma B fragments' order
+     * made by a q8_frag launch before it (gemvbp*_f; default on where the device has them). XFRAG=0 reads the
+     * q8 rows themselves */
+    bool xfrag;
     /* tokens per tensor-core GEMM block: 0 (default) = by batch size (32 up to 32 tokens, 128 from 256,
      * else 64); MMA_T=32|64|128 fixes it (any other number takes the 64-token tile), for tuning */
     int mma_t;

@@ -75,6 +75,10 @@ struct hip_ops {
     hip_fn gemvbp[2][QT_COUNT]; /* gemvbm with the weights streamed through shared memory, its limit raised to
                                    GEMVBP_SMEM; NULL where absent or switched off */
     bool use_gemvbp;       /* hip_knobs.gemvbp */
+    hip_fn gemvbf[2][QT_COUNT]; /* gemvbp on activations in fragment order (gemvbp*_f; hip_knobs.xfrag), else NULL */
+    hip_fn k_q8_frag;      /* writes that order into xf / xfd before a gemvbf launch */
+    bool use_xfrag;        /* hip_knobs.xfrag */
+    struct hip_dptr xf, xfd; /* [2 tiles][k / 64][512 bytes], [2][k / 32][8] (d, d·Σq) pairs */
     int gemv_r;            /* rows per block of the q8 GEMV: 0 = chosen per product (hip_knobs.gemv_r) */
     int gemv_warps;        /* most warps a GEMV block takes: 0 = by the row (hip_knobs.gemv_warps) */
     hip_fn mma[QT_COUNT], mma32[QT_COUNT], mma128[QT_COUNT]; /* tensor-core GEMM, 64 / 32 / 128 tokens a block */

@@ -69,6 +69,8 @@ void hip_scratch_plan(const struct model *m, const struct engine_params *p, stru
     const bool mma = B > HIP_TOKEN_GEMV_MAX;
     b[HIP_SCR_XSC] = mma ? rx * 4 : 4;
     b[HIP_SCR_XH] = mma ? xh * 2 : 4;
+    b[HIP_SCR_XF] = 2 * 8 * (qmax + 64);
+    b[HIP_SCR_XFD] = 2 * (qmax / 32 + 2) * 8 * 8;
 }
 
 uint64_t hip_scratch_bytes(const struct model *m, const struct engine_params *p)
