@@ -535,7 +535,8 @@ int hip_engine_create(struct hip_engine **out, const struct model *m, const stru
         [HIP_SCR_PART] = &c->ops.part, [HIP_SCR_RL] = &c->rl, [HIP_SCR_SEL] = &c->sel, [HIP_SCR_SW] = &c->sw,
         [HIP_SCR_EY] = &c->ey, [HIP_SCR_AMAX] = &c->amax, [HIP_SCR_AMX] = &c->amx, [HIP_SCR_XQ] = &c->ops.xq,
         [HIP_SCR_XQD] = &c->ops.xqd, [HIP_SCR_FQ] = &c->ops.fq, [HIP_SCR_FQD] = &c->ops.fqd, [HIP_SCR_FCNT] = &c->fcnt,
-        [HIP_SCR_XF] = &c->ops.xf, [HIP_SCR_XFD] = &c->ops.xfd, [HIP_SCR_HQ] = &c->ops.hq, [HIP_SCR_HQD] = &c->ops.hqd, [HIP_SCR_HSP] = &c->ops.hsp,
+        [HIP_SCR_XF] = &c->ops.xf, [HIP_SCR_XFD] = &c->ops.xfd, [HIP_SCR_HQ] = &c->ops.hq,
+        [HIP_SCR_HQD] = &c->ops.hqd, [HIP_SCR_HSP] = &c->ops.hsp,
         [HIP_SCR_NCNT] = &c->ops.ncnt, [HIP_SCR_ACNT] = &c->acnt, [HIP_SCR_TOPK] = &c->topk,
         [HIP_SCR_GRP] = &c->grp, [HIP_SCR_XSC] = &c->ops.xsc, [HIP_SCR_XH] = &c->ops.xh,
     };
