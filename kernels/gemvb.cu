@@ -774,7 +774,6 @@ static __device__ __forceinline__ void gemvbp_body(const struct gemv_args &a)
 #if IN_PART0
 extern "C" __global__ void __launch_bounds__(32) q8_frag(const struct gemv_args a, i8 *f, float *fd)
 {
-    PDL_ENTER();
     const int lane = (int)threadIdx.x, p = (int)blockIdx.x, n = (int)blockIdx.y, G = a.k / 32;
     const int z = 8 * n + lane / 4, kq = 4 * (lane % 4);
     uint4 u = make_uint4(0, 0, 0, 0);
@@ -823,12 +822,10 @@ GEMVBM(gemvbmd_q5_K, KT_Q5_K, true, 2)
 GEMVBM(gemvbmd_q6_K, KT_Q6_K, true, 1)
 #endif
 /* gemvbp: 2 blocks a multiprocessor where their rings fit (GEMVBP_SMEM), else 1 */
-/* ... and each with its twin name_f on the activations in fragment order (q8_frag) */
-#define GEMVBP(name, T, DUAL, MINB)                                                                                \
-    extern "C" __global__ void __launch_bounds__(256, MINB) name(const struct gemv_args a)                      \
-    {                                                                                                          \
-        gemvbp_body<T, DUAL>(a);                                                                               \
-    }                                                                                                          \
+#define GEMVBP(name, T, DUAL, MINB) \
+    extern "C" __global__ void __launch_bounds__(256, MINB) name(const struct gemv_args a) { gemvbp_body<T, DUAL>(a); }
+/* ... and its twin name_f on the activations in fragment order (q8_frag): q4_K's, the type measured so far */
+#define GEMVBPF(name, T, DUAL, MINB)                                                                               \
     extern "C" __global__ void __launch_bounds__(256, MINB) name##_f(const struct gemv_args a)                 \
     {                                                                                                          \
         gemvbp_body<T, DUAL, true>(a);                                                                         \
@@ -840,6 +837,8 @@ GEMVBP(gemvbpd_q8_0, KT_Q8_0, true, 1)
 #if IN_PART(KT_Q4_K)
 GEMVBP(gemvbp_q4_K, KT_Q4_K, false, 2)
 GEMVBP(gemvbpd_q4_K, KT_Q4_K, true, 2)
+GEMVBPF(gemvbp_q4_K, KT_Q4_K, false, 2)
+GEMVBPF(gemvbpd_q4_K, KT_Q4_K, true, 2)
 #endif
 #if IN_PART(KT_Q5_K)
 GEMVBP(gemvbp_q5_K, KT_Q5_K, false, 2)

@@ -797,7 +797,8 @@ static void gemv_multi_token(void)
     static const struct { enum qtype t; const char *name; } qt[] = {
         { QT_Q8_0, "q8_0" }, { QT_Q4_K, "q4_K" }, { QT_Q5_K, "q5_K" }, { QT_Q6_K, "q6_K" },
     };
-    /* tokens and rows a block; the tensor-core kernels (gemvbm*) take 16 rows, all tokens, 8 warps */
+    /* tokens and rows a block; the tensor-core kernels (gemvbm*) take 16 rows, all tokens, 8 warps; the
+     * fragment-order twins (gemvbp*_f) are q4_K's */
     static const struct { const char *pre; int nt, rows, dual, mma; } kn[] = {
         { "gemvb", 8, 4, 0, 0 }, { "gemvb16", 16, 2, 0, 0 }, { "gemvbd", 8, 2, 1, 0 }, { "gemvbd16", 16, 1, 1, 0 },
         { "gemvbm", 16, 16, 0, 1 }, { "gemvbmd", 16, 16, 1, 1 },
@@ -806,7 +807,7 @@ static void gemv_multi_token(void)
     };
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++)
         for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++)
-            for (int nz = 1; nz <= 16; nz++)
+            for (int nz = 1; nz <= 16 && (!strstr(kn[k].pre, "_f") || qt[i].t == QT_Q4_K); nz++)
                 for (int m = 0; m < 2; m++) {
                     /* K = 4352: 17 chunks of 256 over 8 warps, 136 units over 32..128 threads */
                     const int mode = 2 * kn[k].dual + m, N = mode == 2 ? 96 : 67, K = nz % 2 ? 2048 : 4352;

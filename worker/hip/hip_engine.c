@@ -221,7 +221,7 @@ static int get_kernels(struct hip_engine *c, struct err *e)
     /* the GEMVs and the decode step's small kernels order themselves for programmatic dependent
      * launch (PDL_WAIT in every path, kernels/prelude.h): hip_rt_fn_pdl; the rest launch plainly */
     struct err ign0;
-    if (!c->ops.use_xfrag || hip_rt_fn_pdl(c->ops.rt, "q8_frag", &c->ops.k_q8_frag, &ign0))
+    if (!c->ops.use_xfrag || hip_rt_fn(c->ops.rt, "q8_frag", &c->ops.k_q8_frag, &ign0))
         c->ops.k_q8_frag = NULL; /* NVIDIA (kernels/gemvb.cu), XFRAG on */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(nm, sizeof nm, "gemv_%s", names[i].s);
