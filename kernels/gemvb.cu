@@ -594,8 +594,20 @@ static __device__ __forceinline__ void mchunk(const mrow<T> (&r)[2][2], const st
     }
 }
 
-/* The same from the activations in fragment order (q8_frag below): one 16-byte load a lane gives its B
- * words of two groups, one 16-byte load its two tokens' scale pairs of a group */
+/* The fragment order (q8_frag below writes it, mchunk_xf reads it), over the G = k / 32 groups: the byte offset
+ * of lane L's 16 bytes for 8-token tile n and group pair p, and the float2 index of tile n's group g's pair for
+ * token slot s (0..7) */
+static __device__ __forceinline__ __attribute__((unused)) long long xf_words(int n, int G, int p, int lane)
+{
+    return ((long long)n * (G / 2) + p) * 512 + 16 * lane;
+}
+static __device__ __forceinline__ __attribute__((unused)) long long xf_pair(int n, int G, int g, int s)
+{
+    return ((long long)n * G + g) * 8 + s;
+}
+
+/* The same from the activations in fragment order: one 16-byte load a lane gives its B words of two groups,
+ * one 16-byte load its two tokens' scale pairs of a group */
 template <int T, int ND>
 static __device__ __forceinline__ void mchunk_xf(const mrow<T> (&r)[2][2], const i8 *f, const float *fd, int G,
                                                  int lane, int q, int ntile, float (&acc)[2][2][4])
@@ -610,9 +622,9 @@ static __device__ __forceinline__ void mchunk_xf(const mrow<T> (&r)[2][2], const
         for (int n = 0; n < 2; n++) {
             if (n < ntile) {
                 if (j % 2 == 0)
-                    u[n] = *(const uint4 *)(f + ((long long)n * (G / 2) + gj / 2) * 512 + 16 * lane);
+                    u[n] = *(const uint4 *)(f + xf_words(n, G, gj / 2, lane));
                 bw[n][0] = (int)(j % 2 ? u[n].z : u[n].x), bw[n][1] = (int)(j % 2 ? u[n].w : u[n].y);
-                const float4 s4 = *(const float4 *)(fd + (((long long)n * G + gj) * 8 + 2 * (lane % 4)) * 2);
+                const float4 s4 = *(const float4 *)(fd + 2 * xf_pair(n, G, gj, 2 * (lane % 4)));
                 xd[n][0] = make_float2(s4.x, s4.y), xd[n][1] = make_float2(s4.z, s4.w);
             }
         }
@@ -765,7 +777,7 @@ static __device__ __forceinline__ void gemvbp_body(const struct gemv_args &a)
 }
 
 /* The nz ≤ 16 tokens' q8 rows x [nz][x_stride] with their (d, d·Σq) pairs xd [nz][x_stride / 32] in the order
- * gemvbf reads them: f, for 8-token tile n and group pair p (groups 2p, 2p + 1 of k / 32), 512 bytes, lane L's
+ * gemvbp*_f reads them: f, for 8-token tile n and group pair p (groups 2p, 2p + 1 of k / 32), 512 bytes, lane L's
  * 16 at 16·L — token 8n + L / 4's words at k = 4(L % 4) and 16 + 4(L % 4) of group 2p, then of 2p + 1 (mma's B
  * fragment); fd, for tile n and group g, the 8 tokens' pairs in order. Tokens past nz are zeros. Grid
  * (k / 64, 2), 32 threads. Why a copy: read from the rows, a warp's words of a group touch 8 tokens' 16 bytes
@@ -781,13 +793,13 @@ extern "C" __global__ void __launch_bounds__(32) q8_frag(const struct gemv_args 
         const i8 *x = (const i8 *)a.x + (long long)z * a.x_stride + 64 * p + kq;
         u = make_uint4(*(const u32 *)x, *(const u32 *)(x + 16), *(const u32 *)(x + 32), *(const u32 *)(x + 48));
     }
-    *(uint4 *)(f + ((long long)n * (G / 2) + p) * 512 + 16 * lane) = u;
+    *(uint4 *)(f + xf_words(n, G, p, lane)) = u;
     if (lane < 16) { /* group 2p + lane / 8, token 8n + lane % 8 */
         const int g = 2 * p + lane / 8, zt = 8 * n + lane % 8;
         float2 v = make_float2(0.0f, 0.0f);
         if (zt < a.nz)
             v = ((const float2 *)(a.xd + (long long)zt * (a.x_stride / 32) * 2))[g];
-        ((float2 *)fd)[((long long)n * G + g) * 8 + lane % 8] = v;
+        ((float2 *)fd)[xf_pair(n, G, g, lane % 8)] = v;
     }
 }
 #endif

@@ -246,9 +246,7 @@ static bool launch_gemvb(struct hip_ops *c, struct gemv_args *a, const struct dw
         if ((*rc = hip_rt_launch(c->rt, c->k_q8_frag, (unsigned)(a->k / 64), 2, 1, 32, fp2, e)))
             return true;
         a->x = c->xf.a, a->xd = c->xfd.a;
-        *rc = hip_rt_launch_smem(c->rt, c->gemvbf[dual][w->type], cdiv((size_t)a->n_rows, 16), 1, 1, 256,
-                                 (unsigned)GEMVBP_SMEM(w->type, dual), params, e);
-        return true;
+        fp = c->gemvbf[dual][w->type]; /* its twin reading that copy */
     }
     if (fp) { /* the same blocks as gemvbm, with the ring in dynamic shared memory */
         *rc = hip_rt_launch_smem(c->rt, fp, cdiv((size_t)a->n_rows, 16), 1, 1, 256,
